@@ -1,0 +1,39 @@
+# fusebox — build, run, test, bench.
+# Two commands on a fresh machine: `make run` and `make test`.
+
+GO        ?= go
+BIN       := bin/fusebox
+PKGS      := ./...
+# -race on every package: they all run goroutines.
+TESTFLAGS ?= -race -count=1 -timeout 12m
+
+.PHONY: all build run test test-short bench lint fmt tidy clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/node
+
+# One node on loopback with embedded defaults (data under ./data).
+run: build
+	./$(BIN) serve $(ARGS)
+
+test: lint
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$${BENCHTIME:-1s} $(PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin data

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"fusebox/transport"
+)
+
+// adminOpts are the flags every admin command shares.
+type adminOpts struct {
+	addr      string
+	tokenFile string
+	json      bool
+	timeout   time.Duration
+}
+
+func adminCmd() *cobra.Command {
+	o := &adminOpts{}
+	cmd := &cobra.Command{
+		Use:   "admin",
+		Short: "Administer a running cluster over its HTTP API",
+		Long: `Administer a running cluster through any node's HTTP API. Output is a table
+for people, or JSON with --json for scripts. Exit codes: 0 success, 1 error,
+2 bad usage, 3 the cluster refused (invalid input, not found, conflict),
+4 unavailable (no leader, node unreachable).
+
+--addr, --token-file can also be set as FUSEBOX_ADDR and
+FUSEBOX_ADMIN_TOKEN_FILE.`,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return applyEnvNamed(cmd.Flags(), map[string]string{"addr": "FUSEBOX_ADDR", "token-file": "FUSEBOX_ADMIN_TOKEN_FILE"})
+		},
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&o.addr, "addr", "127.0.0.1:8470", "HTTP address of any node")
+	pf.StringVar(&o.tokenFile, "token-file", "", "file holding the admin bearer token (needed for changes when the cluster has one)")
+	pf.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for an answer")
+	cmd.AddCommand(membersCmd(o), raftCmd(o), configCmd(o), endpointsCmd(o))
+	return cmd
+}
+
+// client builds an API client from the shared flags.
+func (o *adminOpts) client() (*transport.Client, error) {
+	tok, err := readSecretFile("--token-file", o.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return transport.NewClient(o.addr, tok, nil), nil
+}
+
+// print writes v as JSON with --json, else calls table.
+func (o *adminOpts) print(w io.Writer, v any, table func(tw *tabwriter.Writer)) error {
+	if o.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	table(tw)
+	return tw.Flush()
+}
+
+// apiExit turns API errors into the documented exit codes.
+func apiExit(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *transport.Error
+	if errors.As(err, &e) {
+		code := 1
+		switch e.Code {
+		case transport.CodeInvalidArgument, transport.CodeNotFound, transport.CodeConflict,
+			transport.CodeUnauthenticated, transport.CodePermission, transport.CodeTooLarge, transport.CodeWrongOwner:
+			code = 3
+		case transport.CodeNoLeader, transport.CodeNotLeader, transport.CodeUnavailable, transport.CodeOverloaded:
+			code = 4
+		}
+		return &exitError{code: code, msg: e.Error()}
+	}
+	return &exitError{code: 4, msg: err.Error()}
+}
+
+func applyEnvNamed(fs interface {
+	Changed(string) bool
+	Set(string, string) error
+}, names map[string]string) error {
+	for flag, env := range names {
+		if fs.Changed(flag) {
+			continue
+		}
+		if v, ok := os.LookupEnv(env); ok {
+			if err := fs.Set(flag, v); err != nil {
+				return fmt.Errorf("environment %s=%q: %w", env, v, err)
+			}
+		}
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return ""
+}
+
+func compactJSON(raw json.RawMessage) string {
+	s := strings.TrimSpace(string(raw))
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"fusebox/transport"
+)
+
+func withTimeout(cmd *cobra.Command, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cmd.Context(), d)
+}
+
+func configCmd(o *adminOpts) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Read and change dynamic config (replicated through Raft, applied live on every node)",
+	}
+	var ns, dest string
+	constraintFlags := func(c *cobra.Command) {
+		c.Flags().StringVar(&ns, "namespace", "", "constrain the value to this namespace id")
+		c.Flags().StringVar(&dest, "destination", "", "constrain the value to this destination (endpoint name or callback URL)")
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List every value that is set, and the registered keys",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd, o.timeout)
+			defer cancel()
+			l, err := c.ConfigList(ctx)
+			if err != nil {
+				return apiExit(err)
+			}
+			return o.print(cmd.OutOrStdout(), l, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "KEY\tNAMESPACE\tDESTINATION\tVALUE\tINDEX")
+				for _, e := range l.Entries {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", e.Key, orDash(e.Namespace), orDash(e.Destination), compactJSON(e.Value), e.Index)
+				}
+				fmt.Fprintln(tw, "\nREGISTERED KEY\tTYPE\tDEFAULT\tCONSTRAINTS")
+				for _, k := range l.Keys {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Key, k.Type, compactJSON(k.Default), strings.Join(k.Constraints, ","))
+				}
+			})
+		},
+	}
+	get := &cobra.Command{
+		Use:   "get KEY",
+		Short: "Show the values of one key under every constraint",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd, o.timeout)
+			defer cancel()
+			es, err := c.ConfigGet(ctx, args[0])
+			if err != nil {
+				return apiExit(err)
+			}
+			return o.print(cmd.OutOrStdout(), es, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "NAMESPACE\tDESTINATION\tVALUE\tINDEX\tUPDATED\tAUTHOR")
+				for _, e := range es {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", orDash(e.Namespace), orDash(e.Destination), string(e.Value), e.Index,
+						e.UpdatedAt.Format(time.RFC3339), orDash(e.Author))
+				}
+			})
+		},
+	}
+	set := &cobra.Command{
+		Use:   "set KEY VALUE",
+		Short: "Set a value (JSON; a bare word is taken as a string; @file reads the file)",
+		Example: `  fusebox admin config set history.outboundQueue.circuitBreakerSettings '{"Timeout":"30s"}' --destination my-endpoint
+  fusebox admin config set history.outboundQueue.hostScheduler.maxTaskRPS 50
+  fusebox admin config set fusebox.breaker.hintPolicy adopt --namespace ns-1`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			val, err := parseValueArg(args[1])
+			if err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd, o.timeout)
+			defer cancel()
+			res, err := c.ConfigSet(ctx, args[0], transport.ConfigWrite{Namespace: ns, Destination: dest, Value: val})
+			if err != nil {
+				return apiExit(err)
+			}
+			return o.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "set %s at raft index %d\n", args[0], res.Index)
+			})
+		},
+	}
+	del := &cobra.Command{
+		Use:   "delete KEY",
+		Short: "Delete the value of a key under a constraint (the next most specific applies)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd, o.timeout)
+			defer cancel()
+			res, err := c.ConfigDelete(ctx, args[0], ns, dest)
+			if err != nil {
+				return apiExit(err)
+			}
+			return o.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "deleted %s at raft index %d\n", args[0], res.Index)
+			})
+		},
+	}
+	var limit int
+	hist := &cobra.Command{
+		Use:   "history",
+		Short: "Show recent config changes, newest first (raft index, time, author)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd, o.timeout)
+			defer cancel()
+			hs, err := c.ConfigHistory(ctx, limit)
+			if err != nil {
+				return apiExit(err)
+			}
+			return o.print(cmd.OutOrStdout(), hs, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "INDEX\tAT\tAUTHOR\tOP\tKEY\tNAMESPACE\tDESTINATION\tVALUE")
+				for _, h := range hs {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Index, h.At.Format(time.RFC3339), orDash(h.Author), h.Op, h.Key,
+						orDash(h.Namespace), orDash(h.Destination), compactJSON(h.Value))
+				}
+			})
+		},
+	}
+	hist.Flags().IntVar(&limit, "limit", 50, "at most this many changes")
+	constraintFlags(set)
+	constraintFlags(del)
+	cmd.AddCommand(list, get, set, del, hist)
+	return cmd
+}
+
+// parseValueArg accepts JSON, @file, or a bare word taken as a JSON string.
+func parseValueArg(s string) (json.RawMessage, error) {
+	if name, ok := strings.CutPrefix(s, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("VALUE %s: %w", s, err)
+		}
+		s = string(b)
+	}
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s), nil
+	}
+	b, _ := json.Marshal(s)
+	return b, nil
+}
+
+func endpointsCmd(o *adminOpts) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "endpoints",
+		Short: "Manage the Nexus endpoint registry (name → target URL)",
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List endpoints",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd, o.timeout)
+			defer cancel()
+			es, err := c.Endpoints(ctx)
+			if err != nil {
+				return apiExit(err)
+			}
+			return o.print(cmd.OutOrStdout(), es, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "NAME\tURL\tDESCRIPTION\tINDEX")
+				for _, e := range es {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", e.Name, e.URL, orDash(e.Description), e.Index)
+				}
+			})
+		},
+	}
+	get := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show one endpoint",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd, o.timeout)
+			defer cancel()
+			e, err := c.Endpoint(ctx, args[0])
+			if err != nil {
+				return apiExit(err)
+			}
+			return o.print(cmd.OutOrStdout(), e, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "name\t%s\nurl\t%s\ndescription\t%s\nindex\t%d\n", e.Name, e.URL, orDash(e.Description), e.Index)
+			})
+		},
+	}
+	var desc string
+	put := &cobra.Command{
+		Use:   "put NAME URL",
+		Short: "Create or replace an endpoint",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd, o.timeout)
+			defer cancel()
+			res, err := c.PutEndpoint(ctx, transport.Endpoint{Name: args[0], URL: args[1], Description: desc})
+			if err != nil {
+				return apiExit(err)
+			}
+			return o.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "endpoint %s → %s at raft index %d\n", args[0], args[1], res.Index)
+			})
+		},
+	}
+	put.Flags().StringVar(&desc, "description", "", "free text shown in listings")
+	del := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete an endpoint",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd, o.timeout)
+			defer cancel()
+			res, err := c.DeleteEndpoint(ctx, args[0])
+			if err != nil {
+				return apiExit(err)
+			}
+			return o.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "deleted endpoint %s at raft index %d\n", args[0], res.Index)
+			})
+		},
+	}
+	cmd.AddCommand(list, get, put, del)
+	return cmd
+}

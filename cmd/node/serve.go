@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"fusebox/node"
+)
+
+// serveFlags are the contract's flags (DESIGN.md "External contract"); each
+// can also be set as FUSEBOX_<NAME> (dashes become underscores).
+type serveFlags struct {
+	nodeID          string
+	dataDir         string
+	httpAddr        string
+	gossipAddr      string
+	raftAddr        string
+	join            string
+	bootstrapExpect int
+	shards          int
+	gossipKeyFile   string
+	adminTokenFile  string
+	logLevel        string
+	logFormat       string
+	timing          string
+	shutdownTimeout time.Duration
+}
+
+func serveCmd() *cobra.Command {
+	f := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a fusebox node",
+		Long: `Run a fusebox node. With no flags it runs a single-node cluster on loopback
+with its data under ./data, which is what "make run" does.
+
+Every flag can also be set in the environment as FUSEBOX_<FLAG NAME>, upper
+case with dashes as underscores (FUSEBOX_NODE_ID, FUSEBOX_HTTP_ADDR, …). A flag
+given on the command line wins over the environment.
+
+To form a 3-node cluster, start each node with a distinct --node-id,
+--data-dir and addresses, --bootstrap-expect 3 and --join listing the others'
+gossip addresses.
+
+SIGINT or SIGTERM shuts down gracefully: the node stops accepting requests,
+leaves the gossip pool and closes Raft, in that order; a second signal kills it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			return runServe(cmd, f)
+		},
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "fusebox-1"
+	}
+	fl := cmd.Flags()
+	fl.SortFlags = false
+	fl.StringVar(&f.nodeID, "node-id", host, "unique, stable name of this node in the cluster")
+	fl.StringVar(&f.dataDir, "data-dir", "./data", "directory for the Raft log, snapshots and node identity; keep it across restarts")
+	fl.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8470", "host:port of the HTTP API (ingest, admin, /metrics, /healthz, /readyz)")
+	fl.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:8471", "host:port for memberlist gossip (TCP and UDP); peers --join this address")
+	fl.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:8472", "host:port for Raft replication traffic (TCP)")
+	fl.StringVar(&f.join, "join", "", "comma-separated gossip addresses of existing nodes to join; retried until one answers")
+	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "number of servers that bootstrap a new cluster together once they see each other (0: 1 when --join is empty, else join an existing cluster)")
+	fl.IntVar(&f.shards, "shards", node.DefaultShards, "number of shards, fixed when the cluster is created; later values must match (production: 4–8× the largest node count you expect)")
+	fl.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "file of base64 AES keys (16, 24 or 32 bytes), one per line, first is used to encrypt; without the key a node can neither join nor be heard")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding the bearer token that mutating API calls must present (Authorization: Bearer <token>)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.StringVar(&f.timing, "timing", "lan", "failure-detection and election timings: lan (production) or fast (tests and demos on one host)")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take before the node stops anyway")
+	return cmd
+}
+
+// applyEnv sets every flag not given on the command line from
+// FUSEBOX_<NAME>, naming the variable in any error.
+func applyEnv(fs *pflag.FlagSet) error {
+	var firstErr error
+	fs.VisitAll(func(fl *pflag.Flag) {
+		if fl.Changed || firstErr != nil {
+			return
+		}
+		name := "FUSEBOX_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if err := fs.Set(fl.Name, v); err != nil {
+				firstErr = fmt.Errorf("environment %s=%q: %w", name, v, err)
+			}
+		}
+	})
+	return firstErr
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format: %q is not text or json", format)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func readSecretFile(flag, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s: %s is empty", flag, path)
+	}
+	return tok, nil
+}
+
+func runServe(cmd *cobra.Command, f *serveFlags) error {
+	logger, err := newLogger(f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	token, err := readSecretFile("--admin-token-file", f.adminTokenFile)
+	if err != nil {
+		return err
+	}
+	cfg := node.Config{
+		NodeID:          f.nodeID,
+		DataDir:         f.dataDir,
+		HTTPAddr:        f.httpAddr,
+		GossipAddr:      f.gossipAddr,
+		RaftAddr:        f.raftAddr,
+		Join:            splitList(f.join),
+		BootstrapExpect: f.bootstrapExpect,
+		Shards:          f.shards,
+		GossipKeyFile:   f.gossipKeyFile,
+		AdminToken:      token,
+		Timing:          f.timing,
+		Version:         version,
+	}
+	n, err := node.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if err := n.Start(ctx); err != nil {
+		_ = n.Close(ctx)
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "fusebox node %q listening: http://%s (gossip %s, raft %s), data in %s\n",
+		cfg.NodeID, n.HTTPAddr(), n.GossipAddr(), n.RaftAddr(), cfg.DataDir)
+	<-ctx.Done()
+	logger.Info("shutting down", "timeout", f.shutdownTimeout)
+	sctx, cancel := contextWithTimeout(f.shutdownTimeout)
+	defer cancel()
+	if err := n.Close(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

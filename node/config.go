@@ -1,0 +1,71 @@
+// Package node assembles one fusebox node from its parts — metrics, the
+// breaker pool, dynamic config, gossip membership, the Raft store, the shard
+// map and the HTTP API — and starts and stops them in order. cmd/node parses
+// flags into a Config; tests build many nodes in one process.
+package node
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+)
+
+// DefaultShards is the shard count of a cluster created with no --shards.
+const DefaultShards = 16
+
+// MaxShards bounds --shards.
+const MaxShards = 16384
+
+// Config is a node's static configuration (the serve flags).
+type Config struct {
+	NodeID          string
+	DataDir         string
+	HTTPAddr        string
+	GossipAddr      string
+	RaftAddr        string
+	Join            []string
+	BootstrapExpect int
+	Shards          int
+	GossipKeyFile   string
+	// GossipKeys, when set, are used instead of GossipKeyFile (tests).
+	GossipKeys [][]byte
+	AdminToken string
+	// Timing is "lan" (production failure detection and elections) or
+	// "fast" (tight timings for tests and demos on one host).
+	Timing  string
+	Version string
+}
+
+var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// Validate names the first bad field, using the flag's name.
+func (c *Config) Validate() error {
+	if !nodeIDRe.MatchString(c.NodeID) {
+		return fmt.Errorf("--node-id %q: want 1–128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit", c.NodeID)
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("--data-dir: must not be empty")
+	}
+	for flag, addr := range map[string]string{"--http-addr": c.HTTPAddr, "--gossip-addr": c.GossipAddr, "--raft-addr": c.RaftAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("%s %q: want host:port: %v", flag, addr, err)
+		}
+	}
+	for _, j := range c.Join {
+		if _, _, err := net.SplitHostPort(j); err != nil {
+			return fmt.Errorf("--join %q: want host:port: %v", j, err)
+		}
+	}
+	if c.BootstrapExpect < 0 {
+		return fmt.Errorf("--bootstrap-expect %d: must not be negative", c.BootstrapExpect)
+	}
+	if c.Shards < 1 || c.Shards > MaxShards {
+		return fmt.Errorf("--shards %d: must be between 1 and %d", c.Shards, MaxShards)
+	}
+	switch c.Timing {
+	case "lan", "fast":
+	default:
+		return fmt.Errorf("--timing %q: want lan or fast", c.Timing)
+	}
+	return nil
+}
