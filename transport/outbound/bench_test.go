@@ -1,0 +1,118 @@
+package outbound_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/nexus-rpc/sdk-go/nexus"
+
+	"fusebox/breakerpool"
+	"fusebox/transport/outbound"
+)
+
+// benchServer hosts a sync echo Nexus operation under /nexus and a plain
+// 200 handler under /cb, on loopback.
+func benchServer(b *testing.B) string {
+	svc := nexus.NewService("svc")
+	svc.MustRegister(nexus.NewSyncOperation("echo", func(_ context.Context, in json.RawMessage, _ nexus.StartOperationOptions) (json.RawMessage, error) {
+		return in, nil
+	}))
+	reg := nexus.NewServiceRegistry()
+	if err := reg.Register(svc); err != nil {
+		b.Fatal(err)
+	}
+	h, err := reg.NewHandler()
+	if err != nil {
+		b.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/nexus/", http.StripPrefix("/nexus", nexus.NewHTTPHandler(nexus.HandlerOptions{Handler: h, Logger: quietLogger})))
+	mux.HandleFunc("/cb", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	})
+	return newServer(b, mux).URL
+}
+
+var benchInput = json.RawMessage(`{"workflow":"wf-123","amount":42,"note":"benchmark payload"}`)
+
+// BenchmarkOutbound compares the executors with raw http.Client POSTs to the
+// same server over the same transport settings (the baseline).
+func BenchmarkOutbound(b *testing.B) {
+	base := benchServer(b)
+	e := newExecutor(b, outbound.Options{})
+	ctx := context.Background()
+
+	b.Run("baseline-post", func(b *testing.B) {
+		client := outbound.NewHTTPClient()
+		defer client.CloseIdleConnections()
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := client.Post(base+"/cb", "application/json", bytes.NewReader(benchInput))
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Fatal(resp.Status)
+			}
+		}
+	})
+	b.Run("raw-callback", func(b *testing.B) {
+		r := outbound.Request{TaskGroup: breakerpool.TaskGroupCallback, URL: base + "/cb",
+			Body: benchInput, ContentType: "application/json", RequestID: "rid"}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.Execute(ctx, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("baseline-nexus-post", func(b *testing.B) {
+		// What the sync start sends, by hand: the floor for the sdk path.
+		client := outbound.NewHTTPClient()
+		defer client.CloseIdleConnections()
+		b.ReportAllocs()
+		for b.Loop() {
+			req, _ := http.NewRequest(http.MethodPost, base+"/nexus/svc/echo", bytes.NewReader(benchInput))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Nexus-Request-Id", "rid")
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Fatal(resp.Status)
+			}
+		}
+	})
+	b.Run("nexus-sync-start", func(b *testing.B) {
+		r := outbound.Request{TaskGroup: breakerpool.TaskGroupNexusInvocation, URL: base + "/nexus",
+			Service: "svc", Operation: "echo", RequestID: "rid", Input: benchInput}
+		b.ReportAllocs()
+		for b.Loop() {
+			res, err := e.Execute(ctx, r)
+			if err != nil || res.Outcome != outbound.OutcomeSucceeded {
+				b.Fatal(res, err)
+			}
+		}
+	})
+}
+
+// BenchmarkNewSDKClient measures building an sdk client per call, which the
+// executor does instead of caching clients per (URL, service).
+func BenchmarkNewSDKClient(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := nexus.NewHTTPClient(nexus.HTTPClientOptions{BaseURL: "http://127.0.0.1:8080/nexus", Service: "svc"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
