@@ -1,0 +1,126 @@
+// Package dynconfig is fusebox's dynamic configuration registry: typed keys,
+// validation, constraint resolution and change subscription. Storage is not
+// here: raftstore stores opaque Entry values, calls Validate/Canonical before
+// proposing and inside its FSM, and hands the whole table to
+// Collection.Update whenever it changes. Everything in this package except
+// Collection is a pure, deterministic function of its input.
+//
+// Temporal's common/dynamicconfig is the model: typed settings, constraints,
+// most-specific-wins precedence, subscriptions.
+package dynconfig
+
+import (
+	"encoding/json"
+	"time"
+
+	"fusebox/breakerpool"
+)
+
+// Registered keys. Temporal's names where Temporal has the setting.
+const (
+	// KeyBreakerSettings is the per-destination circuit breaker settings
+	// object (breakerpool.Settings without HintPolicy).
+	KeyBreakerSettings = "history.outboundQueue.circuitBreakerSettings"
+	// KeyOutboundTaskBatchSize is how many tasks a shard reader loads per
+	// batch; 0 stops the reader.
+	KeyOutboundTaskBatchSize = "history.outboundTaskBatchSize"
+	// KeyGroupLimiterBufferSize is the per-group buffer in front of the
+	// concurrency limiter.
+	KeyGroupLimiterBufferSize = "history.outboundQueue.groupLimiter.bufferSize"
+	// KeyGroupLimiterConcurrency is the per-group number of calls in flight.
+	KeyGroupLimiterConcurrency = "history.outboundQueue.groupLimiter.concurrency"
+	// KeyHostSchedulerMaxTaskRPS is the per-group rate limit (burst = rate).
+	KeyHostSchedulerMaxTaskRPS = "history.outboundQueue.hostScheduler.maxTaskRPS"
+	// KeyBreakerHintPolicy is what a breaker does with peers' gossiped hints.
+	KeyBreakerHintPolicy = "fusebox.breaker.hintPolicy"
+	// KeyNexusRequestTimeout is the outbound Nexus request timeout.
+	KeyNexusRequestTimeout = "component.nexusoperations.request.timeout"
+	// KeyCallbackRequestTimeout is the outbound completion callback timeout.
+	KeyCallbackRequestTimeout = "component.callbacks.request.timeout"
+)
+
+// Defaults of the scalar keys (Temporal's, see REFERENCE.md).
+const (
+	DefaultOutboundTaskBatchSize   = 100
+	DefaultGroupLimiterBufferSize  = 100
+	DefaultGroupLimiterConcurrency = 100
+	DefaultHostSchedulerMaxTaskRPS = 100.0
+	DefaultRequestTimeout          = 10 * time.Second
+)
+
+// registry is the registration table: one line per key. Order is the order
+// Keys lists them in; the index of a key is its slot in a Snapshot.
+var registry = []*definition{
+	settingsKey(KeyBreakerSettings, PerNamespaceDestination,
+		"circuit breaker settings per destination; omitted fields keep their defaults"),
+	intKey(KeyOutboundTaskBatchSize, DefaultOutboundTaskBatchSize, 0, 10_000, GlobalOnly,
+		"tasks a shard reader loads per batch; 0 stops the reader"),
+	intKey(KeyGroupLimiterBufferSize, DefaultGroupLimiterBufferSize, 1, 1_000_000, PerNamespaceDestination,
+		"tasks buffered per (task group, namespace, destination) before the concurrency limiter"),
+	intKey(KeyGroupLimiterConcurrency, DefaultGroupLimiterConcurrency, 1, 100_000, PerNamespaceDestination,
+		"calls in flight per (task group, namespace, destination)"),
+	floatKey(KeyHostSchedulerMaxTaskRPS, DefaultHostSchedulerMaxTaskRPS, 1_000_000, PerNamespaceDestination,
+		"calls per second per (task group, namespace, destination) on this host; burst = rate"),
+	enumKey(KeyBreakerHintPolicy, string(breakerpool.HintProbe),
+		[]string{string(breakerpool.HintProbe), string(breakerpool.HintAdopt), string(breakerpool.HintOff)},
+		PerNamespaceDestination, "what a breaker does with peers' gossiped hints: probe, adopt or off"),
+	durationKey(KeyNexusRequestTimeout, DefaultRequestTimeout, 24*time.Hour, PerNamespaceDestination,
+		"timeout of one outbound Nexus request (start or cancel)"),
+	durationKey(KeyCallbackRequestTimeout, DefaultRequestTimeout, 24*time.Hour, PerNamespaceDestination,
+		"timeout of one outbound completion callback request"),
+}
+
+// byName maps a key name to its index in registry.
+var byName = func() map[string]int {
+	m := make(map[string]int, len(registry))
+	for i, d := range registry {
+		if _, dup := m[d.name]; dup {
+			panic("dynconfig: key registered twice: " + d.name)
+		}
+		m[d.name] = i
+	}
+	return m
+}()
+
+// Indexes of the keys the typed getters read.
+var (
+	idxBreakerSettings = byName[KeyBreakerSettings]
+	idxBatchSize       = byName[KeyOutboundTaskBatchSize]
+	idxBufferSize      = byName[KeyGroupLimiterBufferSize]
+	idxConcurrency     = byName[KeyGroupLimiterConcurrency]
+	idxMaxTaskRPS      = byName[KeyHostSchedulerMaxTaskRPS]
+	idxHintPolicy      = byName[KeyBreakerHintPolicy]
+	idxNexusTimeout    = byName[KeyNexusRequestTimeout]
+	idxCallbackTimeout = byName[KeyCallbackRequestTimeout]
+)
+
+// KeyInfo describes one registered key; the API serves the list.
+type KeyInfo struct {
+	Name        string          `json:"name"`
+	Type        string          `json:"type"`
+	Default     json.RawMessage `json:"default"`
+	Constraints []Constraint    `json:"constraints"`
+	Description string          `json:"description"`
+}
+
+// Keys lists the registered keys in registration order. The result is a
+// fresh copy the caller may keep or modify.
+func Keys() []KeyInfo {
+	out := make([]KeyInfo, len(registry))
+	for i, d := range registry {
+		out[i] = KeyInfo{
+			Name:        d.name,
+			Type:        d.typ,
+			Default:     append(json.RawMessage(nil), d.defRaw...),
+			Constraints: d.scope.Constraints(),
+			Description: d.desc,
+		}
+	}
+	return out
+}
+
+// IsKey reports whether name is a registered key.
+func IsKey(name string) bool {
+	_, ok := byName[name]
+	return ok
+}
