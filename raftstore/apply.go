@@ -1,0 +1,212 @@
+package raftstore
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// NewRequestID returns a random request id.
+func NewRequestID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Apply commits cmd from any node: locally on the leader, forwarded to the
+// leader's HTTP API otherwise. While no leader is known it retries with jitter
+// until ApplyHoldTimeout (or ctx) and then fails with ErrNoLeader. Retries
+// reuse the request id, so a command whose outcome was ambiguous (leadership
+// lost mid-apply, forward timeout) is applied at most once. An FSM rejection is
+// returned both in the result and as the error.
+func (s *Store) Apply(ctx context.Context, cmd []byte, requestID string) (*ApplyResult, error) {
+	if requestID == "" {
+		requestID = NewRequestID()
+	}
+	if err := validateCommand(cmd, requestID); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(s.cfg.ApplyHoldTimeout)
+	for {
+		res, err, retry := s.tryApply(ctx, cmd, requestID)
+		if !retry {
+			return res, err
+		}
+		if ctx.Err() != nil {
+			return nil, &Error{Code: CodeUnavailable, Message: "write not confirmed: " + ctx.Err().Error() + " (last: " + AsError(err).Error() + ")"}
+		}
+		if !time.Now().Before(deadline) {
+			if errors.Is(err, ErrNoLeader) {
+				return nil, &Error{Code: CodeNoLeader, Message: "no raft leader elected within " + s.cfg.ApplyHoldTimeout.String() + "; the cluster may have lost quorum"}
+			}
+			e := AsError(err)
+			return nil, &Error{Code: CodeUnavailable, Message: "write not confirmed within " + s.cfg.ApplyHoldTimeout.String() + ": " + e.Error(), Leader: e.Leader, LeaderID: e.LeaderID}
+		}
+		t := time.NewTimer(50*time.Millisecond + rand.N(100*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// tryApply makes one attempt; retry reports whether the error is transient.
+func (s *Store) tryApply(ctx context.Context, cmd []byte, requestID string) (*ApplyResult, error, bool) {
+	r := s.raft.Load()
+	if r == nil {
+		return nil, unavailable("raft not started"), false
+	}
+	if r.State() == raft.Leader {
+		res, err := s.raftApply(ctx, r, cmd, requestID)
+		return res, err, isRetryable(res, err)
+	}
+	_, leaderID := r.LeaderWithID()
+	if leaderID == "" {
+		return nil, ErrNoLeader, true
+	}
+	if string(leaderID) == s.cfg.NodeID {
+		return nil, ErrNoLeader, true // stale: we just lost it
+	}
+	httpAddr := ""
+	for _, m := range s.deps.Members.Members() {
+		if m.ID == string(leaderID) {
+			httpAddr = m.HTTPAddr
+		}
+	}
+	if httpAddr == "" || s.deps.Forwarder == nil {
+		return nil, unavailable("leader %s has no known HTTP address (or no forwarder is configured)", leaderID), true
+	}
+	fctx, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
+	defer cancel()
+	res, err := s.deps.Forwarder.ForwardApply(fctx, httpAddr, cmd, requestID)
+	if err == nil && res == nil {
+		err = &Error{Code: CodeInternal, Message: "forwarder returned no result"}
+	}
+	if err == nil && res.Err != nil {
+		err = res.Err
+	}
+	if err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			// Transport failure: the outcome is unknown; the request id makes
+			// the retry safe.
+			s.metrics.forwarded.WithLabelValues("error").Inc()
+			return nil, unavailable("forward to leader %s at %s: %v", leaderID, httpAddr, err), true
+		}
+		s.metrics.forwarded.WithLabelValues("error").Inc()
+		return res, e, e.Retryable()
+	}
+	s.metrics.forwarded.WithLabelValues("ok").Inc()
+	return res, nil, false
+}
+
+func isRetryable(res *ApplyResult, err error) bool {
+	var e *Error
+	if err == nil || !errors.As(err, &e) {
+		return false
+	}
+	if res != nil && res.Err != nil {
+		return false // the FSM decided; retrying would only replay the answer
+	}
+	return e.Retryable()
+}
+
+// ApplyLocal applies cmd on this node, which must be the leader; otherwise it
+// returns ErrNotLeader with the leader hint. The HTTP handler of a forwarded
+// write calls it.
+func (s *Store) ApplyLocal(ctx context.Context, cmd []byte, requestID string) (*ApplyResult, error) {
+	if requestID == "" {
+		requestID = NewRequestID()
+	}
+	if err := validateCommand(cmd, requestID); err != nil {
+		return nil, err
+	}
+	r := s.raft.Load()
+	if r == nil {
+		return nil, unavailable("raft not started")
+	}
+	if r.State() != raft.Leader {
+		return nil, raftError(r, raft.ErrNotLeader)
+	}
+	return s.raftApply(ctx, r, cmd, requestID)
+}
+
+// raftApply is the single place raft's errors become typed errors.
+func (s *Store) raftApply(ctx context.Context, r *raft.Raft, cmd []byte, requestID string) (*ApplyResult, error) {
+	timeout := s.cfg.ApplyTimeout
+	if d, ok := ctx.Deadline(); ok {
+		if rem := time.Until(d); rem < timeout {
+			timeout = max(rem, time.Millisecond)
+		}
+	}
+	start := time.Now()
+	f := r.Apply(encodeEntry(cmd, requestID), timeout)
+	if err := f.Error(); err != nil {
+		return nil, raftError(r, err)
+	}
+	s.metrics.applyLatency.Observe(time.Since(start).Seconds())
+	res, ok := f.Response().(*ApplyResult)
+	if !ok {
+		return nil, &Error{Code: CodeInternal, Message: "FSM returned an unexpected response type"}
+	}
+	if res.Err != nil {
+		return res, res.Err
+	}
+	return res, nil
+}
+
+// raftError maps raft's errors onto typed errors.
+func raftError(r *raft.Raft, err error) *Error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		addr, id := r.LeaderWithID()
+		if id == "" {
+			return &Error{Code: CodeNoLeader, Message: "this node is not the leader and no leader is known"}
+		}
+		return &Error{Code: CodeNotLeader, Message: "this node is not the raft leader", Leader: string(addr), LeaderID: string(id)}
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return unavailable("leadership lost while applying; the command may or may not have committed, retry with the same request id")
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return unavailable("timed out enqueuing the command to raft")
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return unavailable("raft is shut down")
+	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return unavailable("leadership transfer in progress")
+	case errors.Is(err, raft.ErrAbortedByRestore):
+		return unavailable("aborted by a snapshot restore")
+	}
+	return &Error{Code: CodeInternal, Message: "raft: " + err.Error()}
+}
+
+// applyTyped encodes a command, applies it and decodes the result value.
+func applyTyped[T any](ctx context.Context, s *Store, t MessageType, payload any, requestID string) (T, uint64, error) {
+	var zero T
+	cmd, err := EncodeCommand(t, payload)
+	if err != nil {
+		return zero, 0, &Error{Code: CodeInternal, Message: err.Error()}
+	}
+	res, err := s.Apply(ctx, cmd, requestID)
+	if err != nil {
+		return zero, 0, err
+	}
+	var out T
+	if len(res.Value) > 0 {
+		if err := json.Unmarshal(res.Value, &out); err != nil {
+			return zero, res.Index, &Error{Code: CodeInternal, Message: "decode result: " + err.Error()}
+		}
+	}
+	return out, res.Index, nil
+}
+
+func stamp(m *CommandMeta) {
+	if m.At.IsZero() {
+		m.At = time.Now().UTC()
+	}
+}

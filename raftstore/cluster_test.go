@@ -1,0 +1,264 @@
+package raftstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestSingleNodeBootstrapAndRestart(t *testing.T) {
+	c := newTestCluster(t, nil)
+	s := c.add("n1", 0)
+	c.start("n1")
+	ctx := context.Background()
+	c.leader(10 * time.Second)
+	e, err := s.SetConfig(ctx, SetConfigCommand{CommandMeta: CommandMeta{Author: "t"}, Key: "k", Value: json.RawMessage(`{ "a": 1 }`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(e.Value) != `{"a":1}` {
+		t.Fatalf("value not canonicalized: %s", e.Value)
+	}
+	if _, err := s.PutEndpoint(ctx, PutEndpointCommand{Name: "ep", URL: "https://example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.SetConfig(ctx, SetConfigCommand{Key: "reject.me", Value: json.RawMessage(`{}`)})
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("want invalid argument, got %v", err)
+	}
+	waitFor(t, 5*time.Second, "cluster id set by the leader", func() bool { return s.ClusterID() != "" })
+	before := dumpState(s.StateStore())
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+
+	s2 := c.add("n1", 0) // same data dir
+	c.start("n1")
+	c.leader(10 * time.Second)
+	waitFor(t, 10*time.Second, "state replayed from the data dir", func() bool {
+		return cmp.Equal(before, dumpState(s2.StateStore()))
+	})
+}
+
+func TestThreeNodeForwardingFailoverAndDedup(t *testing.T) {
+	c := newTestCluster(t, nil)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.add(id, 3)
+	}
+	c.start("n1", "n2", "n3")
+	leader := c.leader(15 * time.Second)
+	waitFor(t, 5*time.Second, "3 voters", func() bool {
+		sf := suffrage(t, leader)
+		return len(sf) == 3 && sf["n1"] == "Voter" && sf["n2"] == "Voter" && sf["n3"] == "Voter"
+	})
+	ctx := context.Background()
+
+	// A write on a follower is forwarded and applied everywhere.
+	f := c.follower()
+	e, err := f.SetConfig(ctx, SetConfigCommand{Key: "breaker.enabled", Namespace: "ns", Value: json.RawMessage(`{"on":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitAllApplied(e.Index, 5*time.Second)
+	for id, s := range c.nodes {
+		if got, ok := s.StateStore().ConfigEntry("breaker.enabled", "ns", ""); !ok || got.Index != e.Index {
+			t.Fatalf("node %s: entry %+v %v", id, got, ok)
+		}
+	}
+	if n := testutil.ToFloat64(f.metrics.forwarded.WithLabelValues("ok")); n < 1 {
+		t.Fatalf("forwarded counter = %v", n)
+	}
+	// Validation errors come back typed through the forward.
+	_, err = f.PutEndpoint(ctx, PutEndpointCommand{Name: "bad name", URL: "http://h"})
+	var te *Error
+	if !errors.As(err, &te) || te.Code != CodeInvalidArgument || te.Field != "name" {
+		t.Fatalf("want invalid_argument on name, got %v", err)
+	}
+	cmd, _ := EncodeCommand(MsgSetShardCount, SetShardCountCommand{CommandMeta: CommandMeta{At: time.Now()}, Count: 8})
+	if _, err := f.Apply(ctx, cmd, ""); err != nil {
+		t.Fatal(err)
+	}
+	cmd2, _ := EncodeCommand(MsgSetShardCount, SetShardCountCommand{CommandMeta: CommandMeta{At: time.Now()}, Count: 9})
+	if _, err := f.Apply(ctx, cmd2, ""); !errors.Is(err, ErrConflict) {
+		t.Fatalf("want conflict, got %v", err)
+	}
+
+	// The same request id applied twice (via a follower, then the leader) → once.
+	cmd3, _ := EncodeCommand(MsgSetConfig, SetConfigCommand{CommandMeta: CommandMeta{At: time.Now()}, Key: "dedup", Value: json.RawMessage(`{}`)})
+	r1, err := f.Apply(ctx, cmd3, "req-dedup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := leader.Apply(ctx, cmd3, "req-dedup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Index != r2.Index {
+		t.Fatalf("dedup failed: first index %d, retry index %d", r1.Index, r2.Index)
+	}
+	histDedup := 0
+	for _, h := range leader.ConfigHistory(0) {
+		if h.Key == "dedup" {
+			histDedup++
+		}
+	}
+	if histDedup != 1 {
+		t.Fatalf("dedup command applied %d times", histDedup)
+	}
+
+	// Kill the leader: a new one is elected and writes resume.
+	old := leader.NodeID()
+	c.kill(old)
+	leader = c.leader(15 * time.Second)
+	if leader.NodeID() == old {
+		t.Fatal("dead node still leader")
+	}
+	var s2 *Store
+	for _, s := range c.nodes {
+		s2 = s
+	}
+	ep, err := s2.PutEndpoint(ctx, PutEndpointCommand{Name: "after-failover", URL: "http://127.0.0.1:9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitAllApplied(ep.Index, 5*time.Second)
+	for id, s := range c.nodes {
+		if _, ok := s.Endpoint("after-failover"); !ok {
+			t.Fatalf("node %s missing endpoint", id)
+		}
+	}
+}
+
+func TestNonvoterJoinsAndIsPromotedWhenVoterReaped(t *testing.T) {
+	c := newTestCluster(t, nil)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.add(id, 3)
+	}
+	c.start("n1", "n2", "n3")
+	leader := c.leader(15 * time.Second)
+
+	c.add("n4", 3) // sees 4 alive members: must not bootstrap, the leader adds it
+	c.start("n4")
+	waitFor(t, 10*time.Second, "n4 added as non-voter", func() bool {
+		return suffrage(t, leader)["n4"] == "Nonvoter"
+	})
+	e, err := c.nodes["n4"].SetConfig(context.Background(), SetConfigCommand{Key: "from-n4", Value: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitAllApplied(e.Index, 5*time.Second)
+
+	// With 4 servers the target stays 3: n4 is not promoted while 3 voters live.
+	if sf := suffrage(t, leader); sf["n4"] != "Nonvoter" {
+		t.Fatalf("n4 promoted past the voter target: %v", sf)
+	}
+
+	var victim string
+	for _, id := range []string{"n1", "n2", "n3"} {
+		if id != leader.NodeID() {
+			victim = id
+			break
+		}
+	}
+	c.kill(victim)
+	waitFor(t, 15*time.Second, "victim reaped and n4 promoted", func() bool {
+		sf := suffrage(t, c.leader(10*time.Second))
+		_, still := sf[victim]
+		return !still && sf["n4"] == "Voter" && len(sf) == 3
+	})
+	e, err = c.nodes["n4"].SetConfig(context.Background(), SetConfigCommand{Key: "after-promotion", Value: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitAllApplied(e.Index, 5*time.Second)
+}
+
+func TestNoLeaderAfterHoldTimeout(t *testing.T) {
+	c := newTestCluster(t, func(cfg *Config) { cfg.ApplyHoldTimeout = time.Second })
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.add(id, 3)
+	}
+	c.start("n1", "n2", "n3")
+	leader := c.leader(15 * time.Second)
+	var survivor *Store
+	for id, s := range c.nodes {
+		if s != leader && survivor == nil {
+			survivor = s
+			continue
+		}
+		c.kill(id)
+	}
+	start := time.Now()
+	_, err := survivor.SetConfig(context.Background(), SetConfigCommand{Key: "k", Value: json.RawMessage(`{}`)})
+	if !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("want ErrNoLeader, got %v", err)
+	}
+	if el := time.Since(start); el < time.Second {
+		t.Fatalf("gave up after %s, before the hold timeout", el)
+	}
+	if AsError(err).HTTPStatus() != 503 {
+		t.Fatalf("status %d", AsError(err).HTTPStatus())
+	}
+}
+
+func TestOnLeaderHookRunsAndStops(t *testing.T) {
+	c := newTestCluster(t, nil)
+	s := c.add("n1", 1)
+	started, stopped := make(chan struct{}), make(chan struct{})
+	s.OnLeader(func(ctx context.Context) {
+		close(started)
+		<-ctx.Done()
+		close(stopped)
+	})
+	c.start("n1")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("leader hook not run")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopped:
+	default:
+		t.Fatal("Close returned before the leader hook stopped")
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	members := newFakeMembers()
+	base := Config{NodeID: "n", DataDir: t.TempDir(), RaftBindAddr: "127.0.0.1:0"}
+	for _, tc := range []struct {
+		mut  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.NodeID = "" }, "NodeID"},
+		{func(c *Config) { c.DataDir = "" }, "DataDir"},
+		{func(c *Config) { c.RaftBindAddr = "nope" }, "RaftBindAddr"},
+		{func(c *Config) { c.Preset = "wan" }, "Preset"},
+		{func(c *Config) { c.VoterTarget = 4 }, "VoterTarget"},
+		{func(c *Config) { c.BootstrapExpect = -1 }, "BootstrapExpect"},
+	} {
+		cfg := base
+		tc.mut(&cfg)
+		_, err := New(cfg, Deps{Members: members})
+		if err == nil || !contains(err.Error(), tc.want) {
+			t.Errorf("want error naming %s, got %v", tc.want, err)
+		}
+	}
+	if _, err := New(base, Deps{}); err == nil || !contains(err.Error(), "Members") {
+		t.Errorf("want error naming Members, got %v", err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

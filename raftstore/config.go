@@ -1,0 +1,188 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Presets.
+const (
+	PresetLAN  = "lan"  // raft's own defaults
+	PresetFast = "fast" // tight timings for tests on loopback
+)
+
+// Config configures a Store. Zero values take the preset's defaults.
+type Config struct {
+	NodeID        string // raft server id; required
+	DataDir       string // holds raft.db (log + stable store) and snapshots/; required
+	RaftBindAddr  string // e.g. "127.0.0.1:0"; RaftAddr() reports the bound address
+	AdvertiseAddr string // address peers dial; default: the bound address
+
+	// BootstrapExpect: 0 or 1 bootstraps a single-node cluster when there is
+	// no existing state; N > 1 waits for N alive members and bootstraps them.
+	BootstrapExpect int
+	Preset          string // "lan" (default) or "fast"
+
+	// ReapTimeout is how long a failed member stays in the raft configuration
+	// before the leader removes it (default 30s lan, 2s fast).
+	ReapTimeout time.Duration
+	// VoterTarget caps voters; 0 means 3, or 5 once 5+ servers are alive.
+	VoterTarget int
+	// Stabilization is how long a non-voter must be alive before promotion
+	// (default 10s lan, 2×HeartbeatTimeout fast).
+	Stabilization time.Duration
+	// ReconcileInterval is the leader's backstop reconcile period (10s lan, 1s fast).
+	ReconcileInterval time.Duration
+
+	SnapshotThreshold uint64        // default: raft's (8192)
+	SnapshotInterval  time.Duration // default: raft's (120s)
+	TrailingLogs      uint64        // default: raft's (10240)
+
+	// ApplyHoldTimeout bounds how long Apply waits for a leader (default 5s).
+	ApplyHoldTimeout time.Duration
+	// ApplyTimeout bounds one raft apply enqueue and one forward (default 10s).
+	ApplyTimeout time.Duration
+
+	HistoryLimit  int    // config_history entries kept (default 1000)
+	RequestWindow uint64 // raft indexes a request id is remembered (default 10000)
+
+	Logger     *slog.Logger          // nil discards
+	Registerer prometheus.Registerer // nil: metrics are not registered
+}
+
+// MemberStatus is a member's gossip status.
+type MemberStatus int
+
+// Member statuses.
+const (
+	MemberAlive MemberStatus = iota
+	MemberSuspect
+	MemberFailed
+	MemberLeft
+)
+
+func (s MemberStatus) String() string {
+	switch s {
+	case MemberAlive:
+		return "alive"
+	case MemberSuspect:
+		return "suspect"
+	case MemberFailed:
+		return "failed"
+	case MemberLeft:
+		return "left"
+	}
+	return fmt.Sprintf("status(%d)", int(s))
+}
+
+// Member is a server as the membership layer sees it.
+type Member struct {
+	ID       string
+	RaftAddr string
+	HTTPAddr string
+	Status   MemberStatus
+}
+
+// Members is the membership view the store needs (implemented over memberlist
+// by the lead). Subscribe wakes (coalesced) on any membership change.
+type Members interface {
+	Members() []Member
+	Subscribe() (<-chan struct{}, func())
+}
+
+// Forwarder sends a write to the leader's HTTP API, which calls ApplyLocal.
+type Forwarder interface {
+	ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*ApplyResult, error)
+}
+
+// PeerStater optionally tells whether a peer already has raft state. With it,
+// BootstrapExpect > 1 skips bootstrapping when any peer is already part of a
+// cluster, as Consul's maybeBootstrap does.
+type PeerStater interface {
+	HasRaftState(ctx context.Context, m Member) (bool, error)
+}
+
+// Deps are the store's collaborators. Members is required; Forwarder is
+// required for writes on followers; Validator and PeerState are optional.
+type Deps struct {
+	Members   Members
+	Forwarder Forwarder
+	Validator Validator
+	PeerState PeerStater
+}
+
+func (c *Config) setDefaults() error {
+	if c.NodeID == "" {
+		return errors.New("raftstore: Config.NodeID is required")
+	}
+	if c.DataDir == "" {
+		return errors.New("raftstore: Config.DataDir is required")
+	}
+	if c.RaftBindAddr == "" {
+		return errors.New("raftstore: Config.RaftBindAddr is required")
+	}
+	if _, _, err := net.SplitHostPort(c.RaftBindAddr); err != nil {
+		return fmt.Errorf("raftstore: Config.RaftBindAddr %q: %w", c.RaftBindAddr, err)
+	}
+	if c.BootstrapExpect < 0 {
+		return fmt.Errorf("raftstore: Config.BootstrapExpect must be >= 0, got %d", c.BootstrapExpect)
+	}
+	if c.VoterTarget < 0 || c.VoterTarget == 2 || c.VoterTarget == 4 {
+		return fmt.Errorf("raftstore: Config.VoterTarget must be 0 (auto), 1, 3, 5 or more, got %d", c.VoterTarget)
+	}
+	fast := false
+	switch c.Preset {
+	case "", PresetLAN:
+		c.Preset = PresetLAN
+	case PresetFast:
+		fast = true
+	default:
+		return fmt.Errorf("raftstore: Config.Preset must be %q or %q, got %q", PresetLAN, PresetFast, c.Preset)
+	}
+	def := func(d *time.Duration, lan, fst time.Duration) {
+		if *d == 0 {
+			*d = lan
+			if fast {
+				*d = fst
+			}
+		}
+	}
+	def(&c.ReapTimeout, 30*time.Second, 2*time.Second)
+	def(&c.Stabilization, 10*time.Second, 500*time.Millisecond)
+	def(&c.ReconcileInterval, 10*time.Second, time.Second)
+	def(&c.ApplyHoldTimeout, 5*time.Second, 5*time.Second)
+	def(&c.ApplyTimeout, 10*time.Second, 10*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// raftConfig builds raft's config from the preset.
+func (c *Config) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeID)
+	if c.Preset == PresetFast {
+		rc.HeartbeatTimeout = 250 * time.Millisecond
+		rc.ElectionTimeout = 250 * time.Millisecond
+		rc.LeaderLeaseTimeout = 100 * time.Millisecond
+		rc.CommitTimeout = 5 * time.Millisecond
+	}
+	if c.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = c.SnapshotThreshold
+	}
+	if c.SnapshotInterval > 0 {
+		rc.SnapshotInterval = c.SnapshotInterval
+	}
+	if c.TrailingLogs > 0 {
+		rc.TrailingLogs = c.TrailingLogs
+	}
+	return rc
+}

@@ -1,0 +1,196 @@
+package raftstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// applyFunc applies one decoded command inside a write transaction. It returns
+// the result value (JSON-marshalled into ApplyResult.Value) or a typed error;
+// on error the FSM discards every write the function made.
+type applyFunc func(w *writer, payload []byte) (any, *Error)
+
+// applyFuncs is the registration table of command types (Consul's
+// fsm/commands pattern). Adding a type: add the constant at the end of the
+// MessageType table, then a line here.
+var applyFuncs = map[MessageType]applyFunc{
+	MsgSetConfig:      applySetConfig,
+	MsgDeleteConfig:   applyDeleteConfig,
+	MsgPutEndpoint:    applyPutEndpoint,
+	MsgDeleteEndpoint: applyDeleteEndpoint,
+	MsgForceBreaker:   applyForceBreaker,
+	MsgSetShardCount:  applySetShardCount,
+	MsgPutShardMap:    applyPutShardMap,
+	MsgSetClusterID:   applySetClusterID,
+}
+
+// FSM is the raft.FSM over a State. raft calls Apply, Snapshot and Restore
+// from one goroutine; reads go to the State concurrently.
+type FSM struct {
+	state  *State
+	logger *slog.Logger
+
+	mu        sync.Mutex
+	applied   uint64
+	appliedCh chan struct{} // closed and replaced whenever applied advances
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// NewFSM returns an FSM writing into state. A nil logger discards.
+func NewFSM(state *State, logger *slog.Logger) *FSM {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &FSM{state: state, logger: logger, appliedCh: make(chan struct{})}
+}
+
+// State returns the state the FSM writes.
+func (f *FSM) State() *State { return f.state }
+
+// Apply implements raft.FSM. It always returns *ApplyResult.
+func (f *FSM) Apply(l *raft.Log) any {
+	res := f.applyEntry(l.Index, l.Data)
+	f.setApplied(l.Index)
+	return res
+}
+
+// AppliedIndex is the raft index of the last entry applied (or restored).
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied
+}
+
+// WaitForApplied blocks until the FSM has applied index, or ctx ends.
+func (f *FSM) WaitForApplied(ctx context.Context, index uint64) error {
+	for {
+		f.mu.Lock()
+		applied, ch := f.applied, f.appliedCh
+		f.mu.Unlock()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("raftstore: waiting for index %d (applied %d): %w", index, applied, ctx.Err())
+		}
+	}
+}
+
+func (f *FSM) setApplied(index uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if index > f.applied {
+		f.applied = index
+		close(f.appliedCh)
+		f.appliedCh = make(chan struct{})
+	}
+}
+
+func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
+	requestID, t, payload, err := decodeEntry(data)
+	if err != nil {
+		f.logger.Error("raftstore: undecodable raft entry; returning an error result", "index", index, "error", err)
+		return &ApplyResult{Err: invalidArg("command", "undecodable entry at index %d: %v", index, err)}
+	}
+	db := f.state.db.Load()
+	w := &writer{s: f.state, txn: db.Txn(true), index: index}
+	w.txn.TrackChanges()
+	defer func() {
+		if p := recover(); p != nil {
+			w.txn.Abort()
+			f.logger.Error("raftstore: PANIC applying command; nothing written", "index", index, "type", t.String(), "panic", p)
+			res = &ApplyResult{Err: &Error{Code: CodeInternal, Message: fmt.Sprintf("panic applying %s: %v", t, p)}}
+		}
+	}()
+
+	// Forget request ids older than the window first, so "remembered for
+	// RequestWindow indexes" holds exactly.
+	if err := w.trimRequests(); err != nil {
+		w.txn.Abort()
+		return &ApplyResult{Err: err, Index: index}
+	}
+	if requestID != "" {
+		if r, ok := w.get(tableRequests, requestID).(*requestRow); ok {
+			w.txn.Commit() // only the trim
+			out := r.Result
+			return &out
+		}
+	}
+
+	result := ApplyResult{Index: index}
+	fn, ok := applyFuncs[t]
+	if !ok {
+		f.logger.Error("raftstore: UNKNOWN command type in raft log; is this node older than the cluster?",
+			"index", index, "type", uint8(t))
+		result.Err = invalidArg("command", "unknown command type %d", uint8(t))
+	} else if v, e := fn(w, payload); e != nil {
+		result.Err = e
+	} else if v != nil {
+		b, err := json.Marshal(v)
+		if err != nil {
+			result.Err = &Error{Code: CodeInternal, Message: "marshal result: " + err.Error()}
+		} else {
+			result.Value = b
+		}
+	}
+	if result.Err != nil {
+		// Discard the command's writes; only the dedup record survives.
+		w.txn.Abort()
+		w.txn = db.Txn(true)
+		w.txn.TrackChanges()
+	}
+	if requestID != "" {
+		if err := w.insert(tableRequests, &requestRow{ID: requestID, Index: index, Result: result}); err != nil {
+			w.txn.Abort()
+			return &ApplyResult{Err: err, Index: index}
+		}
+	}
+	if result.Err != nil {
+		// The fresh transaction must repeat the trim.
+		if err := w.trimRequests(); err != nil {
+			w.txn.Abort()
+			return &ApplyResult{Err: err, Index: index}
+		}
+	}
+	changes := w.txn.Changes()
+	w.txn.Commit()
+	touched := make(map[Table]struct{})
+	for _, c := range changes {
+		if c.Table != tableRequests && c.Table != tableCounters {
+			touched[Table(c.Table)] = struct{}{}
+		}
+	}
+	if len(touched) > 0 {
+		f.state.notify(touched)
+	}
+	return &result
+}
+
+// trimRequests forgets request ids older than the request window, measured in
+// raft indexes, so every replica trims exactly the same rows.
+func (w *writer) trimRequests() *Error {
+	if w.index <= w.s.requestWindow {
+		return nil
+	}
+	floor := w.index - w.s.requestWindow
+	for {
+		o, err := w.txn.First(tableRequests, "index")
+		if err != nil || o == nil {
+			return nil
+		}
+		if o.(*requestRow).Index > floor {
+			return nil
+		}
+		if err := w.delete(tableRequests, o); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package raftstore
+
+import "context"
+
+// Typed write helpers. Each validates locally first (a bad request never
+// reaches raft), stamps At with this node's clock if unset, and applies from
+// any node. c.RequestID, if set, is the dedup id.
+
+// SetConfig creates or replaces a config entry.
+func (s *Store) SetConfig(ctx context.Context, c SetConfigCommand) (ConfigEntry, error) {
+	stamp(&c.CommandMeta)
+	if _, err := c.validate(s.state.validator); err != nil {
+		return ConfigEntry{}, err
+	}
+	e, _, err := applyTyped[ConfigEntry](ctx, s, MsgSetConfig, c, c.RequestID)
+	return e, err
+}
+
+// DeleteConfig removes a config entry; ErrNotFound if there is none. It
+// returns the raft index of the delete.
+func (s *Store) DeleteConfig(ctx context.Context, c DeleteConfigCommand) (uint64, error) {
+	stamp(&c.CommandMeta)
+	if err := checkName("key", c.Key, true); err != nil {
+		return 0, err
+	}
+	_, idx, err := applyTyped[struct{}](ctx, s, MsgDeleteConfig, c, c.RequestID)
+	return idx, err
+}
+
+// PutEndpoint creates or replaces a Nexus endpoint.
+func (s *Store) PutEndpoint(ctx context.Context, c PutEndpointCommand) (Endpoint, error) {
+	stamp(&c.CommandMeta)
+	if err := c.validate(); err != nil {
+		return Endpoint{}, err
+	}
+	e, _, err := applyTyped[Endpoint](ctx, s, MsgPutEndpoint, c, c.RequestID)
+	return e, err
+}
+
+// DeleteEndpoint removes a Nexus endpoint; ErrNotFound if there is none.
+func (s *Store) DeleteEndpoint(ctx context.Context, c DeleteEndpointCommand) (uint64, error) {
+	stamp(&c.CommandMeta)
+	if err := ValidateEndpointName(c.Name); err != nil {
+		return 0, err
+	}
+	_, idx, err := applyTyped[struct{}](ctx, s, MsgDeleteEndpoint, c, c.RequestID)
+	return idx, err
+}
+
+// ForceBreaker forces a breaker key open/closed, or back to auto (then the
+// returned row is the zero value). It returns the raft index of the change.
+func (s *Store) ForceBreaker(ctx context.Context, c ForceBreakerCommand) (ForcedBreaker, uint64, error) {
+	stamp(&c.CommandMeta)
+	if err := c.validate(); err != nil {
+		return ForcedBreaker{}, 0, err
+	}
+	return applyTyped[ForcedBreaker](ctx, s, MsgForceBreaker, c, c.RequestID)
+}
+
+// SetShardCount fixes the shard count once; a different later value is a
+// conflict.
+func (s *Store) SetShardCount(ctx context.Context, c SetShardCountCommand) (int, error) {
+	stamp(&c.CommandMeta)
+	n, _, err := applyTyped[int](ctx, s, MsgSetShardCount, c, c.RequestID)
+	return n, err
+}
+
+// PutShardMap stores a strictly newer shard map.
+func (s *Store) PutShardMap(ctx context.Context, c PutShardMapCommand) (ShardMap, error) {
+	stamp(&c.CommandMeta)
+	m, _, err := applyTyped[ShardMap](ctx, s, MsgPutShardMap, c, c.RequestID)
+	return m, err
+}

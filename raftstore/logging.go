@@ -1,0 +1,71 @@
+package raftstore
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// newHCLogger returns an hclog.Logger (raft's logger type) whose output is
+// re-emitted through slog. raft logs at DEBUG by default; the hclog level is
+// taken from what the slog handler accepts, so with an INFO handler raft's
+// debug chatter is not even formatted.
+func newHCLogger(l *slog.Logger, name string) hclog.Logger {
+	ctx := context.Background()
+	level := hclog.Error
+	switch {
+	case l.Enabled(ctx, slog.LevelDebug):
+		level = hclog.Debug
+	case l.Enabled(ctx, slog.LevelInfo):
+		level = hclog.Info
+	case l.Enabled(ctx, slog.LevelWarn):
+		level = hclog.Warn
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       name,
+		Level:      level,
+		JSONFormat: true,
+		Output:     &slogWriter{l: l},
+	})
+}
+
+// slogWriter receives hclog's JSON lines and emits one slog record each.
+type slogWriter struct{ l *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimSpace(string(p)), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			w.l.Info(line)
+			continue
+		}
+		lvl := slog.LevelInfo
+		switch m["@level"] {
+		case "trace", "debug":
+			lvl = slog.LevelDebug
+		case "warn":
+			lvl = slog.LevelWarn
+		case "error":
+			lvl = slog.LevelError
+		}
+		msg, _ := m["@message"].(string)
+		attrs := make([]slog.Attr, 0, len(m))
+		if mod, ok := m["@module"].(string); ok {
+			attrs = append(attrs, slog.String("module", mod))
+		}
+		for k, v := range m {
+			if strings.HasPrefix(k, "@") {
+				continue
+			}
+			attrs = append(attrs, slog.Any(k, v))
+		}
+		w.l.LogAttrs(context.Background(), lvl, msg, attrs...)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,51 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	applyLatency prometheus.Histogram
+	forwarded    *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
+	m := &metrics{
+		applyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fusebox_raft_apply_duration_seconds",
+			Help:    "Latency of a raft apply on the leader, from propose to FSM result.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 15),
+		}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fusebox_raft_forwarded_writes_total",
+			Help: "Writes this node forwarded to the raft leader, by outcome (ok, error).",
+		}, []string{"outcome"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	cs := []prometheus.Collector{
+		m.applyLatency, m.forwarded,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fusebox_raft_state",
+			Help: "Raft state of this node: 0 follower, 1 candidate, 2 leader, 3 shutdown.",
+		}, func() float64 { return float64(s.State()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fusebox_raft_applied_index",
+			Help: "Raft index of the last entry this node's FSM applied.",
+		}, func() float64 { return float64(s.fsm.AppliedIndex()) }),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("raftstore: metrics already registered (one Registerer per node): %w", err)
+			}
+			return nil, fmt.Errorf("raftstore: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}

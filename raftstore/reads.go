@@ -1,0 +1,121 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Local, stale-OK reads. For read-your-writes, WaitForApplied(result.Index)
+// first.
+
+// Config returns every config entry.
+func (s *Store) Config() []ConfigEntry { return s.state.Config() }
+
+// ConfigHistory returns up to limit history entries, newest first.
+func (s *Store) ConfigHistory(limit int) []HistoryEntry { return s.state.ConfigHistory(limit) }
+
+// Endpoints returns every Nexus endpoint.
+func (s *Store) Endpoints() []Endpoint { return s.state.Endpoints() }
+
+// Endpoint returns one endpoint.
+func (s *Store) Endpoint(name string) (Endpoint, bool) { return s.state.Endpoint(name) }
+
+// ForcedBreakers returns every forced breaker key.
+func (s *Store) ForcedBreakers() []ForcedBreaker { return s.state.ForcedBreakers() }
+
+// ShardCount returns the shard count, 0 if unset.
+func (s *Store) ShardCount() int { return s.state.ShardCount() }
+
+// ShardMap returns the latest shard map.
+func (s *Store) ShardMap() (ShardMap, bool) { return s.state.ShardMap() }
+
+// ClusterID returns the cluster id, "" until the first leader set it.
+func (s *Store) ClusterID() string { return s.state.ClusterID() }
+
+// Leader returns the leader's id and raft address as this node knows them.
+func (s *Store) Leader() (id, addr string) {
+	r := s.raft.Load()
+	if r == nil {
+		return "", ""
+	}
+	a, i := r.LeaderWithID()
+	return string(i), string(a)
+}
+
+// State returns this node's raft state (Follower before Start).
+func (s *Store) State() raft.RaftState {
+	r := s.raft.Load()
+	if r == nil {
+		return raft.Follower
+	}
+	return r.State()
+}
+
+// Server is one entry of the raft configuration.
+type Server struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`
+	Suffrage string `json:"suffrage"` // "Voter", "Nonvoter", "Staging"
+}
+
+// Configuration returns the latest raft configuration this node knows.
+func (s *Store) Configuration() ([]Server, error) {
+	r := s.raft.Load()
+	if r == nil {
+		return nil, unavailable("raft not started")
+	}
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, raftError(r, err)
+	}
+	var out []Server
+	for _, sv := range f.Configuration().Servers {
+		out = append(out, Server{ID: string(sv.ID), Address: string(sv.Address), Suffrage: sv.Suffrage.String()})
+	}
+	return out, nil
+}
+
+// Stats is a summary of this node's raft progress.
+type Stats struct {
+	State        string `json:"state"`
+	Term         uint64 `json:"term"`
+	LastIndex    uint64 `json:"last_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"` // applied by the FSM
+	LeaderID     string `json:"leader_id"`
+	LeaderAddr   string `json:"leader_addr"`
+}
+
+// Stats returns this node's raft progress.
+func (s *Store) Stats() Stats {
+	st := Stats{State: s.State().String(), AppliedIndex: s.fsm.AppliedIndex()}
+	if r := s.raft.Load(); r != nil {
+		st.Term, st.LastIndex, st.CommitIndex = r.CurrentTerm(), r.LastIndex(), r.CommitIndex()
+	}
+	st.LeaderID, st.LeaderAddr = s.Leader()
+	return st
+}
+
+// WaitForApplied blocks until this node's FSM applied index, or ctx ends.
+func (s *Store) WaitForApplied(ctx context.Context, index uint64) error {
+	return s.fsm.WaitForApplied(ctx, index)
+}
+
+// WaitForLeader blocks until this node knows a leader, returning its id.
+func (s *Store) WaitForLeader(ctx context.Context) (string, error) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if id, _ := s.Leader(); id != "" {
+			return id, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("raftstore: no leader: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package raftstore
+
+import "encoding/json"
+
+func (c *SetConfigCommand) validate(v Validator) (json.RawMessage, *Error) {
+	if err := checkMeta(c.CommandMeta); err != nil {
+		return nil, err
+	}
+	if err := checkName("key", c.Key, true); err != nil {
+		return nil, err
+	}
+	if err := checkName("namespace", c.Namespace, false); err != nil {
+		return nil, err
+	}
+	if err := checkName("destination", c.Destination, false); err != nil {
+		return nil, err
+	}
+	if len(c.Value) == 0 || !json.Valid(c.Value) {
+		return nil, invalidArg("value", "must be valid JSON")
+	}
+	if v == nil {
+		return c.Value, nil
+	}
+	canonical, err := v.Validate(c.Key, c.Namespace, c.Destination, c.Value)
+	if err != nil {
+		return nil, validatorError(err)
+	}
+	if len(canonical) == 0 || !json.Valid(canonical) {
+		return nil, &Error{Code: CodeInternal, Field: "value", Message: "validator returned invalid canonical JSON"}
+	}
+	return canonical, nil
+}
+
+func applySetConfig(w *writer, payload []byte) (any, *Error) {
+	var c SetConfigCommand
+	if err := decodePayload(payload, &c); err != nil {
+		return nil, err
+	}
+	value, verr := c.validate(w.s.validator)
+	if verr != nil {
+		return nil, verr
+	}
+	e := &ConfigEntry{
+		Key: c.Key, Namespace: c.Namespace, Destination: c.Destination,
+		Value: value, Index: w.index, UpdatedAt: c.At, Author: c.Author,
+	}
+	if err := w.insert(string(TableConfig), e); err != nil {
+		return nil, err
+	}
+	if err := w.addHistory(&HistoryEntry{
+		Index: w.index, At: c.At, Author: c.Author, Op: OpSet,
+		Key: c.Key, Namespace: c.Namespace, Destination: c.Destination, Value: value,
+	}); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func applyDeleteConfig(w *writer, payload []byte) (any, *Error) {
+	var c DeleteConfigCommand
+	if err := decodePayload(payload, &c); err != nil {
+		return nil, err
+	}
+	if err := checkMeta(c.CommandMeta); err != nil {
+		return nil, err
+	}
+	if err := checkName("key", c.Key, true); err != nil {
+		return nil, err
+	}
+	old := w.get(string(TableConfig), c.Key, c.Namespace, c.Destination)
+	if old == nil {
+		return nil, notFound("config %q (namespace %q, destination %q) does not exist", c.Key, c.Namespace, c.Destination)
+	}
+	if err := w.delete(string(TableConfig), old); err != nil {
+		return nil, err
+	}
+	if err := w.addHistory(&HistoryEntry{
+		Index: w.index, At: c.At, Author: c.Author, Op: OpDelete,
+		Key: c.Key, Namespace: c.Namespace, Destination: c.Destination,
+	}); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}

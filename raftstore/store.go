@@ -1,0 +1,186 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// Store is one node's raft replica of the cluster state.
+type Store struct {
+	cfg    Config
+	deps   Deps
+	logger *slog.Logger
+
+	state   *State
+	fsm     *FSM
+	metrics *metrics
+
+	bolt     *raftboltdb.BoltStore
+	snaps    *raft.FileSnapshotStore
+	trans    *raft.NetworkTransport
+	raftAddr string
+	raft     atomic.Pointer[raft.Raft]
+	notifyCh chan bool
+
+	ctx    context.Context // background work; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	hooksMu sync.Mutex
+	hooks   []func(context.Context)
+
+	startOnce sync.Once
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the data dir and binds the raft transport; raft itself starts in
+// Start. On error nothing is left open.
+func New(cfg Config, deps Deps) (_ *Store, err error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if deps.Members == nil {
+		return nil, errors.New("raftstore: Deps.Members is required")
+	}
+	s := &Store{cfg: cfg, deps: deps, logger: cfg.Logger.With("component", "raftstore", "node", cfg.NodeID), notifyCh: make(chan bool, 16)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.state, err = NewState(StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow})
+	if err != nil {
+		return nil, err
+	}
+	s.fsm = NewFSM(s.state, s.logger)
+	if s.metrics, err = newMetrics(cfg.Registerer, s); err != nil {
+		return nil, err
+	}
+
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				_ = closers[i]()
+			}
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("raftstore: Config.DataDir: %w", err)
+	}
+	if s.bolt, err = raftboltdb.NewBoltStore(filepath.Join(cfg.DataDir, "raft.db")); err != nil {
+		return nil, fmt.Errorf("raftstore: open raft.db: %w", err)
+	}
+	closers = append(closers, s.bolt.Close)
+	hl := newHCLogger(s.logger, "raft")
+	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl); err != nil {
+		return nil, fmt.Errorf("raftstore: snapshot store: %w", err)
+	}
+	var adv net.Addr
+	if cfg.AdvertiseAddr != "" {
+		if adv, err = net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr); err != nil {
+			return nil, fmt.Errorf("raftstore: Config.AdvertiseAddr %q: %w", cfg.AdvertiseAddr, err)
+		}
+	}
+	if s.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftBindAddr, adv, 3, 10*time.Second, hl); err != nil {
+		return nil, fmt.Errorf("raftstore: raft transport on %q: %w", cfg.RaftBindAddr, err)
+	}
+	s.raftAddr = string(s.trans.LocalAddr())
+	return s, nil
+}
+
+// RaftAddr is the address peers use for raft (the advertised, bound address).
+func (s *Store) RaftAddr() string { return s.raftAddr }
+
+// NodeID returns this node's raft server id.
+func (s *Store) NodeID() string { return s.cfg.NodeID }
+
+// StateStore returns the underlying state, e.g. for Subscribe.
+func (s *Store) StateStore() *State { return s.state }
+
+// Subscribe wakes (coalesced) after an apply or restore touched table.
+func (s *Store) Subscribe(table Table) (<-chan struct{}, func()) { return s.state.Subscribe(table) }
+
+// OnLeader registers fn to run, in its own goroutine, each time this node
+// becomes leader (after the barrier). ctx is cancelled when leadership is lost
+// or the store closes. Register before Start.
+func (s *Store) OnLeader(fn func(ctx context.Context)) {
+	s.hooksMu.Lock()
+	defer s.hooksMu.Unlock()
+	s.hooks = append(s.hooks, fn)
+}
+
+// Start starts raft and, with no existing state, bootstraps (at once for
+// BootstrapExpect <= 1, or in the background once enough members are seen).
+// It does not wait for a leader; use WaitForLeader.
+func (s *Store) Start(ctx context.Context) error {
+	err := errors.New("raftstore: Start called twice")
+	s.startOnce.Do(func() { err = s.start(ctx) })
+	return err
+}
+
+func (s *Store) start(ctx context.Context) error {
+	if s.ctx.Err() != nil {
+		return errors.New("raftstore: Start after Close")
+	}
+	existing, err := raft.HasExistingState(s.bolt, s.bolt, s.snaps)
+	if err != nil {
+		return fmt.Errorf("raftstore: read existing state: %w", err)
+	}
+	rc := s.cfg.raftConfig()
+	rc.Logger = newHCLogger(s.logger, "raft")
+	rc.NotifyCh = s.notifyCh
+	r, err := raft.NewRaft(rc, s.fsm, s.bolt, s.bolt, s.snaps, s.trans)
+	if err != nil {
+		return fmt.Errorf("raftstore: start raft: %w", err)
+	}
+	s.raft.Store(r)
+	s.wg.Go(s.monitorLeadership)
+	switch {
+	case existing:
+		s.logger.Info("raft state found; not bootstrapping", "data_dir", s.cfg.DataDir)
+	case s.cfg.BootstrapExpect <= 1:
+		conf := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(s.cfg.NodeID), Address: raft.ServerAddress(s.raftAddr), Suffrage: raft.Voter}}}
+		if err := r.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fmt.Errorf("raftstore: bootstrap single node: %w", err)
+		}
+		s.logger.Info("bootstrapped single-node cluster")
+	default:
+		s.wg.Go(s.bootstrapLoop)
+	}
+	return ctx.Err()
+}
+
+// Close stops leader work and bootstrap, shuts raft down, then closes the
+// transport and raft.db. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		var errs []error
+		if r := s.raft.Load(); r != nil {
+			if err := r.Shutdown().Error(); err != nil {
+				errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+			}
+		}
+		// Close also our pooled outbound connections: NetworkTransport.Close
+		// does not, and the peers' handlers would block reading them forever.
+		s.trans.CloseStreams()
+		if err := s.trans.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft transport: %w", err))
+		}
+		if err := s.bolt.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft.db: %w", err))
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
