@@ -7,27 +7,42 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"fusebox/breakerpool"
+	"fusebox/cluster"
+	"fusebox/dynconfig"
+	"fusebox/raftstore"
 	"fusebox/transport"
 )
 
 // Node is one running fusebox node.
 type Node struct {
-	cfg Config
-	log *slog.Logger
-	reg *prometheus.Registry
+	cfg  Config
+	base *slog.Logger // for components that add the node id themselves
+	log  *slog.Logger // base with the node id
+	reg  *prometheus.Registry
 
-	httpLn net.Listener
-	api    *transport.Server
+	httpLn  net.Listener
+	config  *dynconfig.Collection
+	pool    *breakerpool.Pool
+	members *cluster.Membership
+	store   *raftstore.Store
+	api     *transport.Server
+
+	// loops are the node's own goroutines (config and forced-breaker
+	// watchers); cancel stops them, wg waits for them.
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// New validates cfg and builds the node's parts; nothing listens until Start.
+// New validates cfg; nothing is opened or bound until Start.
 func New(cfg Config, logger *slog.Logger) (*Node, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -37,31 +52,110 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &Node{cfg: cfg, log: logger.With("node", cfg.NodeID), reg: reg}, nil
+	return &Node{cfg: cfg, base: logger, log: logger.With("node", cfg.NodeID), reg: reg}, nil
 }
 
-// Start brings the node up in dependency order. On error the caller must
+// Start brings the node up in dependency order: data dir, HTTP listener
+// (so its port is known), dynamic config, breaker pool, Raft transport,
+// gossip, Raft, the watchers, and finally the API. On error the caller must
 // still call Close to release what did start.
 func (n *Node) Start(ctx context.Context) error {
-	if err := claimDataDir(n.cfg.DataDir, n.cfg.NodeID); err != nil {
+	cfg := n.cfg
+	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	keys := cfg.GossipKeys
+	if keys == nil && cfg.GossipKeyFile != "" {
+		var err error
+		if keys, err = cluster.LoadKeyFile(cfg.GossipKeyFile); err != nil {
+			return fmt.Errorf("--gossip-key-file: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("--http-addr %s: %w", n.cfg.HTTPAddr, err)
+		return fmt.Errorf("--http-addr %s: %w", cfg.HTTPAddr, err)
 	}
 	n.httpLn = ln
-	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), AdminToken: n.cfg.AdminToken}, transport.Deps{
+
+	n.config = dynconfig.NewCollection(n.log.With("component", "dynconfig"))
+	if n.pool, err = breakerpool.New(breakerpool.Config{}, n.config, n.reg, n.log.With("component", "breakerpool")); err != nil {
+		return err
+	}
+	n.pool.Start()
+
+	// The Raft store binds its transport in New, so its address can go into
+	// the gossip metadata; it reaches the membership through an adapter that
+	// is filled in before Raft starts.
+	adapter := &raftMembers{}
+	bootstrap := cfg.BootstrapExpect
+	if bootstrap == 0 && len(cfg.Join) == 0 {
+		bootstrap = 1
+	}
+	n.store, err = raftstore.New(raftstore.Config{
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBindAddr: cfg.RaftAddr, BootstrapExpect: bootstrap,
+		Preset: cfg.Timing, Logger: n.base, Registerer: n.reg,
+	}, raftstore.Deps{
+		Members:   adapter,
+		Forwarder: &transport.Forwarder{Token: cfg.AdminToken},
+		Validator: configValidator{},
+	})
+	if err != nil {
+		return fmt.Errorf("raft: %w", err)
+	}
+	n.members, err = cluster.New(cluster.Config{
+		NodeID: cfg.NodeID, BindAddr: cfg.GossipAddr, Join: cfg.Join, Preset: cluster.Preset(cfg.Timing), Keys: keys,
+		Meta: cluster.Meta{ID: cfg.NodeID, HTTPAddr: ln.Addr().String(), RaftAddr: n.store.RaftAddr(), Version: cfg.Version},
+	}, n.base.With("component", "gossip"), n.reg)
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	adapter.m = n.members
+	if err := n.members.Start(ctx); err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	if err := n.store.Start(ctx); err != nil {
+		return fmt.Errorf("raft: %w", err)
+	}
+
+	loopCtx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.goLoop(func() { n.watchConfig(loopCtx) })
+	n.goLoop(func() { n.watchForcedBreakers(loopCtx) })
+
+	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), AdminToken: cfg.AdminToken}, transport.Deps{
 		Gatherer: n.reg,
 		Ready:    n.ready,
+		Store:    n.store,
+		Members:  apiMembers{n.members},
+		Breakers: n.pool,
+		Peers:    func(addr string) *transport.Client { return transport.NewClient(addr, cfg.AdminToken, nil) },
 	}, n.log.With("component", "api"))
 	n.api.Serve(ln)
-	n.log.Info("node started", "http", n.HTTPAddr())
+	n.log.Info("node started", "http", n.HTTPAddr(), "gossip", n.GossipAddr(), "raft", n.RaftAddr())
 	return nil
 }
 
+func (n *Node) goLoop(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+// ready: the node has joined the gossip pool and knows a Raft leader that
+// has applied the cluster's configuration.
 func (n *Node) ready() (bool, map[string]any) {
-	return true, map[string]any{}
+	leader, _ := n.store.Leader()
+	st := n.store.Stats()
+	detail := map[string]any{
+		"gossip_joined": n.members.Joined(),
+		"raft_state":    st.State,
+		"raft_leader":   leader,
+		"applied_index": st.AppliedIndex,
+	}
+	ready := n.members.Joined() && leader != "" && st.AppliedIndex > 0
+	return ready, detail
 }
 
 // HTTPAddr is the bound API address.
@@ -73,19 +167,61 @@ func (n *Node) HTTPAddr() string {
 }
 
 // GossipAddr is the bound gossip address.
-func (n *Node) GossipAddr() string { return n.cfg.GossipAddr }
+func (n *Node) GossipAddr() string {
+	if n.members != nil {
+		return n.members.GossipAddr()
+	}
+	return n.cfg.GossipAddr
+}
 
 // RaftAddr is the bound Raft address.
-func (n *Node) RaftAddr() string { return n.cfg.RaftAddr }
+func (n *Node) RaftAddr() string {
+	if n.store != nil {
+		return n.store.RaftAddr()
+	}
+	return n.cfg.RaftAddr
+}
 
-// Close stops the node in reverse start order. Idempotent.
+// Close stops the node in reverse start order: the API stops taking
+// requests, the watchers stop, the node leaves the gossip pool (peers see a
+// graceful leave, not a failure), Raft shuts down, then the pool and the
+// config collection. Idempotent.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		var errs []error
 		if n.api != nil {
 			errs = append(errs, n.api.Close(ctx))
+		} else if n.httpLn != nil {
+			errs = append(errs, n.httpLn.Close())
+		}
+		if n.cancel != nil {
+			n.cancel()
+		}
+		n.wg.Wait()
+		if n.store != nil {
+			n.transferLeadership(ctx)
+		}
+		if n.members != nil {
+			errs = append(errs, n.members.Close())
+		}
+		if n.store != nil {
+			errs = append(errs, n.store.Close())
+		}
+		if n.pool != nil {
+			n.pool.Close()
+		}
+		if n.config != nil {
+			errs = append(errs, n.config.Close())
 		}
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
+}
+
+// transferLeadership hands leadership to another voter before a leader
+// shuts down, so the cluster does not wait out an election timeout.
+func (n *Node) transferLeadership(ctx context.Context) {
+	if err := n.store.TransferLeadership(ctx, 5*time.Second); err != nil {
+		n.log.Warn("leadership transfer before shutdown failed", "err", err)
+	}
 }

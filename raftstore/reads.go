@@ -119,3 +119,37 @@ func (s *Store) WaitForLeader(ctx context.Context) (string, error) {
 		}
 	}
 }
+
+// TransferLeadership hands leadership to another voter when this node is the
+// leader of a multi-voter cluster, so a graceful shutdown does not leave the
+// cluster waiting out an election timeout. It is a no-op otherwise.
+func (s *Store) TransferLeadership(ctx context.Context, timeout time.Duration) error {
+	r := s.raft.Load()
+	if r == nil || r.State() != raft.Leader {
+		return nil
+	}
+	servers, err := s.Configuration()
+	if err != nil {
+		return err
+	}
+	voters := 0
+	for _, sv := range servers {
+		if sv.Suffrage == raft.Voter.String() {
+			voters++
+		}
+	}
+	if voters < 2 {
+		return nil
+	}
+	f := r.LeadershipTransfer()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("leadership transfer did not finish within %s", timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

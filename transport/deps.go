@@ -1,7 +1,17 @@
 package transport
 
 import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/breakerpool"
+	"fusebox/dynconfig"
+	"fusebox/raftstore"
+	"fusebox/shardmap"
 )
 
 // Deps are what the API serves. Interfaces are declared here, by their
@@ -11,15 +21,102 @@ type Deps struct {
 	Gatherer prometheus.Gatherer
 	// Ready reports readiness for /readyz with a detail map.
 	Ready func() (ready bool, detail map[string]any)
+	// Store is the Raft-replicated state.
+	Store Store
+	// Members is the gossip membership.
+	Members Members
+	// Breakers is this node's breaker pool.
+	Breakers Breakers
+	// Peers reaches other nodes' APIs (for ?scope=cluster).
+	Peers func(httpAddr string) *Client
 }
 
-func (s *Server) registerRoutes() {}
+// Store is the replicated state as the API uses it (raftstore.Store).
+type Store interface {
+	SetConfig(ctx context.Context, c raftstore.SetConfigCommand) (raftstore.ConfigEntry, error)
+	DeleteConfig(ctx context.Context, c raftstore.DeleteConfigCommand) (uint64, error)
+	PutEndpoint(ctx context.Context, c raftstore.PutEndpointCommand) (raftstore.Endpoint, error)
+	DeleteEndpoint(ctx context.Context, c raftstore.DeleteEndpointCommand) (uint64, error)
+	ForceBreaker(ctx context.Context, c raftstore.ForceBreakerCommand) (raftstore.ForcedBreaker, uint64, error)
+	ApplyLocal(ctx context.Context, cmd []byte, requestID string) (*raftstore.ApplyResult, error)
+	WaitForApplied(ctx context.Context, index uint64) error
 
-// mapError turns any error a handler returns into the API's error.
+	Config() []raftstore.ConfigEntry
+	ConfigHistory(limit int) []raftstore.HistoryEntry
+	Endpoints() []raftstore.Endpoint
+	Endpoint(name string) (raftstore.Endpoint, bool)
+	ForcedBreakers() []raftstore.ForcedBreaker
+
+	NodeID() string
+	Leader() (id, addr string)
+	State() raft.RaftState
+	Configuration() ([]raftstore.Server, error)
+	Stats() raftstore.Stats
+}
+
+// Members is the gossip view the API shows.
+type Members interface {
+	Members() []Member
+}
+
+// Breakers is this node's breaker pool.
+type Breakers interface {
+	List() []breakerpool.Status
+	Get(k breakerpool.Key) *breakerpool.Breaker
+}
+
+func (s *Server) registerRoutes() {
+	if s.deps.Store != nil {
+		s.configRoutes()
+		s.endpointRoutes()
+		s.handle("POST /internal/v1/apply", s.internalApply)
+		s.handle("GET /v1/cluster/raft", s.clusterRaft)
+	}
+	if s.deps.Members != nil {
+		s.handle("GET /v1/cluster/members", s.clusterMembers)
+	}
+	if s.deps.Breakers != nil {
+		s.breakerRoutes()
+	}
+}
+
+// mapError turns any error a handler returns into the API's error: typed
+// errors from the packages below keep their code and fields.
 func (s *Server) mapError(err error) *Error {
-	if e, ok := err.(*Error); ok {
+	var (
+		apiErr  *Error
+		rsErr   *raftstore.Error
+		cfgErr  *dynconfig.ValidationError
+		setErr  *breakerpool.SettingsError
+		ownErr  *shardmap.WrongOwnerError
+		maxErr  *http.MaxBytesError
+		shardNo = errors.Is(err, shardmap.ErrNoSuchShard)
+	)
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &cfgErr):
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Key: cfgErr.Key, Field: cfgErr.Field, Message: cfgErr.Error()}
+	case errors.Is(err, dynconfig.ErrUnknownKey):
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error() + " (GET /v1/config lists the keys)"}
+	case errors.As(err, &setErr):
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: setErr.Field, Message: setErr.Error()}
+	case errors.As(err, &ownErr):
+		shard := ownErr.Shard
+		return &Error{Status: http.StatusConflict, Code: CodeWrongOwner, Shard: &shard, Owner: ownErr.Owner, Epoch: ownErr.Epoch, Message: ownErr.Error()}
+	case shardNo:
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error()}
+	case errors.As(err, &maxErr):
+		return Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds %d bytes", maxErr.Limit)
+	case errors.As(err, &rsErr):
+		e := &Error{Status: rsErr.HTTPStatus(), Code: rsErr.Code, Message: rsErr.Message, Field: rsErr.Field, Leader: rsErr.LeaderID}
+		if e.Code == CodeNoLeader || e.Code == CodeNotLeader || e.Code == CodeUnavailable {
+			e.RetryAfter = 1
+		}
 		return e
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "timed out: " + err.Error(), RetryAfter: 1}
 	}
 	s.log.Error("unexpected API error", "err", err)
-	return Errorf(500, CodeInternal, "%v", err)
+	return Errorf(http.StatusInternalServerError, CodeInternal, "%v", err)
 }

@@ -46,18 +46,19 @@ type Error struct {
 	RetryAfter int `json:"retry_after,omitempty"`
 }
 
+// Error is the code and the human message; the message already names the
+// key and field when there are some.
 func (e *Error) Error() string {
-	s := e.Code
-	if e.Key != "" {
-		s += ": " + e.Key
+	if e.Message == "" {
+		s := e.Code
+		for _, f := range []string{e.Key, e.Field} {
+			if f != "" {
+				s += ": " + f
+			}
+		}
+		return s
 	}
-	if e.Field != "" {
-		s += ": " + e.Field
-	}
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	return s
+	return e.Code + ": " + e.Message
 }
 
 // Is makes errors.Is(err, &Error{Code: c}) match by code.

@@ -105,3 +105,68 @@ type Endpoint struct {
 type WriteResult struct {
 	Index uint64 `json:"index"`
 }
+
+// BreakerCounts are gobreaker's counts in the current generation.
+type BreakerCounts struct {
+	Requests             uint32 `json:"requests"`
+	TotalSuccesses       uint32 `json:"total_successes"`
+	TotalFailures        uint32 `json:"total_failures"`
+	ConsecutiveSuccesses uint32 `json:"consecutive_successes"`
+	ConsecutiveFailures  uint32 `json:"consecutive_failures"`
+}
+
+// Breaker is one breaker as GET /v1/breakers shows it.
+type Breaker struct {
+	Node        string `json:"node,omitempty"`
+	TaskGroup   string `json:"task_group"`
+	Namespace   string `json:"namespace"`
+	Destination string `json:"destination"`
+	// State is closed, half-open or open; StateCode is 0, 1 or 2 (the
+	// fusebox_breaker_state metric's value).
+	State      string        `json:"state"`
+	StateCode  int           `json:"state_code"`
+	Counts     BreakerCounts `json:"counts"`
+	Generation uint64        `json:"generation"`
+	// Source is where the state came from: local, hint or operator.
+	Source string `json:"source"`
+	// Mode is auto, forced-open, forced-closed, guarded or disabled.
+	Mode string `json:"mode"`
+	// OpenRemainingSeconds is how long the breaker stays open before it
+	// probes.
+	OpenRemainingSeconds float64         `json:"open_remaining_seconds,omitempty"`
+	Settings             json.RawMessage `json:"settings,omitempty"`
+	HintPolicy           string          `json:"hint_policy,omitempty"`
+}
+
+// BreakerList is GET /v1/breakers. With ?scope=cluster, Breakers holds every
+// reachable node's breakers (each with Node set) and Unreachable lists the
+// nodes that did not answer.
+type BreakerList struct {
+	Scope       string    `json:"scope"`
+	Breakers    []Breaker `json:"breakers"`
+	Unreachable []string  `json:"unreachable,omitempty"`
+}
+
+// BreakerForce is the body of POST /v1/breakers/force.
+type BreakerForce struct {
+	TaskGroup   string `json:"task_group"`
+	Namespace   string `json:"namespace"`
+	Destination string `json:"destination"`
+	// Mode is open, closed or auto (auto clears an earlier force).
+	Mode string `json:"mode"`
+	// Duration bounds a forced open ("10m"); empty means until cleared.
+	Duration string `json:"duration,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// ForcedBreaker is a cluster-wide forced state stored in Raft.
+type ForcedBreaker struct {
+	TaskGroup   string    `json:"task_group"`
+	Namespace   string    `json:"namespace"`
+	Destination string    `json:"destination"`
+	Mode        string    `json:"mode"`
+	Until       time.Time `json:"until,omitzero"`
+	Reason      string    `json:"reason,omitempty"`
+	Index       uint64    `json:"index"`
+	Author      string    `json:"author,omitempty"`
+}

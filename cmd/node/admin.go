@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,7 +122,11 @@ func yesNo(b bool) string {
 }
 
 func compactJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
 	s := strings.TrimSpace(string(raw))
+	if json.Compact(&buf, raw) == nil {
+		s = buf.String()
+	}
 	if len(s) > 80 {
 		s = s[:77] + "..."
 	}

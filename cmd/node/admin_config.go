@@ -73,7 +73,7 @@ func configCmd(o *adminOpts) *cobra.Command {
 			return o.print(cmd.OutOrStdout(), es, func(tw *tabwriter.Writer) {
 				fmt.Fprintln(tw, "NAMESPACE\tDESTINATION\tVALUE\tINDEX\tUPDATED\tAUTHOR")
 				for _, e := range es {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", orDash(e.Namespace), orDash(e.Destination), string(e.Value), e.Index,
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", orDash(e.Namespace), orDash(e.Destination), compactJSON(e.Value), e.Index,
 						e.UpdatedAt.Format(time.RFC3339), orDash(e.Author))
 				}
 			})

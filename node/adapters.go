@@ -1,0 +1,63 @@
+package node
+
+import (
+	"encoding/json"
+
+	"fusebox/cluster"
+	"fusebox/dynconfig"
+	"fusebox/raftstore"
+	"fusebox/transport"
+)
+
+// raftMembers shows the gossip membership to the Raft store.
+type raftMembers struct{ m *cluster.Membership }
+
+func (a raftMembers) Members() []raftstore.Member {
+	ms := a.m.Members()
+	out := make([]raftstore.Member, 0, len(ms))
+	for _, m := range ms {
+		st := raftstore.MemberAlive
+		switch m.State {
+		case cluster.StateSuspect:
+			st = raftstore.MemberSuspect
+		case cluster.StateDead:
+			st = raftstore.MemberFailed
+		case cluster.StateLeft:
+			st = raftstore.MemberLeft
+		}
+		out = append(out, raftstore.Member{ID: m.ID, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, Status: st})
+	}
+	return out
+}
+
+func (a raftMembers) Subscribe() (<-chan struct{}, func()) { return a.m.Subscribe() }
+
+// apiMembers shows the gossip membership to the API.
+type apiMembers struct{ m *cluster.Membership }
+
+func (a apiMembers) Members() []transport.Member {
+	ms := a.m.Members()
+	out := make([]transport.Member, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, transport.Member{ID: m.ID, GossipAddr: m.GossipAddr, HTTPAddr: m.Meta.HTTPAddr,
+			RaftAddr: m.Meta.RaftAddr, Version: m.Meta.Version, State: m.State.String(), Suspect: m.Meta.Suspect})
+	}
+	return out
+}
+
+// configValidator lets the FSM validate and canonicalize config values with
+// the dynamic-config registry.
+type configValidator struct{}
+
+func (configValidator) Validate(key, namespace, destination string, value json.RawMessage) (json.RawMessage, error) {
+	return dynconfig.Canonical(dynconfig.Entry{Key: key, Namespace: namespace, Destination: destination, Value: value})
+}
+
+// configEntries converts the replicated config table for the live collection.
+func configEntries(es []raftstore.ConfigEntry) []dynconfig.Entry {
+	out := make([]dynconfig.Entry, len(es))
+	for i, e := range es {
+		out[i] = dynconfig.Entry{Key: e.Key, Namespace: e.Namespace, Destination: e.Destination, Value: e.Value}
+	}
+	return out
+}

@@ -1,0 +1,101 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"fusebox/breakerpool"
+	"fusebox/raftstore"
+)
+
+// forcedRecheck is the backstop period of the forced-breaker watcher: a
+// forced open with an end time is re-applied until it expires even if no
+// Raft write wakes the watcher.
+const forcedRecheck = 5 * time.Second
+
+// watchConfig feeds the replicated config table into the live collection
+// that the breaker pool (and later the queue's limiters) subscribe to.
+func (n *Node) watchConfig(ctx context.Context) {
+	ch, cancel := n.store.Subscribe(raftstore.TableConfig)
+	defer cancel()
+	for {
+		n.config.Update(configEntries(n.store.Config()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+}
+
+// watchForcedBreakers applies the operator's cluster-wide forced states from
+// Raft to this node's pool: open (until a deadline or cleared), closed, and
+// back to automatic when the row disappears.
+func (n *Node) watchForcedBreakers(ctx context.Context) {
+	ch, cancel := n.store.Subscribe(raftstore.TableForcedBreakers)
+	defer cancel()
+	t := time.NewTicker(forcedRecheck)
+	defer t.Stop()
+	applied := map[breakerpool.Key]uint64{} // key → raft index applied
+	for {
+		applied = n.applyForced(applied)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		case <-t.C:
+		}
+	}
+}
+
+func (n *Node) applyForced(prev map[breakerpool.Key]uint64) map[breakerpool.Key]uint64 {
+	now := time.Now()
+	next := make(map[breakerpool.Key]uint64)
+	for _, f := range n.store.ForcedBreakers() {
+		k := breakerpool.Key{TaskGroup: f.TaskGroup, NamespaceID: f.NamespaceID, Destination: f.Destination}
+		if !f.Until.IsZero() && !now.Before(f.Until) {
+			continue // expired: treated as cleared below
+		}
+		next[k] = f.Index
+		if prev[k] == f.Index && !n.forcedOpenRunningOut(k, f) {
+			continue // already applied this version
+		}
+		b := n.pool.Get(k)
+		switch f.Mode {
+		case raftstore.ForceOpen:
+			d := breakerpool.DefaultMaxOpenFor
+			if !f.Until.IsZero() {
+				d = f.Until.Sub(now)
+			}
+			b.OpenFor(d, breakerpool.SourceOperator)
+		case raftstore.ForceClosed:
+			b.ForceClosed(breakerpool.SourceOperator)
+		}
+		n.log.Info("breaker forced by operator", "key", k.String(), "mode", f.Mode, "until", f.Until, "reason", f.Reason)
+	}
+	for k := range prev {
+		if _, still := next[k]; still {
+			continue
+		}
+		if b, ok := n.pool.Lookup(k); ok {
+			b.Auto(breakerpool.SourceOperator)
+			n.log.Info("breaker force cleared", "key", k.String())
+		}
+	}
+	return next
+}
+
+// forcedOpenRunningOut: a forced open with no end time is an OpenFor of the
+// pool's maximum, renewed here while less than half of it remains, so it
+// lasts until an operator clears it.
+func (n *Node) forcedOpenRunningOut(k breakerpool.Key, f raftstore.ForcedBreaker) bool {
+	if f.Mode != raftstore.ForceOpen || !f.Until.IsZero() {
+		return false
+	}
+	b, ok := n.pool.Lookup(k)
+	if !ok {
+		return true
+	}
+	st := b.Status()
+	return st.Mode != breakerpool.ModeForcedOpen || st.OpenRemaining < breakerpool.DefaultMaxOpenFor/2
+}

@@ -1,0 +1,178 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"fusebox/breakerpool"
+	"fusebox/raftstore"
+)
+
+// peerTimeout bounds each node's answer to a cluster-scope breaker list.
+const peerTimeout = 3 * time.Second
+
+// maxForceDuration bounds a forced open.
+const maxForceDuration = 7 * 24 * time.Hour
+
+func (s *Server) breakerRoutes() {
+	s.handle("GET /v1/breakers", s.breakerList)
+	if s.deps.Store != nil {
+		s.handle("GET /v1/breakers/forced", s.breakerForcedList)
+		s.handle("POST /v1/breakers/force", s.breakerForce)
+	}
+}
+
+func stateName(code int) string {
+	switch code {
+	case 0:
+		return "closed"
+	case 1:
+		return "half-open"
+	case 2:
+		return "open"
+	}
+	return "unknown"
+}
+
+func toBreaker(st breakerpool.Status) Breaker {
+	settings, _ := json.Marshal(st.Settings)
+	return Breaker{
+		TaskGroup: st.Key.TaskGroup, Namespace: st.Key.NamespaceID, Destination: st.Key.Destination,
+		State: stateName(int(st.State)), StateCode: int(st.State),
+		Counts: BreakerCounts{
+			Requests: st.Counts.Requests, TotalSuccesses: st.Counts.TotalSuccesses, TotalFailures: st.Counts.TotalFailures,
+			ConsecutiveSuccesses: st.Counts.ConsecutiveSuccesses, ConsecutiveFailures: st.Counts.ConsecutiveFailures,
+		},
+		Generation: st.Generation, Source: string(st.Source), Mode: string(st.Mode),
+		OpenRemainingSeconds: st.OpenRemaining.Seconds(), Settings: settings, HintPolicy: string(st.Settings.HintPolicy),
+	}
+}
+
+func (s *Server) localBreakers() []Breaker {
+	out := []Breaker{}
+	for _, st := range s.deps.Breakers.List() {
+		out = append(out, toBreaker(st))
+	}
+	return out
+}
+
+func (s *Server) breakerList(w http.ResponseWriter, r *http.Request) error {
+	switch scope := r.URL.Query().Get("scope"); scope {
+	case "", "local":
+		writeJSON(w, http.StatusOK, BreakerList{Scope: "local", Breakers: s.localBreakers()})
+		return nil
+	case "cluster":
+		writeJSON(w, http.StatusOK, s.clusterBreakers(r.Context()))
+		return nil
+	default:
+		return BadField("scope", "scope=%q: want local or cluster", scope)
+	}
+}
+
+// clusterBreakers asks every alive member for its local breakers, in
+// parallel, each bounded by peerTimeout.
+func (s *Server) clusterBreakers(ctx context.Context) BreakerList {
+	out := BreakerList{Scope: "cluster", Breakers: []Breaker{}}
+	if s.deps.Members == nil || s.deps.Peers == nil {
+		return out
+	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, m := range s.deps.Members.Members() {
+		if m.State != "alive" {
+			continue
+		}
+		wg.Add(1)
+		go func(m Member) {
+			defer wg.Done()
+			var list BreakerList
+			cctx, cancel := context.WithTimeout(ctx, peerTimeout)
+			defer cancel()
+			err := s.deps.Peers(m.HTTPAddr).Do(cctx, http.MethodGet, "/v1/breakers", nil, nil, &list)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				out.Unreachable = append(out.Unreachable, m.ID)
+				return
+			}
+			for _, b := range list.Breakers {
+				b.Node = m.ID
+				out.Breakers = append(out.Breakers, b)
+			}
+		}(m)
+	}
+	wg.Wait()
+	sort.Slice(out.Breakers, func(i, j int) bool {
+		a, b := out.Breakers[i], out.Breakers[j]
+		if a.TaskGroup+a.Namespace+a.Destination != b.TaskGroup+b.Namespace+b.Destination {
+			return a.TaskGroup+"\x00"+a.Namespace+"\x00"+a.Destination < b.TaskGroup+"\x00"+b.Namespace+"\x00"+b.Destination
+		}
+		return a.Node < b.Node
+	})
+	sort.Strings(out.Unreachable)
+	return out
+}
+
+func toForced(f raftstore.ForcedBreaker) ForcedBreaker {
+	return ForcedBreaker{TaskGroup: f.TaskGroup, Namespace: f.NamespaceID, Destination: f.Destination, Mode: f.Mode,
+		Until: f.Until, Reason: f.Reason, Index: f.Index, Author: f.Author}
+}
+
+func (s *Server) breakerForcedList(w http.ResponseWriter, r *http.Request) error {
+	out := []ForcedBreaker{}
+	for _, f := range s.deps.Store.ForcedBreakers() {
+		out = append(out, toForced(f))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
+	var in BreakerForce
+	if err := s.readJSON(w, r, &in); err != nil {
+		return err
+	}
+	switch {
+	case in.TaskGroup == "":
+		return BadField("task_group", "missing task_group")
+	case in.Destination == "":
+		return BadField("destination", "missing destination")
+	}
+	meta := s.meta(r)
+	cmd := raftstore.ForceBreakerCommand{CommandMeta: meta, TaskGroup: in.TaskGroup, NamespaceID: in.Namespace,
+		Destination: in.Destination, Reason: in.Reason}
+	switch in.Mode {
+	case "open":
+		cmd.Mode = raftstore.ForceOpen
+	case "closed":
+		cmd.Mode = raftstore.ForceClosed
+	case "auto":
+		cmd.Mode = raftstore.ForceAuto
+	default:
+		return BadField("mode", "mode %q: want open, closed or auto", in.Mode)
+	}
+	if in.Duration != "" {
+		if cmd.Mode != raftstore.ForceOpen {
+			return BadField("duration", "duration applies only to mode open")
+		}
+		d, err := time.ParseDuration(in.Duration)
+		if err != nil || d <= 0 || d > maxForceDuration {
+			return BadField("duration", "duration %q: want a positive Go duration up to %s", in.Duration, maxForceDuration)
+		}
+		cmd.Until = meta.At.Add(d)
+	}
+	fb, idx, err := s.deps.Store.ForceBreaker(r.Context(), cmd)
+	if err != nil {
+		return err
+	}
+	s.waitApplied(r.Context(), idx)
+	fb.Index = idx
+	writeJSON(w, http.StatusOK, toForced(fb))
+	return nil
+}

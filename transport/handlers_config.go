@@ -1,0 +1,148 @@
+package transport
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"fusebox/dynconfig"
+	"fusebox/raftstore"
+)
+
+// readYourWritesWait bounds how long a write's answer waits for the local
+// node to apply it, so a GET to the same node right after sees the write.
+const readYourWritesWait = 5 * time.Second
+
+func (s *Server) configRoutes() {
+	s.handle("GET /v1/config", s.configList)
+	s.handle("GET /v1/config/_history", s.configHistory)
+	s.handle("GET /v1/config/{key}", s.configGet)
+	s.handle("PUT /v1/config/{key}", s.configPut)
+	s.handle("DELETE /v1/config/{key}", s.configDelete)
+}
+
+func toConfigEntry(e raftstore.ConfigEntry) ConfigEntry {
+	return ConfigEntry{Key: e.Key, Namespace: e.Namespace, Destination: e.Destination, Value: e.Value,
+		Index: e.Index, UpdatedAt: e.UpdatedAt, Author: e.Author}
+}
+
+func (s *Server) configList(w http.ResponseWriter, r *http.Request) error {
+	out := ConfigList{Entries: []ConfigEntry{}, Keys: []ConfigKey{}}
+	for _, e := range s.deps.Store.Config() {
+		out.Entries = append(out.Entries, toConfigEntry(e))
+	}
+	for _, k := range dynconfig.Keys() {
+		ck := ConfigKey{Key: k.Name, Type: k.Type, Default: k.Default, Description: k.Description}
+		for _, c := range k.Constraints {
+			ck.Constraints = append(ck.Constraints, c.String())
+		}
+		out.Keys = append(out.Keys, ck)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) configGet(w http.ResponseWriter, r *http.Request) error {
+	key := r.PathValue("key")
+	if !dynconfig.IsKey(key) {
+		return Errorf(http.StatusNotFound, CodeNotFound, "unknown config key %q (GET /v1/config lists the keys)", key)
+	}
+	out := []ConfigEntry{}
+	for _, e := range s.deps.Store.Config() {
+		if e.Key == key {
+			out = append(out, toConfigEntry(e))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) configPut(w http.ResponseWriter, r *http.Request) error {
+	key := r.PathValue("key")
+	var in ConfigWrite
+	if err := s.readJSON(w, r, &in); err != nil {
+		return err
+	}
+	if len(in.Value) == 0 {
+		return BadField("value", "missing \"value\": the new JSON value of %s", key)
+	}
+	// Validate before proposing so a bad value costs no Raft round trip; the
+	// FSM validates again, deterministically, so nothing invalid is written
+	// even by a client that bypasses this check.
+	if err := dynconfig.Validate(dynconfig.Entry{Key: key, Namespace: in.Namespace, Destination: in.Destination, Value: in.Value}); err != nil {
+		return err
+	}
+	e, err := s.deps.Store.SetConfig(r.Context(), raftstore.SetConfigCommand{
+		CommandMeta: s.meta(r), Key: key, Namespace: in.Namespace, Destination: in.Destination, Value: in.Value,
+	})
+	if err != nil {
+		return err
+	}
+	s.waitApplied(r.Context(), e.Index)
+	writeJSON(w, http.StatusOK, WriteResult{Index: e.Index})
+	return nil
+}
+
+func (s *Server) configDelete(w http.ResponseWriter, r *http.Request) error {
+	key := r.PathValue("key")
+	if !dynconfig.IsKey(key) {
+		return Errorf(http.StatusNotFound, CodeNotFound, "unknown config key %q (GET /v1/config lists the keys)", key)
+	}
+	q := r.URL.Query()
+	idx, err := s.deps.Store.DeleteConfig(r.Context(), raftstore.DeleteConfigCommand{
+		CommandMeta: s.meta(r), Key: key, Namespace: q.Get("namespace"), Destination: q.Get("destination"),
+	})
+	if err != nil {
+		return err
+	}
+	s.waitApplied(r.Context(), idx)
+	writeJSON(w, http.StatusOK, WriteResult{Index: idx})
+	return nil
+}
+
+func (s *Server) configHistory(w http.ResponseWriter, r *http.Request) error {
+	limit, err := intParam(r, "limit", 100, 1, 10000)
+	if err != nil {
+		return err
+	}
+	out := []ConfigChange{}
+	for _, h := range s.deps.Store.ConfigHistory(limit) {
+		out = append(out, ConfigChange{Index: h.Index, At: h.At, Author: h.Author, Op: h.Op, Key: h.Key,
+			Namespace: h.Namespace, Destination: h.Destination, Value: h.Value})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// meta stamps a command with the proposer's clock and the author: the
+// X-Fusebox-Author header (the CLI sends user@host) or the client address.
+func (s *Server) meta(r *http.Request) raftstore.CommandMeta {
+	author := r.Header.Get("X-Fusebox-Author")
+	if author == "" || len(author) > 128 {
+		author = r.RemoteAddr
+	}
+	return raftstore.CommandMeta{At: time.Now().UTC(), Author: author, RequestID: r.Header.Get("X-Request-Id")}
+}
+
+// waitApplied gives read-your-writes on this node: the answer to a write
+// leaves only once the local FSM has applied it (bounded).
+func (s *Server) waitApplied(ctx context.Context, index uint64) {
+	ctx, cancel := context.WithTimeout(ctx, readYourWritesWait)
+	defer cancel()
+	if err := s.deps.Store.WaitForApplied(ctx, index); err != nil {
+		s.log.Warn("write committed but not yet applied locally", "index", index, "err", err)
+	}
+}
+
+func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, BadField(name, "query parameter %s=%q: want an integer in [%d, %d]", name, v, lo, hi)
+	}
+	return n, nil
+}
