@@ -54,8 +54,10 @@ type Settings struct {
 	BucketPeriod Duration `json:"BucketPeriod,omitempty"`
 	// Enabled false turns the breaker into a pass-through that still counts.
 	Enabled bool `json:"Enabled"`
-	// HintPolicy says what this breaker does with peers' gossiped hints.
-	HintPolicy HintPolicy `json:"HintPolicy"`
+	// HintPolicy says what this breaker does with peers' gossiped hints. It
+	// is configured by its own dynamic-config key (fusebox.breaker.hintPolicy),
+	// not inside the circuit breaker settings value, so it has no JSON name.
+	HintPolicy HintPolicy `json:"-"`
 }
 
 // DefaultSettings returns the settings a breaker has when config says nothing.

@@ -1,0 +1,320 @@
+package breakerpool
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// Bits of Breaker.flags, the word the hot path loads.
+const (
+	flagGate uint32 = 1 << iota // a gate mode (open, half-open, guarded) is active
+	flagOpen                    // the gate is open until openUntil
+	flagDead                    // evicted: forward every call to the pool's live entry
+)
+
+// gateMode is the externally visible state machine in front of gobreaker.
+type gateMode uint8
+
+const (
+	gateNone     gateMode = iota // closed: gobreaker counts and decides
+	gateOpen                     // open until openUntil, then half-open
+	gateHalfOpen                 // admit MaxRequests probes
+	gateGuard                    // closed, but only MaxRequests probes until one resolves
+)
+
+// Breaker is one circuit breaker of the pool. gobreaker does the
+// closed-state counting and trip decision; a small gate in front of it owns
+// open and half-open (local trips, timeouts with jitter, probes) and the
+// externally driven modes. See DESIGN.md.
+type Breaker struct {
+	// Hot-path words that are read on every call and rarely written share
+	// a cache line; the per-call counters live on their own line so that
+	// their writes do not evict the read-mostly line from other cores.
+	flags    atomic.Uint32
+	used     atomic.Bool // set on use, cleared by the eviction sweep
+	noTrip   atomic.Bool // forced closed or disabled
+	cur      atomic.Pointer[instance]
+	_        [48]byte
+	success  atomic.Uint64
+	failure  atomic.Uint64
+	rejected atomic.Uint64
+	_        [40]byte
+
+	openUntil atomic.Int64 // pool-monotonic ns; meaningful while flagOpen
+	settings  atomic.Pointer[Settings]
+	gen       atomic.Uint64
+
+	// Metric counters, exported by the pool's collector.
+	blocked     atomic.Uint64
+	transitions [3][3]atomic.Uint64
+
+	key  Key
+	pool *Pool
+
+	mu            sync.Mutex // guards the fields below; never held across a gobreaker call that can call back
+	gate          gateMode
+	forcedClosed  bool
+	state         gobreaker.State // recorded effective state (last transition)
+	source        Source
+	epoch         uint64 // bumps on every gate change; stale probe results are ignored
+	probeAdmitted uint32
+	probeSuccess  uint32
+
+	lastSeen time.Duration // eviction sweep only (under Pool.sweepMu)
+}
+
+// newBreaker builds a breaker; s is shared and never mutated.
+func newBreaker(p *Pool, k Key, s *Settings) *Breaker {
+	b := &Breaker{key: k, pool: p, source: SourceLocal}
+	b.settings.Store(s)
+	b.noTrip.Store(!s.Enabled)
+	b.cur.Store(b.newInstance(s))
+	b.lastSeen = p.mono()
+	return b
+}
+
+// Key returns the breaker's key.
+func (b *Breaker) Key() Key { return b.key }
+
+// Name returns the key as "taskGroup/namespace/destination".
+func (b *Breaker) Name() string { return b.key.String() }
+
+// Settings returns the breaker's current settings.
+func (b *Breaker) Settings() Settings { return *b.settings.Load() }
+
+// Generation increases on every effective state transition.
+func (b *Breaker) Generation() uint64 { return b.gen.Load() }
+
+func (b *Breaker) touch() {
+	if !b.used.Load() {
+		b.used.Store(true)
+	}
+}
+
+// Allow asks for permission to make one call. On success the caller must
+// call done exactly once with the outcome. A rejection is a
+// *ResourceExhaustedError with cause CIRCUIT_BREAKER_OPEN wrapping
+// gobreaker.ErrOpenState or gobreaker.ErrTooManyRequests.
+func (b *Breaker) Allow() (done func(success bool), err error) {
+	b.touch() // must precede the flags load (eviction handshake, see evict.go)
+	if b.flags.Load() == 0 {
+		gbDone, err := b.cur.Load().cb.Allow()
+		if err != nil {
+			b.rejected.Add(1)
+			return nil, rejectErr(err)
+		}
+		// A small closure (3 words): the hot path's only allocation besides gobreaker's.
+		return func(ok bool) { b.finishFast(gbDone, ok) }, nil
+	}
+	return b.allowSlow()
+}
+
+// finishFast reports a call admitted on the fast path. If the current
+// instance tripped, the caller that wins the flag opens the gate; a trip of
+// an instance that was replaced meanwhile is moot.
+func (b *Breaker) finishFast(gbDone func(error), ok bool) {
+	if ok {
+		b.success.Add(1)
+		gbDone(nil)
+		return // a success never trips
+	}
+	b.failure.Add(1)
+	gbDone(errFailure)
+	if inst := b.cur.Load(); inst.trip.Load() == tripPending && inst.trip.CompareAndSwap(tripPending, tripHandled) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		now := b.pool.mono()
+		b.advanceLocked(now)
+		if b.cur.Load() == inst && (b.gate == gateNone || b.gate == gateGuard) && !b.noTrip.Load() {
+			b.openLocked(now, b.openTimeout(), SourceLocal)
+		}
+	}
+}
+
+func (b *Breaker) allowClosed(inst *instance, epoch uint64, guarded bool) (func(bool), error) {
+	gbDone, err := inst.cb.Allow()
+	if err != nil {
+		b.rejected.Add(1)
+		return nil, rejectErr(err)
+	}
+	return func(ok bool) { b.finishClosed(inst, gbDone, ok, epoch, guarded) }, nil
+}
+
+func (b *Breaker) allowSlow() (func(bool), error) {
+	p := b.pool
+	f := b.flags.Load()
+	if f&flagDead != 0 {
+		return p.Get(b.key).Allow()
+	}
+	if f&flagOpen != 0 && p.mono() < time.Duration(b.openUntil.Load()) {
+		b.rejected.Add(1)
+		return nil, errRejectOpen
+	}
+	b.mu.Lock()
+	if b.flags.Load()&flagDead != 0 {
+		b.mu.Unlock()
+		return p.Get(b.key).Allow()
+	}
+	b.advanceLocked(p.mono())
+	switch b.gate {
+	case gateOpen:
+		b.mu.Unlock()
+		b.rejected.Add(1)
+		return nil, errRejectOpen
+	case gateHalfOpen, gateGuard:
+		if b.probeAdmitted >= b.settings.Load().MaxRequests {
+			b.mu.Unlock()
+			b.rejected.Add(1)
+			return nil, errRejectTooMany
+		}
+		b.probeAdmitted++
+		epoch, gate, inst := b.epoch, b.gate, b.cur.Load()
+		b.mu.Unlock()
+		if gate == gateGuard {
+			return b.allowClosed(inst, epoch, true)
+		}
+		return func(ok bool) { b.finishProbe(epoch, ok) }, nil
+	default:
+		inst := b.cur.Load()
+		b.mu.Unlock()
+		return b.allowClosed(inst, 0, false)
+	}
+}
+
+// finishClosed reports a call admitted while closed (or guarded) to
+// gobreaker, then hands a trip or a guard outcome to the gate.
+func (b *Breaker) finishClosed(inst *instance, gbDone func(error), ok bool, epoch uint64, guarded bool) {
+	if ok {
+		b.success.Add(1)
+		gbDone(nil)
+	} else {
+		b.failure.Add(1)
+		gbDone(errFailure)
+	}
+	tripped := inst.trip.Load() == tripPending && inst.trip.CompareAndSwap(tripPending, tripHandled)
+	if !tripped && !guarded {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.pool.mono()
+	b.advanceLocked(now)
+	switch {
+	case guarded && b.gate == gateGuard && b.epoch == epoch:
+		if ok && !tripped {
+			b.setGateLocked(gateNone) // the guard is lifted; no state change
+			return
+		}
+		b.openLocked(now, b.openTimeout(), SourceLocal)
+	case tripped && b.cur.Load() == inst && b.gate == gateNone && !b.noTrip.Load():
+		b.openLocked(now, b.openTimeout(), SourceLocal)
+	case tripped && b.cur.Load() == inst && b.gate == gateGuard:
+		b.openLocked(now, b.openTimeout(), SourceLocal)
+	}
+}
+
+// finishProbe reports a half-open probe's outcome.
+func (b *Breaker) finishProbe(epoch uint64, ok bool) {
+	if ok {
+		b.success.Add(1)
+	} else {
+		b.failure.Add(1)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.pool.mono()
+	b.advanceLocked(now)
+	if b.gate != gateHalfOpen || b.epoch != epoch {
+		return // a result from an earlier generation
+	}
+	if !ok {
+		b.openLocked(now, b.openTimeout(), SourceLocal)
+		return
+	}
+	b.probeSuccess++
+	if b.probeSuccess >= b.settings.Load().MaxRequests {
+		b.closeLocked(SourceLocal)
+	}
+}
+
+// State returns the effective state, including external modes.
+func (b *Breaker) State() gobreaker.State {
+	if b.flags.Load()&flagGate == 0 {
+		if b.cur.Load().trip.Load() == tripPending {
+			return gobreaker.StateOpen // tripped; the gate is about to open
+		}
+		return gobreaker.StateClosed
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.advanceLocked(b.pool.mono())
+	return b.state
+}
+
+// Counts returns the current generation's counts: gobreaker's while closed,
+// the probes' while half-open, zero while open.
+func (b *Breaker) Counts() gobreaker.Counts {
+	if b.flags.Load()&flagGate == 0 {
+		return b.cur.Load().cb.Counts()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.advanceLocked(b.pool.mono())
+	return b.countsLocked()
+}
+
+func (b *Breaker) countsLocked() gobreaker.Counts {
+	switch b.gate {
+	case gateOpen:
+		return gobreaker.Counts{}
+	case gateHalfOpen:
+		return gobreaker.Counts{Requests: b.probeAdmitted, TotalSuccesses: b.probeSuccess, ConsecutiveSuccesses: b.probeSuccess}
+	default:
+		return b.cur.Load().cb.Counts()
+	}
+}
+
+// Status returns a snapshot of the breaker.
+func (b *Breaker) Status() Status {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.pool.mono()
+	b.advanceLocked(now)
+	st := Status{
+		Key:        b.key,
+		State:      b.state,
+		Counts:     b.countsLocked(),
+		Generation: b.gen.Load(),
+		Source:     b.source,
+		Mode:       b.modeLocked(),
+		Settings:   *b.settings.Load(),
+	}
+	if b.gate == gateNone && b.cur.Load().trip.Load() == tripPending {
+		st.State = gobreaker.StateOpen
+	}
+	if b.gate == gateOpen {
+		st.OpenRemaining = time.Duration(b.openUntil.Load()) - now
+	}
+	return st
+}
+
+func (b *Breaker) modeLocked() Mode {
+	switch {
+	case !b.settings.Load().Enabled:
+		return ModeDisabled
+	case b.forcedClosed:
+		return ModeForcedClosed
+	case b.gate == gateGuard:
+		return ModeGuarded
+	case (b.gate == gateOpen || b.gate == gateHalfOpen) && b.source == SourceOperator:
+		return ModeForcedOpen
+	}
+	return ModeAuto
+}
+
+// waitUnlocked yields; used while an eviction handshake is in progress.
+func waitUnlocked() { runtime.Gosched() }

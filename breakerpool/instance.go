@@ -1,0 +1,87 @@
+package breakerpool
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// errFailure is what done(false) reports to gobreaker.
+var errFailure = errors.New("destination down")
+
+// Rejection errors. They are preallocated so that rejecting costs no
+// allocation; both match ErrCircuitBreakerOpen and the gobreaker error.
+var (
+	errRejectOpen = &ResourceExhaustedError{
+		Cause: CauseCircuitBreakerOpen, Message: "circuit breaker rejection", Err: gobreaker.ErrOpenState,
+	}
+	errRejectTooMany = &ResourceExhaustedError{
+		Cause: CauseCircuitBreakerOpen, Message: "circuit breaker rejection", Err: gobreaker.ErrTooManyRequests,
+	}
+)
+
+func rejectErr(err error) error {
+	if errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return errRejectTooMany
+	}
+	return errRejectOpen
+}
+
+// Trip flags of an instance.
+const (
+	tripNone uint32 = iota
+	tripPending
+	tripHandled
+)
+
+// instance is one gobreaker that does the closed-state counting and trip
+// decision. It is replaced (never reset) when the breaker closes after being
+// open, or when the window settings change; late done calls reach the old
+// instance, which ignores them or trips harmlessly.
+type instance struct {
+	cb gobreaker.TwoStepCircuitBreaker[struct{}] // by value: one pointer hop less on the hot path
+	// trip is set by OnStateChange (under gobreaker's lock) when the
+	// instance opens; the done path that sees it hands the trip to the gate.
+	trip atomic.Uint32
+	// window settings the instance was built with.
+	interval, bucket Duration
+}
+
+func (b *Breaker) newInstance(s *Settings) *instance {
+	inst := &instance{interval: s.Interval, bucket: s.BucketPeriod}
+	inst.cb = *gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		MaxRequests:  s.MaxRequests,
+		Interval:     s.Interval.D(),
+		BucketPeriod: s.BucketPeriod.D(),
+		Timeout:      s.Timeout.D(),
+		ReadyToTrip:  b.readyToTrip,
+		OnStateChange: func(_ string, _, to gobreaker.State) {
+			// Runs under gobreaker's mutex: only flip a flag.
+			if to == gobreaker.StateOpen {
+				inst.trip.CompareAndSwap(tripNone, tripPending)
+			}
+		},
+	})
+	return inst
+}
+
+// readyToTrip is the trip policy: FailureThreshold consecutive failures, or
+// a failure rate over at least MinRequests completed calls in the window.
+// It never trips while the breaker is forced closed or disabled.
+func (b *Breaker) readyToTrip(c gobreaker.Counts) bool {
+	if b.noTrip.Load() {
+		return false
+	}
+	s := b.settings.Load()
+	if c.ConsecutiveFailures >= s.FailureThreshold {
+		return true
+	}
+	if s.FailureRate > 0 {
+		completed := c.TotalSuccesses + c.TotalFailures
+		if completed >= s.MinRequests && float64(c.TotalFailures) >= s.FailureRate*float64(completed) {
+			return true
+		}
+	}
+	return false
+}

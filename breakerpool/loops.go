@@ -1,0 +1,79 @@
+package breakerpool
+
+import (
+	"time"
+)
+
+// emit hands a transition to the observer goroutine without blocking; it is
+// called with the breaker's lock held. A full queue drops the event and
+// counts it.
+func (p *Pool) emit(t Transition) {
+	select {
+	case p.events <- t:
+	default:
+		p.dropped.Inc()
+	}
+}
+
+// observeLoop logs transitions and delivers them to the observer.
+func (p *Pool) observeLoop() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case t := <-p.events:
+			p.log.Info("breaker transition", "key", t.Key.String(), "from", t.From.String(),
+				"to", t.To.String(), "source", string(t.Source), "generation", t.Generation,
+				"open_for", t.OpenFor)
+			if p.cfg.Observer != nil {
+				p.cfg.Observer(t)
+			}
+		}
+	}
+}
+
+// onSettingsChanged is the settings subscription: it must not block.
+func (p *Pool) onSettingsChanged() {
+	p.settingsSeq.Add(1)
+	select {
+	case p.settingsCh <- struct{}{}:
+	default: // a refresh is already pending; it will see this change
+	}
+}
+
+// maintainLoop re-resolves settings on change and runs the eviction sweep.
+func (p *Pool) maintainLoop() {
+	defer p.wg.Done()
+	var tick <-chan time.Time
+	if p.cfg.IdleTTL > 0 {
+		t := time.NewTicker(p.cfg.EvictInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.settingsCh:
+			p.RefreshSettings()
+		case now := <-tick:
+			p.EvictIdle(now)
+		}
+	}
+}
+
+// RefreshSettings re-resolves the settings of every live breaker; identical
+// settings are a no-op. The maintenance goroutine calls it on every change
+// notification; it is exported for callers without a subscription.
+func (p *Pool) RefreshSettings() {
+	p.entries.Range(func(k, v any) bool {
+		select {
+		case <-p.stop:
+			return false
+		default:
+		}
+		v.(*Breaker).applySettings(p.resolve(k.(Key)))
+		return true
+	})
+}

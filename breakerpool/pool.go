@@ -1,0 +1,258 @@
+package breakerpool
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Pool defaults.
+const (
+	DefaultIdleTTL       = 10 * time.Minute
+	DefaultOpenJitter    = 0.2
+	DefaultObserverQueue = 1024
+	DefaultMaxOpenFor    = 24 * time.Hour
+)
+
+// Config tunes a Pool. The zero value is usable.
+type Config struct {
+	// IdleTTL is how long a closed, failure-free breaker may go unused
+	// before it is evicted. 0 means DefaultIdleTTL; negative disables
+	// eviction.
+	IdleTTL time.Duration
+	// EvictInterval is the period of the background eviction sweep. 0 means
+	// IdleTTL/4 (at least 1s).
+	EvictInterval time.Duration
+	// OpenJitter stretches each opening's Timeout by a random factor in
+	// [1, 1+OpenJitter). 0 means DefaultOpenJitter; must be in [0, 1].
+	OpenJitter float64
+	// DisableJitter turns the jitter off (deterministic tests).
+	DisableJitter bool
+	// Observer receives every state transition, in order per key, on one
+	// goroutine owned by the pool. It may be slow: events wait in a bounded
+	// queue and are dropped (and counted) when it is full; it never blocks
+	// a breaker. It runs outside every breaker lock, so it may call Pool
+	// and Breaker methods.
+	Observer func(Transition)
+	// ObserverQueue is the queue length. 0 means DefaultObserverQueue.
+	ObserverQueue int
+	// MaxOpenFor caps OpenFor's duration. 0 means DefaultMaxOpenFor.
+	MaxOpenFor time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.OpenJitter < 0 || c.OpenJitter > 1 || c.OpenJitter != c.OpenJitter:
+		return c, fmt.Errorf("breakerpool: OpenJitter: must be in [0, 1], got %v", c.OpenJitter)
+	case c.ObserverQueue < 0:
+		return c, fmt.Errorf("breakerpool: ObserverQueue: must not be negative, got %d", c.ObserverQueue)
+	case c.EvictInterval < 0:
+		return c, fmt.Errorf("breakerpool: EvictInterval: must not be negative, got %v", c.EvictInterval)
+	case c.MaxOpenFor < 0:
+		return c, fmt.Errorf("breakerpool: MaxOpenFor: must not be negative, got %v", c.MaxOpenFor)
+	}
+	if c.IdleTTL == 0 {
+		c.IdleTTL = DefaultIdleTTL
+	}
+	if c.EvictInterval == 0 {
+		c.EvictInterval = max(c.IdleTTL/4, time.Second)
+	}
+	if c.OpenJitter == 0 {
+		c.OpenJitter = DefaultOpenJitter
+	}
+	if c.DisableJitter {
+		c.OpenJitter = 0
+	}
+	if c.ObserverQueue == 0 {
+		c.ObserverQueue = DefaultObserverQueue
+	}
+	if c.MaxOpenFor == 0 {
+		c.MaxOpenFor = DefaultMaxOpenFor
+	}
+	return c, nil
+}
+
+// Pool holds one breaker per Key, created lazily, evicted when idle. It is
+// the per-host singleton that main builds and injects.
+type Pool struct {
+	cfg        Config
+	src        SettingsSource
+	log        *slog.Logger
+	jitter     float64
+	maxOpenFor time.Duration
+	base       time.Time // origin of the pool's monotonic clock
+
+	entries sync.Map // Key → *Breaker
+	n       atomic.Int64
+
+	events  chan Transition
+	dropped prometheus.Counter
+	evicted prometheus.Counter
+
+	settingsSeq  atomic.Uint64
+	lastSettings atomic.Pointer[Settings]
+	settingsCh   chan struct{}
+	sweepMu      sync.Mutex
+
+	startOnce, closeOnce sync.Once
+	stop                 chan struct{}
+	wg                   sync.WaitGroup
+	cancelSub            func()
+}
+
+// New builds a pool. src resolves settings (nil: DefaultSettings for every
+// key); reg receives the metrics (nil: none); log nil discards.
+func New(cfg Config, src SettingsSource, reg prometheus.Registerer, log *slog.Logger) (*Pool, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if src == nil {
+		src = defaultSource{}
+	}
+	p := &Pool{
+		cfg:        cfg,
+		src:        src,
+		log:        log,
+		jitter:     cfg.OpenJitter,
+		maxOpenFor: cfg.MaxOpenFor,
+		base:       time.Now(),
+		events:     make(chan Transition, cfg.ObserverQueue),
+		settingsCh: make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+	}
+	if err := p.registerMetrics(reg); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// mono is the pool's monotonic clock.
+func (p *Pool) mono() time.Duration { return time.Since(p.base) }
+
+// Start subscribes to settings changes and starts the observer and
+// maintenance (settings refresh, eviction) goroutines. Idempotent.
+func (p *Pool) Start() {
+	p.startOnce.Do(func() {
+		p.cancelSub = p.src.Subscribe(p.onSettingsChanged)
+		p.wg.Add(2)
+		go p.observeLoop()
+		go p.maintainLoop()
+	})
+}
+
+// Close stops the pool's goroutines and its settings subscription. Events
+// still queued are dropped. Breakers stay usable. Idempotent.
+func (p *Pool) Close() {
+	p.closeOnce.Do(func() {
+		p.startOnce.Do(func() {}) // a later Start does nothing
+		close(p.stop)
+		if p.cancelSub != nil {
+			p.cancelSub()
+		}
+		p.wg.Wait()
+	})
+}
+
+// Get returns the breaker for k, creating it on first use.
+func (p *Pool) Get(k Key) *Breaker {
+	for {
+		if v, ok := p.entries.Load(k); ok {
+			b := v.(*Breaker)
+			b.touch() // must precede the flags load (eviction handshake)
+			if b.flags.Load()&flagDead == 0 {
+				return b
+			}
+			waitUnlocked() // being evicted: it is deleted or revived shortly
+			continue
+		}
+		seq := p.settingsSeq.Load()
+		b := newBreaker(p, k, p.intern(p.resolve(k)))
+		b.used.Store(true)
+		if _, loaded := p.entries.LoadOrStore(k, b); loaded {
+			continue
+		}
+		p.n.Add(1)
+		if p.settingsSeq.Load() != seq {
+			// A change may have been broadcast before b was visible.
+			b.applySettings(p.resolve(k))
+		}
+		return b
+	}
+}
+
+// Lookup returns the breaker for k if it exists. It never creates one and
+// does not count as use.
+func (p *Pool) Lookup(k Key) (*Breaker, bool) {
+	v, ok := p.entries.Load(k)
+	if !ok {
+		return nil, false
+	}
+	b := v.(*Breaker)
+	if b.flags.Load()&flagDead != 0 {
+		return nil, false
+	}
+	return b, true
+}
+
+// List returns a snapshot of every breaker, sorted by key. It never creates
+// entries and does not count as use.
+func (p *Pool) List() []Status {
+	out := make([]Status, 0, p.Len())
+	p.entries.Range(func(_, v any) bool {
+		b := v.(*Breaker)
+		if b.flags.Load()&flagDead == 0 {
+			out = append(out, b.Status())
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b Status) int { return compareKeys(a.Key, b.Key) })
+	return out
+}
+
+func compareKeys(a, b Key) int {
+	return cmp.Or(cmp.Compare(a.TaskGroup, b.TaskGroup),
+		cmp.Compare(a.NamespaceID, b.NamespaceID),
+		cmp.Compare(a.Destination, b.Destination))
+}
+
+// Len returns the number of breakers.
+func (p *Pool) Len() int { return int(p.n.Load()) }
+
+// resolve asks the source for k's settings, falling back to defaults (and
+// logging) if the source returns invalid ones.
+func (p *Pool) resolve(k Key) Settings {
+	s := p.src.Settings(k.NamespaceID, k.Destination).Normalized()
+	if err := s.Validate(); err != nil {
+		p.log.Error("invalid breaker settings from source, using defaults", "key", k.String(), "err", err)
+		return DefaultSettings()
+	}
+	return s
+}
+
+// intern returns a shared pointer for s when it equals the last settings
+// interned (the common case: most keys share the default), so idle breakers
+// do not each hold a copy. Settings pointers are never mutated.
+func (p *Pool) intern(s Settings) *Settings {
+	if last := p.lastSettings.Load(); last != nil && *last == s {
+		return last
+	}
+	ps := &s
+	p.lastSettings.Store(ps)
+	return ps
+}
+
+// defaultSource gives every key DefaultSettings.
+type defaultSource struct{}
+
+func (defaultSource) Settings(string, string) Settings { return DefaultSettings() }
+func (defaultSource) Subscribe(func()) func()          { return func() {} }

@@ -1,0 +1,74 @@
+package breakerpool
+
+import (
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// TwoStepCircuitBreaker is Temporal's breaker interface: Allow grants
+// permission and returns done, which the caller invokes exactly once with the
+// outcome (true when the destination looked healthy).
+type TwoStepCircuitBreaker interface {
+	Name() string
+	State() gobreaker.State
+	Counts() gobreaker.Counts
+	Allow() (done func(success bool), err error)
+}
+
+// Source says where a breaker's current state came from.
+type Source string
+
+const (
+	// SourceLocal: this breaker's own machinery (a trip, its open timer, a
+	// probe result) or its initial state.
+	SourceLocal Source = "local"
+	// SourceHint: a peer's gossiped hint.
+	SourceHint Source = "hint"
+	// SourceOperator: an operator (admin API) or a dynamic-config change.
+	SourceOperator Source = "operator"
+)
+
+// Mode is the externally driven mode a breaker is in, if any.
+type Mode string
+
+const (
+	// ModeAuto: no external mode; the breaker follows its own state machine.
+	ModeAuto Mode = "auto"
+	// ModeForcedOpen: open (or probing after the open period) because of an
+	// operator's OpenFor.
+	ModeForcedOpen Mode = "forced-open"
+	// ModeForcedClosed: ForceClosed is in effect; every call is admitted
+	// and counted, the breaker cannot trip until Auto.
+	ModeForcedClosed Mode = "forced-closed"
+	// ModeGuarded: closed, but only MaxRequests probe calls are admitted
+	// until one resolves (Guard).
+	ModeGuarded Mode = "guarded"
+	// ModeDisabled: Settings.Enabled is false; a counting pass-through.
+	ModeDisabled Mode = "disabled"
+)
+
+// Status is a snapshot of one breaker, for describe/list calls.
+type Status struct {
+	Key        Key              `json:"key"`
+	State      gobreaker.State  `json:"state"`
+	Counts     gobreaker.Counts `json:"counts"`
+	Generation uint64           `json:"generation"`
+	Source     Source           `json:"source"`
+	Mode       Mode             `json:"mode"`
+	// OpenRemaining is how long the breaker stays open before it probes;
+	// zero unless State is open.
+	OpenRemaining time.Duration `json:"open_remaining"`
+	Settings      Settings      `json:"settings"`
+}
+
+// Transition is one effective state change, delivered to the pool's observer.
+type Transition struct {
+	Key        Key
+	From, To   gobreaker.State
+	Source     Source
+	Generation uint64
+	// OpenFor is the open period that starts now, when To is open.
+	OpenFor time.Duration
+	At      time.Time
+}
