@@ -1,0 +1,174 @@
+package cluster
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"fusebox/breakerpool"
+)
+
+func sampleHint() Hint {
+	return Hint{
+		Key:        breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: "ns-1", Destination: "payments"},
+		State:      HintOpen,
+		Generation: 42,
+		Origin:     "node-a",
+		OpenFor:    37 * time.Second,
+		Reason:     "6 consecutive failures: 503",
+		Suspect:    true,
+	}
+}
+
+func TestHintRoundTrip(t *testing.T) {
+	for _, h := range []Hint{sampleHint(), {Key: breakerpool.Key{Destination: "d"}, Origin: "o"}} {
+		b, err := EncodeHint(h)
+		if err != nil {
+			t.Fatalf("EncodeHint: %v", err)
+		}
+		got, err := DecodeHint(b)
+		if err != nil {
+			t.Fatalf("DecodeHint: %v", err)
+		}
+		if diff := cmp.Diff(h, got); diff != "" {
+			t.Errorf("round trip (-want +got):\n%s", diff)
+		}
+	}
+}
+
+func TestEncodeHintRejects(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	cases := []struct {
+		name  string
+		mod   func(*Hint)
+		field string
+	}{
+		{"empty origin", func(h *Hint) { h.Origin = "" }, "Origin"},
+		{"long origin", func(h *Hint) { h.Origin = long }, "Origin"},
+		{"empty destination", func(h *Hint) { h.Key.Destination = "" }, "Key.Destination"},
+		{"long destination", func(h *Hint) { h.Key.Destination = long }, "Key.Destination"},
+		{"long task group", func(h *Hint) { h.Key.TaskGroup = long }, "Key.TaskGroup"},
+		{"long namespace", func(h *Hint) { h.Key.NamespaceID = long }, "Key.NamespaceID"},
+		{"long reason", func(h *Hint) { h.Reason = long }, "Reason"},
+		{"bad utf8", func(h *Hint) { h.Reason = "\xff" }, "Reason"},
+		{"state", func(h *Hint) { h.State = 3 }, "State"},
+		{"negative open", func(h *Hint) { h.OpenFor = -time.Second }, "OpenFor"},
+		{"huge open", func(h *Hint) { h.OpenFor = 25 * time.Hour }, "OpenFor"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := sampleHint()
+			c.mod(&h)
+			_, err := EncodeHint(h)
+			if err == nil || !strings.Contains(err.Error(), c.field) {
+				t.Fatalf("EncodeHint error = %v, want one naming %s", err, c.field)
+			}
+		})
+	}
+	t.Run("total size", func(t *testing.T) {
+		h := sampleHint()
+		h.Key = breakerpool.Key{TaskGroup: strings.Repeat("t", 250), NamespaceID: strings.Repeat("n", 250), Destination: strings.Repeat("d", 250)}
+		h.Reason = strings.Repeat("r", 250)
+		h.Origin = strings.Repeat("o", 120)
+		_, err := EncodeHint(h)
+		if !errors.Is(err, ErrHintTooLarge) || !strings.Contains(err.Error(), "Key and Reason") {
+			t.Fatalf("err = %v, want ErrHintTooLarge naming Key and Reason", err)
+		}
+	})
+}
+
+func TestDecodeHintRejects(t *testing.T) {
+	good, err := EncodeHint(sampleHint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mut := func(f func([]byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+	cases := map[string][]byte{
+		"empty":         nil,
+		"short":         {1, 2},
+		"version":       mut(func(b []byte) []byte { b[0] = 9; return b }),
+		"state":         mut(func(b []byte) []byte { b[1] = 3; return b }),
+		"flags":         mut(func(b []byte) []byte { b[2] = 0x80; return b }),
+		"trailing":      append(append([]byte(nil), good...), 0),
+		"truncated":     good[:len(good)-3],
+		"oversize":      make([]byte, MaxHintSize+1),
+		"bad varint":    {1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"openFor > 24h": append([]byte{1, 2, 0, 1}, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01),
+	}
+	for name, b := range cases {
+		if _, err := DecodeHint(b); err == nil {
+			t.Errorf("%s: DecodeHint accepted %x", name, b)
+		}
+	}
+}
+
+func TestHintBatch(t *testing.T) {
+	var encs [][]byte
+	for i := range 5 {
+		h := sampleHint()
+		h.Generation = uint64(i)
+		b, err := EncodeHint(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		encs = append(encs, b)
+	}
+	batch, n := encodeHintBatch(encs, maxHintBatchBytes)
+	if n != 5 {
+		t.Fatalf("batch holds %d, want 5", n)
+	}
+	got, err := decodeHintBatch(batch)
+	if err != nil || len(got) != 5 {
+		t.Fatalf("decodeHintBatch = %d, %v", len(got), err)
+	}
+	for i := range got {
+		if string(got[i]) != string(encs[i]) {
+			t.Errorf("entry %d differs", i)
+		}
+	}
+	// A small budget keeps the first (newest) entries only.
+	small, n := encodeHintBatch(encs, 2*len(encs[0])+24)
+	if n != 2 {
+		t.Errorf("small batch holds %d, want 2", n)
+	}
+	if got, err := decodeHintBatch(small); err != nil || len(got) != 2 {
+		t.Errorf("small batch decodes to %d, %v", len(got), err)
+	}
+	for name, b := range map[string][]byte{
+		"version":  {9, 0},
+		"count":    {1, 100, 3, 1, 2, 3},
+		"length":   {1, 1, 0x80, 0x10},
+		"trailing": append(append([]byte(nil), batch...), 7),
+	} {
+		if _, err := decodeHintBatch(b); err == nil {
+			t.Errorf("%s: decodeHintBatch accepted %x", name, b)
+		}
+	}
+}
+
+func FuzzDecodeHint(f *testing.F) {
+	good, _ := EncodeHint(sampleHint())
+	f.Add(good)
+	f.Add([]byte{})
+	f.Add([]byte{1, 0, 0, 0, 0, 1, 'o', 0, 0, 1, 'd', 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := DecodeHint(b)
+		if err != nil {
+			return
+		}
+		enc, err := EncodeHint(h)
+		if err != nil {
+			t.Fatalf("decoded hint does not re-encode: %v (%+v)", err, h)
+		}
+		h2, err := DecodeHint(enc)
+		if err != nil {
+			t.Fatalf("re-encoded hint does not decode: %v", err)
+		}
+		if diff := cmp.Diff(h, h2); diff != "" {
+			t.Fatalf("re-encode changed the hint (-first +second):\n%s", diff)
+		}
+	})
+}
