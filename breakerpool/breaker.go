@@ -58,6 +58,9 @@ type Breaker struct {
 	mu            sync.Mutex // guards the fields below; never held across a gobreaker call that can call back
 	gate          gateMode
 	forcedClosed  bool
+	// forcedOpen: an operator's OpenFor holds the gate open; peers' hints
+	// cannot warm-start it, only Auto (or the end of its period) ends it.
+	forcedOpen bool
 	state         gobreaker.State // recorded effective state (last transition)
 	source        Source
 	epoch         uint64 // bumps on every gate change; stale probe results are ignored
@@ -310,7 +313,7 @@ func (b *Breaker) modeLocked() Mode {
 		return ModeForcedClosed
 	case b.gate == gateGuard:
 		return ModeGuarded
-	case (b.gate == gateOpen || b.gate == gateHalfOpen) && b.source == SourceOperator:
+	case b.gate == gateOpen && b.forcedOpen:
 		return ModeForcedOpen
 	}
 	return ModeAuto

@@ -48,6 +48,9 @@ func (b *Breaker) OpenFor(d time.Duration, src Source) {
 		d = maxD
 	}
 	b.openLocked(b.pool.mono(), d, src)
+	if src == SourceOperator {
+		b.forcedOpen = true
+	}
 }
 
 // ProbeNow warm-starts an open breaker: it becomes half-open at once and
@@ -59,7 +62,8 @@ func (b *Breaker) ProbeNow(src Source) {
 		return
 	}
 	defer b.mu.Unlock()
-	if b.gate == gateOpen {
+	if b.gate == gateOpen && (!b.forcedOpen || src == SourceOperator) {
+		b.forcedOpen = false
 		b.halfOpenLocked(src)
 	}
 }
@@ -114,8 +118,11 @@ func (b *Breaker) Auto(src Source) {
 		b.noTrip.Store(!b.settings.Load().Enabled)
 		b.source = src
 	}
-	if b.gate == gateOpen && b.source == SourceOperator {
-		b.halfOpenLocked(src)
+	if b.forcedOpen {
+		b.forcedOpen = false
+		if b.gate == gateOpen {
+			b.halfOpenLocked(src)
+		}
 	}
 }
 

@@ -186,9 +186,12 @@ func TestForceClosedAndAuto(t *testing.T) {
 	b.ForceClosed(SourceOperator)
 	b.OpenFor(time.Hour, SourceOperator)
 	wantStatus(t, b, open, SourceOperator, ModeForcedOpen)
-	// Auto on an operator's open warm-starts a probe.
+	// A peer's closed hint cannot warm-start an operator's open.
+	b.ProbeNow(SourceHint)
+	wantStatus(t, b, open, SourceOperator, ModeForcedOpen)
+	// Auto clears the force and warm-starts a probe.
 	b.Auto(SourceOperator)
-	wantStatus(t, b, half, SourceOperator, ModeForcedOpen)
+	wantStatus(t, b, half, SourceOperator, ModeAuto)
 	mustCall(t, b, true)
 	wantStatus(t, b, closed, SourceLocal, ModeAuto)
 

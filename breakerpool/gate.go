@@ -33,6 +33,7 @@ func (b *Breaker) publishFlagsLocked() {
 // gobreaker advances lazily on access.
 func (b *Breaker) advanceLocked(now time.Duration) {
 	if b.gate == gateOpen && now >= time.Duration(b.openUntil.Load()) {
+		b.forcedOpen = false
 		b.setGateLocked(gateHalfOpen)
 		b.transitionLocked(gobreaker.StateHalfOpen, SourceLocal, 0)
 	}
@@ -68,6 +69,7 @@ func (b *Breaker) closeLocked(src Source) {
 	if wasOpen || b.cur.Load().trip.Load() != tripNone {
 		b.cur.Store(b.newInstance(b.settings.Load()))
 	}
+	b.forcedOpen = false
 	b.setGateLocked(gateNone)
 	if wasOpen {
 		b.transitionLocked(gobreaker.StateClosed, src, 0)

@@ -175,7 +175,14 @@ func (m *Membership) leaveLocked(timeout time.Duration) error {
 // Close leaves the cluster (if Leave was not called), shuts memberlist down
 // and stops every goroutine. Subscriber channels are closed. Close is
 // idempotent.
-func (m *Membership) Close() error {
+func (m *Membership) Close() error { return m.close(true) }
+
+// Shutdown stops the node without a graceful leave, as a crash would: peers
+// find out through failure detection and see it dead, not left. Tests use
+// it to simulate SIGKILL in process. Idempotent, like Close.
+func (m *Membership) Shutdown() error { return m.close(false) }
+
+func (m *Membership) close(leave bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -185,8 +192,13 @@ func (m *Membership) Close() error {
 	m.phase.Store(phaseClosed)
 	var errs []error
 	if m.started {
-		if err := m.leaveLocked(m.cfg.LeaveTimeout); err != nil {
-			errs = append(errs, err)
+		if leave {
+			if err := m.leaveLocked(m.cfg.LeaveTimeout); err != nil {
+				errs = append(errs, err)
+			}
+		} else {
+			m.left = true
+			m.joinCancel()
 		}
 		if err := m.ml.Load().Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("cluster: shutdown: %w", err))

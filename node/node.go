@@ -225,3 +225,29 @@ func (n *Node) transferLeadership(ctx context.Context) {
 		n.log.Warn("leadership transfer before shutdown failed", "err", err)
 	}
 }
+
+// crash stops the node the way a SIGKILL would, for in-process tests: no
+// gossip leave and no leadership transfer.
+func (n *Node) crash() {
+	n.closeOnce.Do(func() {
+		if n.api != nil {
+			_ = n.api.Close(context.Background())
+		}
+		if n.cancel != nil {
+			n.cancel()
+		}
+		n.wg.Wait()
+		if n.members != nil {
+			_ = n.members.Shutdown()
+		}
+		if n.store != nil {
+			_ = n.store.Close()
+		}
+		if n.pool != nil {
+			n.pool.Close()
+		}
+		if n.config != nil {
+			_ = n.config.Close()
+		}
+	})
+}
