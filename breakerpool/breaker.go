@@ -55,12 +55,12 @@ type Breaker struct {
 	key  Key
 	pool *Pool
 
-	mu            sync.Mutex // guards the fields below; never held across a gobreaker call that can call back
-	gate          gateMode
-	forcedClosed  bool
+	mu           sync.Mutex // guards the fields below; never held across a gobreaker call that can call back
+	gate         gateMode
+	forcedClosed bool
 	// forcedOpen: an operator's OpenFor holds the gate open; peers' hints
 	// cannot warm-start it, only Auto (or the end of its period) ends it.
-	forcedOpen bool
+	forcedOpen    bool
 	state         gobreaker.State // recorded effective state (last transition)
 	source        Source
 	epoch         uint64 // bumps on every gate change; stale probe results are ignored
