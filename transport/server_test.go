@@ -66,7 +66,9 @@ func TestMapErrorRoundTrip(t *testing.T) {
 		{"unknown key", fmt.Errorf("wrap: %w", dynconfig.ErrUnknownKey), 404,
 			func(e *Error) bool { return e.Code == CodeNotFound }},
 		{"wrong owner", fmt.Errorf("x: %w", &shardmap.WrongOwnerError{Shard: 7, Owner: "n2", Epoch: 9}), 409,
-			func(e *Error) bool { return e.Code == CodeWrongOwner && e.Shard != nil && *e.Shard == 7 && e.Owner == "n2" && e.Epoch == 9 }},
+			func(e *Error) bool {
+				return e.Code == CodeWrongOwner && e.Shard != nil && *e.Shard == 7 && e.Owner == "n2" && e.Epoch == 9
+			}},
 		{"no leader", &raftstore.Error{Code: raftstore.CodeNoLeader, Message: "no leader within 5s"}, 503,
 			func(e *Error) bool { return e.Code == CodeNoLeader && e.RetryAfter == 1 }},
 		{"raft invalid field", &raftstore.Error{Code: raftstore.CodeInvalidArgument, Field: "url", Message: "bad"}, 400,
