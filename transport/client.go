@@ -22,6 +22,9 @@ type Client struct {
 	base  string
 	token string
 	hc    *http.Client
+	// Author, when set, is sent as X-Fusebox-Author and recorded with the
+	// writes this client makes (the CLI sends user@host).
+	Author string
 }
 
 // NewClient returns a client for a node at addr ("host:port" or a URL). A
@@ -64,6 +67,9 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.Author != "" {
+		req.Header.Set("X-Fusebox-Author", c.Author)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -29,6 +29,9 @@ type Deps struct {
 	Breakers Breakers
 	// Peers reaches other nodes' APIs (for ?scope=cluster).
 	Peers func(httpAddr string) *Client
+	// Shards is shard ownership and its admin operations
+	// (handlers_shards.go declares the interface).
+	Shards ShardAdmin
 }
 
 // Store is the replicated state as the API uses it (raftstore.Store).
@@ -78,6 +81,9 @@ func (s *Server) registerRoutes() {
 	if s.deps.Breakers != nil {
 		s.breakerRoutes()
 	}
+	if s.deps.Shards != nil {
+		s.shardRoutes()
+	}
 }
 
 // mapError turns any error a handler returns into the API's error: typed
@@ -96,11 +102,11 @@ func (s *Server) mapError(err error) *Error {
 	case errors.As(err, &apiErr):
 		return apiErr
 	case errors.As(err, &cfgErr):
-		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Key: cfgErr.Key, Field: cfgErr.Field, Message: cfgErr.Error()}
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Key: cfgErr.Key, Field: cfgErr.Field, Message: cfgErr.Reason}
 	case errors.Is(err, dynconfig.ErrUnknownKey):
 		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error() + " (GET /v1/config lists the keys)"}
 	case errors.As(err, &setErr):
-		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: setErr.Field, Message: setErr.Error()}
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: setErr.Field, Message: setErr.Reason}
 	case errors.As(err, &ownErr):
 		shard := ownErr.Shard
 		return &Error{Status: http.StatusConflict, Code: CodeWrongOwner, Shard: &shard, Owner: ownErr.Owner, Epoch: ownErr.Epoch, Message: ownErr.Error()}

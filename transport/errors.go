@@ -46,19 +46,15 @@ type Error struct {
 	RetryAfter int `json:"retry_after,omitempty"`
 }
 
-// Error is the code and the human message; the message already names the
-// key and field when there are some.
+// Error reads "code: key: field: message", leaving out what is empty.
 func (e *Error) Error() string {
-	if e.Message == "" {
-		s := e.Code
-		for _, f := range []string{e.Key, e.Field} {
-			if f != "" {
-				s += ": " + f
-			}
+	s := e.Code
+	for _, f := range []string{e.Key, e.Field, e.Message} {
+		if f != "" {
+			s += ": " + f
 		}
-		return s
 	}
-	return e.Code + ": " + e.Message
+	return s
 }
 
 // Is makes errors.Is(err, &Error{Code: c}) match by code.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,7 +56,36 @@ func (o *adminOpts) client() (*transport.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return transport.NewClient(o.addr, tok, nil), nil
+	c := transport.NewClient(o.addr, tok, nil)
+	c.Author = author()
+	return c, nil
+}
+
+// author names the person at the keyboard for the config history.
+func author() string {
+	user := os.Getenv("USER")
+	if user == "" {
+		user = "unknown"
+	}
+	host, _ := os.Hostname()
+	return user + "@" + host
+}
+
+// call is the body of every admin command: it builds the client, bounds the
+// call by --timeout, runs fn, maps API errors to exit codes, and prints the
+// answer as JSON (--json) or as fn's table.
+func (o *adminOpts) call(cmd *cobra.Command, fn func(ctx context.Context, c *transport.Client) (any, func(tw *tabwriter.Writer), error)) error {
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+	defer cancel()
+	v, table, err := fn(ctx, c)
+	if err != nil {
+		return apiExit(err)
+	}
+	return o.print(cmd.OutOrStdout(), v, table)
 }
 
 // print writes v as JSON with --json, else calls table.

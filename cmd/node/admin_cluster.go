@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"fusebox/transport"
 )
 
 func membersCmd(o *adminOpts) *cobra.Command {
@@ -13,22 +16,15 @@ func membersCmd(o *adminOpts) *cobra.Command {
 		Short: "List the cluster's members, their gossip state and Raft role",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd, o.timeout)
-			defer cancel()
-			ms, err := c.Members(ctx)
-			if err != nil {
-				return apiExit(err)
-			}
-			return o.print(cmd.OutOrStdout(), ms, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "ID\tSTATE\tRAFT\tLEADER\tHTTP\tGOSSIP\tRAFT ADDR\tSUSPECT")
-				for _, m := range ms {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.State, m.RaftRole, yesNo(m.Leader),
-						orDash(m.HTTPAddr), orDash(m.GossipAddr), orDash(m.RaftAddr), yesNo(m.Suspect))
-				}
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				ms, err := c.Members(ctx)
+				return ms, func(tw *tabwriter.Writer) {
+					fmt.Fprintln(tw, "ID\tSTATE\tRAFT\tLEADER\tHTTP\tGOSSIP\tRAFT ADDR\tSUSPECT")
+					for _, m := range ms {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.State, m.RaftRole, yesNo(m.Leader),
+							orDash(m.HTTPAddr), orDash(m.GossipAddr), orDash(m.RaftAddr), yesNo(m.Suspect))
+					}
+				}, err
 			})
 		},
 	}
@@ -40,23 +36,16 @@ func raftCmd(o *adminOpts) *cobra.Command {
 		Short: "Show the Raft configuration, leader and indexes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd, o.timeout)
-			defer cancel()
-			info, err := c.Raft(ctx)
-			if err != nil {
-				return apiExit(err)
-			}
-			return o.print(cmd.OutOrStdout(), info, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "node %s is %s; leader %s (%s); term %d; last index %d, applied %d\n\n",
-					info.NodeID, info.State, orDash(info.Leader), orDash(info.LeaderAddr), info.Term, info.LastIndex, info.AppliedIndex)
-				fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tLEADER")
-				for _, s := range info.Servers {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Address, s.Suffrage, yesNo(s.Leader))
-				}
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				info, err := c.Raft(ctx)
+				return info, func(tw *tabwriter.Writer) {
+					fmt.Fprintf(tw, "node %s is %s; leader %s (%s); term %d; last index %d, applied %d\n\n",
+						info.NodeID, info.State, orDash(info.Leader), orDash(info.LeaderAddr), info.Term, info.LastIndex, info.AppliedIndex)
+					fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tLEADER")
+					for _, s := range info.Servers {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Address, s.Suffrage, yesNo(s.Leader))
+					}
+				}, err
 			})
 		},
 	}

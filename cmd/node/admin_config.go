@@ -14,10 +14,6 @@ import (
 	"fusebox/transport"
 )
 
-func withTimeout(cmd *cobra.Command, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(cmd.Context(), d)
-}
-
 func configCmd(o *adminOpts) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
@@ -33,25 +29,18 @@ func configCmd(o *adminOpts) *cobra.Command {
 		Short: "List every value that is set, and the registered keys",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd, o.timeout)
-			defer cancel()
-			l, err := c.ConfigList(ctx)
-			if err != nil {
-				return apiExit(err)
-			}
-			return o.print(cmd.OutOrStdout(), l, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "KEY\tNAMESPACE\tDESTINATION\tVALUE\tINDEX")
-				for _, e := range l.Entries {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", e.Key, orDash(e.Namespace), orDash(e.Destination), compactJSON(e.Value), e.Index)
-				}
-				fmt.Fprintln(tw, "\nREGISTERED KEY\tTYPE\tDEFAULT\tCONSTRAINTS")
-				for _, k := range l.Keys {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Key, k.Type, compactJSON(k.Default), strings.Join(k.Constraints, ","))
-				}
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				l, err := c.ConfigList(ctx)
+				return l, func(tw *tabwriter.Writer) {
+					fmt.Fprintln(tw, "KEY\tNAMESPACE\tDESTINATION\tVALUE\tINDEX")
+					for _, e := range l.Entries {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", e.Key, orDash(e.Namespace), orDash(e.Destination), compactJSON(e.Value), e.Index)
+					}
+					fmt.Fprintln(tw, "\nREGISTERED KEY\tTYPE\tDEFAULT\tCONSTRAINTS")
+					for _, k := range l.Keys {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Key, k.Type, compactJSON(k.Default), strings.Join(k.Constraints, ","))
+					}
+				}, err
 			})
 		},
 	}
@@ -60,22 +49,15 @@ func configCmd(o *adminOpts) *cobra.Command {
 		Short: "Show the values of one key under every constraint",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd, o.timeout)
-			defer cancel()
-			es, err := c.ConfigGet(ctx, args[0])
-			if err != nil {
-				return apiExit(err)
-			}
-			return o.print(cmd.OutOrStdout(), es, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "NAMESPACE\tDESTINATION\tVALUE\tINDEX\tUPDATED\tAUTHOR")
-				for _, e := range es {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", orDash(e.Namespace), orDash(e.Destination), compactJSON(e.Value), e.Index,
-						e.UpdatedAt.Format(time.RFC3339), orDash(e.Author))
-				}
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				es, err := c.ConfigGet(ctx, args[0])
+				return es, func(tw *tabwriter.Writer) {
+					fmt.Fprintln(tw, "NAMESPACE\tDESTINATION\tVALUE\tINDEX\tUPDATED\tAUTHOR")
+					for _, e := range es {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", orDash(e.Namespace), orDash(e.Destination), compactJSON(e.Value), e.Index,
+							e.UpdatedAt.Format(time.RFC3339), orDash(e.Author))
+					}
+				}, err
 			})
 		},
 	}
@@ -91,18 +73,11 @@ func configCmd(o *adminOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd, o.timeout)
-			defer cancel()
-			res, err := c.ConfigSet(ctx, args[0], transport.ConfigWrite{Namespace: ns, Destination: dest, Value: val})
-			if err != nil {
-				return apiExit(err)
-			}
-			return o.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "set %s at raft index %d\n", args[0], res.Index)
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				res, err := c.ConfigSet(ctx, args[0], transport.ConfigWrite{Namespace: ns, Destination: dest, Value: val})
+				return res, func(tw *tabwriter.Writer) {
+					fmt.Fprintf(tw, "set %s at raft index %d\n", args[0], res.Index)
+				}, err
 			})
 		},
 	}
@@ -111,18 +86,11 @@ func configCmd(o *adminOpts) *cobra.Command {
 		Short: "Delete the value of a key under a constraint (the next most specific applies)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd, o.timeout)
-			defer cancel()
-			res, err := c.ConfigDelete(ctx, args[0], ns, dest)
-			if err != nil {
-				return apiExit(err)
-			}
-			return o.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "deleted %s at raft index %d\n", args[0], res.Index)
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				res, err := c.ConfigDelete(ctx, args[0], ns, dest)
+				return res, func(tw *tabwriter.Writer) {
+					fmt.Fprintf(tw, "deleted %s at raft index %d\n", args[0], res.Index)
+				}, err
 			})
 		},
 	}
@@ -132,22 +100,15 @@ func configCmd(o *adminOpts) *cobra.Command {
 		Short: "Show recent config changes, newest first (raft index, time, author)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd, o.timeout)
-			defer cancel()
-			hs, err := c.ConfigHistory(ctx, limit)
-			if err != nil {
-				return apiExit(err)
-			}
-			return o.print(cmd.OutOrStdout(), hs, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "INDEX\tAT\tAUTHOR\tOP\tKEY\tNAMESPACE\tDESTINATION\tVALUE")
-				for _, h := range hs {
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Index, h.At.Format(time.RFC3339), orDash(h.Author), h.Op, h.Key,
-						orDash(h.Namespace), orDash(h.Destination), compactJSON(h.Value))
-				}
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				hs, err := c.ConfigHistory(ctx, limit)
+				return hs, func(tw *tabwriter.Writer) {
+					fmt.Fprintln(tw, "INDEX\tAT\tAUTHOR\tOP\tKEY\tNAMESPACE\tDESTINATION\tVALUE")
+					for _, h := range hs {
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Index, h.At.Format(time.RFC3339), orDash(h.Author), h.Op, h.Key,
+							orDash(h.Namespace), orDash(h.Destination), compactJSON(h.Value))
+					}
+				}, err
 			})
 		},
 	}
@@ -172,98 +133,4 @@ func parseValueArg(s string) (json.RawMessage, error) {
 	}
 	b, _ := json.Marshal(s)
 	return b, nil
-}
-
-func endpointsCmd(o *adminOpts) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "endpoints",
-		Short: "Manage the Nexus endpoint registry (name → target URL)",
-	}
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List endpoints",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd, o.timeout)
-			defer cancel()
-			es, err := c.Endpoints(ctx)
-			if err != nil {
-				return apiExit(err)
-			}
-			return o.print(cmd.OutOrStdout(), es, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "NAME\tURL\tDESCRIPTION\tINDEX")
-				for _, e := range es {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", e.Name, e.URL, orDash(e.Description), e.Index)
-				}
-			})
-		},
-	}
-	get := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show one endpoint",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd, o.timeout)
-			defer cancel()
-			e, err := c.Endpoint(ctx, args[0])
-			if err != nil {
-				return apiExit(err)
-			}
-			return o.print(cmd.OutOrStdout(), e, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "name\t%s\nurl\t%s\ndescription\t%s\nindex\t%d\n", e.Name, e.URL, orDash(e.Description), e.Index)
-			})
-		},
-	}
-	var desc string
-	put := &cobra.Command{
-		Use:   "put NAME URL",
-		Short: "Create or replace an endpoint",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd, o.timeout)
-			defer cancel()
-			res, err := c.PutEndpoint(ctx, transport.Endpoint{Name: args[0], URL: args[1], Description: desc})
-			if err != nil {
-				return apiExit(err)
-			}
-			return o.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "endpoint %s → %s at raft index %d\n", args[0], args[1], res.Index)
-			})
-		},
-	}
-	put.Flags().StringVar(&desc, "description", "", "free text shown in listings")
-	del := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete an endpoint",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd, o.timeout)
-			defer cancel()
-			res, err := c.DeleteEndpoint(ctx, args[0])
-			if err != nil {
-				return apiExit(err)
-			}
-			return o.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "deleted endpoint %s at raft index %d\n", args[0], res.Index)
-			})
-		},
-	}
-	cmd.AddCommand(list, get, put, del)
-	return cmd
 }
