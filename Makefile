@@ -24,8 +24,10 @@ test: lint
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
+# Every benchmark beside its baseline, one table, written to docs/benchmarks.md.
+# BENCH_QUICK=1 for the short profile.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$${BENCHTIME:-1s} $(PKGS)
+	$(GO) run ./tools/benchreport
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -19,8 +19,8 @@ func reportLatencies(b *testing.B, lat []time.Duration, elapsed time.Duration) {
 	slices.Sort(lat)
 	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "ops/s")
-	b.ReportMetric(q(0.50), "p50_ms")
-	b.ReportMetric(q(0.99), "p99_ms")
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
 }
 
 func benchCluster(b *testing.B) (*testCluster, *Store) {
