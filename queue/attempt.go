@@ -1,0 +1,290 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"fusebox/breakerpool"
+	"fusebox/transport/outbound"
+)
+
+// errRateRace: the token seen before the breaker admitted the call was gone
+// when taken (a limit change in between). The task is released, not failed.
+var errRateRace = errors.New("queue: rate token vanished after breaker admission")
+
+// errClosing: the queue is closing; a task still waiting for a token is
+// released unstarted.
+var errClosing = errors.New("queue: closing")
+
+// acquireToken takes g's gate and waits, without consuming anything, until
+// the rate limiter holds a whole token. The gate stays held: the caller asks
+// the breaker next and, only if admitted, takes the token (which nobody
+// else can take meanwhile), then releases the gate. So a breaker rejection
+// never consumes a token, and an admitted call — a half-open probe included —
+// never holds its breaker permit while waiting for the rate limiter.
+func (g *group) acquireToken(ctx context.Context, closing <-chan struct{}) (release func(), err error) {
+	select {
+	case g.gate <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-closing:
+		return nil, errClosing
+	}
+	released := false
+	release = func() {
+		if !released {
+			released = true
+			<-g.gate
+		}
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		g.mu.Lock()
+		changed := g.changed
+		g.mu.Unlock()
+		now := time.Now()
+		tokens := g.lim.TokensAt(now)
+		l := g.lim.Limit()
+		if l == rate.Inf || tokens >= 1 {
+			return release, nil
+		}
+		var tc <-chan time.Time
+		if l > 0 {
+			wait := time.Duration((1-tokens)/float64(l)*float64(time.Second)) + time.Microsecond
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			tc = timer.C
+		}
+		select {
+		case <-tc:
+		case <-changed:
+		case <-ctx.Done():
+			release()
+			return nil, ctx.Err()
+		case <-closing:
+			release()
+			return nil, errClosing
+		}
+	}
+}
+
+// process runs one item through the group's pipeline and records its
+// disposition. It never panics: a panicking executor is an unexpected error.
+func (q *Queue) process(g *group, it *item) {
+	sh := it.sh
+	if q.closing.Load() || sh.ctx.Err() != nil {
+		sh.release(it, 0)
+		return
+	}
+	t := &it.task
+	if !knownTaskGroup(t.TaskGroup) {
+		sh.finish(it, q.dlq(t, fmt.Sprintf("poison task: unknown task group %q", t.TaskGroup)))
+		return
+	}
+	req := t.Request
+	if req.TaskGroup == "" {
+		req.TaskGroup = t.TaskGroup
+	} else if req.TaskGroup != t.TaskGroup {
+		sh.finish(it, q.dlq(t, fmt.Sprintf("poison task: request task group %q differs from task group %q", req.TaskGroup, t.TaskGroup)))
+		return
+	}
+	if req.RequestID == "" {
+		req.RequestID = t.ID // idempotency key: a redelivery after a shard move carries the same id
+	}
+	if req.Timeout == 0 {
+		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, t.Destination), outbound.MaxTimeout)
+	}
+	resolved := false
+	if isNexus(t.TaskGroup) && q.resolver != nil {
+		url, err := q.resolver.ResolveEndpoint(t.Destination)
+		switch {
+		case errors.Is(err, ErrUnknownEndpoint):
+			sh.finish(it, q.terminal(t, StatusFailed, t.Attempts, "unknown nexus endpoint "+fmt.Sprintf("%q", t.Destination), 0))
+			return
+		case err != nil:
+			sh.finish(it, q.unexpected(t, t.Attempts, "resolving endpoint: "+err.Error()))
+			return
+		}
+		req.URL, resolved = url, true
+	}
+	if err := req.Validate(); err != nil {
+		var ve *outbound.ValidationError
+		if resolved && errors.As(err, &ve) && ve.Field == "url" {
+			sh.finish(it, q.terminal(t, StatusFailed, t.Attempts, fmt.Sprintf("endpoint %q: %v", t.Destination, err), 0))
+		} else {
+			sh.finish(it, q.dlq(t, "poison task: "+err.Error()))
+		}
+		return
+	}
+	q.attempt(g, it, req)
+}
+
+// attempt: rate gate → breaker → executor, then the disposition.
+func (q *Queue) attempt(g *group, it *item, req outbound.Request) {
+	sh, t := it.sh, &it.task
+	waitStart := time.Now()
+	release, err := g.acquireToken(sh.ctx, q.closingCh)
+	if err != nil {
+		sh.release(it, 0) // shard lost or closing
+		return
+	}
+	var (
+		called bool
+		res    outbound.Result
+		xerr   error
+	)
+	exec := breakerpool.ExecutableFunc(func(ctx context.Context) error {
+		ok := g.lim.AllowN(time.Now(), 1)
+		release()
+		if !ok {
+			return errRateRace
+		}
+		q.m.rateWait.Observe(time.Since(waitStart).Seconds())
+		called = true
+		it.called = true
+		if t.Attempts == 0 {
+			q.m.firstAttempt.WithLabelValues(t.TaskGroup).Observe(time.Since(t.CreatedAt).Seconds())
+		}
+		it.calling.Store(true)
+		defer it.calling.Store(false)
+		res, xerr = q.exec.Execute(ctx, req)
+		return xerr
+	})
+	err = q.guarded(sh.ctx, breakerpool.NewCircuitBreakerExecutable(q.breakers.Breaker(t.Key()), exec))
+	release()
+
+	var perr *panicError
+	switch {
+	case errors.As(err, &perr):
+		sh.finish(it, q.unexpected(t, t.Attempts+boolInt(called), perr.Error()))
+	case !called && errors.Is(err, errRateRace):
+		sh.release(it, q.cfg.RejectRetry)
+	case !called && breakerpool.IsCircuitBreakerOpen(err):
+		q.blocked(it)
+	case !called:
+		sh.finish(it, q.unexpected(t, t.Attempts, "breaker: "+err.Error()))
+	default:
+		if r, ok := q.classify(t, res, xerr); ok {
+			sh.finish(it, r)
+		} else {
+			sh.release(it, q.cfg.RejectRetry) // aborted: no attempt counted
+		}
+	}
+}
+
+// classify turns an executor answer into a result; ok false means release.
+func (q *Queue) classify(t *Task, res outbound.Result, err error) (Result, bool) {
+	attempts := t.Attempts + 1
+	var failed *outbound.FailedError
+	switch {
+	case err == nil:
+		r := q.terminal(t, StatusSucceeded, attempts, res.Message, res.Status)
+		r.OperationID, r.Output = res.OperationID, res.Output
+		return r, true
+	case breakerpool.IsDestinationDown(err):
+		if q.cfg.MaxAttempts > 0 && attempts >= q.cfg.MaxAttempts {
+			return q.terminal(t, StatusFailed, attempts, fmt.Sprintf("gave up after %d attempts: %s", attempts, res.Message), res.Status), true
+		}
+		q.m.results.WithLabelValues(outcomeRetryDown).Inc()
+		return Result{
+			TaskID: t.ID, Status: StatusPending, Attempts: attempts, Unexpected: t.Unexpected,
+			NextAttemptAt: time.Now().Add(DownBackoff(attempts, rand.Float64())),
+			Message:       res.Message, HTTPStatus: res.Status,
+		}, true
+	case errors.As(err, &failed):
+		return q.terminal(t, StatusFailed, attempts, failed.Message, failed.Status), true
+	case res.Outcome == outbound.OutcomeAborted:
+		return Result{}, false
+	default:
+		return q.unexpected(t, attempts, err.Error()), true
+	}
+}
+
+// blocked handles a breaker rejection: one immediate resubmit, then the
+// gentle reschedule. No attempt is counted and no rate token was used.
+func (q *Queue) blocked(it *item) {
+	t := &it.task
+	n := t.Blocked + 1
+	if it.resubmitted {
+		n++
+	}
+	if n == 1 {
+		it.resubmitted = true
+		if q.sched.submit(it) {
+			q.m.results.WithLabelValues(outcomeResubmitted).Inc()
+			return
+		}
+		n = 2 // buffer full: take the gentle path now
+	}
+	q.m.results.WithLabelValues(outcomeRetryBlocked).Inc()
+	it.sh.finish(it, Result{
+		TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: n, Unexpected: t.Unexpected,
+		NextAttemptAt: time.Now().Add(BlockedBackoff(n, rand.Float64())),
+		Message:       "circuit breaker open", HTTPStatus: t.HTTPStatus,
+	})
+}
+
+// terminal builds a final result and records its latency.
+func (q *Queue) terminal(t *Task, st Status, attempts int, msg string, httpStatus int) Result {
+	q.m.results.WithLabelValues(string(st)).Inc()
+	q.m.done.WithLabelValues(t.TaskGroup, string(st)).Observe(time.Since(t.CreatedAt).Seconds())
+	return Result{TaskID: t.ID, Status: st, Attempts: attempts, Blocked: 0, Unexpected: t.Unexpected, Message: msg, HTTPStatus: httpStatus}
+}
+
+func (q *Queue) dlq(t *Task, msg string) Result {
+	q.log.Warn("task dead-lettered", "task", t.ID, "shard", t.Shard, "reason", msg)
+	return q.terminal(t, StatusDLQ, t.Attempts, msg, t.HTTPStatus)
+}
+
+// unexpected counts an unexpected error: retried with the down backoff,
+// dead-lettered after MaxUnexpectedErrors.
+func (q *Queue) unexpected(t *Task, attempts int, msg string) Result {
+	u := t.Unexpected + 1
+	if u >= q.cfg.MaxUnexpectedErrors {
+		r := q.dlq(t, fmt.Sprintf("too many unexpected errors (%d), last: %s", u, msg))
+		r.Attempts, r.Unexpected = attempts, u
+		return r
+	}
+	q.m.results.WithLabelValues(outcomeRetryUnexpected).Inc()
+	q.log.Warn("unexpected task error", "task", t.ID, "error", msg, "count", u)
+	return Result{
+		TaskID: t.ID, Status: StatusPending, Attempts: attempts, Unexpected: u,
+		NextAttemptAt: time.Now().Add(DownBackoff(u, rand.Float64())), Message: msg, HTTPStatus: t.HTTPStatus,
+	}
+}
+
+// panicError is a recovered executor panic.
+type panicError struct{ v any }
+
+func (p *panicError) Error() string { return fmt.Sprintf("executor panic: %v", p.v) }
+
+// guarded runs e, turning a panic into a *panicError (the breaker has
+// already counted it as a failure).
+func (q *Queue) guarded(ctx context.Context, e breakerpool.Executable) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{v}
+		}
+	}()
+	return e.Execute(ctx)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

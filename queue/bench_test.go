@@ -1,0 +1,115 @@
+package queue_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"fusebox/queue"
+	"fusebox/queue/queuetest"
+	"fusebox/transport/outbound"
+	"fusebox/transport/outbound/outboundtest"
+)
+
+func benchLimits() queuetest.LimitValues {
+	lim := queuetest.DefaultLimits()
+	lim.MaxTaskRPS, lim.BufferSize = 1e6, 1000
+	return lim
+}
+
+// runBatch adds n callback tasks per destination and returns how long the
+// tasks of the first destination took to succeed.
+func runBatch(b *testing.B, e *env, round int, n int, dests map[string]string, first string) time.Duration {
+	var all []queue.Task
+	for name, url := range dests {
+		for i := range n {
+			all = append(all, callback(fmt.Sprintf("%s-%d-%d", name, round, i), i%4, name, url))
+		}
+	}
+	before := e.store.Done(first)
+	start := time.Now()
+	if err := e.store.Add(all...); err != nil {
+		b.Fatal(err)
+	}
+	for e.store.Done(first) < before+n {
+		if time.Since(start) > time.Minute {
+			b.Fatal("benchmark batch did not finish in a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d := time.Since(start)
+	if got := e.store.Count(queue.StatusSucceeded); got < n {
+		b.Fatalf("%d succeeded, want ≥ %d", got, n)
+	}
+	return d
+}
+
+// BenchmarkThroughput: tasks through the whole pipeline (in-memory store,
+// real breaker pool, real executor) to a loopback destination, beside raw
+// HTTP POSTs of the same body with the same concurrency (100).
+func BenchmarkThroughput(b *testing.B) {
+	dest := outboundtest.NewDestination(b)
+	b.Run("queue", func(b *testing.B) {
+		e := newEnv(b, 4, benchLimits())
+		e.start(b, fastCfg(), newExecutor(b), nil)
+		b.ResetTimer()
+		runBatch(b, e, 0, b.N, map[string]string{"d": dest.CallbackURL()}, "d")
+		b.StopTimer()
+	})
+	b.Run("raw_http", func(b *testing.B) {
+		client := outbound.NewHTTPClient()
+		defer client.CloseIdleConnections()
+		body := []byte(`{"ok":true}`)
+		work := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 100 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range work {
+					resp, err := client.Post(dest.CallbackURL(), "application/json", bytes.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						continue
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						b.Errorf("status %d", resp.StatusCode)
+					}
+				}
+			}()
+		}
+		b.ResetTimer()
+		for range b.N {
+			work <- struct{}{}
+		}
+		close(work)
+		wg.Wait()
+	})
+}
+
+// BenchmarkHealthyBesideDead: a healthy destination's throughput while
+// another destination on the same node refuses every connection, beside
+// the same load with both healthy. Compare the ns/op of the two.
+func BenchmarkHealthyBesideDead(b *testing.B) {
+	for _, mode := range []string{"both_healthy", "other_dead"} {
+		b.Run(mode, func(b *testing.B) {
+			healthy, other := outboundtest.NewDestination(b), outboundtest.NewDestination(b)
+			if mode == "other_dead" {
+				if err := other.SetMode(outboundtest.ModeRefuse); err != nil {
+					b.Fatal(err)
+				}
+			}
+			e := newEnv(b, 4, benchLimits())
+			e.start(b, fastCfg(), newExecutor(b), nil)
+			b.ResetTimer()
+			runBatch(b, e, 0, b.N, map[string]string{"healthy": healthy.CallbackURL(), "other": other.CallbackURL()}, "healthy")
+			b.StopTimer()
+		})
+	}
+}

@@ -1,0 +1,87 @@
+package queue
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config defaults.
+const (
+	DefaultFlushInterval       = 10 * time.Millisecond
+	DefaultMaxFlushBatch       = 256
+	DefaultMaxPendingPerShard  = 1000
+	DefaultRejectRetry         = 250 * time.Millisecond
+	DefaultDrainTimeout        = 10 * time.Second
+	DefaultFlushTimeout        = 5 * time.Second
+	DefaultGroupIdleTTL        = 5 * time.Minute
+	DefaultMaxUnexpectedErrors = 5
+	DefaultFlushRetryMax       = 2 * time.Second
+)
+
+// Config tunes a Queue. The zero value is usable: zero fields take the
+// defaults above; negative values are errors.
+type Config struct {
+	// NodeID names this node in logs.
+	NodeID string
+	// FlushInterval is how long a shard collects results before writing
+	// them; MaxFlushBatch results are written at once without waiting.
+	FlushInterval time.Duration
+	MaxFlushBatch int
+	// MaxPendingPerShard bounds the tasks a shard has dispatched, parked or
+	// awaiting their write; the reader stops loading at the bound.
+	MaxPendingPerShard int
+	// RejectRetry is how long a task refused by a full group buffer stays
+	// in the store before its shard reader offers it again.
+	RejectRetry time.Duration
+	// DrainTimeout is how long Close lets in-flight calls finish before
+	// cancelling them; FlushTimeout bounds the last result write.
+	DrainTimeout time.Duration
+	FlushTimeout time.Duration
+	// GroupIdleTTL is how long an idle scheduler group is kept;
+	// GCInterval is the period of the sweep (0: GroupIdleTTL/2).
+	GroupIdleTTL time.Duration
+	GCInterval   time.Duration
+	// MaxUnexpectedErrors unexpected errors send a task to the DLQ.
+	MaxUnexpectedErrors int
+	// MaxAttempts, when > 0, ends a task failed once that many attempts
+	// found its destination down. 0 retries until the task succeeds.
+	MaxAttempts int
+}
+
+func (c Config) withDefaults() (Config, error) {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"FlushInterval", int64(c.FlushInterval)}, {"MaxFlushBatch", int64(c.MaxFlushBatch)},
+		{"MaxPendingPerShard", int64(c.MaxPendingPerShard)}, {"RejectRetry", int64(c.RejectRetry)},
+		{"DrainTimeout", int64(c.DrainTimeout)}, {"FlushTimeout", int64(c.FlushTimeout)},
+		{"GroupIdleTTL", int64(c.GroupIdleTTL)}, {"GCInterval", int64(c.GCInterval)},
+		{"MaxUnexpectedErrors", int64(c.MaxUnexpectedErrors)}, {"MaxAttempts", int64(c.MaxAttempts)},
+	} {
+		if f.v < 0 {
+			return c, fmt.Errorf("queue: Config.%s must not be negative, got %d", f.name, f.v)
+		}
+	}
+	def := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	def(&c.FlushInterval, DefaultFlushInterval)
+	def(&c.RejectRetry, DefaultRejectRetry)
+	def(&c.DrainTimeout, DefaultDrainTimeout)
+	def(&c.FlushTimeout, DefaultFlushTimeout)
+	def(&c.GroupIdleTTL, DefaultGroupIdleTTL)
+	def(&c.GCInterval, max(c.GroupIdleTTL/2, 10*time.Millisecond))
+	if c.MaxFlushBatch == 0 {
+		c.MaxFlushBatch = DefaultMaxFlushBatch
+	}
+	if c.MaxPendingPerShard == 0 {
+		c.MaxPendingPerShard = DefaultMaxPendingPerShard
+	}
+	if c.MaxUnexpectedErrors == 0 {
+		c.MaxUnexpectedErrors = DefaultMaxUnexpectedErrors
+	}
+	return c, nil
+}

@@ -1,0 +1,149 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/breakerpool"
+	"fusebox/dynconfig"
+	"fusebox/shardmap"
+	"fusebox/transport/outbound"
+)
+
+// Store is the replicated task table as the queue uses it. Every node has a
+// full local copy to read; Complete is a replicated (Raft) write.
+type Store interface {
+	// Due returns up to limit pending tasks of shard whose NextAttemptAt is
+	// not after now, earliest NextAttemptAt first. Tasks for which skip
+	// returns true (already in flight on this node) are passed over and do
+	// not count towards limit. skip is called with the store's read view
+	// open and must not call back into the store.
+	Due(shard int, now time.Time, limit int, skip func(id string) bool) []Task
+	// NextDue returns the earliest NextAttemptAt after `after` among the
+	// shard's pending tasks; ok is false when there is none.
+	NextDue(shard int, after time.Time) (next time.Time, ok bool)
+	// Backlog returns the number of pending tasks of shard.
+	Backlog(shard int) int
+	// Subscribe returns a channel that receives (coalesced, never blocking
+	// the store) after tasks are added or changed, and a cancel func.
+	Subscribe() (ch <-chan struct{}, cancel func())
+	// Complete applies results in one epoch-fenced write. A stale epoch
+	// refuses the whole batch with a *shardmap.WrongOwnerError. Results for
+	// unknown or already terminal tasks are ignored.
+	Complete(ctx context.Context, shard int, epoch uint64, results []Result) error
+}
+
+// Ownership tells which shards this node owns, from the committed shard map.
+type Ownership interface {
+	// Watch returns shard → epoch for every shard this node owns, and a
+	// channel closed by the next change.
+	Watch() (owned map[int]uint64, changed <-chan struct{})
+}
+
+// Limits are the queue's dynamic limits (dynconfig's Snapshot has them all).
+type Limits interface {
+	// BatchSize is how many tasks a shard reader loads at once; 0 stops
+	// reading.
+	BatchSize() int
+	BufferSize(namespaceID, destination string) int
+	Concurrency(namespaceID, destination string) int
+	MaxTaskRPS(namespaceID, destination string) float64
+	RequestTimeout(taskGroup, namespaceID, destination string) time.Duration
+}
+
+// LimitsSource serves the current Limits and tells when they change.
+type LimitsSource interface {
+	Current() Limits
+	// Subscribe registers fn, called (never concurrently) after the limits
+	// may have changed; cancel is idempotent.
+	Subscribe(fn func()) (cancel func())
+}
+
+// Breakers returns the breaker of a key.
+type Breakers interface {
+	Breaker(k breakerpool.Key) breakerpool.TwoStepCircuitBreaker
+}
+
+// Executor makes one outbound call (*outbound.Executor).
+type Executor interface {
+	Execute(ctx context.Context, r outbound.Request) (outbound.Result, error)
+}
+
+// Resolver maps a Nexus endpoint name to its target URL. An endpoint that
+// does not exist must be reported with an error wrapping ErrUnknownEndpoint;
+// any other error is treated as transient.
+type Resolver interface {
+	ResolveEndpoint(name string) (url string, err error)
+}
+
+// ErrUnknownEndpoint is wrapped by a Resolver's error for an endpoint that
+// is not registered.
+var ErrUnknownEndpoint = errors.New("unknown nexus endpoint")
+
+// Deps are the queue's collaborators. Store, Ownership, Limits, Breakers
+// and Executor are required; Resolver may be nil (Nexus requests then carry
+// their URL); Registerer nil registers no metrics; Logger nil discards.
+type Deps struct {
+	Store      Store
+	Ownership  Ownership
+	Limits     LimitsSource
+	Breakers   Breakers
+	Executor   Executor
+	Resolver   Resolver
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+func (d Deps) validate() error {
+	switch {
+	case d.Store == nil:
+		return errors.New("queue: Deps.Store is required")
+	case d.Ownership == nil:
+		return errors.New("queue: Deps.Ownership is required")
+	case d.Limits == nil:
+		return errors.New("queue: Deps.Limits is required")
+	case d.Breakers == nil:
+		return errors.New("queue: Deps.Breakers is required")
+	case d.Executor == nil:
+		return errors.New("queue: Deps.Executor is required")
+	}
+	return nil
+}
+
+// PoolBreakers adapts a breaker pool to Breakers.
+func PoolBreakers(p *breakerpool.Pool) Breakers { return poolBreakers{p} }
+
+type poolBreakers struct{ p *breakerpool.Pool }
+
+func (b poolBreakers) Breaker(k breakerpool.Key) breakerpool.TwoStepCircuitBreaker { return b.p.Get(k) }
+
+// HolderOwnership adapts a shard-map holder to Ownership for node.
+func HolderOwnership(h *shardmap.Holder, node string) Ownership { return holderOwnership{h, node} }
+
+type holderOwnership struct {
+	h    *shardmap.Holder
+	node string
+}
+
+func (o holderOwnership) Watch() (map[int]uint64, <-chan struct{}) {
+	m, ch := o.h.Watch()
+	owned := make(map[int]uint64)
+	if m != nil {
+		for _, s := range m.OwnedBy(o.node) {
+			owned[s] = m.Shards[s].Epoch
+		}
+	}
+	return owned, ch
+}
+
+// DynamicLimits adapts a dynamic-config collection to LimitsSource.
+func DynamicLimits(c *dynconfig.Collection) LimitsSource { return dynLimits{c} }
+
+type dynLimits struct{ c *dynconfig.Collection }
+
+func (d dynLimits) Current() Limits                     { return d.c.Current() }
+func (d dynLimits) Subscribe(fn func()) (cancel func()) { return d.c.Subscribe(fn) }

@@ -1,0 +1,44 @@
+package queue
+
+import "fusebox/breakerpool"
+
+// ShardState reports test-visible state of this node's work on a shard.
+type ShardState struct {
+	Wakeups, Reads uint64
+	Lost, Stopped  bool
+	InFlight       int
+}
+
+// ShardState returns the state of shard id; ok is false if not running.
+func (q *Queue) ShardState(id int) (st ShardState, ok bool) {
+	q.mu.Lock()
+	s := q.shards[id]
+	q.mu.Unlock()
+	if s == nil {
+		return st, false
+	}
+	st.Wakeups, st.Reads = s.wakeups.Load(), s.reads.Load()
+	s.mu.Lock()
+	st.Lost, st.InFlight = s.lost, len(s.inflight)
+	s.mu.Unlock()
+	select {
+	case <-s.readerDone:
+		st.Stopped = true
+	default:
+	}
+	return st, true
+}
+
+// GroupTokens returns the rate-limiter tokens of k's group.
+func (q *Queue) GroupTokens(k breakerpool.Key) (float64, bool) {
+	q.sched.mu.RLock()
+	defer q.sched.mu.RUnlock()
+	g := q.sched.groups[k]
+	if g == nil {
+		return 0, false
+	}
+	return g.lim.Tokens(), true
+}
+
+// GroupCount is the number of live scheduler groups.
+func (q *Queue) GroupCount() int { return q.sched.groupCount() }

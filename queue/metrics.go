@@ -1,0 +1,94 @@
+package queue
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Result outcomes counted in fusebox_queue_task_results_total.
+const (
+	outcomeSucceeded       = "succeeded"
+	outcomeFailed          = "failed"
+	outcomeDLQ             = "dlq"
+	outcomeRetryDown       = "retry_down"
+	outcomeRetryBlocked    = "retry_blocked"
+	outcomeRetryUnexpected = "retry_unexpected"
+	outcomeResubmitted     = "resubmitted" // the one immediate resubmit after a breaker rejection
+	outcomeReleased        = "released"    // no verdict: aborted, shard lost, closing
+)
+
+// metrics are the queue's Prometheus series.
+type metrics struct {
+	depth        *prometheus.GaugeVec
+	firstAttempt *prometheus.HistogramVec
+	done         *prometheus.HistogramVec
+	results      *prometheus.CounterVec
+	rejections   *prometheus.CounterVec
+	rateWait     prometheus.Histogram
+	duplicates   *prometheus.CounterVec
+	writes       *prometheus.CounterVec
+	writeSize    prometheus.Histogram
+}
+
+var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+
+func newMetrics(reg prometheus.Registerer, q *Queue) (*metrics, error) {
+	m := &metrics{
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fusebox_queue_depth", Help: "Pending tasks of each shard this node owns.",
+		}, []string{"shard"}),
+		firstAttempt: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fusebox_queue_enqueue_to_first_attempt_seconds", Help: "Time from a task's creation to its first call.",
+			Buckets: latencyBuckets,
+		}, []string{"task_group"}),
+		done: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fusebox_queue_enqueue_to_done_seconds", Help: "Time from a task's creation to its terminal state.",
+			Buckets: latencyBuckets,
+		}, []string{"task_group", "status"}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fusebox_queue_task_results_total", Help: "Dispositions of dispatched tasks, by outcome.",
+		}, []string{"outcome"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fusebox_queue_scheduler_rejections_total", Help: "Tasks the scheduler refused, by reason.",
+		}, []string{"reason"}),
+		rateWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fusebox_queue_rate_limiter_wait_seconds", Help: "Time a task waited for a rate-limiter token.",
+			Buckets: []float64{.0001, .001, .005, .01, .05, .1, .5, 1, 5, 30},
+		}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fusebox_queue_duplicate_deliveries_total",
+			Help: "Calls that may be delivered twice because their shard moved: unacked (answered, result not written) or in_flight (aborted mid-call).",
+		}, []string{"reason"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fusebox_queue_completion_writes_total", Help: "Batched result writes, by result (ok, refused, error).",
+		}, []string{"result"}),
+		writeSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fusebox_queue_completion_write_size", Help: "Results per batched write.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	cs := []prometheus.Collector{
+		m.depth, m.firstAttempt, m.done, m.results, m.rejections, m.rateWait, m.duplicates, m.writes, m.writeSize,
+		gauge("fusebox_queue_scheduler_buffered", "Tasks waiting in scheduler group buffers.",
+			func() float64 { return float64(q.sched.buffered.Load()) }),
+		gauge("fusebox_queue_scheduler_active_workers", "Tasks being processed by scheduler workers.",
+			func() float64 { return float64(q.sched.active.Load()) }),
+		gauge("fusebox_queue_scheduler_groups", "Live scheduler groups.",
+			func() float64 { return float64(q.sched.groupCount()) }),
+		gauge("fusebox_queue_owned_shards", "Shards this node is working on.",
+			func() float64 { return float64(q.ownedCount()) }),
+		gauge("fusebox_queue_readers_paused", "Shard readers stopped by history.outboundTaskBatchSize = 0.",
+			func() float64 { return float64(q.paused.Load()) }),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

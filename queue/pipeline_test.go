@@ -1,0 +1,206 @@
+package queue_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"fusebox/breakerpool"
+	"fusebox/queue"
+	"fusebox/queue/queuetest"
+)
+
+// A task the breaker rejects must not use a rate token: with one token that
+// refills every 1000 s, rejected tasks leave it for the first admitted one.
+func TestBreakerConsultedBeforeRateLimiter(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.MaxTaskRPS = 0.001 // burst 1, next token in 1000 s
+	e := newEnv(t, 1, lim)
+	exec := newFakeExec(false)
+	br := e.pool.Get(key("d"))
+	br.OpenFor(time.Hour, breakerpool.SourceOperator)
+	q := e.start(t, fastCfg(), exec, nil)
+
+	blocked := callbacks(3, 1, "blocked", "d")
+	tAdd := time.Now()
+	e.add(t, blocked...)
+	waitFor(t, 10*time.Second, "blocked tasks rescheduled", func() bool {
+		for _, b := range blocked {
+			if got, _ := e.store.Task(b.ID); got.Blocked != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	tObs := time.Now()
+	if n, _, _ := exec.stats(); n != 0 {
+		t.Fatalf("executor ran %d times behind an open breaker", n)
+	}
+	for _, b := range blocked {
+		got, _ := e.store.Task(b.ID)
+		// one immediate resubmit, then 3 s × [0.8, 1.0)
+		if got.Status != queue.StatusPending || got.Attempts != 0 ||
+			got.NextAttemptAt.Before(tAdd.Add(2400*time.Millisecond)) || !got.NextAttemptAt.Before(tObs.Add(3*time.Second)) {
+			t.Fatalf("blocked task %s: %+v (added %v, observed %v)", b.ID, got, tAdd, tObs)
+		}
+		if res := e.store.Results(b.ID); len(res) != 1 {
+			t.Fatalf("task %s: %d result writes, want 1 (the first rejection is resubmitted in memory)", b.ID, len(res))
+		}
+	}
+	if got := metric(t, e.reg, "fusebox_circuit_breaker_executable_blocked_total", nil); got < 6 {
+		t.Fatalf("breaker blocked %v calls, want ≥ 6 (2 per task)", got)
+	}
+	if tok, ok := q.GroupTokens(key("d")); !ok || tok < 0.99 {
+		t.Fatalf("rate tokens after rejections = %v, %v; want the untouched token", tok, ok)
+	}
+
+	br.ForceClosed(breakerpool.SourceOperator)
+	fresh := callback("fresh", 0, "d", "http://127.0.0.1:9/cb")
+	e.add(t, fresh)
+	waitFor(t, 10*time.Second, "the fresh task to use the unspent token", func() bool {
+		got, _ := e.store.Task("fresh")
+		return got.Status == queue.StatusSucceeded
+	})
+}
+
+func TestConcurrencyLimitHonoured(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.Concurrency = 3
+	e := newEnv(t, 2, lim)
+	exec := newFakeExec(true)
+	e.start(t, fastCfg(), exec, nil)
+	tasks := callbacks(12, 2, "c", "slow")
+	e.add(t, tasks...)
+	waitFor(t, 10*time.Second, "3 calls in flight", func() bool { _, in, _ := exec.stats(); return in == 3 })
+	close(exec.release)
+	waitFor(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	if calls, _, peak := exec.stats(); peak != 3 || calls != 12 {
+		t.Fatalf("peak concurrency %d, calls %d; want 3 and 12", peak, calls)
+	}
+}
+
+func TestLiveLimitChanges(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.Concurrency = 1
+	e := newEnv(t, 1, lim)
+	exec := newFakeExec(true)
+	e.start(t, fastCfg(), exec, nil)
+	tasks := callbacks(10, 1, "live", "d")
+	e.add(t, tasks...)
+	waitFor(t, 10*time.Second, "1 call in flight", func() bool { _, in, _ := exec.stats(); return in == 1 })
+
+	lim.Concurrency = 4
+	e.limits.SetDestination("d", lim)
+	waitFor(t, 10*time.Second, "4 calls in flight after raising the limit", func() bool { _, in, _ := exec.stats(); return in == 4 })
+	close(exec.release)
+	waitFor(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	if _, _, peak := exec.stats(); peak != 4 {
+		t.Fatalf("peak %d, want 4", peak)
+	}
+
+	// Rate: a waiter for a token due in 1000 s is woken by a raised limit.
+	lim.MaxTaskRPS = 0.001
+	e.limits.SetDestination("d", lim)
+	slow := callbacks(2, 1, "rate", "d")
+	e.add(t, slow[0])
+	waitFor(t, 10*time.Second, "first task uses the burst", func() bool { return e.allStatus(slow[:1], queue.StatusSucceeded) })
+	e.add(t, slow[1])
+	waitFor(t, 10*time.Second, "second task waiting for a token", func() bool {
+		n, _, _ := exec.stats()
+		return n == 11 && metric(t, e.reg, "fusebox_queue_scheduler_active_workers", nil) == 1
+	})
+	lim.MaxTaskRPS = 1000
+	e.limits.SetDestination("d", lim)
+	waitFor(t, 10*time.Second, "second task after the raise", func() bool { return e.allStatus(slow, queue.StatusSucceeded) })
+}
+
+// Calls never outrun the token bucket: by the i-th call at time tᵢ, at most
+// burst + rate·(tᵢ − t₀) calls were made.
+func TestRateLimitHonouredOverWindow(t *testing.T) {
+	const rps, n = 10, 30
+	lim := queuetest.DefaultLimits()
+	lim.MaxTaskRPS = rps
+	e := newEnv(t, 3, lim)
+	exec := newFakeExec(false)
+	e.start(t, fastCfg(), exec, nil)
+	tasks := callbacks(n, 3, "r", "d")
+	e.add(t, tasks...)
+	waitFor(t, 20*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	times := exec.callTimes()
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	for i, at := range times {
+		allowed := float64(rps) + rps*at.Sub(times[0]).Seconds() + 1 // +1: the limiter's clock starts a hair earlier
+		if float64(i+1) > allowed {
+			t.Fatalf("call %d at +%v exceeds the bucket (%v allowed)", i+1, at.Sub(times[0]), allowed)
+		}
+	}
+	if span := times[n-1].Sub(times[0]); span < time.Duration(float64(n-rps-1)/rps*float64(time.Second)) {
+		t.Fatalf("%d calls in %v: faster than %d RPS after the burst", n, span, rps)
+	}
+	if metric(t, e.reg, "fusebox_queue_rate_limiter_wait_seconds", nil) != n {
+		t.Fatalf("rate wait histogram has %v samples, want %d", metric(t, e.reg, "fusebox_queue_rate_limiter_wait_seconds", nil), n)
+	}
+}
+
+func TestBufferFullRejectsAndRetries(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.BufferSize, lim.Concurrency = 2, 1
+	e := newEnv(t, 1, lim)
+	exec := newFakeExec(true)
+	e.start(t, fastCfg(), exec, nil)
+	tasks := callbacks(8, 1, "buf", "d")
+	e.add(t, tasks...)
+	waitFor(t, 10*time.Second, "buffer-full rejections", func() bool {
+		return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}) > 0
+	})
+	if b := metric(t, e.reg, "fusebox_queue_scheduler_buffered", nil); b > 2 {
+		t.Fatalf("buffered %v > buffer size 2", b)
+	}
+	close(exec.release)
+	waitFor(t, 10*time.Second, "all delivered after retries", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	for _, tk := range tasks {
+		if got, _ := e.store.Task(tk.ID); got.Attempts != 1 {
+			t.Fatalf("task %s attempts %d, want 1 (a rejection is not an attempt)", tk.ID, got.Attempts)
+		}
+	}
+}
+
+func TestBatchSizeZeroStopsReading(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.BatchSize = 0
+	e := newEnv(t, 1, lim)
+	exec := newFakeExec(false)
+	q := e.start(t, fastCfg(), exec, nil)
+	waitFor(t, 10*time.Second, "reader paused", func() bool {
+		return metric(t, e.reg, "fusebox_queue_readers_paused", nil) == 1
+	})
+	before, _ := q.ShardState(0)
+	tasks := callbacks(5, 1, "z", "d")
+	e.add(t, tasks...)
+	waitFor(t, 10*time.Second, "reader woken by the store", func() bool {
+		st, _ := q.ShardState(0)
+		return st.Wakeups > before.Wakeups
+	})
+	if st, _ := q.ShardState(0); st.Reads != before.Reads {
+		t.Fatalf("reader loaded tasks with batch size 0 (%d → %d reads)", before.Reads, st.Reads)
+	}
+	if n, _, _ := exec.stats(); n != 0 {
+		t.Fatalf("%d calls with batch size 0", n)
+	}
+	e.limits.SetBatchSize(2) // smaller than the backlog: several reads
+	waitFor(t, 10*time.Second, "delivery after the batch size change", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	if metric(t, e.reg, "fusebox_queue_readers_paused", nil) != 0 {
+		t.Fatal("reader still reported paused")
+	}
+}
+
+func TestIdleGroupsCollected(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	cfg := fastCfg()
+	cfg.GroupIdleTTL, cfg.GCInterval = 30*time.Millisecond, 10*time.Millisecond
+	q := e.start(t, cfg, newFakeExec(false), nil)
+	tasks := append(callbacks(3, 1, "g1", "d1"), callbacks(3, 1, "g2", "d2")...)
+	e.add(t, tasks...)
+	waitFor(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	waitFor(t, 10*time.Second, "idle groups removed", func() bool { return q.GroupCount() == 0 })
+}

@@ -1,0 +1,269 @@
+// Package queuetest holds in-memory doubles of the queue's collaborators,
+// faithful enough for integration tests: Store enforces epoch fencing
+// against a real shard map, as the replicated task table does.
+package queuetest
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"fusebox/queue"
+	"fusebox/shardmap"
+)
+
+// Store is an in-memory queue.Store. Complete is fenced by the epochs of the
+// shard map in maps, the committed map every node would see.
+type Store struct {
+	maps *shardmap.Holder
+
+	mu       sync.Mutex
+	tasks    map[string]*queue.Task
+	pending  map[int][]*queue.Task // pending tasks per shard, in Due order
+	history  map[string][]queue.Result
+	done     map[string]int // terminal tasks per destination
+	subs     map[int]chan struct{}
+	nextSub  int
+	writes   int
+	refused  int
+	failNext int
+	failErr  error
+}
+
+// NewStore returns an empty store fenced by maps.
+func NewStore(maps *shardmap.Holder) *Store {
+	return &Store{
+		maps: maps, tasks: make(map[string]*queue.Task), pending: make(map[int][]*queue.Task),
+		history: make(map[string][]queue.Result), subs: make(map[int]chan struct{}), done: make(map[string]int),
+	}
+}
+
+// Add inserts tasks as the ingest API would once committed: Status pending,
+// CreatedAt now and NextAttemptAt CreatedAt unless set. IDs must be new and
+// shards inside the map's range.
+func (s *Store) Add(tasks ...queue.Task) error {
+	now := time.Now()
+	m := s.maps.Load()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range tasks {
+		switch {
+		case t.ID == "":
+			return errors.New("queuetest: task ID is required")
+		case s.tasks[t.ID] != nil:
+			return fmt.Errorf("queuetest: task %q already exists", t.ID)
+		case m != nil && (t.Shard < 0 || t.Shard >= m.NumShards):
+			return fmt.Errorf("queuetest: task %q: shard %d out of range [0, %d)", t.ID, t.Shard, m.NumShards)
+		}
+		if t.Status == "" {
+			t.Status = queue.StatusPending
+		}
+		if t.CreatedAt.IsZero() {
+			t.CreatedAt = now
+		}
+		if t.NextAttemptAt.IsZero() {
+			t.NextAttemptAt = t.CreatedAt
+		}
+		tp := &t
+		s.tasks[t.ID] = tp
+		if t.Status == queue.StatusPending {
+			s.insertLocked(tp)
+		}
+	}
+	s.notifyLocked()
+	return nil
+}
+
+func (s *Store) notifyLocked() {
+	for _, ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// dueOrder is Due's order: NextAttemptAt, then CreatedAt, then ID.
+func dueOrder(a, b *queue.Task) int {
+	if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
+		return c
+	}
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ID, b.ID)
+}
+
+func (s *Store) insertLocked(t *queue.Task) {
+	p := s.pending[t.Shard]
+	i, _ := slices.BinarySearchFunc(p, t, dueOrder)
+	s.pending[t.Shard] = slices.Insert(p, i, t)
+}
+
+func (s *Store) removeLocked(t *queue.Task) {
+	p := s.pending[t.Shard]
+	if i, ok := slices.BinarySearchFunc(p, t, dueOrder); ok {
+		s.pending[t.Shard] = slices.Delete(p, i, i+1)
+	}
+}
+
+// Due implements queue.Store.
+func (s *Store) Due(shard int, now time.Time, limit int, skip func(string) bool) []queue.Task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []queue.Task
+	for _, t := range s.pending[shard] {
+		if len(out) >= limit || t.NextAttemptAt.After(now) {
+			break
+		}
+		if skip == nil || !skip(t.ID) {
+			out = append(out, *t)
+		}
+	}
+	return out
+}
+
+// NextDue implements queue.Store.
+func (s *Store) NextDue(shard int, after time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pending[shard]
+	i, _ := slices.BinarySearchFunc(p, after, func(t *queue.Task, at time.Time) int {
+		if t.NextAttemptAt.After(at) {
+			return 1
+		}
+		return -1
+	})
+	if i == len(p) {
+		return time.Time{}, false
+	}
+	return p[i].NextAttemptAt, true
+}
+
+// Backlog implements queue.Store.
+func (s *Store) Backlog(shard int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending[shard])
+}
+
+// Subscribe implements queue.Store.
+func (s *Store) Subscribe() (<-chan struct{}, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextSub
+	s.nextSub++
+	ch := make(chan struct{}, 1)
+	s.subs[id] = ch
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.subs, id)
+	}
+}
+
+// Complete implements queue.Store: the whole batch is refused with a
+// *shardmap.WrongOwnerError unless epoch is the shard's current epoch and
+// the shard has an owner; results for unknown or terminal tasks, or for
+// tasks of another shard, are ignored.
+func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results []queue.Result) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m := s.maps.Load()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failNext > 0 {
+		s.failNext--
+		return s.failErr
+	}
+	if m == nil || shard < 0 || shard >= m.NumShards {
+		s.refused++
+		return &shardmap.WrongOwnerError{Shard: shard}
+	}
+	if a := m.Shards[shard]; a.Owner == "" || a.Epoch != epoch {
+		s.refused++
+		return &shardmap.WrongOwnerError{Shard: shard, Owner: a.Owner, Epoch: a.Epoch}
+	}
+	s.writes++
+	for _, r := range results {
+		t := s.tasks[r.TaskID]
+		if t == nil || t.Shard != shard || t.Status.Terminal() {
+			continue
+		}
+		s.removeLocked(t)
+		*t = r.Apply(*t)
+		s.history[r.TaskID] = append(s.history[r.TaskID], r)
+		if t.Status.Terminal() {
+			s.done[t.Destination]++
+		} else {
+			s.insertLocked(t)
+		}
+	}
+	s.notifyLocked()
+	return nil
+}
+
+// Done returns how many tasks of destination have reached a terminal
+// status through Complete.
+func (s *Store) Done(destination string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done[destination]
+}
+
+// FailCompletes makes the next n Complete calls fail with err (transient).
+func (s *Store) FailCompletes(n int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext, s.failErr = n, err
+}
+
+// Task returns a copy of a task.
+func (s *Store) Task(id string) (queue.Task, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tasks[id]
+	if t == nil {
+		return queue.Task{}, false
+	}
+	return *t, true
+}
+
+// Results returns the results applied to a task, in order.
+func (s *Store) Results(id string) []queue.Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.history[id])
+}
+
+// Count returns how many tasks have status st.
+func (s *Store) Count(st queue.Status) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, t := range s.tasks {
+		if t.Status == st {
+			n++
+		}
+	}
+	return n
+}
+
+// Writes and Refused count accepted and refused Complete calls.
+func (s *Store) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}
+
+// Refused counts Complete calls refused for a stale epoch.
+func (s *Store) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}

@@ -1,0 +1,225 @@
+package queue
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"fusebox/breakerpool"
+)
+
+// item is one dispatch of a task: it lives from the reader's Due until its
+// result is written (or it is released).
+type item struct {
+	task Task
+	sh   *shard
+	// resubmitted is set after the one immediate resubmit that follows a
+	// first breaker rejection.
+	resubmitted bool
+	// called is set once the executor was called (its result is then a
+	// possible duplicate if it cannot be written).
+	called bool
+	// calling is set while the executor call is under way (duplicate
+	// accounting at a shard move).
+	calling atomic.Bool
+}
+
+// scheduler is the host-wide group-by scheduler: one group per
+// (TaskGroup, NamespaceID, Destination), shared by every shard.
+type scheduler struct {
+	q *Queue
+
+	mu      sync.RWMutex // guards groups and closing; held (R) across submit so Close can fence wg.Add
+	groups  map[breakerpool.Key]*group
+	closing bool
+
+	wg       sync.WaitGroup // workers
+	buffered atomic.Int64
+	active   atomic.Int64
+}
+
+func newScheduler(q *Queue) *scheduler {
+	return &scheduler{q: q, groups: make(map[breakerpool.Key]*group)}
+}
+
+// group is one key's buffer, concurrency limit and rate limiter. Workers are
+// goroutines started on demand, at most conc of them, that exit when the
+// buffer is empty: an idle group has none.
+type group struct {
+	key  breakerpool.Key
+	s    *scheduler
+	lim  *rate.Limiter
+	gate chan struct{} // one slot: serializes token acquisition (see acquireToken)
+
+	mu       sync.Mutex
+	buf      []*item // FIFO; buf[head:] are queued
+	head     int
+	bufCap   int
+	conc     int
+	workers  int
+	lastUsed time.Time
+	changed  chan struct{} // closed when limits change, wakes token waiters
+}
+
+// limitsFor reads a key's limits, clamped to sane values.
+func limitsFor(l Limits, k breakerpool.Key) (bufCap, conc int, rps rate.Limit, burst int) {
+	bufCap = max(1, l.BufferSize(k.NamespaceID, k.Destination))
+	conc = max(1, l.Concurrency(k.NamespaceID, k.Destination))
+	r := l.MaxTaskRPS(k.NamespaceID, k.Destination)
+	switch {
+	case math.IsInf(r, 1):
+		return bufCap, conc, rate.Inf, 1
+	case !(r > 0): // zero, negative or NaN: nothing is admitted until it changes
+		return bufCap, conc, 0, 1
+	}
+	return bufCap, conc, rate.Limit(r), int(min(math.Ceil(r), 1<<30))
+}
+
+// submit queues it on its group without blocking. It returns false when the
+// group's buffer is full or the scheduler is closing; the task then stays in
+// the store and its reader offers it again later.
+func (s *scheduler) submit(it *item) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closing {
+		return false
+	}
+	k := it.task.Key()
+	g := s.groups[k]
+	if g == nil {
+		s.mu.RUnlock()
+		g = s.create(k)
+		s.mu.RLock()
+		if s.closing {
+			return false
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.buf)-g.head >= g.bufCap {
+		return false
+	}
+	g.buf = append(g.buf, it)
+	g.lastUsed = time.Now()
+	s.buffered.Add(1)
+	if g.workers < g.conc {
+		g.workers++
+		s.wg.Add(1)
+		go g.work()
+	}
+	return true
+}
+
+// create returns k's group, making it if needed. The GC only removes a
+// group under s.mu with no queued items, and submit re-reads the map under
+// s.mu.RLock, so a group found here is live while submit holds the lock.
+func (s *scheduler) create(k breakerpool.Key) *group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.groups[k]; g != nil {
+		return g
+	}
+	bufCap, conc, rps, burst := limitsFor(s.q.limits.Current(), k)
+	g := &group{
+		key: k, s: s, lim: rate.NewLimiter(rps, burst), gate: make(chan struct{}, 1),
+		bufCap: bufCap, conc: conc, lastUsed: time.Now(), changed: make(chan struct{}),
+	}
+	s.groups[k] = g
+	return g
+}
+
+// work is one worker: it runs queued items until the buffer is empty or the
+// group has more workers than its concurrency limit allows.
+func (g *group) work() {
+	defer g.s.wg.Done()
+	for {
+		g.mu.Lock()
+		if g.head == len(g.buf) || g.workers > g.conc {
+			g.workers--
+			g.lastUsed = time.Now()
+			g.mu.Unlock()
+			return
+		}
+		it := g.buf[g.head]
+		g.buf[g.head] = nil
+		g.head++
+		if g.head == len(g.buf) {
+			g.buf, g.head = g.buf[:0], 0
+		} else if g.head > 64 && g.head*2 > len(g.buf) {
+			n := copy(g.buf, g.buf[g.head:])
+			clear(g.buf[n:])
+			g.buf, g.head = g.buf[:n], 0
+		}
+		g.mu.Unlock()
+		g.s.buffered.Add(-1)
+		g.s.active.Add(1)
+		g.s.q.process(g, it)
+		g.s.active.Add(-1)
+	}
+}
+
+// refresh applies the current limits to every group: buffer and
+// concurrency resize at once (a smaller limit lets running calls finish),
+// the rate limiter's limit and burst change in place, and token waiters
+// recompute their wait.
+func (s *scheduler) refresh() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l := s.q.limits.Current()
+	for k, g := range s.groups {
+		bufCap, conc, rps, burst := limitsFor(l, k)
+		now := time.Now()
+		if g.lim.Limit() != rps {
+			g.lim.SetLimitAt(now, rps)
+		}
+		if g.lim.Burst() != burst {
+			g.lim.SetBurstAt(now, burst)
+		}
+		g.mu.Lock()
+		g.bufCap, g.conc = bufCap, conc
+		close(g.changed)
+		g.changed = make(chan struct{})
+		for !s.closing && g.workers < g.conc && g.workers < len(g.buf)-g.head {
+			g.workers++
+			s.wg.Add(1)
+			go g.work()
+		}
+		g.mu.Unlock()
+	}
+}
+
+// gc removes groups that have been idle (no workers, nothing queued) for
+// GroupIdleTTL. The rate limiter's state goes with them, which is harmless:
+// a fresh limiter starts with a full burst, as an idle one would have.
+func (s *scheduler) gc(now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, g := range s.groups {
+		g.mu.Lock()
+		idle := g.workers == 0 && g.head == len(g.buf) && now.Sub(g.lastUsed) >= s.q.cfg.GroupIdleTTL
+		g.mu.Unlock()
+		if idle {
+			delete(s.groups, k)
+			n++
+		}
+	}
+	return n
+}
+
+func (s *scheduler) groupCount() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.groups)
+}
+
+// close stops new submissions; workers then drain the buffers, releasing
+// what they have not started.
+func (s *scheduler) close() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+}

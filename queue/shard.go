@@ -1,0 +1,360 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"fusebox/shardmap"
+)
+
+// shard is this node's work on one owned shard at one epoch: a reader
+// goroutine that loads due tasks and dispatches them, and a flusher
+// goroutine that writes their results in batches fenced by epoch.
+type shard struct {
+	id    int
+	epoch uint64
+	q     *Queue
+
+	ctx    context.Context // calls; cancelled when the shard is lost or Close gives up draining
+	cancel context.CancelFunc
+	fctx   context.Context // result writes; cancelled when the shard is lost
+	fstop  context.CancelFunc
+
+	stopRead    chan struct{}
+	stopFlush   chan struct{}
+	readOnce    sync.Once
+	flushOnce   sync.Once
+	readerDone  chan struct{}
+	flusherDone chan struct{}
+	wake        chan struct{} // 1-slot: an in-flight task left, or a limit changed
+	kick        chan struct{} // 1-slot: results are waiting
+
+	mu       sync.Mutex
+	inflight map[string]*item     // dispatched, result not yet written
+	parked   map[string]time.Time // refused by a full buffer: not offered again before
+	results  []Result
+	called   []bool // parallel to results: the result answers a call
+	lost     bool
+
+	wakeups atomic.Uint64 // reader loop iterations (tests)
+	reads   atomic.Uint64 // Due calls (tests)
+}
+
+func newShard(q *Queue, id int, epoch uint64) *shard {
+	s := &shard{
+		id: id, epoch: epoch, q: q,
+		stopRead: make(chan struct{}), stopFlush: make(chan struct{}),
+		readerDone: make(chan struct{}), flusherDone: make(chan struct{}),
+		wake: make(chan struct{}, 1), kick: make(chan struct{}, 1),
+		inflight: make(map[string]*item), parked: make(map[string]time.Time),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.fctx, s.fstop = context.WithCancel(context.Background())
+	go s.readLoop()
+	go s.flushLoop()
+	return s
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// finish records a result for writing. After the shard is lost the result
+// is dropped (a call it answers was counted by lose as in flight).
+func (s *shard) finish(it *item, r Result) {
+	s.mu.Lock()
+	if s.lost {
+		s.mu.Unlock()
+		return
+	}
+	s.results = append(s.results, r)
+	s.called = append(s.called, it.called)
+	s.mu.Unlock()
+	signal(s.kick)
+}
+
+// release forgets an in-flight task without writing anything: it is still
+// pending in the store and will be offered again (not before park, if > 0).
+func (s *shard) release(it *item, park time.Duration) {
+	s.q.m.results.WithLabelValues(outcomeReleased).Inc()
+	s.mu.Lock()
+	if s.inflight[it.task.ID] == it {
+		delete(s.inflight, it.task.ID)
+		if park > 0 && !s.lost {
+			s.parked[it.task.ID] = time.Now().Add(park)
+		}
+	}
+	s.mu.Unlock()
+	signal(s.wake)
+}
+
+// lose stops all work on the shard at once: the shard moved or a write was
+// refused for a stale epoch. Calls under way are cancelled (their results
+// would be refused) and counted as possible duplicates, as are answered
+// results not yet written. It does not wait for the goroutines.
+func (s *shard) lose(reason string) {
+	s.mu.Lock()
+	if s.lost {
+		s.mu.Unlock()
+		return
+	}
+	s.lost = true
+	calling := 0
+	for _, it := range s.inflight {
+		if it.calling.Load() {
+			calling++
+		}
+	}
+	unacked := 0
+	for i, r := range s.results {
+		if s.called[i] && r.Status != StatusPending {
+			unacked++
+		}
+	}
+	s.results, s.called = nil, nil
+	s.mu.Unlock()
+	s.q.m.duplicates.WithLabelValues("in_flight").Add(float64(calling))
+	s.q.m.duplicates.WithLabelValues("unacked").Add(float64(unacked))
+	s.q.log.Info("shard work stopped", "shard", s.id, "epoch", s.epoch, "reason", reason,
+		"calls_in_flight", calling, "unwritten_results", unacked)
+	s.cancel()
+	s.fstop()
+	s.readOnce.Do(func() { close(s.stopRead) })
+	s.flushOnce.Do(func() { close(s.stopFlush) })
+}
+
+func (s *shard) isLost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// wait blocks until both goroutines have returned.
+func (s *shard) wait() {
+	<-s.readerDone
+	<-s.flusherDone
+}
+
+// readLoop loads due tasks and hands them to the scheduler, then sleeps
+// until the next due time, a store change, an in-flight task leaving or a
+// limit change — never polling.
+func (s *shard) readLoop() {
+	defer close(s.readerDone)
+	sub, unsubscribe := s.q.store.Subscribe()
+	defer unsubscribe()
+	paused := false
+	defer func() {
+		if paused {
+			s.q.paused.Add(-1)
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-s.stopRead:
+			return
+		default:
+		}
+		s.wakeups.Add(1)
+		bs := s.q.limits.Current().BatchSize()
+		if (bs <= 0) != paused {
+			paused = bs <= 0
+			if paused {
+				s.q.paused.Add(1)
+			} else {
+				s.q.paused.Add(-1)
+			}
+		}
+		var wakeAt time.Time
+		if !paused {
+			more, now := s.readBatch(bs)
+			if more {
+				continue
+			}
+			wakeAt = s.nextWake(now)
+		}
+		timer.Stop()
+		var tc <-chan time.Time
+		if !wakeAt.IsZero() {
+			timer.Reset(time.Until(wakeAt))
+			tc = timer.C
+		}
+		select {
+		case <-s.stopRead:
+			return
+		case <-sub:
+		case <-s.wake:
+		case <-tc:
+		}
+	}
+}
+
+// readBatch loads and dispatches up to bs due tasks. more is true when the
+// batch was full, so more may be due at once.
+func (s *shard) readBatch(bs int) (more bool, now time.Time) {
+	q := s.q
+	now = time.Now()
+	s.mu.Lock()
+	for id, at := range s.parked {
+		if !at.After(now) {
+			delete(s.parked, id)
+		}
+	}
+	limit := min(bs, q.cfg.MaxPendingPerShard-len(s.inflight)-len(s.parked))
+	if limit <= 0 {
+		s.mu.Unlock()
+		return false, now
+	}
+	s.reads.Add(1)
+	tasks := q.store.Due(s.id, now, limit, func(id string) bool {
+		_, busy := s.inflight[id]
+		_, parked := s.parked[id]
+		return busy || parked
+	})
+	items := make([]*item, len(tasks))
+	for i := range tasks {
+		items[i] = &item{task: tasks[i], sh: s}
+		s.inflight[tasks[i].ID] = items[i]
+	}
+	s.mu.Unlock()
+	for _, it := range items {
+		if !q.sched.submit(it) {
+			q.m.rejections.WithLabelValues("buffer_full").Inc()
+			s.mu.Lock()
+			delete(s.inflight, it.task.ID)
+			s.parked[it.task.ID] = now.Add(q.cfg.RejectRetry)
+			s.mu.Unlock()
+		}
+	}
+	q.m.depth.WithLabelValues(strconv.Itoa(s.id)).Set(float64(q.store.Backlog(s.id)))
+	return len(tasks) == limit, now
+}
+
+// nextWake is the earliest of the next due task and the next parked expiry;
+// zero when there is neither.
+func (s *shard) nextWake(now time.Time) time.Time {
+	next, ok := s.q.store.NextDue(s.id, now)
+	if !ok {
+		next = time.Time{}
+	}
+	s.mu.Lock()
+	for _, at := range s.parked {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	s.mu.Unlock()
+	return next
+}
+
+// flushLoop writes results in batches: it waits FlushInterval after the
+// first result so that Raft sees few large writes, or writes at once when
+// MaxFlushBatch are waiting.
+func (s *shard) flushLoop() {
+	defer close(s.flusherDone)
+	cfg := s.q.cfg
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-s.kick:
+		case <-s.stopFlush:
+			s.final()
+			return
+		}
+		if s.pending() < cfg.MaxFlushBatch {
+			timer.Reset(cfg.FlushInterval)
+			select {
+			case <-timer.C:
+			case <-s.stopFlush:
+				s.final()
+				return
+			}
+		}
+		for fails := 0; ; {
+			err := s.flush(s.fctx)
+			if err == nil || errors.Is(err, shardmap.ErrWrongOwner) {
+				break
+			}
+			fails++
+			timer.Reset(min(cfg.FlushInterval<<min(fails, 20), DefaultFlushRetryMax))
+			select {
+			case <-timer.C:
+			case <-s.stopFlush:
+				s.final()
+				return
+			}
+		}
+	}
+}
+
+func (s *shard) pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.results)
+}
+
+// final makes the last write at Close (nothing if the shard was lost).
+func (s *shard) final() {
+	if s.isLost() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.fctx, s.q.cfg.FlushTimeout)
+	defer cancel()
+	if err := s.flush(ctx); err != nil && !errors.Is(err, shardmap.ErrWrongOwner) {
+		s.q.log.Warn("last result write failed; the tasks stay pending", "shard", s.id, "error", err)
+	}
+}
+
+// flush writes every waiting result, MaxFlushBatch at a time. A refused
+// write (stale epoch) loses the shard; another error puts the batch back.
+func (s *shard) flush(ctx context.Context) error {
+	q := s.q
+	for {
+		s.mu.Lock()
+		if s.lost || len(s.results) == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		n := min(len(s.results), q.cfg.MaxFlushBatch)
+		batch, called := s.results[:n:n], s.called[:n:n]
+		s.results, s.called = s.results[n:], s.called[n:]
+		s.mu.Unlock()
+
+		err := q.store.Complete(ctx, s.id, s.epoch, batch)
+		q.m.writeSize.Observe(float64(n))
+		var wrong *shardmap.WrongOwnerError
+		switch {
+		case errors.As(err, &wrong):
+			q.m.writes.WithLabelValues("refused").Inc()
+			s.mu.Lock()
+			s.results, s.called = append(batch, s.results...), append(called, s.called...) // counted by lose
+			s.mu.Unlock()
+			s.lose("result write refused: " + wrong.Error())
+			return err
+		case err != nil:
+			q.m.writes.WithLabelValues("error").Inc()
+			q.log.Warn("result write failed, will retry", "shard", s.id, "results", n, "error", err)
+			s.mu.Lock()
+			s.results, s.called = append(batch, s.results...), append(called, s.called...)
+			s.mu.Unlock()
+			return err
+		}
+		q.m.writes.WithLabelValues("ok").Inc()
+		s.mu.Lock()
+		for i := range batch {
+			delete(s.inflight, batch[i].TaskID)
+		}
+		s.mu.Unlock()
+		signal(s.wake)
+	}
+}

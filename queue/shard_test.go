@@ -1,0 +1,113 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/queue"
+	"fusebox/queue/queuetest"
+	"fusebox/shardmap"
+)
+
+func TestStoreRefusesStaleEpoch(t *testing.T) {
+	e := newEnv(t, 2, queuetest.DefaultLimits())
+	e.add(t, callback("x", 1, "d", "http://127.0.0.1:9/cb"))
+	err := e.store.Complete(context.Background(), 1, 7, []queue.Result{{TaskID: "x", Status: queue.StatusSucceeded}})
+	var wrong *shardmap.WrongOwnerError
+	if !errors.As(err, &wrong) || !errors.Is(err, shardmap.ErrWrongOwner) || wrong.Owner != "a" || wrong.Epoch != 1 {
+		t.Fatalf("stale epoch: %v", err)
+	}
+	if got, _ := e.store.Task("x"); got.Status != queue.StatusPending {
+		t.Fatalf("refused write applied: %+v", got)
+	}
+}
+
+// A shard moves while its calls are in flight: the old owner cancels them
+// and counts possible duplicates; the new owner continues from the
+// replicated state and every task ends exactly once.
+func TestShardMoveHandsOverWork(t *testing.T) {
+	e := newEnv(t, 2, queuetest.DefaultLimits())
+	execA, execB := newFakeExec(true), newFakeExec(false)
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	qa := e.startNode(t, "a", fastCfg(), execA, nil, regA)
+	e.startNode(t, "b", fastCfg(), execB, nil, regB)
+	tasks := callbacks(6, 2, "move", "d") // shards 0 and 1
+	e.add(t, tasks...)
+	waitFor(t, 10*time.Second, "a calling all six", func() bool { _, in, _ := execA.stats(); return in == 6 })
+
+	m := singleOwnerMap(t, 2, "a", 1, 2)
+	m.Shards[1].Owner, m.Shards[1].Epoch = "b", 2 // shard 1 moves to b
+	if _, err := e.holder.Store(m); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "b delivers shard 1", func() bool {
+		n, _, _ := execB.stats()
+		return n == 3 && e.store.Count(queue.StatusSucceeded) == 3
+	})
+	if _, ok := qa.ShardState(1); ok {
+		t.Fatal("a still works on shard 1")
+	}
+	if got := metric(t, regA, "fusebox_queue_duplicate_deliveries_total", map[string]string{"reason": "in_flight"}); got != 3 {
+		t.Fatalf("a counted %v possible duplicates, want 3", got)
+	}
+	close(execA.release) // a's shard-0 calls finish
+	waitFor(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	for _, tk := range tasks {
+		res := e.store.Results(tk.ID)
+		if len(res) != 1 || res[0].Attempts != 1 {
+			t.Fatalf("task %s results %+v: want exactly one terminal result", tk.ID, res)
+		}
+	}
+	if got := metric(t, regB, "fusebox_queue_owned_shards", nil); got != 1 {
+		t.Fatalf("b owns %v shards, want 1", got)
+	}
+}
+
+// A node whose view of the map lags behind the committed one has its
+// results refused, and stops working on the shard at once.
+func TestStaleOwnerStopsOnRefusedWrite(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	if _, err := e.holder.Store(singleOwnerMap(t, 1, "b", 2, 2)); err != nil { // committed: b owns shard 0
+		t.Fatal(err)
+	}
+	stale := queuetest.NewOwnership(map[int]uint64{0: 1}) // a still believes it owns it
+	exec := newFakeExec(false)
+	reg := prometheus.NewRegistry()
+	q, err := queue.New(fastCfg(), queue.Deps{Store: e.store, Ownership: stale, Limits: e.limits,
+		Breakers: queue.PoolBreakers(e.pool), Executor: exec, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Start()
+	defer q.Close()
+	e.add(t, callback("late", 0, "d", "http://127.0.0.1:9/cb"))
+	waitFor(t, 10*time.Second, "the shard to stop after the refused write", func() bool {
+		st, ok := q.ShardState(0)
+		return ok && st.Lost && st.Stopped
+	})
+	if e.store.Refused() == 0 {
+		t.Fatal("no write was refused")
+	}
+	if got, _ := e.store.Task("late"); got.Status != queue.StatusPending || got.Attempts != 0 {
+		t.Fatalf("stale owner's result applied: %+v", got)
+	}
+	if got := metric(t, reg, "fusebox_queue_duplicate_deliveries_total", map[string]string{"reason": "unacked"}); got != 1 {
+		t.Fatalf("unacked duplicates %v, want 1", got)
+	}
+	if got := metric(t, reg, "fusebox_queue_owned_shards", nil); got != 0 {
+		t.Fatalf("owned shards %v after fencing, want 0", got)
+	}
+	// The fenced shard stays stopped at this epoch; a new epoch restarts it.
+	if _, err := e.holder.Store(singleOwnerMap(t, 1, "a", 3, 3)); err != nil {
+		t.Fatal(err)
+	}
+	stale.Set(map[int]uint64{0: 3})
+	waitFor(t, 10*time.Second, "delivery at the new epoch", func() bool {
+		got, _ := e.store.Task("late")
+		return got.Status == queue.StatusSucceeded
+	})
+}

@@ -1,0 +1,123 @@
+// Package queue is fusebox's outbound task queue: per-shard readers that load
+// due tasks from the replicated task table, and a host-wide scheduler that
+// groups them by (TaskGroup, NamespaceID, Destination) and runs each group
+// through buffer → concurrency limiter → circuit breaker → rate limiter →
+// executor, then writes the outcomes back in batched, epoch-fenced writes.
+//
+// Durable storage is not here: the queue works against the small Store,
+// Ownership, LimitsSource, Breakers, Executor and Resolver interfaces
+// declared in deps.go. See DESIGN.md for the load-bearing decisions.
+package queue
+
+import (
+	"encoding/json"
+	"time"
+
+	"fusebox/breakerpool"
+	"fusebox/transport/outbound"
+)
+
+// Status is where a task is in its life.
+type Status string
+
+// Task statuses. Pending is the only non-terminal one.
+const (
+	StatusPending   Status = "pending"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+	StatusDLQ       Status = "dlq"
+)
+
+// Terminal reports whether s is a final status.
+func (s Status) Terminal() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusDLQ
+}
+
+// Task is one outbound task as the queue sees it: a row of the replicated
+// task table.
+type Task struct {
+	ID          string `json:"id"`
+	Shard       int    `json:"shard"`
+	NamespaceID string `json:"namespace_id"`
+	WorkflowID  string `json:"workflow_id"`
+	// TaskGroup is one of breakerpool.TaskGroup*; anything else is poison.
+	TaskGroup string `json:"task_group"`
+	// Destination is the Nexus endpoint name (Nexus task groups) or the
+	// callback destination; it is the breaker key's third part.
+	Destination string `json:"destination"`
+	// Request is the call to make. For the Nexus task groups its URL is
+	// resolved from Destination at every attempt when the queue has a
+	// Resolver.
+	Request outbound.Request `json:"request"`
+	// Attempts counts calls that reached the executor.
+	Attempts int `json:"attempts"`
+	// Blocked counts consecutive breaker rejections since the last attempt.
+	Blocked int `json:"blocked,omitempty"`
+	// Unexpected counts unexpected errors; too many send the task to the DLQ.
+	Unexpected    int       `json:"unexpected,omitempty"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+	CreatedAt     time.Time `json:"created_at"`
+	Status        Status    `json:"status"`
+	// Message and HTTPStatus record the last answer (or error).
+	Message    string `json:"message,omitempty"`
+	HTTPStatus int    `json:"http_status,omitempty"`
+	// OperationID and Output record a successful Nexus start.
+	OperationID string          `json:"operation_id,omitempty"`
+	Output      json.RawMessage `json:"output,omitempty"`
+}
+
+// Key is the task's scheduler group and breaker key.
+func (t *Task) Key() breakerpool.Key {
+	return breakerpool.Key{TaskGroup: t.TaskGroup, NamespaceID: t.NamespaceID, Destination: t.Destination}
+}
+
+// Result is the outcome of one dispatch of a task, written back through
+// Store.Complete. Status is terminal, or StatusPending for a retry (then
+// NextAttemptAt says when). The counters are the task's new values.
+type Result struct {
+	TaskID        string          `json:"task_id"`
+	Status        Status          `json:"status"`
+	Attempts      int             `json:"attempts"`
+	Blocked       int             `json:"blocked,omitempty"`
+	Unexpected    int             `json:"unexpected,omitempty"`
+	NextAttemptAt time.Time       `json:"next_attempt_at,omitzero"`
+	Message       string          `json:"message,omitempty"`
+	HTTPStatus    int             `json:"http_status,omitempty"`
+	OperationID   string          `json:"operation_id,omitempty"`
+	Output        json.RawMessage `json:"output,omitempty"`
+}
+
+// Apply returns t updated by r, as a store applies a result. It does not
+// check r.TaskID.
+func (r *Result) Apply(t Task) Task {
+	t.Status = r.Status
+	t.Attempts = r.Attempts
+	t.Blocked = r.Blocked
+	t.Unexpected = r.Unexpected
+	if r.Status == StatusPending {
+		t.NextAttemptAt = r.NextAttemptAt
+	}
+	t.Message = r.Message
+	t.HTTPStatus = r.HTTPStatus
+	if r.OperationID != "" {
+		t.OperationID = r.OperationID
+	}
+	if r.Output != nil {
+		t.Output = r.Output
+	}
+	return t
+}
+
+// knownTaskGroup reports whether g is a task group the queue can deliver.
+func knownTaskGroup(g string) bool {
+	switch g {
+	case breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation, breakerpool.TaskGroupCallback:
+		return true
+	}
+	return false
+}
+
+// isNexus reports whether g's URL comes from the endpoint registry.
+func isNexus(g string) bool {
+	return g == breakerpool.TaskGroupNexusInvocation || g == breakerpool.TaskGroupNexusCancelation
+}
