@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"fusebox/transport/outbound/outboundtest"
+)
+
+// netLab is a private network of namespaces built for one test: a bridge in
+// its own namespace, one namespace per node on a veth into the bridge, and
+// one veth from the test's namespace into the bridge so the test can reach
+// the nodes' APIs. Addresses are in 198.18.<sub>.0/24 (RFC 2544 benchmark
+// range) on veths the test creates; nothing is routed anywhere else.
+type netLab struct {
+	t      *testing.T
+	tag    string
+	sub    int
+	bridge string   // namespace holding br0
+	nodes  []string // per-node namespaces
+	hostIf string   // test-side veth
+}
+
+// netnsAvailable reports why namespaces cannot be used here, or "".
+func netnsAvailable() string {
+	if os.Getenv("FUSEBOX_E2E_NETNS") == "0" {
+		return "FUSEBOX_E2E_NETNS=0 turns the partition test off"
+	}
+	if runtime.GOOS != "linux" {
+		return "network namespaces are Linux only"
+	}
+	if os.Geteuid() != 0 {
+		return "network namespaces need root"
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return "no ip command: " + err.Error()
+	}
+	return ""
+}
+
+// run runs ip with args, returning its output in the error.
+func runIP(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func nsIP(ns string, args ...string) error {
+	return runIP(append([]string{"netns", "exec", ns, "ip"}, args...)...)
+}
+
+// newNetLab builds the network for n nodes and removes it in t.Cleanup
+// (registered first, so it runs after the processes are killed). If the
+// machine does not allow it, the test is skipped with the reason.
+func newNetLab(t *testing.T, n int) *netLab {
+	t.Helper()
+	id := os.Getpid() % 10000
+	l := &netLab{t: t, tag: fmt.Sprintf("fb%d", id), sub: id%250 + 1}
+	l.bridge = l.tag + "-br"
+	l.hostIf = l.tag + "h"
+	t.Cleanup(l.teardown)
+	if err := l.build(n); err != nil {
+		t.Skipf("network namespaces are not usable here: %v", err)
+	}
+	return l
+}
+
+func (l *netLab) build(n int) error {
+	steps := [][]string{
+		{"netns", "add", l.bridge},
+		{"netns", "exec", l.bridge, "ip", "link", "add", "br0", "type", "bridge"},
+		{"netns", "exec", l.bridge, "ip", "link", "set", "br0", "up"},
+		// The test's own leg into the bridge.
+		{"link", "add", l.hostIf, "type", "veth", "peer", "name", l.hostIf + "b"},
+		{"link", "set", l.hostIf + "b", "netns", l.bridge},
+		{"netns", "exec", l.bridge, "ip", "link", "set", l.hostIf + "b", "master", "br0", "up"},
+		{"addr", "add", fmt.Sprintf("198.18.%d.1/24", l.sub), "dev", l.hostIf},
+		{"link", "set", l.hostIf, "up"},
+	}
+	for i := range n {
+		ns := fmt.Sprintf("%s-n%d", l.tag, i+1)
+		a, b := l.nodeIf(i)+"a", l.nodeIf(i)+"b"
+		l.nodes = append(l.nodes, ns)
+		steps = append(steps,
+			[]string{"netns", "add", ns},
+			[]string{"netns", "exec", ns, "ip", "link", "set", "lo", "up"},
+			[]string{"link", "add", a, "type", "veth", "peer", "name", b},
+			[]string{"link", "set", a, "netns", ns},
+			[]string{"link", "set", b, "netns", l.bridge},
+			[]string{"netns", "exec", l.bridge, "ip", "link", "set", b, "master", "br0", "up"},
+			[]string{"netns", "exec", ns, "ip", "addr", "add", l.nodeIP(i) + "/24", "dev", a},
+			[]string{"netns", "exec", ns, "ip", "link", "set", a, "up"},
+		)
+	}
+	for _, s := range steps {
+		if err := runIP(s...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *netLab) nodeIf(i int) string { return fmt.Sprintf("%sn%d", l.tag, i+1) }
+
+func (l *netLab) nodeIP(i int) string { return fmt.Sprintf("198.18.%d.%d", l.sub, 10+i) }
+
+// cut takes node i's bridge port down: it can reach no peer and the test
+// cannot reach it. heal brings it back.
+func (l *netLab) cut(i int) {
+	l.t.Helper()
+	if err := nsIP(l.bridge, "link", "set", l.nodeIf(i)+"b", "down"); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+func (l *netLab) heal(i int) {
+	l.t.Helper()
+	if err := nsIP(l.bridge, "link", "set", l.nodeIf(i)+"b", "up"); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// teardown deletes what the lab created; deleting a namespace deletes the
+// veth ends in it, and with them their peers.
+func (l *netLab) teardown() {
+	for _, ns := range append(l.nodes, l.bridge) {
+		_ = exec.Command("ip", "netns", "del", ns).Run()
+	}
+	_ = exec.Command("ip", "link", "del", l.hostIf).Run()
+}
+
+// TestPartitionHeal is scenario 8: cut the leader off the network while
+// writes flow through the majority, then heal. The majority elects a new
+// leader and keeps acknowledging; after the heal the cut node rejoins,
+// steps down if it still thought it led, and catches up.
+func TestPartitionHeal(t *testing.T) {
+	if why := netnsAvailable(); why != "" {
+		t.Skip(why)
+	}
+	const n = 3
+	lab := newNetLab(t, n)
+	var hosts []string
+	for i := range n {
+		hosts = append(hosts, lab.nodeIP(i))
+	}
+	c := NewCluster(t, n, ClusterOptions{Hosts: hosts, Netns: lab.nodes})
+	requireClusterAPI(t, c.Procs[0])
+	old := c.WaitForLeader(t, leaderTimeout)
+	idx := -1
+	for i, p := range c.Procs {
+		if p == old {
+			idx = i
+		}
+	}
+	dest := outboundtest.NewDestination(t)
+	// The destination listens on loopback, which the nodes cannot reach; the
+	// endpoints are only registry entries here.
+	w := NewWriter(c, "ep-", dest.NexusURL())
+	w.Run(10 * time.Millisecond)
+	defer w.Stop()
+	WaitFor(t, convergeTimout, "10 acknowledged writes before the partition", atLeast(w, 10))
+
+	cutAt := time.Now()
+	lab.cut(idx)
+	old.SetIsolated(true)
+	ackedAtCut := w.Acked()
+	nl := c.WaitForLeader(t, leaderTimeout)
+	toLeader := time.Since(cutAt)
+	WaitFor(t, convergeTimout, "20 more acknowledged writes through the majority", atLeast(w, ackedAtCut+20))
+	healAt := time.Now()
+	lab.heal(idx)
+	old.SetIsolated(false)
+	WaitFor(t, convergeTimout, "one leader agreed by every node, the healed one included", func() error {
+		_, err := c.Leader()
+		return err
+	})
+	w.Stop()
+	w.WaitVerified(t, convergeTimout, c.Procs)
+	t.Logf("cut leader %s: new leader %s after %v; healed, agreed and caught up after %v; writes: %v",
+		old.Name(), nl.Name(), toLeader.Round(time.Millisecond), time.Since(healAt).Round(time.Millisecond), w.Stats())
+	WaitFor(t, convergeTimout, "3 alive members and 3 voters", func() error { return c.CheckMembership(n) })
+	c.CheckInvariants(t, convergeTimout)
+	c.StopAll(t)
+}
