@@ -7,7 +7,7 @@ PKGS      := ./...
 # -race on every package: they all run goroutines.
 TESTFLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build run test test-short bench lint fmt tidy clean
+.PHONY: all build run test tools test-short bench chaos lint fmt tidy clean
 
 all: build
 
@@ -18,8 +18,12 @@ build:
 run: build
 	./$(BIN) serve $(ARGS)
 
-test: lint
+test: tools lint
 	$(GO) test $(TESTFLAGS) $(PKGS)
+
+# Tools the tests need beyond Go (promtool, to check the alert rules).
+tools:
+	@sh deploy/install-tools.sh
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
@@ -28,6 +32,11 @@ test-short:
 # BENCH_QUICK=1 for the short profile.
 bench:
 	$(GO) run ./tools/benchreport
+
+# A longer randomized chaos schedule against real processes. The seed is
+# printed; SEED=<seed> replays it exactly.
+chaos: build
+	SEED=$(SEED) FUSEBOX_CHAOS=1 FUSEBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -v -run TestChaosRandom ./test/e2e/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -126,8 +126,8 @@ func (m *Membership) Start(ctx context.Context) error {
 	m.phase.Store(phaseRunning)
 	m.log.Info("gossip started", "addr", m.GossipAddr(), "encrypted", len(m.cfg.Keys) > 0, "preset", string(m.cfg.Preset))
 
-	if len(m.cfg.Join) == 0 {
-		m.markJoined()
+	if len(m.joinAddrs()) == 0 {
+		m.markJoined() // no seeds but itself: this node starts a cluster
 	}
 	jctx, cancel := context.WithCancel(ctx)
 	m.joinCancel = cancel
@@ -193,8 +193,11 @@ func (m *Membership) close(leave bool) error {
 	var errs []error
 	if m.started {
 		if leave {
+			// A leave that times out (peers already gone, or shutting down
+			// together) is not a failed shutdown: peers will see this node
+			// dead instead of left, and reap it.
 			if err := m.leaveLocked(m.cfg.LeaveTimeout); err != nil {
-				errs = append(errs, err)
+				m.log.Warn("graceful leave did not complete; peers will detect the node as failed", "err", err)
 			}
 		} else {
 			m.left = true

@@ -37,6 +37,12 @@ const (
 	KeyNexusRequestTimeout = "component.nexusoperations.request.timeout"
 	// KeyCallbackRequestTimeout is the outbound completion callback timeout.
 	KeyCallbackRequestTimeout = "component.callbacks.request.timeout"
+	// KeyTaskRetention is how long terminal tasks stay readable before the
+	// leader collects them.
+	KeyTaskRetention = "fusebox.tasks.retention"
+	// KeyTaskMaxShardBacklog is how many pending tasks a shard may hold
+	// before submits to it are refused with 429; 0 means no limit.
+	KeyTaskMaxShardBacklog = "fusebox.tasks.maxShardBacklog"
 )
 
 // Defaults of the scalar keys (Temporal's, see REFERENCE.md).
@@ -46,6 +52,8 @@ const (
 	DefaultGroupLimiterConcurrency = 100
 	DefaultHostSchedulerMaxTaskRPS = 100.0
 	DefaultRequestTimeout          = 10 * time.Second
+	DefaultTaskRetention           = 24 * time.Hour
+	DefaultTaskMaxShardBacklog     = 10_000
 )
 
 // registry is the registration table: one line per key. Order is the order
@@ -68,6 +76,10 @@ var registry = []*definition{
 		"timeout of one outbound Nexus request (start or cancel)"),
 	durationKey(KeyCallbackRequestTimeout, DefaultRequestTimeout, 24*time.Hour, PerNamespaceDestination,
 		"timeout of one outbound completion callback request"),
+	durationKey(KeyTaskRetention, DefaultTaskRetention, 365*24*time.Hour, GlobalOnly,
+		"how long succeeded and failed tasks stay readable before they are collected"),
+	intKey(KeyTaskMaxShardBacklog, DefaultTaskMaxShardBacklog, 0, 10_000_000, GlobalOnly,
+		"pending tasks a shard may hold before submits to it get 429; 0 means no limit"),
 }
 
 // byName maps a key name to its index in registry.

@@ -221,6 +221,8 @@ func TestKeys(t *testing.T) {
 		KeyBreakerHintPolicy:       {"enum(probe|adopt|off)", `"probe"`, "global,namespace,destination,namespace+destination"},
 		KeyNexusRequestTimeout:     {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
 		KeyCallbackRequestTimeout:  {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
+		KeyTaskRetention:           {"duration", `"24h0m0s"`, "global"},
+		KeyTaskMaxShardBacklog:     {"int", "10000", "global"},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("Keys() has %d keys, want %d", len(keys), len(want))

@@ -15,6 +15,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/cluster"
 	"fusebox/dynconfig"
+	"fusebox/ownership"
 	"fusebox/raftstore"
 	"fusebox/transport"
 )
@@ -30,7 +31,11 @@ type Node struct {
 	config  *dynconfig.Collection
 	pool    *breakerpool.Pool
 	members *cluster.Membership
+	hints   *cluster.Policy
+	hintFwd hintForwarder
 	store   *raftstore.Store
+	shards  *ownership.Manager
+	deliver *deliveries
 	api     *transport.Server
 
 	// loops are the node's own goroutines (config and forced-breaker
@@ -78,7 +83,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.httpLn = ln
 
 	n.config = dynconfig.NewCollection(n.log.With("component", "dynconfig"))
-	if n.pool, err = breakerpool.New(breakerpool.Config{}, n.config, n.reg, n.log.With("component", "breakerpool")); err != nil {
+	if n.pool, err = breakerpool.New(breakerpool.Config{Observer: n.hintFwd.observe}, n.config, n.reg, n.log.With("component", "breakerpool")); err != nil {
 		return err
 	}
 	n.pool.Start()
@@ -110,11 +115,25 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("gossip: %w", err)
 	}
 	adapter.m = n.members
-	if err := n.members.Start(ctx); err != nil {
+	// Components outlive Start's context (it only bounds start-up): they are
+	// stopped by Close.
+	if err := n.members.Start(context.Background()); err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
-	if err := n.store.Start(ctx); err != nil {
+	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.reg, n.log.With("component", "hints")); err != nil {
+		return fmt.Errorf("hints: %w", err)
+	}
+	n.store.OnLeader(func(ctx context.Context) {
+		n.store.RunTaskCollector(ctx, time.Minute, TaskRetention(n.config))
+	})
+	if n.shards, err = n.startShards(); err != nil {
+		return fmt.Errorf("shards: %w", err)
+	}
+	if err := n.store.Start(context.Background()); err != nil {
 		return fmt.Errorf("raft: %w", err)
+	}
+	if n.deliver, err = n.startDeliveries(n.shards); err != nil {
+		return fmt.Errorf("queue: %w", err)
 	}
 
 	loopCtx, cancel := context.WithCancel(context.Background())
@@ -128,6 +147,8 @@ func (n *Node) Start(ctx context.Context) error {
 		Store:    n.store,
 		Members:  apiMembers{n.members},
 		Breakers: n.pool,
+		Tasks:    NewTaskAPI(n.store, n.config),
+		Shards:   n.shards,
 		Peers:    func(addr string) *transport.Client { return transport.NewClient(addr, cfg.AdminToken, nil) },
 	}, n.log.With("component", "api"))
 	n.api.Serve(ln)
@@ -154,7 +175,9 @@ func (n *Node) ready() (bool, map[string]any) {
 		"raft_leader":   leader,
 		"applied_index": st.AppliedIndex,
 	}
+	hintsReadyDetail(n.hints, detail)
 	ready := n.members.Joined() && leader != "" && st.AppliedIndex > 0
+	ready = shardsReady(n.shards, detail) && ready
 	return ready, detail
 }
 
@@ -189,17 +212,26 @@ func (n *Node) RaftAddr() string {
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		var errs []error
+		// Hand this node's shards to the others first, while it still
+		// serves and gossips, so the cluster re-places them at once instead
+		// of after failure detection.
+		n.drainShards(ctx, n.shards)
 		if n.api != nil {
 			errs = append(errs, n.api.Close(ctx))
 		} else if n.httpLn != nil {
 			errs = append(errs, n.httpLn.Close())
 		}
+		errs = append(errs, n.deliver.close())
 		if n.cancel != nil {
 			n.cancel()
 		}
 		n.wg.Wait()
+		closeShards(n.shards)
 		if n.store != nil {
 			n.transferLeadership(ctx)
+		}
+		if n.hints != nil {
+			n.hints.Close()
 		}
 		if n.members != nil {
 			errs = append(errs, n.members.Close())
@@ -233,10 +265,15 @@ func (n *Node) crash() {
 		if n.api != nil {
 			_ = n.api.Close(context.Background())
 		}
+		_ = n.deliver.close()
 		if n.cancel != nil {
 			n.cancel()
 		}
 		n.wg.Wait()
+		closeShards(n.shards)
+		if n.hints != nil {
+			n.hints.Close()
+		}
 		if n.members != nil {
 			_ = n.members.Shutdown()
 		}

@@ -14,7 +14,7 @@ import (
 
 func TestSingleNodeBootstrapAndRestart(t *testing.T) {
 	c := newTestCluster(t, nil)
-	s := c.add("n1", 0)
+	s := c.add("n1", 1)
 	c.start("n1")
 	ctx := context.Background()
 	c.leader(10 * time.Second)
@@ -41,7 +41,7 @@ func TestSingleNodeBootstrapAndRestart(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 
-	s2 := c.add("n1", 0) // same data dir
+	s2 := c.add("n1", 1) // same data dir
 	c.start("n1")
 	c.leader(10 * time.Second)
 	waitFor(t, 10*time.Second, "state replayed from the data dir", func() bool {

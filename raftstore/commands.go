@@ -20,9 +20,16 @@ const (
 	MsgDeleteEndpoint MessageType = 4
 	MsgForceBreaker   MessageType = 5
 	MsgSetShardCount  MessageType = 6
-	MsgPutShardMap    MessageType = 7
-	MsgSetClusterID   MessageType = 8
-	// Next: 9. Append only.
+	// MsgPutShardMap (opaque shard-map blob) is retired: the FSM refuses
+	// it. Use MsgCommitShardMap.
+	MsgPutShardMap     MessageType = 7
+	MsgSetClusterID    MessageType = 8
+	MsgCommitShardMap  MessageType = 9
+	MsgSetShardPin     MessageType = 10
+	MsgReleaseShard    MessageType = 11
+	MsgSetDrainingNode MessageType = 12
+	// Next: 13 (16–19 are taken by the task table, commands_tasks.go). Append only.
+	// 16–31: the task family, see commands_tasks.go.
 )
 
 func (t MessageType) String() string {
@@ -40,9 +47,17 @@ func (t MessageType) String() string {
 	case MsgSetShardCount:
 		return "set_shard_count"
 	case MsgPutShardMap:
-		return "put_shard_map"
+		return "put_shard_map (retired)"
 	case MsgSetClusterID:
 		return "set_cluster_id"
+	case MsgCommitShardMap:
+		return "commit_shard_map"
+	case MsgSetShardPin:
+		return "set_shard_pin"
+	case MsgReleaseShard:
+		return "release_shard"
+	case MsgSetDrainingNode:
+		return "set_draining_node"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
@@ -112,14 +127,6 @@ type ForceBreakerCommand struct {
 type SetShardCountCommand struct {
 	CommandMeta
 	Count int `json:"count"`
-}
-
-// PutShardMapCommand stores an opaque shard map. Only a strictly newer
-// Version is accepted.
-type PutShardMapCommand struct {
-	CommandMeta
-	Version uint64          `json:"version"`
-	Data    json.RawMessage `json:"data"`
 }
 
 // SetClusterIDCommand names the cluster once; the first leader proposes it.

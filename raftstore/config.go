@@ -25,8 +25,10 @@ type Config struct {
 	RaftBindAddr  string // e.g. "127.0.0.1:0"; RaftAddr() reports the bound address
 	AdvertiseAddr string // address peers dial; default: the bound address
 
-	// BootstrapExpect: 0 or 1 bootstraps a single-node cluster when there is
-	// no existing state; N > 1 waits for N alive members and bootstraps them.
+	// BootstrapExpect: 0 never bootstraps (the node waits to be added by an
+	// existing cluster's leader); 1 bootstraps a single-node cluster when
+	// there is no existing state; N > 1 waits for N alive members and
+	// bootstraps them.
 	BootstrapExpect int
 	Preset          string // "lan" (default) or "fast"
 

@@ -19,14 +19,22 @@ type applyFunc func(w *writer, payload []byte) (any, *Error)
 // fsm/commands pattern). Adding a type: add the constant at the end of the
 // MessageType table, then a line here.
 var applyFuncs = map[MessageType]applyFunc{
-	MsgSetConfig:      applySetConfig,
-	MsgDeleteConfig:   applyDeleteConfig,
-	MsgPutEndpoint:    applyPutEndpoint,
-	MsgDeleteEndpoint: applyDeleteEndpoint,
-	MsgForceBreaker:   applyForceBreaker,
-	MsgSetShardCount:  applySetShardCount,
-	MsgPutShardMap:    applyPutShardMap,
-	MsgSetClusterID:   applySetClusterID,
+	MsgSetConfig:       applySetConfig,
+	MsgDeleteConfig:    applyDeleteConfig,
+	MsgPutEndpoint:     applyPutEndpoint,
+	MsgDeleteEndpoint:  applyDeleteEndpoint,
+	MsgForceBreaker:    applyForceBreaker,
+	MsgSetShardCount:   applySetShardCount,
+	MsgPutShardMap:     applyRetired,
+	MsgSetClusterID:    applySetClusterID,
+	MsgCommitShardMap:  applyCommitShardMap,
+	MsgSetShardPin:     applySetShardPin,
+	MsgReleaseShard:    applyReleaseShard,
+	MsgSetDrainingNode: applySetDrainingNode,
+	MsgSubmitTasks:     applySubmitTasks,
+	MsgCompleteTasks:   applyCompleteTasks,
+	MsgRedriveTasks:    applyRedriveTasks,
+	MsgCollectTasks:    applyCollectTasks,
 }
 
 // FSM is the raft.FSM over a State. raft calls Apply, Snapshot and Restore

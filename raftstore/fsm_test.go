@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"fusebox/shardmap"
 )
 
 // memSink is an in-memory raft.SnapshotSink.
@@ -33,7 +35,9 @@ func populate(t *testing.T, f *FSM) uint64 {
 	mustOK(t, applyCmd(t, f, next(), MsgPutEndpoint, PutEndpointCommand{CommandMeta: meta0, Name: "ep", URL: "http://127.0.0.1:1/x"}, ""))
 	mustOK(t, applyCmd(t, f, next(), MsgForceBreaker, ForceBreakerCommand{CommandMeta: meta0, TaskGroup: "g", NamespaceID: "ns", Destination: "d", Mode: ForceOpen, Until: t0.Add(time.Minute)}, ""))
 	mustOK(t, applyCmd(t, f, next(), MsgSetShardCount, SetShardCountCommand{CommandMeta: meta0, Count: 16}, ""))
-	mustOK(t, applyCmd(t, f, next(), MsgPutShardMap, PutShardMapCommand{CommandMeta: meta0, Version: 1, Data: json.RawMessage(`[1,2]`)}, ""))
+	m, _, _ := shardmap.Rebalance(mustNewMap(t, 16), []string{"a", "b"}, nil)
+	mustOK(t, applyCmd(t, f, next(), MsgCommitShardMap, CommitShardMapCommand{CommandMeta: meta0, Map: m}, ""))
+	mustOK(t, applyCmd(t, f, next(), MsgSetDrainingNode, SetDrainingNodeCommand{CommandMeta: meta0, Node: "b", Draining: true, Reason: DrainOperator}, ""))
 	mustOK(t, applyCmd(t, f, next(), MsgSetClusterID, SetClusterIDCommand{CommandMeta: meta0, ClusterID: "cid"}, ""))
 	return i
 }
@@ -44,13 +48,13 @@ type dump struct {
 	Endpoints  []Endpoint
 	Forced     []ForcedBreaker
 	ShardCount int
-	ShardMap   ShardMap
+	ShardMap   *shardmap.Map
+	Draining   []DrainingNode
 	ClusterID  string
 }
 
 func dumpState(s *State) dump {
-	sm, _ := s.ShardMap()
-	return dump{s.Config(), s.ConfigHistory(0), s.Endpoints(), s.ForcedBreakers(), s.ShardCount(), sm, s.ClusterID()}
+	return dump{s.Config(), s.ConfigHistory(0), s.Endpoints(), s.ForcedBreakers(), s.ShardCount(), s.ShardMap(), s.DrainingNodes(), s.ClusterID()}
 }
 
 func snapshotBytes(t *testing.T, f *FSM) []byte {

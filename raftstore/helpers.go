@@ -65,9 +65,48 @@ func (s *Store) SetShardCount(ctx context.Context, c SetShardCountCommand) (int,
 	return n, err
 }
 
-// PutShardMap stores a strictly newer shard map.
-func (s *Store) PutShardMap(ctx context.Context, c PutShardMapCommand) (ShardMap, error) {
+// CommitShardMap commits a new shard map if the current one is still at
+// c.PrevVersion (compare-and-set; 0 means "no map yet"). It returns the raft
+// index of the commit. A stale proposal is a conflict on "prev_version".
+func (s *Store) CommitShardMap(ctx context.Context, c CommitShardMapCommand) (uint64, error) {
 	stamp(&c.CommandMeta)
-	m, _, err := applyTyped[ShardMap](ctx, s, MsgPutShardMap, c, c.RequestID)
-	return m, err
+	if c.Map == nil {
+		return 0, invalidArg("map", "required")
+	}
+	if err := c.Map.Validate(); err != nil {
+		return 0, invalidArg("map", "%v", err)
+	}
+	_, idx, err := applyTyped[uint64](ctx, s, MsgCommitShardMap, c, c.RequestID)
+	return idx, err
+}
+
+// SetShardPin pins a shard to a node, or unpins it with Node "". The owner
+// changes when the leader next places shards. It returns the raft index.
+func (s *Store) SetShardPin(ctx context.Context, c SetShardPinCommand) (uint64, error) {
+	stamp(&c.CommandMeta)
+	if err := checkName("node", c.Node, false); err != nil {
+		return 0, err
+	}
+	_, idx, err := applyTyped[uint64](ctx, s, MsgSetShardPin, c, c.RequestID)
+	return idx, err
+}
+
+// ReleaseShard makes a shard's owner let go (owner "", new epoch); the leader
+// places it again. With c.Epoch set, it applies only at that epoch. It returns
+// the raft index.
+func (s *Store) ReleaseShard(ctx context.Context, c ReleaseShardCommand) (uint64, error) {
+	stamp(&c.CommandMeta)
+	_, idx, err := applyTyped[uint64](ctx, s, MsgReleaseShard, c, c.RequestID)
+	return idx, err
+}
+
+// SetDrainingNode sets or clears a node's draining flag. It returns the raft
+// index.
+func (s *Store) SetDrainingNode(ctx context.Context, c SetDrainingNodeCommand) (uint64, error) {
+	stamp(&c.CommandMeta)
+	if err := c.validate(); err != nil {
+		return 0, err
+	}
+	_, idx, err := applyTyped[struct{}](ctx, s, MsgSetDrainingNode, c, c.RequestID)
+	return idx, err
 }

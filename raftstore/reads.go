@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"fusebox/shardmap"
 )
 
 // Local, stale-OK reads. For read-your-writes, WaitForApplied(result.Index)
@@ -29,8 +31,18 @@ func (s *Store) ForcedBreakers() []ForcedBreaker { return s.state.ForcedBreakers
 // ShardCount returns the shard count, 0 if unset.
 func (s *Store) ShardCount() int { return s.state.ShardCount() }
 
-// ShardMap returns the latest shard map.
-func (s *Store) ShardMap() (ShardMap, bool) { return s.state.ShardMap() }
+// ShardMap returns the committed shard map, nil before the first commit.
+// The map is immutable: never modify it.
+func (s *Store) ShardMap() *shardmap.Map { return s.state.ShardMap() }
+
+// DrainingNodes returns the draining nodes, sorted by node.
+func (s *Store) DrainingNodes() []DrainingNode { return s.state.DrainingNodes() }
+
+// CheckShardEpoch refuses, with a *shardmap.WrongOwnerError, work on shard by
+// anyone but its current owner at its current epoch in the committed map.
+func (s *Store) CheckShardEpoch(shard int, node string, epoch uint64) error {
+	return s.state.CheckShardEpoch(shard, node, epoch)
+}
 
 // ClusterID returns the cluster id, "" until the first leader set it.
 func (s *Store) ClusterID() string { return s.state.ClusterID() }

@@ -147,11 +147,18 @@ func decodeRow(row snapshotRow) (any, error) {
 		obj = new(requestRow)
 	case tableCounters:
 		obj = new(counterRow)
+	case string(TableTasks):
+		obj = new(Task)
 	default:
 		return nil, fmt.Errorf("raftstore: snapshot has unknown table %q", row.Table)
 	}
 	if err := json.Unmarshal(row.Row, obj); err != nil {
 		return nil, fmt.Errorf("raftstore: snapshot %s row: %w", row.Table, err)
+	}
+	if m, ok := obj.(*metaRow); ok && m.Shards != nil {
+		if err := m.Shards.Validate(); err != nil {
+			return nil, fmt.Errorf("raftstore: snapshot shard map: %w", err)
+		}
 	}
 	return obj, nil
 }

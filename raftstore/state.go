@@ -110,7 +110,7 @@ func (s *State) notify(tables map[Table]struct{}) {
 func (s *State) notifyAll() {
 	s.notify(map[Table]struct{}{
 		TableConfig: {}, TableConfigHistory: {}, TableEndpoints: {},
-		TableForcedBreakers: {}, TableMeta: {},
+		TableForcedBreakers: {}, TableMeta: {}, TableTasks: {},
 	})
 }
 
@@ -166,15 +166,6 @@ func (s *State) ClusterID() string {
 func (s *State) ShardCount() int {
 	m, _ := first[metaRow](s.read(), string(TableMeta), metaShardCount)
 	return m.ShardCount
-}
-
-// ShardMap returns the latest shard map, if any.
-func (s *State) ShardMap() (ShardMap, bool) {
-	m, ok := first[metaRow](s.read(), string(TableMeta), metaShardMap)
-	if !ok || m.ShardMap == nil {
-		return ShardMap{}, false
-	}
-	return *m.ShardMap, true
 }
 
 func collect[T any](txn *memdb.Txn, table string) []T {

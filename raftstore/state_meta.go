@@ -33,25 +33,10 @@ func applySetShardCount(w *writer, payload []byte) (any, *Error) {
 	return c.Count, nil
 }
 
-func applyPutShardMap(w *writer, payload []byte) (any, *Error) {
-	var c PutShardMapCommand
-	if err := decodePayload(payload, &c); err != nil {
-		return nil, err
-	}
-	if err := checkMeta(c.CommandMeta); err != nil {
-		return nil, err
-	}
-	if c.Version == 0 {
-		return nil, invalidArg("version", "must be > 0")
-	}
-	if old := w.meta(metaShardMap); old != nil && old.ShardMap != nil && c.Version <= old.ShardMap.Version {
-		return nil, conflict("version", "shard map version %d is not newer than the current version %d", c.Version, old.ShardMap.Version)
-	}
-	sm := &ShardMap{Version: c.Version, Data: c.Data, Index: w.index, UpdatedAt: c.At}
-	if err := w.insert(string(TableMeta), &metaRow{Name: metaShardMap, ShardMap: sm, Index: w.index}); err != nil {
-		return nil, err
-	}
-	return sm, nil
+// applyRetired refuses a command type that is kept in the table only so that
+// its number is never reused.
+func applyRetired(_ *writer, _ []byte) (any, *Error) {
+	return nil, invalidArg("command", "this command type is retired (the opaque shard map was replaced by commit_shard_map)")
 }
 
 func applySetClusterID(w *writer, payload []byte) (any, *Error) {

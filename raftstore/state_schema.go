@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-memdb"
+
+	"fusebox/shardmap"
 )
 
 // Table names a memdb table that can be subscribed to.
@@ -31,6 +33,7 @@ const (
 var allTables = []string{
 	string(TableConfig), string(TableConfigHistory), string(TableEndpoints),
 	string(TableForcedBreakers), string(TableMeta), tableRequests, tableCounters,
+	string(TableTasks),
 }
 
 // ConfigEntry is one dynamic-config value, scoped by optional namespace and
@@ -89,28 +92,26 @@ type ForcedBreaker struct {
 	Author      string    `json:"author,omitempty"`
 }
 
-// ShardMap is the opaque, versioned shard map blob.
-type ShardMap struct {
-	Version   uint64          `json:"version"`
-	Data      json.RawMessage `json:"data"`
-	Index     uint64          `json:"index"`
-	UpdatedAt time.Time       `json:"updated_at"`
-}
-
 // meta row names.
 const (
 	metaClusterID  = "cluster_id"
 	metaShardCount = "shard_count"
-	metaShardMap   = "shardmap"
+	metaShards     = "shards"   // the typed shard map (state_shards.go)
+	metaDraining   = "draining" // the draining nodes
 )
 
 // metaRow is a cluster-wide singleton.
 type metaRow struct {
-	Name       string    `json:"name"`
-	ClusterID  string    `json:"cluster_id,omitempty"`
-	ShardCount int       `json:"shard_count,omitempty"`
-	ShardMap   *ShardMap `json:"shard_map,omitempty"`
-	Index      uint64    `json:"index"`
+	Name       string `json:"name"`
+	ClusterID  string `json:"cluster_id,omitempty"`
+	ShardCount int    `json:"shard_count,omitempty"`
+	// Shards is the committed shard map (row "shards"); immutable once
+	// stored. (The retired opaque map used the JSON name "shard_map"; an old
+	// snapshot's row of that name decodes to nothing and is harmless.)
+	Shards *shardmap.Map `json:"shards,omitempty"`
+	// Draining lists the draining nodes, sorted by node (row "draining").
+	Draining []DrainingNode `json:"draining,omitempty"`
+	Index    uint64         `json:"index"`
 }
 
 // requestRow remembers the result of a request id for dedup.
@@ -187,6 +188,7 @@ func schema() *memdb.DBSchema {
 			"id":    {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
 			"index": {Name: "index", Indexer: &memdb.UintFieldIndex{Field: "Index"}},
 		}},
-		tableCounters: {Name: tableCounters, Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
+		tableCounters:      {Name: tableCounters, Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
+		string(TableTasks): tasksTableSchema(),
 	}}
 }

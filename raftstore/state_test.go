@@ -215,13 +215,10 @@ func TestMetaSingletons(t *testing.T) {
 		t.Fatalf("shard count = %d", st.ShardCount())
 	}
 
-	mustOK(t, applyCmd(t, f, 5, MsgPutShardMap, PutShardMapCommand{CommandMeta: meta0, Version: 2, Data: json.RawMessage(`{"a":1}`)}, ""))
-	wantCode(t, applyCmd(t, f, 6, MsgPutShardMap, PutShardMapCommand{CommandMeta: meta0, Version: 2, Data: json.RawMessage(`{"a":2}`)}, ""), CodeConflict, "version")
-	wantCode(t, applyCmd(t, f, 7, MsgPutShardMap, PutShardMapCommand{CommandMeta: meta0, Version: 1}, ""), CodeConflict, "version")
-	mustOK(t, applyCmd(t, f, 8, MsgPutShardMap, PutShardMapCommand{CommandMeta: meta0, Version: 3, Data: json.RawMessage(`{"a":3}`)}, ""))
-	sm, ok := st.ShardMap()
-	if !ok || sm.Version != 3 || string(sm.Data) != `{"a":3}` || sm.Index != 8 {
-		t.Fatalf("shard map = %+v", sm)
+	// The retired opaque shard map is refused and writes nothing.
+	wantCode(t, applyCmd(t, f, 5, MsgPutShardMap, map[string]any{"at": t0, "version": 2, "data": json.RawMessage(`{"a":1}`)}, ""), CodeInvalidArgument, "command")
+	if st.ShardMap() != nil {
+		t.Fatalf("shard map = %+v", st.ShardMap())
 	}
 
 	mustOK(t, applyCmd(t, f, 9, MsgSetClusterID, SetClusterIDCommand{CommandMeta: meta0, ClusterID: "c1"}, ""))

@@ -147,7 +147,9 @@ func (s *Store) start(ctx context.Context) error {
 	switch {
 	case existing:
 		s.logger.Info("raft state found; not bootstrapping", "data_dir", s.cfg.DataDir)
-	case s.cfg.BootstrapExpect <= 1:
+	case s.cfg.BootstrapExpect == 0:
+		s.logger.Info("not bootstrapping: waiting to be added to an existing cluster by its leader")
+	case s.cfg.BootstrapExpect == 1:
 		conf := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(s.cfg.NodeID), Address: raft.ServerAddress(s.raftAddr), Suffrage: raft.Voter}}}
 		if err := r.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			return fmt.Errorf("raftstore: bootstrap single node: %w", err)

@@ -29,6 +29,8 @@ type Deps struct {
 	Breakers Breakers
 	// Peers reaches other nodes' APIs (for ?scope=cluster).
 	Peers func(httpAddr string) *Client
+	// Tasks is the durable task table (handlers_tasks.go declares it).
+	Tasks TaskService
 	// Shards is shard ownership and its admin operations
 	// (handlers_shards.go declares the interface).
 	Shards ShardAdmin
@@ -83,6 +85,9 @@ func (s *Server) registerRoutes() {
 	}
 	if s.deps.Shards != nil {
 		s.shardRoutes()
+	}
+	if s.deps.Tasks != nil {
+		s.taskRoutes(s.deps.Tasks)
 	}
 }
 

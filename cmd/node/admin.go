@@ -47,6 +47,8 @@ FUSEBOX_ADMIN_TOKEN_FILE.`,
 	pf.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for an answer")
 	cmd.AddCommand(membersCmd(o), raftCmd(o), configCmd(o), endpointsCmd(o))
+	cmd.AddCommand(shardCmds(o)...)
+	cmd.AddCommand(tasksCmd(o), dlqCmd(o))
 	return cmd
 }
 

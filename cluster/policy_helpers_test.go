@@ -1,0 +1,284 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sony/gobreaker/v2"
+
+	"fusebox/breakerpool"
+	"fusebox/transport/outbound/outboundtest"
+)
+
+// pnode is one in-process fusebox node as far as hints go: a real breaker
+// pool, a real memberlist membership on loopback and the hint policy.
+type pnode struct {
+	id   string
+	m    *Membership
+	pool *breakerpool.Pool
+	pol  *Policy
+	reg  *prometheus.Registry
+	src  *breakerpool.StaticSource
+	url  atomic.Pointer[string] // where this node's executor posts
+	dead atomic.Bool
+	// hook, when set, sees every transition before the policy does.
+	hook atomic.Pointer[func(id string, t breakerpool.Transition)]
+}
+
+// testSettings: FailureThreshold 6 (the default), MaxRequests 1, policy pol.
+func testSettings(pol breakerpool.HintPolicy, timeout time.Duration) breakerpool.Settings {
+	s := breakerpool.DefaultSettings()
+	s.Timeout = breakerpool.Duration(timeout)
+	s.HintPolicy = pol
+	return s
+}
+
+// startPNode starts one node; join lists seeds.
+func startPNode(t testing.TB, id string, s breakerpool.Settings, pcfg PolicyConfig, join ...string) *pnode {
+	t.Helper()
+	n := &pnode{id: id, reg: prometheus.NewRegistry()}
+	src, err := breakerpool.NewStaticSource(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.src = src
+	var fwd atomic.Pointer[Policy]
+	n.pool, err = breakerpool.New(breakerpool.Config{Observer: func(tr breakerpool.Transition) {
+		if h := n.hook.Load(); h != nil {
+			(*h)(n.id, tr)
+		}
+		if p := fwd.Load(); p != nil {
+			p.Observe(tr)
+		}
+	}}, src, n.reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.pool.Start()
+	n.m, err = New(Config{NodeID: id, BindAddr: "127.0.0.1:0", Preset: PresetFast, Join: join}, nil, n.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if pcfg.Tick == 0 {
+		pcfg.Tick = 100 * time.Millisecond
+	}
+	n.pol, err = NewPolicy(pcfg, n.pool, n.m, nil, n.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd.Store(n.pol)
+	n.pol.Start()
+	t.Cleanup(n.stop)
+	return n
+}
+
+// stop closes the node in the order the node package uses.
+func (n *pnode) stop() {
+	n.pol.Close()
+	_ = n.m.Close()
+	n.pool.Close()
+}
+
+// crash stops the node without a leave, as SIGKILL would.
+func (n *pnode) crash() {
+	n.dead.Store(true)
+	n.pol.Close()
+	kill(n.m)
+	n.pool.Close()
+}
+
+func startPCluster(t testing.TB, size int, s breakerpool.Settings, pcfg PolicyConfig) []*pnode {
+	t.Helper()
+	nodes := []*pnode{startPNode(t, "n0", s, pcfg)}
+	for i := 1; i < size; i++ {
+		nodes = append(nodes, startPNode(t, fmt.Sprintf("n%d", i), s, pcfg, nodes[0].m.GossipAddr()))
+	}
+	waitFor(t, 20*time.Second, "cluster to converge", func() bool {
+		for _, n := range nodes {
+			if n.m.NumAlive() != size {
+				return false
+			}
+		}
+		return true
+	})
+	// Policies stop before any membership leaves (as in the node): a
+	// policy's in-flight UpdateMeta waits for a broadcast peers must receive.
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.pol.Close()
+		}
+	})
+	// Every policy must see the full membership before owners are compared.
+	waitFor(t, 10*time.Second, "owner views to agree", func() bool {
+		for _, n := range nodes {
+			if len(n.pol.owners.Load().ids) != size {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes
+}
+
+var errDown = errors.New("destination answered a failure status")
+
+// newClient returns an HTTP client that keeps no idle connections (goleak).
+func newClient(t testing.TB) *http.Client {
+	tr := &http.Transport{DisableKeepAlives: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 2 * time.Second}
+}
+
+// call makes one call through n's breaker for k: a POST to n's URL with the
+// node ID in a header; 5xx, 408, 429 and transport errors are "down".
+func (n *pnode) call(client *http.Client, k breakerpool.Key) error {
+	exec := breakerpool.ExecutableFunc(func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, *n.url.Load(), strings.NewReader("{}"))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("X-Node", n.id)
+		resp, err := client.Do(req)
+		if err != nil {
+			return breakerpool.NewDestinationDownError("post", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode >= 500 || resp.StatusCode == 408 || resp.StatusCode == 429 {
+			return breakerpool.NewDestinationDownError(resp.Status, errDown)
+		}
+		return nil
+	})
+	return breakerpool.NewCircuitBreakerExecutable(n.pool.Get(k), exec).Execute(context.Background())
+}
+
+// driver issues calls for one key on one node at a steady rate from one
+// goroutine, until stopped or its lifetime ends.
+type driver struct {
+	n                     *pnode
+	ok, down, blocked     atomic.Int64
+	lastOK                atomic.Int64 // unix ns of the latest success
+	stopCh                chan struct{}
+	wg                    sync.WaitGroup
+	stopOnce              sync.Once
+	interval, maxLifetime time.Duration
+}
+
+func drive(t testing.TB, n *pnode, client *http.Client, k breakerpool.Key, perSecond int) *driver {
+	d := &driver{n: n, stopCh: make(chan struct{}), interval: time.Second / time.Duration(perSecond), maxLifetime: 60 * time.Second}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		tick := time.NewTicker(d.interval)
+		defer tick.Stop()
+		end := time.NewTimer(d.maxLifetime)
+		defer end.Stop()
+		for {
+			select {
+			case <-d.stopCh:
+				return
+			case <-end.C:
+				return
+			case <-tick.C:
+			}
+			if n.dead.Load() {
+				return
+			}
+			switch err := n.call(client, k); {
+			case err == nil:
+				d.ok.Add(1)
+				d.lastOK.Store(time.Now().UnixNano())
+			case breakerpool.IsCircuitBreakerOpen(err):
+				d.blocked.Add(1)
+			default:
+				d.down.Add(1)
+			}
+		}
+	}()
+	t.Cleanup(d.stop)
+	return d
+}
+
+func (d *driver) stop() {
+	d.stopOnce.Do(func() { close(d.stopCh) })
+	d.wg.Wait()
+}
+
+// deliveredSince reports whether the driver had a success after at.
+func (d *driver) deliveredSince(at time.Time) bool { return d.lastOK.Load() > at.UnixNano() }
+
+func status(n *pnode, k breakerpool.Key) breakerpool.Status {
+	b, ok := n.pool.Lookup(k)
+	if !ok {
+		return breakerpool.Status{State: -1}
+	}
+	return b.Status()
+}
+
+func isOpen(n *pnode, k breakerpool.Key) bool { return status(n, k).State == gobreaker.StateOpen }
+
+// callsFrom counts the destination's recorded calls from node id.
+func callsFrom(dest *outboundtest.Destination, id string) int {
+	c := 0
+	for _, call := range dest.Calls() {
+		if call.Header.Get("X-Node") == id {
+			c++
+		}
+	}
+	return c
+}
+
+func probes(t testing.TB, n *pnode, role string) float64 {
+	t.Helper()
+	return testutil.ToFloat64(n.pol.met.probes.WithLabelValues(role))
+}
+
+func actions(t testing.TB, n *pnode, action string) float64 {
+	t.Helper()
+	return testutil.ToFloat64(n.pol.met.actions.WithLabelValues(action))
+}
+
+// setURL points every node's executor at url.
+func setURL(url string, nodes ...*pnode) {
+	for _, n := range nodes {
+		n.url.Store(&url)
+	}
+}
+
+// keyOwnedBy returns a key whose probe owner (as n sees it) is owner.
+func keyOwnedBy(t testing.TB, n *pnode, owner string) breakerpool.Key {
+	t.Helper()
+	for i := range 1000 {
+		k := testKey(fmt.Sprintf("dest-%d", i))
+		if n.pol.Owner(k) == owner {
+			return k
+		}
+	}
+	t.Fatalf("no key owned by %s", owner)
+	return breakerpool.Key{}
+}
+
+// tripLocally makes n's breaker for k trip by calling a dead destination
+// until it opens (FailureThreshold calls).
+func tripLocally(t testing.TB, n *pnode, client *http.Client, k breakerpool.Key) {
+	t.Helper()
+	for i := 0; i < 50 && !isOpen(n, k); i++ {
+		_ = n.call(client, k)
+	}
+	if !isOpen(n, k) {
+		t.Fatalf("%s: breaker %s did not open", n.id, k)
+	}
+}

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"fusebox/breakerpool"
+)
+
+// keyState is what the policy remembers about one breaker key. Guarded by
+// Policy.mu.
+type keyState struct {
+	// clock is the key's Lamport clock: the highest generation sent or
+	// received. A publication uses clock+1.
+	clock uint64
+	// lastOrigin sent the hint at clock (duplicate detection across
+	// origins is by (clock, origin)).
+	lastOrigin string
+
+	// This node's latest publication, for anti-entropy.
+	pubState  uint8
+	pubGen    uint64
+	pubUntil  time.Time // natural end of the published open period
+	pubReason string
+	published bool
+
+	// local is the breaker's state as last observed by the policy.
+	local gobreaker.State
+	// holdBound caps every hint-driven extension of the current open
+	// episode: the first fallback deadline plus MaxHoldTimeouts·Timeout.
+	// Zero when the breaker is not open.
+	holdBound time.Time
+
+	// precreated: an open hint created this node's breaker for the key;
+	// the slot is released once the breaker is used or evicted.
+	precreated bool
+
+	touched time.Time
+}
+
+// idle reports whether st can be forgotten: nothing open, nothing held, no
+// precreate slot, and untouched for ttl.
+func (st *keyState) idle(now time.Time, ttl time.Duration) bool {
+	return st.local == gobreaker.StateClosed && st.holdBound.IsZero() && !st.precreated &&
+		!(st.published && st.pubState != HintClosed) && now.Sub(st.touched) >= ttl
+}
+
+// keyLocked returns the state of k, creating it. When the table is full it
+// evicts an idle entry; if none of a few candidates is idle it returns a
+// transient state that is not stored (the hint is still handled, but its
+// generation is not remembered).
+func (p *Policy) keyLocked(k breakerpool.Key, now time.Time) *keyState {
+	if st, ok := p.keys[k]; ok {
+		st.touched = now
+		return st
+	}
+	st := &keyState{touched: now}
+	if len(p.keys) >= p.cfg.MaxKeys {
+		evicted := false
+		tries := 0
+		for victim, vs := range p.keys {
+			if vs.idle(now, 0) {
+				delete(p.keys, victim)
+				evicted = true
+				break
+			}
+			if tries++; tries >= 16 {
+				break
+			}
+		}
+		if !evicted {
+			return st
+		}
+	}
+	p.keys[k] = st
+	return st
+}
+
+// gcLocked forgets idle keys.
+func (p *Policy) gcLocked(now time.Time) {
+	for k, st := range p.keys {
+		if st.idle(now, p.cfg.KeyIdleTTL) {
+			delete(p.keys, k)
+		}
+	}
+}
+
+// sweepPrecreatedLocked releases precreate slots of breakers that were used
+// (closed, automatic, with calls or transitions) or evicted.
+func (p *Policy) sweepPrecreatedLocked() {
+	if p.precreated == 0 {
+		return
+	}
+	for k, st := range p.keys {
+		if !st.precreated {
+			continue
+		}
+		b, ok := p.pool.Lookup(k)
+		if ok {
+			s := b.Status()
+			if s.State != gobreaker.StateClosed || s.Mode != breakerpool.ModeAuto ||
+				(s.Counts.Requests == 0 && s.Generation == 0) {
+				continue
+			}
+		}
+		st.precreated = false
+		p.precreated--
+	}
+	p.met.precreated.Set(float64(p.precreated))
+}

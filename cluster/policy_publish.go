@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"fusebox/breakerpool"
+)
+
+// maxOpenHints bounds one anti-entropy answer (the transport also caps the
+// encoded batch at 256 KiB).
+const maxOpenHints = 4096
+
+// Observe receives every breaker transition of this node's pool (set it as,
+// or forward to it from, breakerpool.Config.Observer). It runs on the pool's
+// observer goroutine and never blocks.
+//
+// Local transitions (source local) are published: open with the remaining
+// open time, closed; half-open is not (peers learn the probe's result).
+// Transitions caused by hints are never re-published (the fleet would echo),
+// nor are operator ones (Raft carries them to every node). Every opening
+// starts an open episode: a node that does not own the key's probe holds its
+// breaker open until its fallback deadline, waiting for the owner's result.
+func (p *Policy) Observe(t breakerpool.Transition) {
+	if !p.running.Load() {
+		return
+	}
+	now := time.Now()
+	b, ok := p.pool.Lookup(t.Key)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.keyLocked(t.Key, now)
+	st.local = t.To
+	switch t.To {
+	case gobreaker.StateOpen:
+		if t.Source == breakerpool.SourceLocal && t.From == gobreaker.StateClosed {
+			p.susp.record(t.Key, now)
+			p.evaluateSuspicionLocked(now)
+		}
+		if ok {
+			timeout := b.Settings().Timeout.D()
+			if t.From != gobreaker.StateOpen || st.holdBound.IsZero() {
+				st.holdBound = p.holdBoundFor(now, timeout)
+			}
+			if b.Settings().HintPolicy != breakerpool.HintOff && !p.isOwner(t.Key) {
+				p.holdLocked(b, t.Generation, p.fallback(timeout), st.holdBound, now)
+			}
+		}
+		if t.Source == breakerpool.SourceLocal {
+			p.publishLocked(st, t, now)
+		}
+	case gobreaker.StateHalfOpen:
+		p.met.probes.WithLabelValues(p.probeRole(t, ok, b)).Inc()
+	case gobreaker.StateClosed:
+		st.holdBound = time.Time{}
+		if st.pubState == HintOpen {
+			st.pubState = HintClosed // an operator or hint close: no longer ours to advertise
+		}
+		if t.Source == breakerpool.SourceLocal {
+			p.publishLocked(st, t, now)
+		}
+	}
+}
+
+// probeRole names why a breaker went half-open.
+func (p *Policy) probeRole(t breakerpool.Transition, ok bool, b *breakerpool.Breaker) string {
+	switch {
+	case t.Source == breakerpool.SourceHint:
+		return ProbeWarm
+	case !ok || b.Settings().HintPolicy == breakerpool.HintOff:
+		return ProbeLocal
+	case p.isOwner(t.Key):
+		return ProbeOwner
+	default:
+		return ProbeFallback
+	}
+}
+
+// holdLocked keeps an open breaker open for d more (never past bound), as
+// long as it is still in the open state of generation gen: a breaker that
+// moved on (half-open, closed) in the meantime is left alone, so a hold
+// never reopens a breaker. Operator-forced opens are not touched.
+func (p *Policy) holdLocked(b *breakerpool.Breaker, gen uint64, d time.Duration, bound, now time.Time) bool {
+	if rest := bound.Sub(now); d > rest {
+		d = rest
+	}
+	if d <= 0 {
+		return false
+	}
+	s := b.Status()
+	if s.State != gobreaker.StateOpen || s.Generation != gen || s.Mode == breakerpool.ModeForcedOpen || s.OpenRemaining >= d {
+		return false
+	}
+	// The window between Status and OpenFor is a few instructions; a
+	// breaker whose open period ends inside it would be reopened for d,
+	// which is still bounded by bound.
+	b.OpenFor(d, s.Source)
+	return true
+}
+
+// publishLocked announces a local transition with the next Lamport
+// generation of its key. Open hints are withheld while this node suspects
+// its own egress.
+func (p *Policy) publishLocked(st *keyState, t breakerpool.Transition, now time.Time) {
+	h := Hint{Key: t.Key, State: HintClosed, Suspect: p.suspectOn.Load()}
+	switch {
+	case t.To == gobreaker.StateOpen && t.From == gobreaker.StateHalfOpen:
+		h.State, h.Reason = HintOpen, "probe failed"
+	case t.To == gobreaker.StateOpen:
+		h.State, h.Reason = HintOpen, "tripped"
+	default:
+		h.Reason = "probe succeeded"
+	}
+	if h.State == HintOpen {
+		if h.Suspect {
+			p.met.published.WithLabelValues("suppressed_suspect").Inc()
+			return
+		}
+		h.OpenFor = max(0, min(t.OpenFor-now.Sub(t.At), MaxHintOpenFor))
+	}
+	st.clock++
+	h.Generation = st.clock
+	st.lastOrigin = p.self
+	if err := p.members.Publish(h); err != nil {
+		p.met.published.WithLabelValues("error").Inc()
+		p.log.Debug("hint not published", "key", t.Key.String(), "err", err)
+		return
+	}
+	p.met.publishDelay.Observe(time.Since(t.At).Seconds())
+	if h.State == HintOpen {
+		p.met.published.WithLabelValues("open").Inc()
+	} else {
+		p.met.published.WithLabelValues("closed").Inc()
+	}
+	st.published, st.pubState, st.pubGen, st.pubReason = true, h.State, h.Generation, h.Reason
+	st.pubUntil = now.Add(h.OpenFor)
+}
+
+// OpenHints lists this node's own latest hint for every key it published
+// open and whose breaker is still not closed, for push/pull anti-entropy.
+// Nothing while this node suspects itself.
+func (p *Policy) OpenHints() []Hint {
+	if !p.running.Load() || p.suspectOn.Load() {
+		return nil
+	}
+	now := time.Now()
+	var out []Hint
+	p.mu.Lock()
+	for k, st := range p.keys {
+		if st.published && st.pubState == HintOpen && len(out) < maxOpenHints {
+			out = append(out, Hint{Key: k, State: HintOpen, Generation: st.pubGen, Origin: p.self,
+				OpenFor: st.pubUntil.Sub(now), Reason: st.pubReason})
+		}
+	}
+	p.mu.Unlock()
+	live := out[:0]
+	for _, h := range out {
+		b, ok := p.pool.Lookup(h.Key)
+		if !ok {
+			continue
+		}
+		switch b.State() {
+		case gobreaker.StateClosed:
+			continue // closed by an operator or a hint-driven probe since
+		case gobreaker.StateHalfOpen:
+			h.State, h.OpenFor = HintHalfOpen, 0
+		}
+		if h.OpenFor <= 0 {
+			h.State, h.OpenFor = HintHalfOpen, 0
+		}
+		live = append(live, h)
+	}
+	return live
+}

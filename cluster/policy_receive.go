@@ -1,0 +1,117 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"fusebox/breakerpool"
+)
+
+// HandleHint applies a peer's hint (HintSink). It runs on the membership's
+// message worker or a push/pull goroutine and does not block.
+//
+// Order: a hint older than the key's Lamport clock is stale, one equal to it
+// from the same origin a duplicate; the clock then advances. Open (and
+// half-open) hints from an origin that declares itself suspect — by the
+// hint's flag or its member metadata — are ignored. Then the destination's
+// HintPolicy decides (see applyOpenLocked); a closed hint warm-starts the
+// probe of an open breaker. fresh is false for stale, duplicate and ignored
+// hints, so only useful news is re-gossiped.
+func (p *Policy) HandleHint(h Hint) (fresh bool) {
+	if !p.running.Load() {
+		return false
+	}
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.keyLocked(h.Key, now)
+	switch {
+	case h.Generation < st.clock:
+		p.met.actions.WithLabelValues(ActionStale).Inc()
+		return false
+	case h.Generation == st.clock && h.Origin == st.lastOrigin:
+		p.met.actions.WithLabelValues(ActionDuplicate).Inc()
+		return false
+	}
+	st.clock, st.lastOrigin = h.Generation, h.Origin
+
+	if h.State == HintClosed {
+		b, ok := p.pool.Lookup(h.Key)
+		if !ok || b.Settings().HintPolicy == breakerpool.HintOff || b.State() != gobreaker.StateOpen {
+			p.met.actions.WithLabelValues(ActionRecorded).Inc()
+			return true
+		}
+		b.ProbeNow(breakerpool.SourceHint)
+		p.met.actions.WithLabelValues(ActionWarm).Inc()
+		return true
+	}
+
+	if h.Suspect || p.originSuspect(h.Origin) {
+		p.met.actions.WithLabelValues(ActionIgnoredSuspect).Inc()
+		return false
+	}
+	b, ok := p.pool.Lookup(h.Key)
+	if !ok {
+		if p.precreated >= p.cfg.MaxPrecreated {
+			p.met.actions.WithLabelValues(ActionSkipUnknown).Inc()
+			return true
+		}
+		b = p.pool.Get(h.Key)
+		if !st.precreated {
+			st.precreated = true
+			p.precreated++
+			p.met.precreated.Set(float64(p.precreated))
+		}
+		p.met.actions.WithLabelValues(ActionPrecreate).Inc()
+	}
+	p.met.actions.WithLabelValues(p.applyOpenLocked(b, h, st, now)).Inc()
+	return true
+}
+
+// originSuspect reports whether the origin's member metadata declares it
+// suspect.
+func (p *Policy) originSuspect(origin string) bool {
+	m, ok := p.members.Member(origin)
+	return ok && m.Meta.Suspect
+}
+
+// applyOpenLocked applies an open or half-open hint to b and names the
+// action taken.
+//
+//   - off: nothing.
+//   - probe: a closed automatic breaker is guarded (admits MaxRequests
+//     probes until one resolves).
+//   - adopt: a closed automatic breaker opens for the hint's remaining time,
+//     capped at the fallback this node would hold itself (no hint keeps a
+//     breaker open past it); a half-open hint (no time left) guards.
+//   - either: an open breaker that does not own the key's probe, hearing the
+//     owner's open hint (its probe failed), holds on for another fallback
+//     period, never past the episode's bound.
+func (p *Policy) applyOpenLocked(b *breakerpool.Breaker, h Hint, st *keyState, now time.Time) string {
+	set := b.Settings()
+	if set.HintPolicy == breakerpool.HintOff {
+		return ActionRecorded
+	}
+	s := b.Status()
+	switch {
+	case s.State == gobreaker.StateClosed && s.Mode == breakerpool.ModeAuto:
+		if set.HintPolicy == breakerpool.HintAdopt && h.State == HintOpen && h.OpenFor > 0 {
+			b.OpenFor(min(h.OpenFor, p.fallback(set.Timeout.D())), breakerpool.SourceHint)
+			return ActionAdopt
+		}
+		b.Guard(breakerpool.SourceHint)
+		if b.Status().Mode == breakerpool.ModeGuarded {
+			p.met.probes.WithLabelValues(ProbeGuard).Inc()
+			return ActionGuard
+		}
+	case s.State == gobreaker.StateOpen && h.Origin == p.Owner(h.Key) && !p.isOwner(h.Key):
+		if st.holdBound.IsZero() { // the opening is still on its way to Observe
+			st.holdBound = p.holdBoundFor(now, set.Timeout.D())
+		}
+		if p.holdLocked(b, s.Generation, p.fallback(set.Timeout.D()), st.holdBound, now) {
+			return ActionExtend
+		}
+	}
+	return ActionRecorded
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"fusebox/transport"
+)
+
+// tasksCmd is `fusebox admin tasks submit|get|list`.
+func tasksCmd(o *adminOpts) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tasks",
+		Short: "Enqueue outbound tasks and inspect their status",
+	}
+	var in transport.TaskSubmit
+	var reqArg, fileArg string
+	submit := &cobra.Command{
+		Use:   "submit",
+		Short: "Enqueue one outbound task (accepted = committed to Raft)",
+		Example: `  fusebox admin tasks submit --namespace ns-1 --workflow wf-7 --task-group nexusoperations.Invocation \
+      --destination my-endpoint --request '{"service":"svc","operation":"op","input":{"x":1}}'
+  fusebox admin tasks submit --namespace ns-1 --workflow wf-7 --task-group callbacks.Invocation \
+      --destination https://example.com/cb --request '{"completion":{"state":"succeeded"}}' --request-id cb-42
+  fusebox admin tasks submit --file task.json     # the whole POST /v1/tasks body; - reads stdin`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			body := in
+			if fileArg != "" {
+				if err := decodeArg(cmd.InOrStdin(), "--file", fileArg, &body); err != nil {
+					return err
+				}
+			}
+			if reqArg != "" {
+				if err := decodeArg(cmd.InOrStdin(), "--request", reqArg, &body.Request); err != nil {
+					return err
+				}
+			}
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				acc, err := c.SubmitTask(ctx, body)
+				return acc, func(tw *tabwriter.Writer) {
+					what := "accepted"
+					if acc.Duplicate {
+						what = "duplicate of an earlier submit"
+					}
+					fmt.Fprintf(tw, "task %s on shard %d (%s)\n", acc.TaskID, acc.Shard, what)
+				}, err
+			})
+		},
+	}
+	f := submit.Flags()
+	f.StringVar(&in.NamespaceID, "namespace", "", "namespace id")
+	f.StringVar(&in.WorkflowID, "workflow", "", "workflow id (with the namespace, picks the shard)")
+	f.StringVar(&in.TaskGroup, "task-group", "", "nexusoperations.Invocation, nexusoperations.Cancelation or callbacks.Invocation")
+	f.StringVar(&in.Destination, "destination", "", "Nexus endpoint name, or the callback URL")
+	f.StringVar(&in.RequestID, "request-id", "", "idempotency key within the namespace")
+	f.StringVar(&reqArg, "request", "", "the request as JSON (service, operation, input, operation_id, completion, body, header…); @file reads a file")
+	f.StringVar(&fileArg, "file", "", "read the whole submit body (JSON) from this file, - for stdin; flags given too override it")
+
+	get := &cobra.Command{
+		Use:   "get TASK_ID",
+		Short: "Show a task: status, attempts, next attempt, last answer",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				t, err := c.Task(ctx, args[0])
+				return t, func(tw *tabwriter.Writer) { taskDetail(tw, t) }, err
+			})
+		},
+	}
+
+	var q transport.TaskListQuery
+	var shard int
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tasks in id (creation) order, optionally by shard and status",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("shard") {
+				q.Shard = &shard
+			}
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				l, err := c.Tasks(ctx, q)
+				return l, func(tw *tabwriter.Writer) { taskTable(tw, l) }, err
+			})
+		},
+	}
+	lf := list.Flags()
+	lf.IntVar(&shard, "shard", 0, "only this shard")
+	lf.StringVar(&q.Status, "status", "", "only this status: pending, succeeded, failed or dlq")
+	pageFlags(list, &q.After, &q.Limit)
+	cmd.AddCommand(submit, get, list)
+	return cmd
+}
+
+// dlqCmd is `fusebox admin dlq list|redrive`.
+func dlqCmd(o *adminOpts) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "Inspect and redrive dead-lettered (poison) tasks",
+	}
+	var after string
+	var limit int
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List dead-lettered tasks with the reason",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				l, err := c.DLQ(ctx, after, limit)
+				return l, func(tw *tabwriter.Writer) { taskTable(tw, l) }, err
+			})
+		},
+	}
+	pageFlags(list, &after, &limit)
+	var all bool
+	redrive := &cobra.Command{
+		Use:   "redrive [TASK_ID...]",
+		Short: "Move dead-lettered tasks back to pending (attempts reset): the ids given, or --all",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if all == (len(args) > 0) {
+				return &exitError{code: 2, msg: "give task ids or --all (not both)"}
+			}
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				r, err := c.Redrive(ctx, transport.Redrive{IDs: args, All: all})
+				return r, func(tw *tabwriter.Writer) {
+					fmt.Fprintf(tw, "redrove %d task(s)\n", r.Count)
+					for _, id := range r.Redriven {
+						fmt.Fprintln(tw, id)
+					}
+					if r.More {
+						fmt.Fprintln(tw, "more tasks remain in the DLQ; run it again")
+					}
+				}, err
+			})
+		},
+	}
+	redrive.Flags().BoolVar(&all, "all", false, "redrive every dead-lettered task")
+	cmd.AddCommand(list, redrive)
+	return cmd
+}
+
+func pageFlags(c *cobra.Command, after *string, limit *int) {
+	c.Flags().StringVar(after, "after", "", "start after this task id (the previous page's NEXT)")
+	c.Flags().IntVar(limit, "limit", 100, "at most this many tasks (max 1000)")
+}
+
+// decodeArg decodes JSON given inline, as @file, or as - (stdin), naming
+// the flag on error.
+func decodeArg(stdin io.Reader, flag, arg string, v any) error {
+	var data []byte
+	var err error
+	switch {
+	case arg == "-":
+		data, err = io.ReadAll(io.LimitReader(stdin, 8<<20))
+	case strings.HasPrefix(arg, "@"):
+		data, err = os.ReadFile(arg[1:])
+	case flag == "--file":
+		data, err = os.ReadFile(arg)
+	default:
+		data = []byte(arg)
+	}
+	if err != nil {
+		return &exitError{code: 2, msg: fmt.Sprintf("%s: %v", flag, err)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &exitError{code: 2, msg: fmt.Sprintf("%s: not a valid JSON body: %v", flag, err)}
+	}
+	return nil
+}
+
+func taskTable(tw *tabwriter.Writer, l transport.TaskList) {
+	fmt.Fprintln(tw, "ID\tSHARD\tSTATUS\tATTEMPTS\tTASK GROUP\tNAMESPACE\tDESTINATION\tLAST ANSWER")
+	for _, t := range l.Tasks {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, t.Shard, t.Status, t.Attempts, t.TaskGroup, t.NamespaceID,
+			t.Destination, lastAnswer(t.LastAnswer))
+	}
+	if l.Next != "" {
+		fmt.Fprintf(tw, "\nNEXT\t%s\n", l.Next)
+	}
+}
+
+func taskDetail(tw *tabwriter.Writer, t transport.Task) {
+	at := func(ts time.Time) string {
+		if ts.IsZero() {
+			return "-"
+		}
+		return ts.Format(time.RFC3339Nano)
+	}
+	rows := [][2]string{
+		{"ID", t.ID}, {"SHARD", fmt.Sprint(t.Shard)}, {"STATUS", t.Status}, {"ATTEMPTS", fmt.Sprint(t.Attempts)},
+		{"NEXT ATTEMPT", at(t.NextAttemptAt)}, {"LAST ANSWER", lastAnswer(t.LastAnswer)},
+		{"TASK GROUP", t.TaskGroup}, {"NAMESPACE", t.NamespaceID}, {"WORKFLOW", t.WorkflowID},
+		{"DESTINATION", t.Destination}, {"REQUEST ID", orDash(t.RequestID)}, {"OPERATION ID", orDash(t.OperationID)},
+		{"CREATED", at(t.CreatedAt)}, {"COMPLETED", at(t.CompletedAt)},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
+	}
+}
+
+func lastAnswer(a *transport.TaskAnswer) string {
+	if a == nil {
+		return "-"
+	}
+	msg := a.Message
+	if len(msg) > 80 {
+		msg = msg[:80] + "…"
+	}
+	if a.HTTPStatus != 0 {
+		return fmt.Sprintf("%d %s", a.HTTPStatus, msg)
+	}
+	return msg
+}

@@ -1,0 +1,55 @@
+package node
+
+import (
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/breakerpool"
+	"fusebox/cluster"
+)
+
+// hintForwarder carries the pool's transitions to the hint policy. The pool
+// is built before the membership (and so before the policy): give the pool
+// forwarder.observe as its Observer, then set the policy once it exists.
+// Transitions before that (none in practice: nothing calls out before the
+// API serves) are dropped.
+type hintForwarder struct {
+	p atomic.Pointer[cluster.Policy]
+}
+
+// observe is the pool's Observer.
+func (f *hintForwarder) observe(t breakerpool.Transition) {
+	if p := f.p.Load(); p != nil {
+		p.Observe(t)
+	}
+}
+
+// startHints builds the hint policy over the pool and the started
+// membership, connects it to the forwarder and starts it: from then on
+// local transitions are published and peers' hints applied. Close the
+// returned policy before the membership.
+func startHints(pool *breakerpool.Pool, members *cluster.Membership, fwd *hintForwarder,
+	reg prometheus.Registerer, log *slog.Logger) (*cluster.Policy, error) {
+	p, err := cluster.NewPolicy(cluster.PolicyConfig{}, pool, members, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	fwd.p.Store(p)
+	p.Start()
+	return p, nil
+}
+
+// hintsReadyDetail adds the self-suspicion verdict to the /readyz detail. A
+// suspect node stays ready: it still delivers, it only stops telling peers.
+func hintsReadyDetail(p *cluster.Policy, detail map[string]any) {
+	if p == nil {
+		return
+	}
+	suspect, why := p.Suspect()
+	detail["egress_suspect"] = suspect
+	if suspect {
+		detail["egress_suspect_detail"] = why
+	}
+}

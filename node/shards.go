@@ -1,0 +1,80 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"fusebox/ownership"
+	"fusebox/raftstore"
+)
+
+// Shard ownership wiring. The functions take the manager explicitly so this
+// file builds on its own; node.go keeps it in Node.shards.
+
+// startShards builds and starts the node's shard ownership. Call it after
+// raftstore.New and cluster.New and before n.store.Start: the manager
+// registers its leader placement loop with the store.
+func (n *Node) startShards() (*ownership.Manager, error) {
+	cfg := ownership.Config{NodeID: n.cfg.NodeID, Shards: n.cfg.Shards, Logger: n.log, Registerer: n.reg, Stats: n.shardStats}
+	if n.cfg.Timing == "fast" {
+		cfg.Backstop = time.Second
+		cfg.DrainTimeout = 5 * time.Second
+	}
+	m, err := ownership.New(cfg, n.store, raftMembers{n.members})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Start(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// shardStats reports a shard's backlog (pending tasks) and ack level: the
+// creation time, in Unix milliseconds, of its oldest pending task — every
+// task of the shard created before it is done (0: nothing pending).
+func (n *Node) shardStats(shard int) (backlog int, ackLevel uint64, ok bool) {
+	backlog = n.store.TaskBacklog(shard)
+	if backlog > 0 {
+		oldest := n.store.ListTasks(raftstore.TaskQuery{Shard: &shard, Status: raftstore.TaskPending, Limit: 1})
+		if len(oldest) == 1 {
+			ackLevel = uint64(oldest[0].CreatedAt.UnixMilli())
+		}
+	}
+	return backlog, ackLevel, true
+}
+
+// shardsReady adds shard ownership to the readiness detail and reports
+// whether it is ready: the cluster's shard count matches --shards and a
+// shard map is known.
+func shardsReady(m *ownership.Manager, detail map[string]any) bool {
+	if m == nil {
+		return true
+	}
+	ok, why := m.Ready()
+	detail["shards_ready"] = ok
+	if why != "" {
+		detail["shards"] = why
+	}
+	return ok
+}
+
+// drainShards hands this node's shards to the other members before a
+// graceful shutdown, bounded by ctx and the manager's drain timeout. A
+// failed drain is logged, not fatal: the node's departure re-places its
+// shards anyway, only later.
+func (n *Node) drainShards(ctx context.Context, m *ownership.Manager) {
+	if m == nil {
+		return
+	}
+	if err := m.Drain(ctx); err != nil {
+		n.log.Warn("draining shards before shutdown failed; they move when the node leaves", "err", err)
+	}
+}
+
+// closeShards stops shard ownership (no drain).
+func closeShards(m *ownership.Manager) {
+	if m != nil {
+		_ = m.Close()
+	}
+}

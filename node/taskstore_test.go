@@ -1,0 +1,115 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"fusebox/dynconfig"
+	"fusebox/queue"
+	"fusebox/raftstore"
+	"fusebox/raftstore/raftstoretest"
+	"fusebox/shardmap"
+	"fusebox/transport/outbound"
+)
+
+func TestTaskStoreServesTheQueue(t *testing.T) {
+	const shards = 4
+	rs := raftstoretest.SingleNode(t, "n1", shards)
+	ts := NewTaskStore(rs, "n1")
+	ctx := t.Context()
+	wake, cancel := ts.Subscribe()
+	defer cancel()
+
+	req := outbound.Request{TaskGroup: "callbacks.Invocation", URL: "http://127.0.0.1:9/cb", Body: []byte("hi")}
+	raw, _ := json.Marshal(req)
+	out, idx, err := rs.SubmitTasks(ctx, raftstore.SubmitTasksCommand{Tasks: []raftstore.NewTask{
+		{NamespaceID: "ns", WorkflowID: "wf", TaskGroup: req.TaskGroup, Destination: req.URL, Request: raw},
+		{NamespaceID: "ns", WorkflowID: "wf", TaskGroup: req.TaskGroup, Destination: req.URL, Request: json.RawMessage(`{"timeout":"soon"}`)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.WaitForApplied(ctx, idx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("submit did not wake the queue's subscription")
+	}
+	shard := out[0].Shard
+	if ts.Backlog(shard) != 2 {
+		t.Fatalf("backlog = %d", ts.Backlog(shard))
+	}
+	due := ts.Due(shard, time.Now().Add(time.Second), 10, nil)
+	if len(due) != 2 || due[0].ID != out[0].TaskID || due[0].Status != queue.StatusPending || due[0].Key().Destination != req.URL ||
+		string(due[0].Request.Body) != "hi" || due[0].Request.URL != req.URL {
+		t.Fatalf("due = %+v", due)
+	}
+	// A request that does not decode reaches the queue as poison.
+	if tg := due[1].Request.TaskGroup; tg == "" || tg == req.TaskGroup {
+		t.Fatalf("undecodable request handed over as %+v", due[1].Request)
+	}
+	if got := ts.Due(shard, time.Now(), 10, func(id string) bool { return id == out[0].TaskID }); len(got) != 1 || got[0].ID != out[1].TaskID {
+		t.Fatalf("due with skip = %+v", got)
+	}
+
+	epoch := rs.ShardMap().Shards[shard].Epoch
+	retryAt := time.Now().Add(time.Hour).UTC()
+	results := []queue.Result{
+		{TaskID: out[0].TaskID, Status: queue.StatusPending, Attempts: 1, NextAttemptAt: retryAt, Message: "503", HTTPStatus: 503},
+		{TaskID: out[1].TaskID, Status: queue.StatusDLQ, Message: "poison task"},
+	}
+	// A stale epoch: the whole batch refused with the typed error.
+	err = ts.Complete(ctx, shard, epoch+1, results)
+	var woe *shardmap.WrongOwnerError
+	if !errors.As(err, &woe) || woe.Owner != "n1" || woe.Epoch != epoch || !errors.Is(err, shardmap.ErrWrongOwner) {
+		t.Fatalf("stale complete = %v", err)
+	}
+	if ts.Backlog(shard) != 2 {
+		t.Fatal("a refused batch changed the backlog")
+	}
+	if err := ts.Complete(ctx, shard, epoch, results); err != nil {
+		t.Fatal(err)
+	}
+	if next, ok := ts.NextDue(shard, time.Now()); !ok || !next.Equal(retryAt) {
+		t.Fatalf("next due = %v %v, want %v", next, ok, retryAt)
+	}
+	if ts.Backlog(shard) != 1 || len(ts.Due(shard, time.Now(), 10, nil)) != 0 {
+		t.Fatalf("after complete: backlog %d", ts.Backlog(shard))
+	}
+	if tk, _ := rs.Task(out[1].TaskID); tk.Status != raftstore.TaskDLQ {
+		t.Fatalf("dead-lettered task = %+v", tk)
+	}
+	// Terminal results are final: a late duplicate is ignored.
+	if err := ts.Complete(ctx, shard, epoch, []queue.Result{{TaskID: out[1].TaskID, Status: queue.StatusSucceeded}}); err != nil {
+		t.Fatal(err)
+	}
+	if tk, _ := rs.Task(out[1].TaskID); tk.Status != raftstore.TaskDLQ {
+		t.Fatalf("terminal task changed: %+v", tk)
+	}
+}
+
+func TestTaskAPIReadsDynamicLimits(t *testing.T) {
+	c := dynconfig.NewCollection(nil)
+	defer c.Close()
+	api := NewTaskAPI(nil, c)
+	if got := api.MaxShardBacklog(); got != dynconfig.DefaultTaskMaxShardBacklog {
+		t.Fatalf("default backlog limit = %d", got)
+	}
+	if got := TaskRetention(c)(); got != dynconfig.DefaultTaskRetention {
+		t.Fatalf("default retention = %v", got)
+	}
+	c.Update([]dynconfig.Entry{
+		{Key: dynconfig.KeyTaskMaxShardBacklog, Value: json.RawMessage(`25`)},
+		{Key: dynconfig.KeyTaskRetention, Value: json.RawMessage(`"90m"`)},
+	})
+	if got := api.MaxShardBacklog(); got != 25 {
+		t.Fatalf("backlog limit = %d, want 25", got)
+	}
+	if got := TaskRetention(c)(); got != 90*time.Minute {
+		t.Fatalf("retention = %v, want 90m", got)
+	}
+}

@@ -1,0 +1,106 @@
+// Package ownership runs shard ownership end to end on one node: as Raft
+// leader it places shards on the live members and commits versioned shard
+// maps; on every node it follows the committed map, tells the queue which
+// shards (and epochs) this node owns, drains the node before shutdown and
+// serves the admin operations (move, unpin, close, drain).
+//
+// See DESIGN.md for the decisions that matter.
+package ownership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/raftstore"
+	"fusebox/shardmap"
+)
+
+// Defaults for Config.
+const (
+	DefaultBackstop     = 5 * time.Second
+	DefaultDrainTimeout = 30 * time.Second
+	// DefaultAdminWait bounds how long Move and CloseShard wait for the
+	// leader to re-place the shard before answering with the state so far.
+	DefaultAdminWait = 10 * time.Second
+)
+
+// Config configures a Manager.
+type Config struct {
+	// NodeID is this node's id (its gossip name and Raft server id).
+	NodeID string
+	// Shards is this node's --shards: the shard count the cluster is created
+	// with if it has none yet. A cluster created with another count makes
+	// the node not ready (see Ready).
+	Shards int
+	// Backstop is the period of the leader's re-placement and of the node's
+	// re-read of the committed map, on top of the event-driven wake-ups
+	// (default 5s).
+	Backstop time.Duration
+	// DrainTimeout bounds Drain (default 30s).
+	DrainTimeout time.Duration
+	// AdminWait bounds how long Move and CloseShard wait for the new owner
+	// (default 10s).
+	AdminWait time.Duration
+	// Stats, if set, reports a shard's task backlog and ack level for
+	// describe; without it they are reported as not tracked.
+	Stats func(shard int) (backlog int, ackLevel uint64, ok bool)
+	// Logger nil discards; Registerer nil registers no metrics.
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) setDefaults() error {
+	if c.NodeID == "" {
+		return errors.New("ownership: Config.NodeID is required")
+	}
+	if c.Shards < 1 || c.Shards > raftstore.MaxShardCount || c.Shards > shardmap.MaxShards {
+		return fmt.Errorf("ownership: Config.Shards %d: must be between 1 and %d", c.Shards, raftstore.MaxShardCount)
+	}
+	if c.Backstop < 0 || c.DrainTimeout < 0 || c.AdminWait < 0 {
+		return errors.New("ownership: Config.Backstop, DrainTimeout and AdminWait must not be negative")
+	}
+	if c.Backstop == 0 {
+		c.Backstop = DefaultBackstop
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.AdminWait == 0 {
+		c.AdminWait = DefaultAdminWait
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Store is the replicated state as ownership uses it (*raftstore.Store).
+type Store interface {
+	// OnLeader registers fn to run while this node leads, after its barrier.
+	OnLeader(fn func(ctx context.Context))
+	Subscribe(table raftstore.Table) (<-chan struct{}, func())
+	WaitForApplied(ctx context.Context, index uint64) error
+
+	ShardCount() int
+	ShardMap() *shardmap.Map
+	DrainingNodes() []raftstore.DrainingNode
+
+	SetShardCount(ctx context.Context, c raftstore.SetShardCountCommand) (int, error)
+	CommitShardMap(ctx context.Context, c raftstore.CommitShardMapCommand) (uint64, error)
+	SetShardPin(ctx context.Context, c raftstore.SetShardPinCommand) (uint64, error)
+	ReleaseShard(ctx context.Context, c raftstore.ReleaseShardCommand) (uint64, error)
+	SetDrainingNode(ctx context.Context, c raftstore.SetDrainingNodeCommand) (uint64, error)
+}
+
+// Members is the gossip membership (the node's adapter over cluster, the
+// same view the Raft store reconciles from). Subscribe wakes, coalesced, on
+// any change; the channel may be closed when the membership shuts down.
+type Members interface {
+	Members() []raftstore.Member
+	Subscribe() (<-chan struct{}, func())
+}

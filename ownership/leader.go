@@ -1,0 +1,155 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"fusebox/raftstore"
+	"fusebox/shardmap"
+)
+
+// runLeader is the OnLeader hook: while this node leads (ctx) and the
+// manager runs, it re-places shards after every membership change, every
+// change of the committed map or draining set, and on the backstop ticker.
+func (m *Manager) runLeader(ctx context.Context) {
+	m.goOwnedWait(func() { m.leaderLoop(ctx) })
+}
+
+// goOwnedWait runs f on the calling goroutine, registered with the manager's
+// WaitGroup and cancelled by Close; it reports false if the manager is not
+// running.
+func (m *Manager) goOwnedWait(f func()) bool {
+	m.mu.Lock()
+	if m.closed || !m.started {
+		m.mu.Unlock()
+		return false
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	defer m.wg.Done()
+	f()
+	return true
+}
+
+// retryDelay is how soon a failed placement is retried.
+const retryDelay = 200 * time.Millisecond
+
+func (m *Manager) leaderLoop(leaderCtx context.Context) {
+	ctx, cancel := context.WithCancel(leaderCtx)
+	defer cancel()
+	stop := context.AfterFunc(m.ctx, cancel)
+	defer stop()
+
+	memWake, unsubM := m.members.Subscribe()
+	defer unsubM()
+	metaWake, unsubS := m.store.Subscribe(raftstore.TableMeta)
+	defer unsubS()
+	t := time.NewTicker(m.cfg.Backstop)
+	defer t.Stop()
+	m.log.Info("placing shards as raft leader")
+	for {
+		var retry <-chan time.Time
+		if err := m.place(ctx); err != nil && ctx.Err() == nil {
+			m.log.Warn("shard placement failed; retrying", "err", err)
+			retry = time.After(retryDelay)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-memWake:
+			if !ok {
+				memWake = nil // membership shut down; the backstop remains
+			}
+		case <-metaWake:
+		case <-t.C:
+		case <-retry:
+		}
+	}
+}
+
+// placementMembers are the members that may own shards: gossip members that
+// are alive or merely suspect (a suspect keeps its shards; only a member
+// declared dead or left loses them), that run Raft (servers), and that are
+// not draining.
+func (m *Manager) placementMembers() []string {
+	draining := map[string]bool{}
+	for _, d := range m.store.DrainingNodes() {
+		draining[d.Node] = true
+	}
+	var out []string
+	for _, mb := range m.members.Members() {
+		if (mb.Status == raftstore.MemberAlive || mb.Status == raftstore.MemberSuspect) && mb.RaftAddr != "" && !draining[mb.ID] {
+			out = append(out, mb.ID)
+		}
+	}
+	return out
+}
+
+// place makes the committed map follow the live members: it sets the shard
+// count if the cluster has none, then commits Rebalance(current, members,
+// pins) if that differs from the current map, as a compare-and-set on the
+// version it read. A lost race (an admin write, a newer leader) is not an
+// error: the loop wakes on the change and places again.
+func (m *Manager) place(ctx context.Context) error {
+	count := m.store.ShardCount()
+	if count == 0 {
+		n, err := m.store.SetShardCount(ctx, raftstore.SetShardCountCommand{
+			CommandMeta: raftstore.CommandMeta{Author: "leader:" + m.cfg.NodeID}, Count: m.cfg.Shards,
+		})
+		if err != nil {
+			return err
+		}
+		m.log.Info("cluster shard count set", "shards", n)
+		count = n
+	}
+	cur := m.store.ShardMap()
+	prev := cur
+	if prev == nil {
+		var err error
+		if prev, err = shardmap.New(count); err != nil {
+			return err
+		}
+	}
+	next, changed, err := shardmap.Rebalance(prev, m.placementMembers(), prev.Pins())
+	if err != nil {
+		return err
+	}
+	prevVersion := uint64(0)
+	switch {
+	case cur != nil && !changed:
+		return nil
+	case cur != nil:
+		prevVersion = cur.Version
+	case !changed: // no map yet and nobody to place on: commit the empty map
+		c := *next
+		c.Version = 1
+		next = &c
+	}
+	_, err = m.store.CommitShardMap(ctx, raftstore.CommitShardMapCommand{
+		CommandMeta: raftstore.CommandMeta{Author: "leader:" + m.cfg.NodeID}, PrevVersion: prevVersion, Map: next,
+	})
+	if errors.Is(err, raftstore.ErrConflict) {
+		m.metrics.commits.WithLabelValues("stale").Inc()
+		m.log.Debug("shard map proposal lost a race; placing again", "prev_version", prevVersion, "err", err)
+		return nil
+	}
+	if err != nil {
+		m.metrics.commits.WithLabelValues("error").Inc()
+		return err
+	}
+	m.metrics.commits.WithLabelValues("ok").Inc()
+	m.log.Info("committed shard map", "version", next.Version, "moved", moved(cur, next))
+	return nil
+}
+
+// moved counts the shards whose owner differs between a and b.
+func moved(a, b *shardmap.Map) int {
+	n := 0
+	for i, s := range b.Shards {
+		if a == nil || a.Shards[i].Owner != s.Owner {
+			n++
+		}
+	}
+	return n
+}

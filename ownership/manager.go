@@ -1,0 +1,270 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"fusebox/raftstore"
+	"fusebox/shardmap"
+)
+
+// Manager is one node's shard ownership: the leader's placement loop (run
+// through Store.OnLeader), the follower of the committed map, and the admin
+// operations. Build it with New before the Raft store starts, then Start;
+// Close stops it (idempotent).
+type Manager struct {
+	cfg     Config
+	store   Store
+	members Members
+	log     *slog.Logger
+	metrics *metrics
+
+	holder shardmap.Holder
+
+	// draining is set while Drain runs, so the watcher does not clear this
+	// node's own shutdown drain flag underneath it.
+	draining atomic.Bool
+	// fixing guards the single in-flight write of this node's own draining
+	// flag (misconfigured / restarted after a shutdown drain).
+	fixing        atomic.Bool
+	mismatchNoted atomic.Bool
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+}
+
+// New validates cfg and registers the leader's placement loop with
+// store.OnLeader, so it must be called before the store starts. Nothing runs
+// until Start (the placement loop runs only after Start, too).
+func New(cfg Config, store Store, members Members) (*Manager, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if store == nil || members == nil {
+		return nil, errors.New("ownership: store and members are required")
+	}
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg, store: store, members: members, log: cfg.Logger.With("component", "ownership"), metrics: met}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	store.OnLeader(m.runLeader)
+	return m, nil
+}
+
+// Start starts following the committed shard map.
+func (m *Manager) Start() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return errors.New("ownership: Start after Close")
+	case m.started:
+		return errors.New("ownership: Start called twice")
+	}
+	m.started = true
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.watch()
+	}()
+	return nil
+}
+
+// Close stops the watcher and any leader work and waits for them. It does not
+// drain; call Drain first for a graceful shutdown. Idempotent.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	return nil
+}
+
+// goOwned runs f in a goroutine that Close waits for; it reports false (and
+// does not run f) once the manager is closed or before it started.
+func (m *Manager) goOwned(f func()) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || !m.started {
+		return false
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// Holder is the committed shard map this node follows, for lock-free
+// lookups on the hot path.
+func (m *Manager) Holder() *shardmap.Holder { return &m.holder }
+
+// Owned returns shard → epoch for every shard this node owns in the
+// committed map. It is empty while the node is misconfigured (see Ready).
+func (m *Manager) Owned() map[int]uint64 {
+	return m.owned(m.holder.Load())
+}
+
+// Watch returns Owned together with a channel closed by the next change of
+// the committed map (the queue's Ownership interface). Re-read after a
+// wake-up; it is an edge, not a level.
+func (m *Manager) Watch() (map[int]uint64, <-chan struct{}) {
+	sm, ch := m.holder.Watch()
+	return m.owned(sm), ch
+}
+
+func (m *Manager) owned(sm *shardmap.Map) map[int]uint64 {
+	out := make(map[int]uint64)
+	if sm == nil || m.mismatch() {
+		return out
+	}
+	for _, s := range sm.OwnedBy(m.cfg.NodeID) {
+		out[s] = sm.Shards[s].Epoch
+	}
+	return out
+}
+
+// CheckEpoch refuses, with a *shardmap.WrongOwnerError, work on shard at
+// epoch unless this node owns it at that epoch in the committed map.
+func (m *Manager) CheckEpoch(shard int, epoch uint64) error {
+	return shardmap.CheckEpoch(m.holder.Load(), shard, m.cfg.NodeID, epoch)
+}
+
+func (m *Manager) mismatch() bool {
+	n := m.store.ShardCount()
+	return n != 0 && n != m.cfg.Shards
+}
+
+// Ready reports whether the node can take part in shard ownership: the
+// cluster's shard count is known and equals this node's --shards, and a
+// shard map has been committed and seen here. reason says what is missing.
+func (m *Manager) Ready() (ready bool, reason string) {
+	n := m.store.ShardCount()
+	switch {
+	case n == 0:
+		return false, "waiting for the cluster's shard count to be committed"
+	case n != m.cfg.Shards:
+		return false, mismatchMessage(n, m.cfg.Shards)
+	case m.holder.Load() == nil:
+		return false, "waiting for the first committed shard map"
+	}
+	return true, ""
+}
+
+func mismatchMessage(cluster, flag int) string {
+	return fmt.Sprintf("this cluster was created with %d shards; --shards %d cannot change it (restart with --shards %d)", cluster, flag, cluster)
+}
+
+// watch follows the committed map into the holder, and keeps this node's own
+// draining flag right, until Close.
+func (m *Manager) watch() {
+	wake, unsub := m.store.Subscribe(raftstore.TableMeta)
+	defer unsub()
+	t := time.NewTicker(m.cfg.Backstop)
+	defer t.Stop()
+	for {
+		m.refresh()
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-wake:
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Manager) refresh() {
+	if sm := m.store.ShardMap(); sm != nil {
+		before := m.holder.Load()
+		stored, err := m.holder.Store(sm)
+		if err != nil {
+			m.log.Error("committed shard map is malformed; keeping the previous one", "version", sm.Version, "err", err)
+		} else if stored {
+			m.metrics.version.Set(float64(sm.Version))
+			m.logChanges(before, sm)
+		}
+	}
+	m.metrics.owned.Set(float64(len(m.Owned())))
+	m.fixSelfFlag()
+}
+
+// logChanges logs the shards this node gained and lost with a new map.
+func (m *Manager) logChanges(before, after *shardmap.Map) {
+	self := m.cfg.NodeID
+	var gained, lost []int
+	for i, a := range after.Shards {
+		was := before != nil && before.Shards[i].Owner == self
+		switch {
+		case a.Owner == self && (!was || before.Shards[i].Epoch != a.Epoch):
+			gained = append(gained, i)
+		case a.Owner != self && was:
+			lost = append(lost, i)
+		}
+	}
+	if len(gained)+len(lost) > 0 {
+		m.log.Info("shard ownership changed", "version", after.Version, "acquired", gained, "released", lost)
+	}
+}
+
+// fixSelfFlag excludes a misconfigured node from placement, and brings a
+// node that drained for shutdown (or was misconfigured) back once it runs
+// with the cluster's shard count. An operator's drain is left alone.
+func (m *Manager) fixSelfFlag() {
+	n := m.store.ShardCount()
+	if n == 0 {
+		return
+	}
+	var flag *raftstore.DrainingNode
+	for _, d := range m.store.DrainingNodes() {
+		if d.Node == m.cfg.NodeID {
+			flag = &d
+			break
+		}
+	}
+	var want *raftstore.SetDrainingNodeCommand
+	switch {
+	case n != m.cfg.Shards:
+		if m.mismatchNoted.CompareAndSwap(false, true) {
+			m.log.Error("node is not ready: "+mismatchMessage(n, m.cfg.Shards), "cluster_shards", n, "flag_shards", m.cfg.Shards)
+		}
+		if flag == nil {
+			want = &raftstore.SetDrainingNodeCommand{Node: m.cfg.NodeID, Draining: true, Reason: raftstore.DrainMisconfigured}
+		}
+	case flag != nil && flag.Reason != raftstore.DrainOperator && !m.draining.Load():
+		want = &raftstore.SetDrainingNodeCommand{Node: m.cfg.NodeID, Draining: false}
+	}
+	if want == nil || !m.fixing.CompareAndSwap(false, true) {
+		return
+	}
+	if !m.goOwned(func() {
+		defer m.fixing.Store(false)
+		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+		defer cancel()
+		want.Author = "node:" + m.cfg.NodeID
+		if _, err := m.store.SetDrainingNode(ctx, *want); err != nil {
+			m.log.Warn("updating this node's draining flag failed; will retry", "draining", want.Draining, "err", err)
+			return
+		}
+		m.log.Info("updated this node's draining flag", "draining", want.Draining, "reason", want.Reason)
+	}) {
+		m.fixing.Store(false)
+	}
+}

@@ -1,0 +1,218 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"fusebox/shardmap"
+)
+
+// Apply functions of the task family. Like every apply function they read
+// time only from the command and write nothing when they return an error.
+
+func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
+	var c SubmitTasksCommand
+	if err := decodePayload(payload, &c); err != nil {
+		return nil, err
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	count := 0
+	if r := w.meta(metaShardCount); r != nil {
+		count = r.ShardCount
+	}
+	if count <= 0 {
+		return nil, conflict("shard", "the shard count is not set yet")
+	}
+	out := make([]SubmitOutcome, len(c.Tasks))
+	for i := range c.Tasks {
+		nt := &c.Tasks[i]
+		if nt.Shard >= count {
+			return nil, invalidArg(fmt.Sprintf("tasks[%d].shard", i), "shard %d out of range [0, %d)", nt.Shard, count)
+		}
+		if want := shardmap.ShardOf(nt.NamespaceID, nt.WorkflowID, count); nt.Shard != want {
+			return nil, invalidArg(fmt.Sprintf("tasks[%d].shard", i), "shard %d is not ShardOf(namespace_id, workflow_id) = %d", nt.Shard, want)
+		}
+		if nt.RequestID != "" {
+			if o, _ := w.txn.First(string(TableTasks), idxTaskRequest, taskKeyRequest(nt.NamespaceID, nt.RequestID)); o != nil {
+				t := o.(*Task)
+				out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitDuplicate}
+				continue
+			}
+		}
+		if w.get(string(TableTasks), nt.ID) != nil {
+			return nil, conflict(fmt.Sprintf("tasks[%d].id", i), "task id %q already exists", nt.ID)
+		}
+		pending := w.counter(counterPending(nt.Shard))
+		if c.MaxShardBacklog > 0 && pending >= uint64(c.MaxShardBacklog) {
+			out[i] = SubmitOutcome{TaskID: nt.ID, Shard: nt.Shard, Outcome: SubmitOverloaded}
+			continue
+		}
+		t := &Task{
+			ID: nt.ID, Shard: nt.Shard, NamespaceID: nt.NamespaceID, WorkflowID: nt.WorkflowID,
+			TaskGroup: nt.TaskGroup, Destination: nt.Destination, RequestID: nt.RequestID, Request: nt.Request,
+			Status: TaskPending, NextAttemptAt: c.At, CreatedAt: c.At, Index: w.index,
+		}
+		if err := w.insert(string(TableTasks), t); err != nil {
+			return nil, err
+		}
+		if err := w.setCounter(counterPending(nt.Shard), pending+1); err != nil {
+			return nil, err
+		}
+		out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitAccepted}
+	}
+	return out, nil
+}
+
+func applyCompleteTasks(w *writer, payload []byte) (any, *Error) {
+	var c CompleteTasksCommand
+	if err := decodePayload(payload, &c); err != nil {
+		return nil, err
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if err := w.checkShardEpoch(c.Shard, c.Node, c.Epoch); err != nil {
+		var woe *shardmap.WrongOwnerError
+		if errors.As(err, &woe) {
+			// Not an error result: the refusal is an answer the owner acts
+			// on, and it carries the current assignment.
+			return CompleteOutcome{Refused: &RefusedShard{Shard: woe.Shard, Owner: woe.Owner, Epoch: woe.Epoch}}, nil
+		}
+		return nil, invalidArg("shard", "%v", err)
+	}
+	var out CompleteOutcome
+	pending := w.counter(counterPending(c.Shard))
+	for _, r := range c.Results {
+		o := w.get(string(TableTasks), r.TaskID)
+		if o == nil || o.(*Task).Shard != c.Shard || o.(*Task).Terminal() {
+			out.Ignored++
+			continue
+		}
+		t := *o.(*Task) // rows are immutable once inserted: copy, then replace
+		t.Status, t.Attempts, t.Blocked, t.Unexpected = r.Status, r.Attempts, r.Blocked, r.Unexpected
+		t.Message, t.HTTPStatus = r.Message, r.HTTPStatus
+		if r.OperationID != "" {
+			t.OperationID = r.OperationID
+		}
+		if r.Output != nil {
+			t.Output = r.Output
+		}
+		if r.Status == TaskPending {
+			t.NextAttemptAt = r.NextAttemptAt
+		} else {
+			t.CompletedAt = c.At
+			if pending > 0 {
+				pending--
+			}
+		}
+		t.Index = w.index
+		if err := w.insert(string(TableTasks), &t); err != nil {
+			return nil, err
+		}
+		out.Applied++
+	}
+	if err := w.setCounter(counterPending(c.Shard), pending); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func applyRedriveTasks(w *writer, payload []byte) (any, *Error) {
+	var c RedriveTasksCommand
+	if err := decodePayload(payload, &c); err != nil {
+		return nil, err
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	var rows []*Task
+	out := RedriveOutcome{Redriven: []string{}}
+	if c.All {
+		it, err := w.txn.Get(string(TableTasks), idxTaskStatus, []byte(TaskDLQ+"\x00"))
+		if err != nil {
+			return nil, &Error{Code: CodeInternal, Message: "redrive: " + err.Error()}
+		}
+		for o := it.Next(); o != nil; o = it.Next() {
+			if len(rows) == MaxRedriveBatch {
+				out.More = true
+				break
+			}
+			rows = append(rows, o.(*Task))
+		}
+	} else {
+		seen := make(map[string]bool, len(c.IDs))
+		for _, id := range c.IDs {
+			if t, ok := w.get(string(TableTasks), id).(*Task); ok && t.Status == TaskDLQ && !seen[id] {
+				seen[id] = true
+				rows = append(rows, t)
+			}
+		}
+	}
+	// Rows are gathered first: the writes below must not run under an open
+	// iterator.
+	for _, o := range rows {
+		t := *o
+		t.Status, t.Attempts, t.Blocked, t.Unexpected = TaskPending, 0, 0, 0
+		t.NextAttemptAt, t.CompletedAt, t.Index = c.At, time.Time{}, w.index
+		if err := w.insert(string(TableTasks), &t); err != nil {
+			return nil, err
+		}
+		if err := w.setCounter(counterPending(t.Shard), w.counter(counterPending(t.Shard))+1); err != nil {
+			return nil, err
+		}
+		out.Redriven = append(out.Redriven, t.ID)
+	}
+	return out, nil
+}
+
+func applyCollectTasks(w *writer, payload []byte) (any, *Error) {
+	var c CollectTasksCommand
+	if err := decodePayload(payload, &c); err != nil {
+		return nil, err
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	limit := c.Limit
+	if limit <= 0 || limit > MaxCollectBatch {
+		limit = MaxCollectBatch
+	}
+	it, err := w.txn.Get(string(TableTasks), idxTaskTerminal+"_prefix", []byte{})
+	if err != nil {
+		return nil, &Error{Code: CodeInternal, Message: "collect: " + err.Error()}
+	}
+	var victims []*Task
+	var out CollectOutcome
+	for o := it.Next(); o != nil; o = it.Next() {
+		t := o.(*Task)
+		if !t.CompletedAt.Before(c.Before) {
+			break
+		}
+		if len(victims) == limit {
+			out.More = true
+			break
+		}
+		victims = append(victims, t)
+	}
+	for _, t := range victims {
+		if err := w.delete(string(TableTasks), t); err != nil {
+			return nil, err
+		}
+	}
+	out.Deleted = len(victims)
+	return out, nil
+}
+
+func (w *writer) counter(name string) uint64 {
+	if c, ok := w.get(tableCounters, name).(*counterRow); ok {
+		return c.Value
+	}
+	return 0
+}
+
+func (w *writer) setCounter(name string, v uint64) *Error {
+	return w.insert(tableCounters, &counterRow{Name: name, Value: v})
+}

@@ -1,0 +1,148 @@
+package raftstore
+
+import (
+	"context"
+	"time"
+
+	"fusebox/shardmap"
+)
+
+// Typed helpers of the task family. Like the other helpers they validate
+// locally first, stamp At with this node's clock if unset, and apply from
+// any node.
+
+// SubmitTasks inserts a batch of tasks in one raft entry. It assigns each
+// task its shard (shardmap.ShardOf over the cluster's shard count) and, when
+// empty, its id (NewTaskID, so that ids sort in batch order). Outcomes come back in the order given; the raft
+// index is for WaitForApplied.
+func (s *Store) SubmitTasks(ctx context.Context, c SubmitTasksCommand) ([]SubmitOutcome, uint64, error) {
+	stamp(&c.CommandMeta)
+	n := s.state.ShardCount()
+	if n <= 0 {
+		return nil, 0, unavailable("the shard count is not set yet; the cluster is still forming")
+	}
+	c.Tasks = append([]NewTask(nil), c.Tasks...)
+	for i := range c.Tasks {
+		t := &c.Tasks[i]
+		t.Shard = shardmap.ShardOf(t.NamespaceID, t.WorkflowID, n)
+		if t.ID == "" {
+			t.ID = NewTaskID(c.At.Add(time.Duration(i))) // batch order is id order
+		}
+	}
+	if err := c.validate(); err != nil {
+		return nil, 0, err
+	}
+	return applyTyped[[]SubmitOutcome](ctx, s, MsgSubmitTasks, c, c.RequestID)
+}
+
+// CompleteTasks applies delivery results in one raft entry, fenced by the
+// shard's epoch: if c.Node does not own c.Shard at c.Epoch in the committed
+// map, nothing is written and the error is a *shardmap.WrongOwnerError with
+// the current owner and epoch.
+func (s *Store) CompleteTasks(ctx context.Context, c CompleteTasksCommand) (CompleteOutcome, error) {
+	stamp(&c.CommandMeta)
+	if err := c.validate(); err != nil {
+		return CompleteOutcome{}, err
+	}
+	out, _, err := applyTyped[CompleteOutcome](ctx, s, MsgCompleteTasks, c, c.RequestID)
+	if err != nil {
+		return CompleteOutcome{}, err
+	}
+	if r := out.Refused; r != nil {
+		return out, &shardmap.WrongOwnerError{Shard: r.Shard, Owner: r.Owner, Epoch: r.Epoch}
+	}
+	return out, nil
+}
+
+// RedriveTasks moves dead-lettered tasks back to pending.
+func (s *Store) RedriveTasks(ctx context.Context, c RedriveTasksCommand) (RedriveOutcome, error) {
+	stamp(&c.CommandMeta)
+	if err := c.validate(); err != nil {
+		return RedriveOutcome{}, err
+	}
+	out, _, err := applyTyped[RedriveOutcome](ctx, s, MsgRedriveTasks, c, c.RequestID)
+	return out, err
+}
+
+// CollectTasks deletes succeeded and failed tasks completed before c.Before,
+// at most c.Limit (capped at MaxCollectBatch) per call.
+func (s *Store) CollectTasks(ctx context.Context, c CollectTasksCommand) (CollectOutcome, error) {
+	stamp(&c.CommandMeta)
+	if err := c.validate(); err != nil {
+		return CollectOutcome{}, err
+	}
+	out, _, err := applyTyped[CollectOutcome](ctx, s, MsgCollectTasks, c, c.RequestID)
+	return out, err
+}
+
+// DefaultTaskRetention is how long terminal tasks stay readable when the
+// retention function gives nothing usable.
+const DefaultTaskRetention = 24 * time.Hour
+
+// RunTaskCollector deletes expired terminal tasks every interval until ctx
+// ends: cutoff = now - retention(), in batches while a collect reports More.
+// Register it with OnLeader so only the leader proposes:
+//
+//	s.OnLeader(func(ctx context.Context) { s.RunTaskCollector(ctx, time.Minute, retention) })
+func (s *Store) RunTaskCollector(ctx context.Context, interval time.Duration, retention func() time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		s.collectExpired(ctx, retention)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Store) collectExpired(ctx context.Context, retention func() time.Duration) {
+	keep := DefaultTaskRetention
+	if retention != nil {
+		if d := retention(); d > 0 {
+			keep = d
+		}
+	}
+	cutoff := time.Now().UTC().Add(-keep)
+	for ctx.Err() == nil {
+		out, err := s.CollectTasks(ctx, CollectTasksCommand{Before: cutoff})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.logger.Warn("collecting expired tasks failed; will retry", "error", err)
+			}
+			return
+		}
+		if out.Deleted > 0 {
+			s.logger.Debug("collected expired tasks", "deleted", out.Deleted, "before", cutoff)
+		}
+		if !out.More {
+			return
+		}
+	}
+}
+
+// Task returns one task by id (local read).
+func (s *Store) Task(id string) (Task, bool) { return s.state.Task(id) }
+
+// TaskByRequestID returns the task submitted with (namespace, requestID).
+func (s *Store) TaskByRequestID(namespace, requestID string) (Task, bool) {
+	return s.state.TaskByRequestID(namespace, requestID)
+}
+
+// DueTasks returns up to limit due pending tasks of shard, earliest first.
+func (s *Store) DueTasks(shard int, now time.Time, limit int, skip func(id string) bool) []Task {
+	return s.state.DueTasks(shard, now, limit, skip)
+}
+
+// NextTaskDue returns the earliest NextAttemptAt after `after` of the
+// shard's pending tasks.
+func (s *Store) NextTaskDue(shard int, after time.Time) (time.Time, bool) {
+	return s.state.NextTaskDue(shard, after)
+}
+
+// TaskBacklog returns the number of pending tasks of shard, in O(1).
+func (s *Store) TaskBacklog(shard int) int { return s.state.TaskBacklog(shard) }
+
+// ListTasks lists tasks in id order (see State.ListTasks).
+func (s *Store) ListTasks(q TaskQuery) []Task { return s.state.ListTasks(q) }

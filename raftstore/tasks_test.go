@@ -1,0 +1,502 @@
+package raftstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"fusebox/shardmap"
+)
+
+const taskShards = 4
+
+// taskFSM is an FSM with the shard count set and a map committed that gives
+// the shards to nodes "a" and "b".
+type taskFSM struct {
+	t   *testing.T
+	f   *FSM
+	st  *State
+	idx uint64
+	m   *shardmap.Map
+}
+
+func newTaskFSM(t *testing.T) *taskFSM {
+	t.Helper()
+	x := &taskFSM{t: t, f: newTestFSM(t, StateOptions{})}
+	x.st = x.f.State()
+	mustOK(t, x.apply(MsgSetShardCount, SetShardCountCommand{CommandMeta: meta0, Count: taskShards}, ""))
+	x.m, _, _ = shardmap.Rebalance(mustNewMap(t, taskShards), []string{"a", "b"}, nil)
+	mustOK(t, x.apply(MsgCommitShardMap, CommitShardMapCommand{CommandMeta: meta0, Map: x.m}, ""))
+	return x
+}
+
+func (x *taskFSM) apply(typ MessageType, payload any, reqID string) *ApplyResult {
+	x.t.Helper()
+	x.idx++
+	return applyCmd(x.t, x.f, x.idx, typ, payload, reqID)
+}
+
+func newTaskFor(id, ns, wf, reqID string) NewTask {
+	return NewTask{ID: id, Shard: shardmap.ShardOf(ns, wf, taskShards), NamespaceID: ns, WorkflowID: wf,
+		TaskGroup: "callbacks.Invocation", Destination: "http://127.0.0.1:1/cb", RequestID: reqID,
+		Request: json.RawMessage(`{"task_group":"callbacks.Invocation","url":"http://127.0.0.1:1/cb"}`)}
+}
+
+func (x *taskFSM) submit(at time.Time, maxBacklog int, tasks ...NewTask) []SubmitOutcome {
+	x.t.Helper()
+	r := x.apply(MsgSubmitTasks, SubmitTasksCommand{CommandMeta: CommandMeta{At: at}, Tasks: tasks, MaxShardBacklog: maxBacklog}, "")
+	mustOK(x.t, r)
+	var out []SubmitOutcome
+	if err := json.Unmarshal(r.Value, &out); err != nil {
+		x.t.Fatal(err)
+	}
+	return out
+}
+
+func (x *taskFSM) complete(shard int, node string, epoch uint64, results ...TaskResult) CompleteOutcome {
+	x.t.Helper()
+	r := x.apply(MsgCompleteTasks, CompleteTasksCommand{CommandMeta: CommandMeta{At: t0.Add(time.Hour)}, Shard: shard, Epoch: epoch, Node: node, Results: results}, "")
+	mustOK(x.t, r)
+	var out CompleteOutcome
+	if err := json.Unmarshal(r.Value, &out); err != nil {
+		x.t.Fatal(err)
+	}
+	return out
+}
+
+func (x *taskFSM) owner(shard int) (string, uint64) {
+	a := x.st.ShardMap().Shards[shard]
+	return a.Owner, a.Epoch
+}
+
+func TestSubmitTasksAndIdempotency(t *testing.T) {
+	x := newTaskFSM(t)
+	wake, cancel := x.st.Subscribe(TableTasks)
+	defer cancel()
+	a := newTaskFor("t1", "ns", "wf-1", "req-1")
+	out := x.submit(t0, 0, a, newTaskFor("t2", "ns", "wf-2", ""))
+	if out[0] != (SubmitOutcome{"t1", a.Shard, SubmitAccepted}) || out[1].Outcome != SubmitAccepted {
+		t.Fatalf("outcomes = %+v", out)
+	}
+	select {
+	case <-wake:
+	default:
+		t.Fatal("submit did not wake TableTasks subscribers")
+	}
+	got, ok := x.st.Task("t1")
+	if !ok || got.Status != TaskPending || !got.CreatedAt.Equal(t0) || !got.NextAttemptAt.Equal(t0) || got.Index != x.idx || got.RequestID != "req-1" {
+		t.Fatalf("task = %+v", got)
+	}
+	// The same (namespace, request id) again, even with another task id and
+	// workflow: no second task, the original id and shard.
+	dup := newTaskFor("t3", "ns", "wf-9", "req-1")
+	out = x.submit(t0.Add(time.Second), 0, dup)
+	if out[0] != (SubmitOutcome{"t1", a.Shard, SubmitDuplicate}) {
+		t.Fatalf("duplicate outcome = %+v", out)
+	}
+	if _, ok := x.st.Task("t3"); ok {
+		t.Fatal("duplicate submit inserted a task")
+	}
+	// The request id is scoped by namespace.
+	if out := x.submit(t0, 0, newTaskFor("t4", "other-ns", "wf-1", "req-1")); out[0].Outcome != SubmitAccepted {
+		t.Fatalf("other namespace = %+v", out)
+	}
+	// Twice in one batch: the second is a duplicate of the first.
+	if out := x.submit(t0, 0, newTaskFor("t5", "ns", "wf-5", "req-2"), newTaskFor("t6", "ns", "wf-6", "req-2")); out[1] != (SubmitOutcome{"t5", out[0].Shard, SubmitDuplicate}) {
+		t.Fatalf("in-batch duplicate = %+v", out)
+	}
+	if tk, ok := x.st.TaskByRequestID("ns", "req-1"); !ok || tk.ID != "t1" {
+		t.Fatalf("TaskByRequestID = %+v %v", tk, ok)
+	}
+	total := 0
+	for s := range taskShards {
+		total += x.st.TaskBacklog(s)
+	}
+	if total != 4 {
+		t.Fatalf("backlog total = %d, want 4", total)
+	}
+}
+
+func TestSubmitTasksRejectsBadInputAtomically(t *testing.T) {
+	x := newTaskFSM(t)
+	good := newTaskFor("ok", "ns", "wf", "")
+	wrongShard := newTaskFor("ws", "ns", "wf", "")
+	wrongShard.Shard = (wrongShard.Shard + 1) % taskShards
+	noNS := newTaskFor("nn", "", "wf", "")
+	badReq := newTaskFor("br", "ns", "wf", "")
+	badReq.Request = json.RawMessage(`[1]`)
+	big := newTaskFor("big", "ns", "wf", "")
+	big.Request = json.RawMessage(`"` + string(bytes.Repeat([]byte("x"), MaxTaskRequestBytes)) + `"`)
+	cases := []struct {
+		name  string
+		tasks []NewTask
+		code  string
+		field string
+	}{
+		{"no tasks", nil, CodeInvalidArgument, "tasks"},
+		{"wrong shard", []NewTask{good, wrongShard}, CodeInvalidArgument, "tasks[1].shard"},
+		{"no namespace", []NewTask{noNS}, CodeInvalidArgument, "tasks[0].namespace_id"},
+		{"bad request", []NewTask{good, badReq}, CodeInvalidArgument, "tasks[1].request"},
+		{"too big", []NewTask{big}, CodeInvalidArgument, "tasks[0].request"},
+		{"id reused", []NewTask{good, good}, CodeConflict, "tasks[1].id"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wantCode(t, x.apply(MsgSubmitTasks, SubmitTasksCommand{CommandMeta: meta0, Tasks: c.tasks}, ""), c.code, c.field)
+			if _, ok := x.st.Task("ok"); ok {
+				t.Fatal("a rejected batch inserted a task")
+			}
+		})
+	}
+	// Without a shard count nothing can be placed.
+	empty := newTestFSM(t, StateOptions{})
+	wantCode(t, applyCmd(t, empty, 1, MsgSubmitTasks, SubmitTasksCommand{CommandMeta: meta0, Tasks: []NewTask{good}}, ""), CodeConflict, "shard")
+}
+
+func TestSubmitTasksBacklogLimit(t *testing.T) {
+	x := newTaskFSM(t)
+	// Two workflows of one shard.
+	wf := []string{}
+	shard := shardmap.ShardOf("ns", "w0", taskShards)
+	for i := 0; len(wf) < 3; i++ {
+		if w := fmt.Sprintf("w%d", i); shardmap.ShardOf("ns", w, taskShards) == shard {
+			wf = append(wf, w)
+		}
+	}
+	out := x.submit(t0, 2, newTaskFor("a", "ns", wf[0], ""), newTaskFor("b", "ns", wf[1], ""), newTaskFor("c", "ns", wf[2], ""))
+	if out[0].Outcome != SubmitAccepted || out[1].Outcome != SubmitAccepted || out[2].Outcome != SubmitOverloaded {
+		t.Fatalf("outcomes = %+v", out)
+	}
+	if n := x.st.TaskBacklog(shard); n != 2 {
+		t.Fatalf("backlog = %d, want 2", n)
+	}
+	if _, ok := x.st.Task("c"); ok {
+		t.Fatal("overloaded task inserted")
+	}
+}
+
+func TestDueTasksOrderAndNextDue(t *testing.T) {
+	x := newTaskFSM(t)
+	shard := shardmap.ShardOf("ns", "w", taskShards)
+	// Submitted in reverse time order; one other shard's task in between.
+	x.submit(t0.Add(3*time.Second), 0, newTaskFor("c", "ns", "w", ""))
+	x.submit(t0.Add(1*time.Second), 0, newTaskFor("a", "ns", "w", ""))
+	other := "x"
+	for i := 0; shardmap.ShardOf("ns", other, taskShards) == shard; i++ {
+		other = fmt.Sprintf("x%d", i)
+	}
+	x.submit(t0.Add(2*time.Second), 0, newTaskFor("o", "ns", other, ""))
+	x.submit(t0.Add(2*time.Second), 0, newTaskFor("b", "ns", "w", ""))
+
+	ids := func(ts []Task) (out []string) {
+		for _, tk := range ts {
+			out = append(out, tk.ID)
+		}
+		return out
+	}
+	if got := ids(x.st.DueTasks(shard, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("due = %v", got)
+	}
+	if got := ids(x.st.DueTasks(shard, t0.Add(2*time.Second), 10, nil)); !cmp.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("due at +2s = %v", got)
+	}
+	skipA := func(id string) bool { return id == "a" }
+	if got := ids(x.st.DueTasks(shard, t0.Add(time.Hour), 1, skipA)); !cmp.Equal(got, []string{"b"}) {
+		t.Fatalf("due skipping a, limit 1 = %v", got)
+	}
+	if next, ok := x.st.NextTaskDue(shard, t0.Add(time.Second)); !ok || !next.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("next due after +1s = %v %v", next, ok)
+	}
+	if _, ok := x.st.NextTaskDue(shard, t0.Add(3*time.Second)); ok {
+		t.Fatal("next due after the last task")
+	}
+	// A retry moves the task in the due order.
+	owner, epoch := x.owner(shard)
+	x.complete(shard, owner, epoch, TaskResult{TaskID: "a", Status: TaskPending, Attempts: 1, NextAttemptAt: t0.Add(10 * time.Second), Message: "503"})
+	if got := ids(x.st.DueTasks(shard, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"b", "c", "a"}) {
+		t.Fatalf("due after retry = %v", got)
+	}
+}
+
+func TestCompleteTasksFencingAndTerminal(t *testing.T) {
+	x := newTaskFSM(t)
+	shard := shardmap.ShardOf("ns", "w", taskShards)
+	x.submit(t0, 0, newTaskFor("t1", "ns", "w", ""))
+	owner, epoch := x.owner(shard)
+	other := "a"
+	if owner == "a" {
+		other = "b"
+	}
+	res := TaskResult{TaskID: "t1", Status: TaskSucceeded, Attempts: 1, HTTPStatus: 200, Message: "ok"}
+
+	// A stale epoch and a non-owner are refused as a whole, nothing written.
+	for _, c := range []struct {
+		node  string
+		epoch uint64
+	}{{owner, epoch + 1}, {owner, epoch - 1}, {other, epoch}} {
+		out := x.complete(shard, c.node, c.epoch, res)
+		if out.Refused == nil || *out.Refused != (RefusedShard{Shard: shard, Owner: owner, Epoch: epoch}) || out.Applied != 0 {
+			t.Fatalf("node %s epoch %d: outcome %+v", c.node, c.epoch, out)
+		}
+	}
+	if tk, _ := x.st.Task("t1"); tk.Status != TaskPending || x.st.TaskBacklog(shard) != 1 {
+		t.Fatalf("refused complete changed the task: %+v", tk)
+	}
+	// A shard outside the map is invalid, not a refusal.
+	wantCode(t, x.apply(MsgCompleteTasks, CompleteTasksCommand{CommandMeta: meta0, Shard: taskShards, Node: owner, Epoch: epoch}, ""), CodeInvalidArgument, "shard")
+
+	// The owner: applied; unknown ids ignored.
+	out := x.complete(shard, owner, epoch, res, TaskResult{TaskID: "nope", Status: TaskFailed})
+	if out.Applied != 1 || out.Ignored != 1 || out.Refused != nil {
+		t.Fatalf("outcome = %+v", out)
+	}
+	tk, _ := x.st.Task("t1")
+	if tk.Status != TaskSucceeded || tk.Attempts != 1 || tk.HTTPStatus != 200 || !tk.CompletedAt.Equal(t0.Add(time.Hour)) || x.st.TaskBacklog(shard) != 0 {
+		t.Fatalf("completed task = %+v backlog %d", tk, x.st.TaskBacklog(shard))
+	}
+	// A second (late, duplicate) result for a terminal task is ignored.
+	out = x.complete(shard, owner, epoch, TaskResult{TaskID: "t1", Status: TaskFailed, Attempts: 2})
+	if out.Applied != 0 || out.Ignored != 1 {
+		t.Fatalf("second complete = %+v", out)
+	}
+	if again, _ := x.st.Task("t1"); again.Status != TaskSucceeded || again.Attempts != 1 || x.st.TaskBacklog(shard) != 0 {
+		t.Fatalf("terminal task changed: %+v", again)
+	}
+	// Results with an invalid status are rejected naming the field.
+	wantCode(t, x.apply(MsgCompleteTasks, CompleteTasksCommand{CommandMeta: meta0, Shard: shard, Node: owner, Epoch: epoch,
+		Results: []TaskResult{{TaskID: "t1", Status: "done"}}}, ""), CodeInvalidArgument, "results[0].status")
+}
+
+func TestDLQAndRedrive(t *testing.T) {
+	x := newTaskFSM(t)
+	var shards []int
+	for i, id := range []string{"d1", "d2", "d3"} {
+		nt := newTaskFor(id, "ns", fmt.Sprintf("w%d", i), "")
+		shards = append(shards, nt.Shard)
+		x.submit(t0, 0, nt)
+		owner, epoch := x.owner(nt.Shard)
+		x.complete(nt.Shard, owner, epoch, TaskResult{TaskID: id, Status: TaskDLQ, Attempts: 3, Unexpected: 5, Message: "poison"})
+	}
+	dlq := x.st.ListTasks(TaskQuery{Status: TaskDLQ, Limit: 10})
+	if len(dlq) != 3 || dlq[0].ID != "d1" || dlq[0].Message != "poison" {
+		t.Fatalf("dlq = %+v", dlq)
+	}
+	if page := x.st.ListTasks(TaskQuery{Status: TaskDLQ, After: "d1", Limit: 1}); len(page) != 1 || page[0].ID != "d2" {
+		t.Fatalf("dlq page after d1 = %+v", page)
+	}
+	wantCode(t, x.apply(MsgRedriveTasks, RedriveTasksCommand{CommandMeta: meta0}, ""), CodeInvalidArgument, "ids")
+
+	at := t0.Add(2 * time.Hour)
+	r := x.apply(MsgRedriveTasks, RedriveTasksCommand{CommandMeta: CommandMeta{At: at}, IDs: []string{"d2", "d2", "missing"}}, "")
+	mustOK(t, r)
+	var ro RedriveOutcome
+	_ = json.Unmarshal(r.Value, &ro)
+	if !cmp.Equal(ro.Redriven, []string{"d2"}) {
+		t.Fatalf("redrive = %+v", ro)
+	}
+	tk, _ := x.st.Task("d2")
+	if tk.Status != TaskPending || tk.Attempts != 0 || tk.Unexpected != 0 || !tk.NextAttemptAt.Equal(at) || !tk.CompletedAt.IsZero() || x.st.TaskBacklog(tk.Shard) < 1 {
+		t.Fatalf("redriven task = %+v", tk)
+	}
+	if due := x.st.DueTasks(tk.Shard, at, 10, nil); len(due) != 1 || due[0].ID != "d2" {
+		t.Fatalf("redriven task not due: %+v", due)
+	}
+	r = x.apply(MsgRedriveTasks, RedriveTasksCommand{CommandMeta: CommandMeta{At: at}, All: true}, "")
+	mustOK(t, r)
+	ro = RedriveOutcome{}
+	_ = json.Unmarshal(r.Value, &ro)
+	if !cmp.Equal(ro.Redriven, []string{"d1", "d3"}) || ro.More {
+		t.Fatalf("redrive all = %+v", ro)
+	}
+	if n := len(x.st.ListTasks(TaskQuery{Status: TaskDLQ, Limit: 10})); n != 0 {
+		t.Fatalf("%d tasks left in the DLQ", n)
+	}
+	total := 0
+	for s := range taskShards {
+		total += x.st.TaskBacklog(s)
+	}
+	if total != 3 {
+		t.Fatalf("backlog after redrive = %d, want 3", total)
+	}
+}
+
+func TestCollectTasksByCutoff(t *testing.T) {
+	x := newTaskFSM(t)
+	for i, st := range []string{TaskSucceeded, TaskFailed, TaskDLQ, TaskSucceeded} {
+		id := fmt.Sprintf("c%d", i)
+		nt := newTaskFor(id, "ns", fmt.Sprintf("w%d", i), "")
+		x.submit(t0, 0, nt)
+		owner, epoch := x.owner(nt.Shard)
+		r := x.apply(MsgCompleteTasks, CompleteTasksCommand{CommandMeta: CommandMeta{At: t0.Add(time.Duration(i) * time.Hour)},
+			Shard: nt.Shard, Epoch: epoch, Node: owner, Results: []TaskResult{{TaskID: id, Status: st, Attempts: 1}}}, "")
+		mustOK(t, r)
+	}
+	x.submit(t0, 0, newTaskFor("p", "ns", "pending", ""))
+	// Cutoff +3h: c0 (0h), c1 (1h) go; c2 is DLQ, c3 completed at 3h stays,
+	// the pending task stays.
+	r := x.apply(MsgCollectTasks, CollectTasksCommand{CommandMeta: meta0, Before: t0.Add(3 * time.Hour), Limit: 1}, "")
+	mustOK(t, r)
+	var co CollectOutcome
+	_ = json.Unmarshal(r.Value, &co)
+	if co.Deleted != 1 || !co.More {
+		t.Fatalf("limited collect = %+v", co)
+	}
+	r = x.apply(MsgCollectTasks, CollectTasksCommand{CommandMeta: meta0, Before: t0.Add(3 * time.Hour)}, "")
+	mustOK(t, r)
+	co = CollectOutcome{}
+	_ = json.Unmarshal(r.Value, &co)
+	if co.Deleted != 1 || co.More {
+		t.Fatalf("collect = %+v", co)
+	}
+	for id, want := range map[string]bool{"c0": false, "c1": false, "c2": true, "c3": true, "p": true} {
+		if _, ok := x.st.Task(id); ok != want {
+			t.Errorf("task %s present = %v, want %v", id, ok, want)
+		}
+	}
+	wantCode(t, x.apply(MsgCollectTasks, CollectTasksCommand{CommandMeta: meta0}, ""), CodeInvalidArgument, "before")
+}
+
+func TestListTasksFilters(t *testing.T) {
+	x := newTaskFSM(t)
+	for i := range 12 {
+		x.submit(t0, 0, newTaskFor(fmt.Sprintf("l%02d", i), "ns", fmt.Sprintf("w%d", i), ""))
+	}
+	all := x.st.ListTasks(TaskQuery{Limit: 100})
+	if len(all) != 12 {
+		t.Fatalf("all = %d", len(all))
+	}
+	for s := range taskShards {
+		want := 0
+		for _, tk := range all {
+			if tk.Shard == s {
+				want++
+			}
+		}
+		got := x.st.ListTasks(TaskQuery{Shard: &s, Limit: 100})
+		if len(got) != want {
+			t.Fatalf("shard %d: %d tasks, want %d", s, len(got), want)
+		}
+		for _, tk := range got {
+			if tk.Shard != s {
+				t.Fatalf("shard %d listing has %+v", s, tk)
+			}
+		}
+		if n := len(x.st.ListTasks(TaskQuery{Shard: &s, Status: TaskPending, Limit: 100})); n != want {
+			t.Fatalf("shard %d pending: %d, want %d", s, n, want)
+		}
+	}
+	if page := x.st.ListTasks(TaskQuery{After: "l05", Limit: 2}); len(page) != 2 || page[0].ID != "l06" || page[1].ID != "l07" {
+		t.Fatalf("page = %+v", page)
+	}
+	if n := len(x.st.ListTasks(TaskQuery{Status: TaskSucceeded, Limit: 100})); n != 0 {
+		t.Fatalf("succeeded = %d", n)
+	}
+}
+
+func TestTasksSnapshotRoundTrip(t *testing.T) {
+	x := newTaskFSM(t)
+	x.submit(t0, 0, newTaskFor("s1", "ns", "w1", "r1"), newTaskFor("s2", "ns", "w2", ""), newTaskFor("s3", "ns", "w3", ""))
+	s2, _ := x.st.Task("s2")
+	owner, epoch := x.owner(s2.Shard)
+	x.complete(s2.Shard, owner, epoch, TaskResult{TaskID: "s2", Status: TaskDLQ, Unexpected: 5})
+	data := snapshotBytes(t, x.f)
+
+	dst := newTestFSM(t, StateOptions{})
+	wake, cancel := dst.State().Subscribe(TableTasks)
+	defer cancel()
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	default:
+		t.Fatal("restore did not wake TableTasks subscribers")
+	}
+	if diff := cmp.Diff(x.st.ListTasks(TaskQuery{Limit: 100}), dst.State().ListTasks(TaskQuery{Limit: 100})); diff != "" {
+		t.Fatalf("restored tasks differ:\n%s", diff)
+	}
+	for s := range taskShards {
+		if a, b := x.st.TaskBacklog(s), dst.State().TaskBacklog(s); a != b {
+			t.Fatalf("shard %d backlog %d vs restored %d", s, a, b)
+		}
+	}
+	// The indexes were rebuilt: idempotency and the DLQ listing work.
+	if tk, ok := dst.State().TaskByRequestID("ns", "r1"); !ok || tk.ID != "s1" {
+		t.Fatalf("request index after restore: %+v %v", tk, ok)
+	}
+	if dlq := dst.State().ListTasks(TaskQuery{Status: TaskDLQ, Limit: 10}); len(dlq) != 1 || dlq[0].ID != "s2" {
+		t.Fatalf("dlq after restore = %+v", dlq)
+	}
+	if again := snapshotBytes(t, dst); !bytes.Equal(again, data) {
+		t.Fatal("snapshot of the restored state is not byte-identical")
+	}
+}
+
+func TestTaskIDsSortByTime(t *testing.T) {
+	a, b := NewTaskID(t0), NewTaskID(t0.Add(time.Nanosecond))
+	if !(a < b) || len(a) != 32 || NewTaskID(t0) == a {
+		t.Fatalf("ids %s %s", a, b)
+	}
+}
+
+// The store helper maps a refusal to *shardmap.WrongOwnerError and assigns
+// ids and shards; exercised end to end on a one-node store.
+func TestStoreTaskHelpers(t *testing.T) {
+	c := newTestCluster(t, nil)
+	s := c.add("n1", 1)
+	c.start("n1")
+	c.leader(10 * time.Second)
+	ctx := t.Context()
+	if _, err := s.SetShardCount(ctx, SetShardCountCommand{Count: taskShards}); err != nil {
+		t.Fatal(err)
+	}
+	m, _, _ := shardmap.Rebalance(mustNewMap(t, taskShards), []string{"n1"}, nil)
+	if _, err := s.CommitShardMap(ctx, CommitShardMapCommand{Map: m}); err != nil {
+		t.Fatal(err)
+	}
+	nt := newTaskFor("", "ns", "wf", "rq")
+	nt.Shard = -5 // the helper assigns it
+	out, idx, err := s.SubmitTasks(ctx, SubmitTasksCommand{Tasks: []NewTask{nt}})
+	if err != nil || len(out) != 1 || out[0].Outcome != SubmitAccepted || out[0].Shard != shardmap.ShardOf("ns", "wf", taskShards) || len(out[0].TaskID) != 32 {
+		t.Fatalf("submit = %+v, %v", out, err)
+	}
+	if err := s.WaitForApplied(ctx, idx); err != nil {
+		t.Fatal(err)
+	}
+	shard, epoch := out[0].Shard, m.Shards[out[0].Shard].Epoch
+	_, err = s.CompleteTasks(ctx, CompleteTasksCommand{Shard: shard, Epoch: epoch + 7, Node: "n1",
+		Results: []TaskResult{{TaskID: out[0].TaskID, Status: TaskSucceeded}}})
+	var woe *shardmap.WrongOwnerError
+	if !errors.As(err, &woe) || woe.Owner != "n1" || woe.Epoch != epoch || woe.Shard != shard {
+		t.Fatalf("stale complete error = %v", err)
+	}
+	co, err := s.CompleteTasks(ctx, CompleteTasksCommand{Shard: shard, Epoch: epoch, Node: "n1",
+		Results: []TaskResult{{TaskID: out[0].TaskID, Status: TaskSucceeded, Attempts: 1}}})
+	if err != nil || co.Applied != 1 {
+		t.Fatalf("complete = %+v, %v", co, err)
+	}
+	if _, err := s.CompleteTasks(ctx, CompleteTasksCommand{Shard: shard, Node: "n1", Results: []TaskResult{{TaskID: "x", Status: "bogus"}}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("bad status error = %v", err)
+	}
+	// The collector, run as the leader would, deletes it once retention
+	// has passed (retention 1ns: everything completed is expired).
+	collectCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.RunTaskCollector(collectCtx, 20*time.Millisecond, func() time.Duration { return time.Nanosecond })
+	}()
+	waitFor(t, 10*time.Second, "the collector to delete the completed task", func() bool {
+		_, ok := s.Task(out[0].TaskID)
+		return !ok
+	})
+	stop()
+	<-done
+}

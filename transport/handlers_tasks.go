@@ -1,0 +1,368 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"fusebox/breakerpool"
+	"fusebox/raftstore"
+	"fusebox/shardmap"
+	"fusebox/transport/outbound"
+)
+
+// TaskService is the replicated task table as the task API uses it
+// (*raftstore.Store plus the node's dynamic limits; node.NewTaskAPI).
+type TaskService interface {
+	SubmitTasks(ctx context.Context, c raftstore.SubmitTasksCommand) ([]raftstore.SubmitOutcome, uint64, error)
+	RedriveTasks(ctx context.Context, c raftstore.RedriveTasksCommand) (raftstore.RedriveOutcome, error)
+	WaitForApplied(ctx context.Context, index uint64) error
+	Task(id string) (raftstore.Task, bool)
+	ListTasks(q raftstore.TaskQuery) []raftstore.Task
+	TaskBacklog(shard int) int
+	ShardCount() int
+	Endpoint(name string) (raftstore.Endpoint, bool)
+	// MaxShardBacklog is the pending-task limit per shard; 0: none.
+	MaxShardBacklog() int
+}
+
+// Task API limits.
+const (
+	// MaxTaskListLimit bounds one page of a listing.
+	MaxTaskListLimit = 1000
+	// MaxTaskBatchSubmit bounds the tasks of one batch submit.
+	MaxTaskBatchSubmit = 500
+	// overloadRetryAfter is the Retry-After of a 429, in seconds.
+	overloadRetryAfter = 1
+	// maxRedriveRounds bounds how many redrive commands "all" proposes.
+	maxRedriveRounds = 100
+)
+
+// taskRoutes registers the task and DLQ routes over svc. The server calls
+// it when Deps.Tasks is set.
+func (s *Server) taskRoutes(svc TaskService) {
+	h := &taskHandlers{s: s, svc: svc}
+	s.handle("POST /v1/tasks", h.submit)
+	s.handle("POST /v1/tasks:batch", h.submitBatch)
+	s.handle("GET /v1/tasks/{id}", h.get)
+	s.handle("GET /v1/tasks", h.list)
+	s.handle("GET /v1/dlq", h.dlq)
+	s.handle("POST /v1/dlq/redrive", h.redrive)
+}
+
+type taskHandlers struct {
+	s   *Server
+	svc TaskService
+}
+
+func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
+	var in TaskSubmit
+	if err := h.s.readJSON(w, r, &in); err != nil {
+		return err
+	}
+	meta := h.s.meta(r)
+	nt, err := h.newTask(&in, meta.At, "")
+	if err != nil {
+		return err
+	}
+	if err := h.checkBacklog(nt.Shard); err != nil {
+		return err
+	}
+	out, idx, err := h.svc.SubmitTasks(r.Context(), raftstore.SubmitTasksCommand{
+		CommandMeta: meta, Tasks: []raftstore.NewTask{nt}, MaxShardBacklog: h.svc.MaxShardBacklog(),
+	})
+	if err != nil {
+		return err
+	}
+	if len(out) != 1 {
+		return fmt.Errorf("submit: %d outcomes for one task", len(out))
+	}
+	if out[0].Outcome == raftstore.SubmitOverloaded {
+		return overloaded(out[0].Shard, h.svc.MaxShardBacklog())
+	}
+	h.waitApplied(r.Context(), idx)
+	writeJSON(w, http.StatusAccepted, TaskAccepted{TaskID: out[0].TaskID, Shard: out[0].Shard, Duplicate: out[0].Outcome == raftstore.SubmitDuplicate})
+	return nil
+}
+
+func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error {
+	var in TaskBatchSubmit
+	if err := h.s.readJSON(w, r, &in); err != nil {
+		return err
+	}
+	switch {
+	case len(in.Tasks) == 0:
+		return BadField("tasks", "at least one task is required")
+	case len(in.Tasks) > MaxTaskBatchSubmit:
+		return BadField("tasks", "%d tasks exceeds the batch limit of %d", len(in.Tasks), MaxTaskBatchSubmit)
+	}
+	meta := h.s.meta(r)
+	tasks := make([]raftstore.NewTask, len(in.Tasks))
+	for i := range in.Tasks {
+		// Ids sort by time: offset each by its position to keep batch order.
+		nt, err := h.newTask(&in.Tasks[i], meta.At.Add(time.Duration(i)), fmt.Sprintf("tasks[%d].", i))
+		if err != nil {
+			return err
+		}
+		tasks[i] = nt
+	}
+	out, idx, err := h.svc.SubmitTasks(r.Context(), raftstore.SubmitTasksCommand{
+		CommandMeta: meta, Tasks: tasks, MaxShardBacklog: h.svc.MaxShardBacklog(),
+	})
+	if err != nil {
+		return err
+	}
+	res := TaskBatchAccepted{Results: make([]TaskBatchItem, len(out))}
+	queued := 0
+	for i, o := range out {
+		res.Results[i] = TaskBatchItem{TaskID: o.TaskID, Shard: o.Shard, Outcome: o.Outcome}
+		switch o.Outcome {
+		case raftstore.SubmitOverloaded:
+			res.Results[i].TaskID = ""
+			res.RetryAfter = overloadRetryAfter
+		default:
+			queued++
+		}
+	}
+	if queued == 0 {
+		return overloaded(out[0].Shard, h.svc.MaxShardBacklog())
+	}
+	h.waitApplied(r.Context(), idx)
+	writeJSON(w, http.StatusAccepted, res)
+	return nil
+}
+
+// newTask validates one submit and builds the task to propose. Errors are
+// 400s naming the API body's field (with prefix for a batch item), or a 413
+// for a request over the payload limit.
+func (h *taskHandlers) newTask(in *TaskSubmit, at time.Time, prefix string) (raftstore.NewTask, error) {
+	bad := func(field, format string, args ...any) error { return BadField(prefix+field, format, args...) }
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{
+		{"namespace_id", in.NamespaceID, 256}, {"workflow_id", in.WorkflowID, 256},
+		{"destination", in.Destination, 2048}, {"request_id", in.RequestID, 256},
+	} {
+		switch {
+		case strings.TrimSpace(f.v) == "" && f.name != "request_id":
+			return raftstore.NewTask{}, bad(f.name, "required")
+		case len(f.v) > f.max:
+			return raftstore.NewTask{}, bad(f.name, "longer than %d bytes", f.max)
+		case strings.ContainsFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+			return raftstore.NewTask{}, bad(f.name, "contains control characters")
+		}
+	}
+	req := outbound.Request{
+		TaskGroup: in.TaskGroup, Service: in.Request.Service, Operation: in.Request.Operation, Input: in.Request.Input,
+		OperationID: in.Request.OperationID, RequestID: in.Request.NexusRequestID,
+		CallbackURL: in.Request.CallbackURL, CallbackHeader: in.Request.CallbackHeader,
+		Completion: in.Request.Completion, Body: in.Request.Body, ContentType: in.Request.ContentType, Header: in.Request.Header,
+	}
+	// The URL the request is validated with: the callback URL itself, or
+	// the endpoint's target now (re-resolved at every delivery, since
+	// endpoints can change; TASKS.md).
+	check := req
+	switch in.TaskGroup {
+	case breakerpool.TaskGroupCallback:
+		req.URL, check.URL = in.Destination, in.Destination
+	case breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation:
+		ep, ok := h.svc.Endpoint(in.Destination)
+		if !ok {
+			return raftstore.NewTask{}, bad("destination", "unknown nexus endpoint %q (GET /v1/endpoints lists them)", in.Destination)
+		}
+		check.URL = ep.URL
+	case "":
+		return raftstore.NewTask{}, bad("task_group", "required")
+	default:
+		return raftstore.NewTask{}, bad("task_group", "unknown task group %q (want %q, %q or %q)", in.TaskGroup,
+			breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation, breakerpool.TaskGroupCallback)
+	}
+	id := raftstore.NewTaskID(at)
+	if check.RequestID == "" {
+		check.RequestID = id // the queue sends the task id when none is given
+	}
+	if err := check.Validate(); err != nil {
+		var ve *outbound.ValidationError
+		if errors.As(err, &ve) {
+			return raftstore.NewTask{}, bad(apiRequestField(ve.Field), "%s", ve.Reason)
+		}
+		return raftstore.NewTask{}, bad("request", "%v", err)
+	}
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return raftstore.NewTask{}, bad("request", "%v", err)
+	}
+	if len(raw) > raftstore.MaxTaskRequestBytes {
+		e := Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "the request is %d bytes encoded, over the %d byte limit per task", len(raw), raftstore.MaxTaskRequestBytes)
+		e.Field = prefix + "request"
+		return raftstore.NewTask{}, e
+	}
+	n := h.svc.ShardCount()
+	if n <= 0 {
+		return raftstore.NewTask{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the cluster has no shard count yet", RetryAfter: 1}
+	}
+	return raftstore.NewTask{
+		ID: id, Shard: shardmap.ShardOf(in.NamespaceID, in.WorkflowID, n), NamespaceID: in.NamespaceID, WorkflowID: in.WorkflowID,
+		TaskGroup: in.TaskGroup, Destination: in.Destination, RequestID: in.RequestID, Request: raw,
+	}, nil
+}
+
+// apiRequestField maps an outbound.Request field onto the API body.
+func apiRequestField(f string) string {
+	switch {
+	case f == "url":
+		return "destination"
+	case f == "task_group":
+		return "task_group"
+	case f == "request_id":
+		return "request.nexus_request_id"
+	}
+	return "request." + f
+}
+
+// checkBacklog refuses a submit to a shard over its limit before paying for
+// a raft round trip (a stale local count; the FSM enforces it exactly).
+func (h *taskHandlers) checkBacklog(shard int) error {
+	if max := h.svc.MaxShardBacklog(); max > 0 && h.svc.TaskBacklog(shard) >= max {
+		return overloaded(shard, max)
+	}
+	return nil
+}
+
+func overloaded(shard, max int) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Code: CodeOverloaded, RetryAfter: overloadRetryAfter,
+		Message: fmt.Sprintf("shard %d has %d or more pending tasks; retry later", shard, max)}
+}
+
+func (h *taskHandlers) waitApplied(ctx context.Context, index uint64) {
+	ctx, cancel := context.WithTimeout(ctx, readYourWritesWait)
+	defer cancel()
+	if err := h.svc.WaitForApplied(ctx, index); err != nil {
+		h.s.log.Warn("task write committed but not yet applied locally", "index", index, "err", err)
+	}
+}
+
+func (h *taskHandlers) get(w http.ResponseWriter, r *http.Request) error {
+	t, ok := h.svc.Task(r.PathValue("id"))
+	if !ok {
+		return Errorf(http.StatusNotFound, CodeNotFound, "no task %q (terminal tasks are collected after the retention period)", r.PathValue("id"))
+	}
+	writeJSON(w, http.StatusOK, toTask(t, true))
+	return nil
+}
+
+func (h *taskHandlers) list(w http.ResponseWriter, r *http.Request) error {
+	q, err := listQuery(r)
+	if err != nil {
+		return err
+	}
+	if v := r.URL.Query().Get("shard"); v != "" {
+		n, err := intParam(r, "shard", 0, 0, shardmap.MaxShards-1)
+		if err != nil {
+			return err
+		}
+		q.Shard = &n
+	}
+	switch st := r.URL.Query().Get("status"); st {
+	case "", raftstore.TaskPending, raftstore.TaskSucceeded, raftstore.TaskFailed, raftstore.TaskDLQ:
+		q.Status = st
+	default:
+		return BadField("status", "want pending, succeeded, failed or dlq, got %q", st)
+	}
+	h.writeList(w, q)
+	return nil
+}
+
+func (h *taskHandlers) dlq(w http.ResponseWriter, r *http.Request) error {
+	q, err := listQuery(r)
+	if err != nil {
+		return err
+	}
+	q.Status = raftstore.TaskDLQ
+	h.writeList(w, q)
+	return nil
+}
+
+func listQuery(r *http.Request) (raftstore.TaskQuery, error) {
+	limit, err := intParam(r, "limit", 100, 1, MaxTaskListLimit)
+	if err != nil {
+		return raftstore.TaskQuery{}, err
+	}
+	after := r.URL.Query().Get("after")
+	if len(after) > 128 {
+		return raftstore.TaskQuery{}, BadField("after", "longer than 128 bytes")
+	}
+	return raftstore.TaskQuery{Limit: limit, After: after}, nil
+}
+
+func (h *taskHandlers) writeList(w http.ResponseWriter, q raftstore.TaskQuery) {
+	ts := h.svc.ListTasks(q)
+	out := TaskList{Tasks: make([]Task, len(ts))}
+	for i, t := range ts {
+		out.Tasks[i] = toTask(t, false)
+	}
+	if len(ts) == q.Limit {
+		out.Next = ts[len(ts)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *taskHandlers) redrive(w http.ResponseWriter, r *http.Request) error {
+	var in Redrive
+	if err := h.s.readJSON(w, r, &in); err != nil {
+		return err
+	}
+	switch {
+	case in.All && len(in.IDs) > 0:
+		return BadField("ids", "give ids or all, not both")
+	case !in.All && len(in.IDs) == 0:
+		return BadField("ids", "give the ids to redrive, or \"all\": true")
+	case len(in.IDs) > raftstore.MaxRedriveBatch:
+		return BadField("ids", "%d ids exceeds the limit of %d per call", len(in.IDs), raftstore.MaxRedriveBatch)
+	}
+	res := RedriveResult{Redriven: []string{}}
+	for round := 0; ; round++ {
+		meta := h.s.meta(r)
+		if round > 0 {
+			meta.RequestID = "" // each round is its own command
+		}
+		out, err := h.svc.RedriveTasks(r.Context(), raftstore.RedriveTasksCommand{CommandMeta: meta, IDs: in.IDs, All: in.All})
+		if err != nil {
+			if round > 0 {
+				break // report what was done; the caller can repeat
+			}
+			return err
+		}
+		res.Redriven = append(res.Redriven, out.Redriven...)
+		res.More = out.More
+		if !out.More || round+1 >= maxRedriveRounds {
+			break
+		}
+	}
+	res.Count = len(res.Redriven)
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func toTask(t raftstore.Task, withRequest bool) Task {
+	out := Task{
+		ID: t.ID, Shard: t.Shard, NamespaceID: t.NamespaceID, WorkflowID: t.WorkflowID, TaskGroup: t.TaskGroup,
+		Destination: t.Destination, RequestID: t.RequestID, Status: t.Status, Attempts: t.Attempts,
+		CreatedAt: t.CreatedAt, CompletedAt: t.CompletedAt, OperationID: t.OperationID, Output: t.Output,
+	}
+	if t.Status == raftstore.TaskPending {
+		out.NextAttemptAt = t.NextAttemptAt
+	}
+	if t.HTTPStatus != 0 || t.Message != "" {
+		out.LastAnswer = &TaskAnswer{HTTPStatus: t.HTTPStatus, Message: t.Message}
+	}
+	if withRequest {
+		out.Request = t.Request
+	}
+	return out
+}

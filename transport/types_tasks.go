@@ -1,0 +1,143 @@
+package transport
+
+import (
+	"encoding/json"
+	"time"
+
+	"fusebox/transport/outbound"
+)
+
+// Wire types of the task API (POST /v1/tasks, GET /v1/tasks/{id},
+// GET /v1/tasks, GET /v1/dlq, POST /v1/dlq/redrive). External contract:
+// add fields, never rename them.
+
+// TaskSubmit is the body of POST /v1/tasks and one item of a batch.
+type TaskSubmit struct {
+	NamespaceID string `json:"namespace_id"`
+	WorkflowID  string `json:"workflow_id"`
+	// TaskGroup is nexusoperations.Invocation, nexusoperations.Cancelation
+	// or callbacks.Invocation.
+	TaskGroup string `json:"task_group"`
+	// Destination is the Nexus endpoint name (Nexus task groups; it must be
+	// registered) or the callback URL (callbacks.Invocation).
+	Destination string `json:"destination"`
+	// RequestID makes the submit idempotent within the namespace: a second
+	// submit with the same one answers with the first task's id and shard.
+	RequestID string      `json:"request_id,omitempty"`
+	Request   TaskRequest `json:"request"`
+}
+
+// TaskRequest is the call a task makes. Which fields apply depends on the
+// task group: service, operation and input (start); service, operation and
+// operation_id (cancel); completion, or body and content_type (callback).
+type TaskRequest struct {
+	Service   string          `json:"service,omitempty"`
+	Operation string          `json:"operation,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	// OperationID is the token of the operation to cancel.
+	OperationID string `json:"operation_id,omitempty"`
+	// NexusRequestID is sent as Nexus-Request-Id; it defaults to the task id,
+	// which stays the same across redeliveries.
+	NexusRequestID string            `json:"nexus_request_id,omitempty"`
+	CallbackURL    string            `json:"callback_url,omitempty"`
+	CallbackHeader map[string]string `json:"callback_header,omitempty"`
+	// Completion (a Nexus completion) or Body (raw, base64 in JSON) with
+	// ContentType: callbacks only.
+	Completion  *outbound.Completion `json:"completion,omitempty"`
+	Body        []byte               `json:"body,omitempty"`
+	ContentType string               `json:"content_type,omitempty"`
+	Header      map[string]string    `json:"header,omitempty"`
+}
+
+// TaskAccepted is the 202 answer of a submit.
+type TaskAccepted struct {
+	TaskID string `json:"task_id"`
+	Shard  int    `json:"shard"`
+	// Duplicate is true when the request id was seen before: TaskID and
+	// Shard are the original task's and nothing new was queued.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// TaskBatchSubmit is the body of POST /v1/tasks:batch.
+type TaskBatchSubmit struct {
+	Tasks []TaskSubmit `json:"tasks"`
+}
+
+// Batch item outcomes.
+const (
+	OutcomeAccepted  = "accepted"
+	OutcomeDuplicate = "duplicate"
+	// OutcomeOverloaded: the task's shard is over its backlog limit; the
+	// task was not queued, resubmit it later.
+	OutcomeOverloaded = "overloaded"
+)
+
+// TaskBatchItem is the answer for one task of a batch, in request order.
+type TaskBatchItem struct {
+	TaskID  string `json:"task_id,omitempty"`
+	Shard   int    `json:"shard"`
+	Outcome string `json:"outcome"`
+}
+
+// TaskBatchAccepted is the 202 answer of a batch submit.
+type TaskBatchAccepted struct {
+	Results []TaskBatchItem `json:"results"`
+	// RetryAfter, in seconds, is set when some tasks were overloaded.
+	RetryAfter int `json:"retry_after,omitempty"`
+}
+
+// Task is GET /v1/tasks/{id} and one entry of a listing (listings leave
+// Request out).
+type Task struct {
+	ID            string          `json:"id"`
+	Shard         int             `json:"shard"`
+	NamespaceID   string          `json:"namespace_id"`
+	WorkflowID    string          `json:"workflow_id"`
+	TaskGroup     string          `json:"task_group"`
+	Destination   string          `json:"destination"`
+	RequestID     string          `json:"request_id,omitempty"`
+	Status        string          `json:"status"`
+	Attempts      int             `json:"attempts"`
+	NextAttemptAt time.Time       `json:"next_attempt_at,omitzero"`
+	CreatedAt     time.Time       `json:"created_at"`
+	CompletedAt   time.Time       `json:"completed_at,omitzero"`
+	LastAnswer    *TaskAnswer     `json:"last_answer,omitempty"`
+	OperationID   string          `json:"operation_id,omitempty"`
+	Output        json.RawMessage `json:"output,omitempty"`
+	Request       json.RawMessage `json:"request,omitempty"`
+}
+
+// TaskAnswer is the destination's last answer (or the error instead).
+type TaskAnswer struct {
+	HTTPStatus int    `json:"http_status,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+// TaskList is GET /v1/tasks and GET /v1/dlq. Next, when set, is the
+// `after` of the next page.
+type TaskList struct {
+	Tasks []Task `json:"tasks"`
+	Next  string `json:"next,omitempty"`
+}
+
+// TaskListQuery filters GET /v1/tasks (zero values: no filter).
+type TaskListQuery struct {
+	Shard  *int
+	Status string
+	After  string
+	Limit  int
+}
+
+// Redrive is the body of POST /v1/dlq/redrive: ids, or all.
+type Redrive struct {
+	IDs []string `json:"ids,omitempty"`
+	All bool     `json:"all,omitempty"`
+}
+
+// RedriveResult answers a redrive with the ids moved back to pending.
+type RedriveResult struct {
+	Redriven []string `json:"redriven"`
+	Count    int      `json:"count"`
+	// More is set when "all" stopped before the DLQ was empty.
+	More bool `json:"more,omitempty"`
+}
