@@ -77,7 +77,11 @@ func shardsCmd(o *adminOpts) *cobra.Command {
 					fmt.Fprintf(tw, "shard\t%d\nowner\t%s\nepoch\t%d\npinned\t%s\nowner draining\t%s\nmap version\t%d\n",
 						d.Shard.Shard, orDash(d.Owner), d.Epoch, orDash(d.Pinned), yesNo(d.OwnerDraining), d.Version)
 					if d.Backlog != nil && d.AckLevel != nil {
-						fmt.Fprintf(tw, "backlog\t%d\nack level\t%d\n", *d.Backlog, *d.AckLevel)
+						ack := "- (nothing pending)"
+						if *d.AckLevel > 0 {
+							ack = time.UnixMilli(int64(*d.AckLevel)).UTC().Format(time.RFC3339Nano) + " (oldest pending task)"
+						}
+						fmt.Fprintf(tw, "backlog\t%d\nack level\t%s\n", *d.Backlog, ack)
 					} else {
 						fmt.Fprintf(tw, "backlog\t(%s)\nack level\t(%s)\n", d.Tasks, d.Tasks)
 					}
