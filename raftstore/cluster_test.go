@@ -262,3 +262,39 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A server that restarts on another Raft address (a pod with a new IP) is
+// moved to its new address by the leader, keeps its vote, and catches up.
+func TestRestartedServerOnNewAddressIsUpdated(t *testing.T) {
+	c := newTestCluster(t, func(cfg *Config) { cfg.ReapTimeout = time.Minute })
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.add(id, 3)
+	}
+	c.start("n1", "n2", "n3")
+	leader := c.leader(15 * time.Second)
+	victim := c.follower().NodeID()
+	oldAddr := c.nodes[victim].RaftAddr()
+	c.kill(victim)
+	s := c.add(victim, 3) // same data dir, new port
+	if s.RaftAddr() == oldAddr {
+		t.Fatalf("restart reused %s; the test needs a new address", oldAddr)
+	}
+	c.start(victim)
+	waitFor(t, 15*time.Second, "leader uses the new address", func() bool {
+		servers, err := c.leader(10 * time.Second).Configuration()
+		if err != nil {
+			return false
+		}
+		for _, sv := range servers {
+			if sv.ID == victim {
+				return sv.Address == s.RaftAddr() && sv.Suffrage == "Voter"
+			}
+		}
+		return false
+	})
+	e, err := leader.SetConfig(context.Background(), SetConfigCommand{Key: "after-move", Value: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitAllApplied(e.Index, 10*time.Second)
+}

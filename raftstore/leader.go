@@ -200,7 +200,10 @@ func (s *Store) reconcile(ctx context.Context, r *raft.Raft, rs *reconcileState)
 		if m.Status != MemberAlive || m.RaftAddr == "" {
 			continue
 		}
-		if _, ok := inConfig[id]; ok {
+		if sv, ok := inConfig[id]; ok {
+			if string(sv.Address) != m.RaftAddr && id != s.cfg.NodeID {
+				s.updateAddress(r, sv, m.RaftAddr)
+			}
 			continue
 		}
 		if err := r.AddNonvoter(raft.ServerID(id), raft.ServerAddress(m.RaftAddr), 0, s.cfg.ApplyTimeout).Error(); err != nil {
@@ -245,6 +248,25 @@ func (s *Store) reconcile(ctx context.Context, r *raft.Raft, rs *reconcileState)
 		delete(rs.nonvoterSince, id)
 		voters++
 	}
+}
+
+// updateAddress moves a server that came back on another Raft address (a
+// restarted pod with a new IP, say) to the address its gossip metadata now
+// advertises, keeping its suffrage: raft's AddVoter and AddNonvoter update the
+// address of a server already in the configuration. Without it the leader
+// would keep dialling the old address until the server is reaped.
+func (s *Store) updateAddress(r *raft.Raft, sv raft.Server, addr string) {
+	var f raft.IndexFuture
+	if sv.Suffrage == raft.Voter {
+		f = r.AddVoter(sv.ID, raft.ServerAddress(addr), 0, s.cfg.ApplyTimeout)
+	} else {
+		f = r.AddNonvoter(sv.ID, raft.ServerAddress(addr), 0, s.cfg.ApplyTimeout)
+	}
+	if err := f.Error(); err != nil {
+		s.logger.Warn("reconcile: update server address", "server", sv.ID, "from", sv.Address, "to", addr, "error", err)
+		return
+	}
+	s.logger.Info("updated server raft address", "server", sv.ID, "from", sv.Address, "to", addr)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
