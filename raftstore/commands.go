@@ -28,8 +28,8 @@ const (
 	MsgSetShardPin     MessageType = 10
 	MsgReleaseShard    MessageType = 11
 	MsgSetDrainingNode MessageType = 12
-	// Next: 13 (16–19 are taken by the task table, commands_tasks.go). Append only.
-	// 16–31: the task family, see commands_tasks.go.
+	// Next: 13. Append only.
+	// 16–31: the task family, see commands_tasks.go (16–19 taken).
 )
 
 func (t MessageType) String() string {
@@ -58,6 +58,14 @@ func (t MessageType) String() string {
 		return "release_shard"
 	case MsgSetDrainingNode:
 		return "set_draining_node"
+	case MsgSubmitTasks:
+		return "submit_tasks"
+	case MsgCompleteTasks:
+		return "complete_tasks"
+	case MsgRedriveTasks:
+		return "redrive_tasks"
+	case MsgCollectTasks:
+		return "collect_tasks"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }

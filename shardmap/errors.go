@@ -5,13 +5,6 @@ import (
 	"fmt"
 )
 
-// WrongOwnerCode is the wire code of a WrongOwnerError. An API that refuses a
-// request with it sends the error's fields alongside (JSON names "shard",
-// "owner", "epoch"); the client rebuilds the *WrongOwnerError from them, so
-// errors.Is(err, ErrWrongOwner) holds on both sides. It plays the part of
-// Temporal's ShardOwnershipLost.
-const WrongOwnerCode = "SHARD_OWNERSHIP_LOST"
-
 // ErrWrongOwner matches, with errors.Is, every *WrongOwnerError however deeply
 // it is wrapped.
 var ErrWrongOwner = errors.New("shardmap: wrong shard owner")

@@ -32,14 +32,15 @@ func TestWrongOwnerErrorIsAs(t *testing.T) {
 	}
 }
 
-// TestWrongOwnerErrorWire rebuilds the error from its code and JSON fields, as
-// a client does, and checks it still matches.
+// TestWrongOwnerErrorWire rebuilds the error from its JSON fields, as a
+// client does (the API sends them with code "wrong_owner"), and checks it
+// still matches.
 func TestWrongOwnerErrorWire(t *testing.T) {
 	sent := &WrongOwnerError{Shard: 3, Owner: "node-9", Epoch: 12}
 	body, err := json.Marshal(struct {
 		Code string `json:"code"`
 		*WrongOwnerError
-	}{WrongOwnerCode, sent})
+	}{"wrong_owner", sent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestWrongOwnerErrorWire(t *testing.T) {
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Code != WrongOwnerCode || got.WrongOwnerError != *sent {
+	if got.Code != "wrong_owner" || got.WrongOwnerError != *sent {
 		t.Fatalf("wire round trip: %s → %+v", body, got)
 	}
 	rebuilt := fmt.Errorf("remote: %w", &got.WrongOwnerError)
