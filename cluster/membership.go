@@ -297,15 +297,18 @@ func (m *Membership) UpdateMeta(fn func(*Meta)) error {
 	}
 	m.meta = next
 	m.metaBytes.Store(&b)
-	m.mu.Lock() // keep Close from shutting memberlist down underneath
-	defer m.mu.Unlock()
-	if m.closed {
+	m.mu.Lock()
+	closed, ml := m.closed, m.ml.Load()
+	m.mu.Unlock()
+	if closed {
 		return ErrClosed
 	}
-	ml := m.ml.Load()
 	if ml == nil {
 		return nil // advertised at Start
 	}
+	// Wait (bounded) for a peer to take the update without holding m.mu, so
+	// Close is never held up by it; memberlist is safe to use concurrently
+	// with its own Shutdown, and push/pull carries the update anyway.
 	if err := ml.UpdateNode(m.cfg.LeaveTimeout); err != nil {
 		return fmt.Errorf("cluster: UpdateMeta: %w", err)
 	}
