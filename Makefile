@@ -21,9 +21,11 @@ run: build
 test: tools lint
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
-# Tools the tests need beyond Go (promtool, to check the alert rules).
+# Tools the tests need beyond Go: promtool (alert rules) and Chromium (the
+# status page's browser test).
 tools:
 	@sh deploy/install-tools.sh
+	@sh ui/install-chromium.sh
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)

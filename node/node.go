@@ -18,6 +18,7 @@ import (
 	"fusebox/ownership"
 	"fusebox/raftstore"
 	"fusebox/transport"
+	"fusebox/ui"
 )
 
 // Node is one running fusebox node.
@@ -33,6 +34,7 @@ type Node struct {
 	members *cluster.Membership
 	hints   *cluster.Policy
 	hintFwd hintForwarder
+	uiRec   *ui.Recorder // recent breaker transitions for the status page
 	store   *raftstore.Store
 	shards  *ownership.Manager
 	deliver *deliveries
@@ -83,7 +85,14 @@ func (n *Node) Start(ctx context.Context) error {
 	n.httpLn = ln
 
 	n.config = dynconfig.NewCollection(n.log.With("component", "dynconfig"))
-	if n.pool, err = breakerpool.New(breakerpool.Config{Observer: n.hintFwd.observe}, n.config, n.reg, n.log.With("component", "breakerpool")); err != nil {
+	if n.uiRec, err = ui.NewRecorder(0); err != nil {
+		return err
+	}
+	observe := func(t breakerpool.Transition) {
+		n.hintFwd.observe(t)
+		n.uiRec.Observe(t)
+	}
+	if n.pool, err = breakerpool.New(breakerpool.Config{Observer: observe}, n.config, n.reg, n.log.With("component", "breakerpool")); err != nil {
 		return err
 	}
 	n.pool.Start()
@@ -141,6 +150,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(func() { n.watchConfig(loopCtx) })
 	n.goLoop(func() { n.watchForcedBreakers(loopCtx) })
 
+	peers := func(addr string) *transport.Client { return transport.NewClient(addr, cfg.AdminToken, nil) }
 	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), AdminToken: cfg.AdminToken}, transport.Deps{
 		Gatherer: n.reg,
 		Ready:    n.ready,
@@ -149,7 +159,9 @@ func (n *Node) Start(ctx context.Context) error {
 		Breakers: n.pool,
 		Tasks:    NewTaskAPI(n.store, n.config),
 		Shards:   n.shards,
-		Peers:    func(addr string) *transport.Client { return transport.NewClient(addr, cfg.AdminToken, nil) },
+		Peers:    peers,
+		UI: ui.New(ui.Deps{NodeID: cfg.NodeID, Recorder: n.uiRec, Members: apiMembers{n.members}, Peers: peers},
+			n.log.With("component", "ui")),
 	}, n.log.With("component", "api"))
 	n.api.Serve(ln)
 	n.log.Info("node started", "http", n.HTTPAddr(), "gossip", n.GossipAddr(), "raft", n.RaftAddr())

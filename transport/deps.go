@@ -29,6 +29,8 @@ type Deps struct {
 	Breakers Breakers
 	// Peers reaches other nodes' APIs (for ?scope=cluster).
 	Peers func(httpAddr string) *Client
+	// UI serves the status page at /ui/ (package ui); nil leaves it out.
+	UI http.Handler
 	// Tasks is the durable task table (handlers_tasks.go declares it).
 	Tasks TaskService
 	// Shards is shard ownership and its admin operations
@@ -88,6 +90,9 @@ func (s *Server) registerRoutes() {
 	}
 	if s.deps.Tasks != nil {
 		s.taskRoutes(s.deps.Tasks)
+	}
+	if s.deps.UI != nil {
+		s.mountUI(s.deps.UI)
 	}
 }
 

@@ -1,0 +1,252 @@
+// fusebox status page. Plain JS, no framework, no build step: every two
+// seconds it reads this node's JSON API and redraws five sections. Every
+// string from the API goes into the DOM as text (textContent, title,
+// dataset), never as markup.
+'use strict';
+
+(() => {
+  const REFRESH_MS = 2000;
+  const FETCH_TIMEOUT_MS = 5000;
+  const OWNER_COLOURS = 8; // owner-0 … owner-7 in app.css
+  const STATES = {
+    closed: { symbol: '✓', label: 'closed' },
+    'half-open': { symbol: '◐', label: 'half-open' },
+    open: { symbol: '✕', label: 'OPEN' },
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  // el builds an element: props are assigned as DOM properties (className,
+  // title, ...) except dataset, which is merged; children are nodes or
+  // strings (as text).
+  function el(tag, props, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (v === undefined || v === null) continue;
+      if (k === 'dataset') Object.assign(e.dataset, v);
+      else e[k] = v;
+    }
+    for (const c of children) {
+      if (c === undefined || c === null || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  async function getJSON(path) {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), FETCH_TIMEOUT_MS);
+    try {
+      const resp = await fetch(path, { signal: ctl.signal, headers: { Accept: 'application/json' }, cache: 'no-store' });
+      const body = await resp.json().catch(() => null);
+      if (!resp.ok) {
+        const msg = body && body.error ? `${body.error.code}: ${body.error.message}` : `HTTP ${resp.status}`;
+        throw new Error(`${path}: ${msg}`);
+      }
+      return body;
+    } catch (err) {
+      if (err.name === 'AbortError') throw new Error(`${path}: no answer within ${FETCH_TIMEOUT_MS / 1000}s`);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  function showError(id, result) {
+    const p = $(id);
+    if (result.status === 'rejected') {
+      p.textContent = `Could not load: ${result.reason && result.reason.message ? result.reason.message : result.reason}`;
+      p.hidden = false;
+      return true;
+    }
+    p.hidden = true;
+    p.textContent = '';
+    return false;
+  }
+
+  const keyOf = (b) => `${b.task_group}/${b.namespace}/${b.destination}`;
+  const fmtTime = (s) => {
+    const d = new Date(s);
+    return isNaN(d) ? String(s) : d.toISOString().replace('T', ' ').replace('Z', ' UTC');
+  };
+
+  // Node order and owner colours: members sorted by id, then any other id
+  // seen (an owner that already left), so colours are stable between
+  // refreshes.
+  function nodeOrder(members, extra) {
+    const ids = new Set((members || []).map((m) => m.id));
+    for (const id of extra) if (id) ids.add(id);
+    return [...ids].sort();
+  }
+
+  function renderMembers(members) {
+    const tbody = $('members').tBodies[0];
+    const rows = [...(members || [])].sort((a, b) => a.id.localeCompare(b.id)).map((m) =>
+      el('tr', { dataset: { member: m.id, state: m.state }, className: `member-${m.state}` },
+        el('th', { scope: 'row' }, m.id),
+        el('td', {}, m.state, m.suspect ? ' (suspects its egress)' : ''),
+        el('td', {}, m.raft_role),
+        el('td', { className: m.leader ? 'leader' : '' }, m.leader ? '★ leader' : ''),
+        el('td', { className: 'mono' }, m.http_addr),
+        el('td', {}, m.version || '')));
+    tbody.replaceChildren(...rows);
+  }
+
+  function renderRaft(raft) {
+    $('raft-summary').textContent = `Raft: leader ${raft.leader || 'none'}, term ${raft.term}, ` +
+      `applied index ${raft.applied_index} as seen by ${raft.node_id} (${raft.state}).`;
+  }
+
+  function renderShards(list, order) {
+    const shards = (list && list.shards) || [];
+    const owners = new Map(order.map((id, i) => [id, i]));
+    const counts = new Map();
+    for (const s of shards) counts.set(s.owner, (counts.get(s.owner) || 0) + 1);
+    const draining = new Set(((list && list.draining) || []).map((d) => d.node));
+
+    $('shards-summary').textContent = `${list ? list.num_shards : 0} shards, map version ${list ? list.version : '?'}. ` +
+      'P = pinned by an operator, D = owner draining.';
+    $('shard-legend').replaceChildren(...order.filter((id) => counts.has(id)).map((id) =>
+      el('li', { dataset: { owner: id } },
+        el('span', { className: `swatch owner-${owners.get(id) % OWNER_COLOURS}` }, id),
+        ` ${counts.get(id)} shard${counts.get(id) === 1 ? '' : 's'}${draining.has(id) ? ', draining' : ''}`)));
+
+    $('shards').replaceChildren(...shards.map((s) => {
+      const cls = ['shard', s.owner ? `owner-${owners.get(s.owner) % OWNER_COLOURS}` : 'unowned'];
+      const marks = [];
+      let title = `shard ${s.shard}: owner ${s.owner || 'none'}, epoch ${s.epoch}`;
+      if (s.pinned) { cls.push('pinned'); marks.push('P'); title += `, pinned to ${s.pinned}`; }
+      if (s.owner_draining) { cls.push('draining'); marks.push('D'); title += ', owner draining'; }
+      return el('li', { className: cls.join(' '), title, dataset: { shard: String(s.shard), owner: s.owner || '' } },
+        el('span', { className: 'shard-no' }, `#${s.shard}`),
+        el('span', { className: 'shard-owner' }, s.owner || 'unowned'),
+        marks.length ? el('span', { className: 'shard-marks' }, marks.join(' ')) : null);
+    }));
+  }
+
+  function breakerCell(key, node, b, unreachable) {
+    if (!b) {
+      const text = unreachable ? '? unreachable' : '—';
+      return el('td', { className: 'cell state-none', title: `${key} on ${node}: ${unreachable ? 'node did not answer' : 'no breaker'}`,
+        dataset: { cell: '', key, node, state: 'none' } }, text);
+    }
+    const st = STATES[b.state] || { symbol: '?', label: b.state };
+    let title = `${key} on ${node}: ${st.label}; source ${b.source}; mode ${b.mode}; generation ${b.generation}`;
+    if (b.open_remaining_seconds) title += `; open for ${Math.round(b.open_remaining_seconds)}s more`;
+    if (b.counts) title += `; failures in a row ${b.counts.consecutive_failures}, requests ${b.counts.requests}`;
+    return el('td', { className: `cell state-${b.state}`, title, dataset: { cell: '', key, node, state: b.state, source: b.source, mode: b.mode } },
+      el('span', { className: 'cell-state' }, `${st.symbol} ${st.label}`),
+      el('span', { className: 'cell-meta' }, `${b.source} · ${b.mode}`));
+  }
+
+  function renderBreakers(list, order) {
+    const breakers = (list && list.breakers) || [];
+    const unreachable = new Set((list && list.unreachable) || []);
+    const nodes = nodeOrder([], [...order, ...breakers.map((b) => b.node), ...unreachable]);
+    const byKey = new Map();
+    for (const b of breakers) {
+      const k = keyOf(b);
+      if (!byKey.has(k)) byKey.set(k, { b, nodes: new Map() });
+      byKey.get(k).nodes.set(b.node, b);
+    }
+    const keys = [...byKey.keys()].sort();
+    const open = breakers.filter((b) => b.state === 'open').length;
+    $('breakers-summary').textContent = `${keys.length} breaker key${keys.length === 1 ? '' : 's'} on ${nodes.length} node${nodes.length === 1 ? '' : 's'}; ` +
+      `${open} open cell${open === 1 ? '' : 's'}` + (unreachable.size ? `; did not answer: ${[...unreachable].sort().join(', ')}` : '') + '.';
+
+    const table = $('breakers');
+    table.tHead.replaceChildren(el('tr', {},
+      el('th', { scope: 'col' }, 'Task group'), el('th', { scope: 'col' }, 'Namespace'), el('th', { scope: 'col' }, 'Destination'),
+      ...nodes.map((n) => el('th', { scope: 'col', dataset: { node: n } }, n, unreachable.has(n) ? ' (unreachable)' : ''))));
+    const rows = keys.map((k) => {
+      const { b, nodes: per } = byKey.get(k);
+      return el('tr', { dataset: { key: k } },
+        el('th', { scope: 'row' }, b.task_group), el('td', {}, b.namespace || '(any)'), el('td', {}, b.destination),
+        ...nodes.map((n) => breakerCell(k, n, per.get(n), unreachable.has(n))));
+    });
+    if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 3 + nodes.length, className: 'empty' }, 'No breakers yet: none of the nodes has called out.')));
+    table.tBodies[0].replaceChildren(...rows);
+  }
+
+  function renderForced(forced) {
+    const rows = (forced || []).map((f) => el('tr', { dataset: { key: keyOf(f) } },
+      el('th', { scope: 'row', className: 'mono' }, keyOf(f)),
+      el('td', {}, f.mode), el('td', {}, f.until ? fmtTime(f.until) : 'until cleared'),
+      el('td', {}, f.reason || ''), el('td', {}, f.author || ''), el('td', {}, String(f.index))));
+    if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 6, className: 'empty' }, 'None.')));
+    $('forced').tBodies[0].replaceChildren(...rows);
+  }
+
+  function renderTimeline(list) {
+    const ts = (list && list.transitions) || [];
+    const unreachable = (list && list.unreachable) || [];
+    $('timeline-summary').textContent = `${ts.length} recent transition${ts.length === 1 ? '' : 's'}, newest first` +
+      (unreachable.length ? `; no timeline from: ${unreachable.join(', ')}` : '') + '.';
+    const items = ts.map((t) => {
+      const to = STATES[t.to] || { symbol: '?', label: t.to };
+      const from = STATES[t.from] || { symbol: '?', label: t.from };
+      const key = keyOf(t);
+      return el('li', { className: `event to-${t.to}`, dataset: { event: '', node: t.node, key, from: t.from, to: t.to } },
+        el('time', { dateTime: t.at }, fmtTime(t.at)),
+        el('span', { className: 'event-node' }, t.node),
+        el('span', { className: 'event-key mono' }, key),
+        el('span', { className: `event-change state-${t.to}` }, `${from.label} → ${to.symbol} ${to.label}`),
+        el('span', { className: 'event-meta' }, `source ${t.source}, generation ${t.generation}` +
+          (t.open_for_seconds ? `, open for ${Math.round(t.open_for_seconds)}s` : '')));
+    });
+    if (!items.length) items.push(el('li', { className: 'empty' }, 'No transitions recorded yet.'));
+    $('timeline').replaceChildren(...items);
+  }
+
+  function renderHistory(changes) {
+    const rows = (changes || []).map((c) => el('tr', {},
+      el('td', {}, String(c.index)), el('td', {}, fmtTime(c.at)), el('td', {}, c.op), el('td', { className: 'mono' }, c.key),
+      el('td', {}, [c.namespace && `namespace ${c.namespace}`, c.destination && `destination ${c.destination}`].filter(Boolean).join(', ') || 'global'),
+      el('td', {}, c.author || '')));
+    if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 6, className: 'empty' }, 'No changes yet.')));
+    $('history').tBodies[0].replaceChildren(...rows);
+  }
+
+  async function refresh() {
+    const [members, raft, shards, breakers, forced, timeline, history] = await Promise.allSettled([
+      getJSON('/v1/cluster/members'),
+      getJSON('/v1/cluster/raft'),
+      getJSON('/v1/shards'),
+      getJSON('/v1/breakers?scope=cluster'),
+      getJSON('/v1/breakers/forced'),
+      getJSON('/ui/api/transitions?scope=cluster'),
+      getJSON('/v1/config/_history?limit=10'),
+    ]);
+    const val = (r) => (r.status === 'fulfilled' ? r.value : null);
+    let failed = 0;
+    const shardOwners = (val(shards) && val(shards).shards || []).map((s) => s.owner);
+    const order = nodeOrder(val(members), shardOwners);
+
+    if (!showError('members-error', members)) renderMembers(val(members)); else failed++;
+    if (raft.status === 'fulfilled') renderRaft(raft.value);
+    else { $('raft-summary').textContent = `Raft: could not load: ${raft.reason && raft.reason.message}`; failed++; }
+    if (!showError('shards-error', shards)) renderShards(val(shards), order); else failed++;
+    if (!showError('breakers-error', breakers)) renderBreakers(val(breakers), order); else failed++;
+    if (!showError('forced-error', forced)) renderForced(val(forced)); else failed++;
+    if (!showError('timeline-error', timeline)) renderTimeline(val(timeline)); else failed++;
+    if (!showError('history-error', history)) renderHistory(val(history)); else failed++;
+
+    const status = $('status');
+    status.textContent = `Updated ${new Date().toLocaleTimeString()}` + (failed ? ` — ${failed} section${failed === 1 ? '' : 's'} could not load` : '');
+    status.className = failed ? 'degraded' : 'ok';
+    document.body.dataset.loaded = 'true';
+  }
+
+  async function loop() {
+    try {
+      await refresh();
+    } catch (err) {
+      const status = $('status');
+      status.textContent = `Refresh failed: ${err && err.message ? err.message : err}`;
+      status.className = 'degraded';
+    }
+    setTimeout(loop, REFRESH_MS);
+  }
+
+  loop();
+})();
