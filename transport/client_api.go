@@ -87,3 +87,26 @@ func (c *Client) DeleteEndpoint(ctx context.Context, name string) (WriteResult, 
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// Breakers lists this node's breakers, or every node's with cluster true.
+func (c *Client) Breakers(ctx context.Context, cluster bool) (BreakerList, error) {
+	var q url.Values
+	if cluster {
+		q = url.Values{"scope": {"cluster"}}
+	}
+	var out BreakerList
+	return out, c.Do(ctx, http.MethodGet, "/v1/breakers", q, nil, &out)
+}
+
+// ForceBreaker forces a breaker key open, closed or back to auto on every
+// node (stored in Raft).
+func (c *Client) ForceBreaker(ctx context.Context, f BreakerForce) (ForcedBreaker, error) {
+	var out ForcedBreaker
+	return out, c.Do(ctx, http.MethodPost, "/v1/breakers/force", nil, f, &out)
+}
+
+// ForcedBreakers lists the forced keys stored in Raft.
+func (c *Client) ForcedBreakers(ctx context.Context) ([]ForcedBreaker, error) {
+	var out []ForcedBreaker
+	return out, c.Do(ctx, http.MethodGet, "/v1/breakers/forced", nil, nil, &out)
+}

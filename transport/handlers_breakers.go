@@ -172,6 +172,11 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.waitApplied(r.Context(), idx)
+	if cmd.Mode == raftstore.ForceAuto {
+		// The row is gone; answer with what was cleared.
+		fb = raftstore.ForcedBreaker{TaskGroup: cmd.TaskGroup, NamespaceID: cmd.NamespaceID, Destination: cmd.Destination,
+			Mode: cmd.Mode, Reason: cmd.Reason, Author: meta.Author}
+	}
 	fb.Index = idx
 	writeJSON(w, http.StatusOK, toForced(fb))
 	return nil

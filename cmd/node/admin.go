@@ -48,7 +48,7 @@ FUSEBOX_ADMIN_TOKEN_FILE.`,
 	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for an answer")
 	cmd.AddCommand(membersCmd(o), raftCmd(o), configCmd(o), endpointsCmd(o))
 	cmd.AddCommand(shardCmds(o)...)
-	cmd.AddCommand(tasksCmd(o), dlqCmd(o))
+	cmd.AddCommand(tasksCmd(o), dlqCmd(o), breakersCmd(o))
 	return cmd
 }
 

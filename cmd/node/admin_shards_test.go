@@ -1,71 +1,20 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"fusebox/node"
 	"fusebox/transport"
 )
 
 // The shard commands parse their arguments, call a real in-process node and
 // print tables (or JSON); refusals map to the documented exit codes.
 func TestAdminShardsCommands(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	dir := t.TempDir()
-	n, err := node.New(node.Config{NodeID: "n1", DataDir: filepath.Join(dir, "n1"), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
-		RaftAddr: "127.0.0.1:0", Shards: 4, Timing: "fast", Version: "test"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	defer n.Close(context.Background())
-	if err := n.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	api := transport.NewClient(n.HTTPAddr(), "", nil)
-	for api.Do(ctx, "GET", "/readyz", nil, nil, nil) != nil {
-		if ctx.Err() != nil {
-			t.Fatal("node not ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-
-	run := func(args ...string) (string, error) {
-		t.Helper()
-		root := rootCmd()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(append([]string{"admin", "--addr", n.HTTPAddr()}, args...))
-		err := root.ExecuteContext(ctx)
-		return out.String(), err
-	}
-	mustRun := func(want string, args ...string) string {
-		t.Helper()
-		out, err := run(args...)
-		if err != nil || !strings.Contains(out, want) {
-			t.Fatalf("%v: %v\n%s\nwant %q in the output", args, err, out, want)
-		}
-		return out
-	}
-	wantExit := func(code int, want string, args ...string) {
-		t.Helper()
-		out, err := run(args...)
-		var ee *exitError
-		if !errors.As(err, &ee) || ee.code != code || !strings.Contains(ee.msg+out, want) {
-			t.Fatalf("%v: err %v (%s); want exit %d mentioning %q", args, err, out, code, want)
-		}
-	}
+	h := newAdminNode(t, 4)
+	mustRun, wantExit := h.mustRun, h.wantExit
+	api, ctx := transport.NewClient(h.n.HTTPAddr(), "", nil), h.ctx
 
 	mustRun("shard map version", "shards", "list")
 	var l transport.ShardList

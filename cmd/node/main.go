@@ -62,7 +62,8 @@ Raft: no outside database.
 
 Start a single node on loopback:   fusebox serve
 Talk to it:                        fusebox admin members
-                                   curl -s localhost:8470/v1/breakers`,
+                                   fusebox admin breakers list --cluster
+                                   open http://127.0.0.1:8470/ui/`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"fusebox/transport"
+)
+
+// breakers force/list/forced against a real node: a forced open shows as
+// open with source operator; auto clears it; bad input exits 3 naming it.
+func TestAdminBreakersCommands(t *testing.T) {
+	h := newAdminNode(t, 4)
+	key := []string{"--task-group", "callbacks.Invocation", "--namespace", "ns-1", "--destination", "http://127.0.0.1:9/cb"}
+
+	h.mustRun("forced open until", append([]string{"breakers", "force", "open", "--duration", "10m", "--reason", "maintenance"}, key...)...)
+	out := h.mustRun("forced-open", "breakers", "list")
+	var l transport.BreakerList
+	if err := json.Unmarshal([]byte(h.mustRun(`"state": "open"`, "breakers", "list", "--cluster", "--json")), &l); err != nil ||
+		len(l.Breakers) != 1 || l.Breakers[0].Node != "n1" || l.Breakers[0].Source != "operator" {
+		t.Fatalf("list --cluster --json: %+v, %v (table was:\n%s)", l, err, out)
+	}
+	h.mustRun("maintenance", "breakers", "forced")
+	h.mustRun("forced auto", append([]string{"breakers", "force", "auto"}, key...)...)
+	h.mustRun("TASK GROUP", "breakers", "forced")
+	h.wantExit(3, "mode", append([]string{"breakers", "force", "sideways"}, key...)...)
+	h.wantExit(3, "duration", append([]string{"breakers", "force", "closed", "--duration", "1m"}, key...)...)
+	h.wantExit(3, "task_group", "breakers", "force", "open", "--destination", "x")
+}
