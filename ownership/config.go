@@ -23,6 +23,9 @@ import (
 // Defaults for Config.
 const (
 	DefaultBackstop     = 5 * time.Second
+	// DefaultFreshCheck is how often the node re-checks that its copy of
+	// the shard map is current (see Manager.Owned).
+	DefaultFreshCheck = 50 * time.Millisecond
 	DefaultDrainTimeout = 30 * time.Second
 	// DefaultAdminWait bounds how long Move and CloseShard wait for the
 	// leader to re-place the shard before answering with the state so far.
@@ -41,6 +44,8 @@ type Config struct {
 	// re-read of the committed map, on top of the event-driven wake-ups
 	// (default 5s).
 	Backstop time.Duration
+	// FreshCheck is the period of the freshness check (default 50ms).
+	FreshCheck time.Duration
 	// DrainTimeout bounds Drain (default 30s).
 	DrainTimeout time.Duration
 	// AdminWait bounds how long Move and CloseShard wait for the new owner
@@ -64,6 +69,9 @@ func (c *Config) setDefaults() error {
 	if c.Backstop < 0 || c.DrainTimeout < 0 || c.AdminWait < 0 {
 		return errors.New("ownership: Config.Backstop, DrainTimeout and AdminWait must not be negative")
 	}
+	if c.FreshCheck <= 0 {
+		c.FreshCheck = DefaultFreshCheck
+	}
 	if c.Backstop == 0 {
 		c.Backstop = DefaultBackstop
 	}
@@ -85,6 +93,11 @@ type Store interface {
 	OnLeader(fn func(ctx context.Context))
 	Subscribe(table raftstore.Table) (<-chan struct{}, func())
 	WaitForApplied(ctx context.Context, index uint64) error
+	// InContact: this node leads, or heard from the leader within the
+	// store's contact bound. CaughtUp: in contact and every committed entry
+	// applied. (maxLag <= 0: the store's default.)
+	InContact(maxLag time.Duration) bool
+	CaughtUp(maxLag time.Duration) bool
 
 	ShardCount() int
 	ShardMap() *shardmap.Map

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,19 @@ type Manager struct {
 	metrics *metrics
 
 	holder shardmap.Holder
+
+	// fresh latches whether this node's copy of the committed map is current
+	// enough to work from: it turns on once the store is caught up with the
+	// leader and off when contact with the leader is lost (a pause, a
+	// partition, a restart still replaying its log). Owned is empty while it
+	// is off, so the queue never calls destinations for shards from an old
+	// map. Hysteresis keeps a follower applying a busy log from flapping.
+	fresh atomic.Bool
+	// changed is closed (and replaced) whenever Owned may have changed; the
+	// watch goroutine alone compares against lastOwned.
+	chMu      sync.Mutex
+	changed   chan struct{}
+	lastOwned map[int]uint64
 
 	// draining is set while Drain runs, so the watcher does not clear this
 	// node's own shutdown drain flag underneath it.
@@ -57,7 +71,8 @@ func New(cfg Config, store Store, members Members) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, store: store, members: members, log: cfg.Logger.With("component", "ownership"), metrics: met}
+	m := &Manager{cfg: cfg, store: store, members: members, log: cfg.Logger.With("component", "ownership"), metrics: met,
+		changed: make(chan struct{})}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	store.OnLeader(m.runLeader)
 	return m, nil
@@ -123,17 +138,46 @@ func (m *Manager) Owned() map[int]uint64 {
 	return m.owned(m.holder.Load())
 }
 
+// Fresh reports whether this node works from its copy of the shard map (see
+// the fresh field).
+func (m *Manager) Fresh() bool { return m.fresh.Load() }
+
 // Watch returns Owned together with a channel closed by the next change of
 // the committed map (the queue's Ownership interface). Re-read after a
 // wake-up; it is an edge, not a level.
 func (m *Manager) Watch() (map[int]uint64, <-chan struct{}) {
-	sm, ch := m.holder.Watch()
-	return m.owned(sm), ch
+	m.chMu.Lock()
+	ch := m.changed // read before the state: a change after this closes ch
+	m.chMu.Unlock()
+	return m.Owned(), ch
+}
+
+// update latches freshness and, when the owned set changed, wakes watchers.
+// Only the watch goroutine calls it.
+func (m *Manager) update() {
+	fresh := m.fresh.Load()
+	if fresh && !m.store.InContact(0) {
+		m.log.Warn("lost contact with the raft leader; stopping work on shards until caught up")
+		m.fresh.Store(false)
+	} else if !fresh && m.store.CaughtUp(0) {
+		m.log.Info("caught up with the raft leader; working from the committed shard map")
+		m.fresh.Store(true)
+	}
+	owned := m.Owned()
+	if maps.Equal(owned, m.lastOwned) && m.lastOwned != nil {
+		return
+	}
+	m.lastOwned = owned
+	m.metrics.owned.Set(float64(len(owned)))
+	m.chMu.Lock()
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.chMu.Unlock()
 }
 
 func (m *Manager) owned(sm *shardmap.Map) map[int]uint64 {
 	out := make(map[int]uint64)
-	if sm == nil || m.mismatch() {
+	if sm == nil || m.mismatch() || !m.fresh.Load() {
 		return out
 	}
 	for _, s := range sm.OwnedBy(m.cfg.NodeID) {
@@ -165,6 +209,8 @@ func (m *Manager) Ready() (ready bool, reason string) {
 		return false, mismatchMessage(n, m.cfg.Shards)
 	case m.holder.Load() == nil:
 		return false, "waiting for the first committed shard map"
+	case !m.fresh.Load():
+		return false, "catching up with the raft leader"
 	}
 	return true, ""
 }
@@ -180,13 +226,19 @@ func (m *Manager) watch() {
 	defer unsub()
 	t := time.NewTicker(m.cfg.Backstop)
 	defer t.Stop()
+	fresh := time.NewTicker(m.cfg.FreshCheck)
+	defer fresh.Stop()
+	m.refresh()
 	for {
-		m.refresh()
+		m.update()
 		select {
 		case <-m.ctx.Done():
 			return
 		case <-wake:
+			m.refresh()
 		case <-t.C:
+			m.refresh()
+		case <-fresh.C:
 		}
 	}
 }
@@ -202,7 +254,6 @@ func (m *Manager) refresh() {
 			m.logChanges(before, sm)
 		}
 	}
-	m.metrics.owned.Set(float64(len(m.Owned())))
 	m.fixSelfFlag()
 }
 

@@ -44,9 +44,15 @@ func (s *Store) CompleteTasks(ctx context.Context, c CompleteTasksCommand) (Comp
 	if err := c.validate(); err != nil {
 		return CompleteOutcome{}, err
 	}
-	out, _, err := applyTyped[CompleteOutcome](ctx, s, MsgCompleteTasks, c, c.RequestID)
+	out, idx, err := applyTyped[CompleteOutcome](ctx, s, MsgCompleteTasks, c, c.RequestID)
 	if err != nil {
 		return CompleteOutcome{}, err
+	}
+	// The caller's next read of the task table is local: wait until this
+	// replica has applied the write, or a follower's reader would find the
+	// task still pending and dispatch it again.
+	if err := s.WaitForApplied(ctx, idx); err != nil {
+		return out, err
 	}
 	if r := out.Refused; r != nil {
 		return out, &shardmap.WrongOwnerError{Shard: r.Shard, Owner: r.Owner, Epoch: r.Epoch}

@@ -165,3 +165,42 @@ func (s *Store) TransferLeadership(ctx context.Context, timeout time.Duration) e
 		return ctx.Err()
 	}
 }
+
+// InContact reports whether this node is the leader or has heard from the
+// leader within maxLag (maxLag <= 0 means FreshLag()). A node paused or cut
+// off past it must not act on its local state: its shard map may be old.
+func (s *Store) InContact(maxLag time.Duration) bool {
+	r := s.raft.Load()
+	if r == nil {
+		return false
+	}
+	if maxLag <= 0 {
+		maxLag = s.FreshLag()
+	}
+	switch r.State() {
+	case raft.Leader:
+		return true // raft steps a leader down once it loses its lease
+	case raft.Follower:
+		last := r.LastContact()
+		return !last.IsZero() && time.Since(last) <= maxLag
+	default:
+		return false
+	}
+}
+
+// CaughtUp reports whether this node is in contact (InContact) and has
+// applied everything the leader told it was committed. A restarted node
+// replaying its log is not caught up until it has applied the leader's
+// newest entries, so state it reads before that (an old shard map) must not
+// drive work.
+func (s *Store) CaughtUp(maxLag time.Duration) bool {
+	r := s.raft.Load()
+	if r == nil || !s.InContact(maxLag) {
+		return false
+	}
+	return r.State() == raft.Leader || r.AppliedIndex() >= r.CommitIndex()
+}
+
+// FreshLag is the default contact bound: twice the heartbeat timeout (the
+// leader contacts every follower many times within one).
+func (s *Store) FreshLag() time.Duration { return 2 * s.cfg.raftConfig().HeartbeatTimeout }

@@ -26,6 +26,9 @@ type TaskService interface {
 	TaskBacklog(shard int) int
 	ShardCount() int
 	Endpoint(name string) (raftstore.Endpoint, bool)
+	// CaughtUp: the local replica is current with the leader (maxLag <= 0:
+	// the store's default bound).
+	CaughtUp(maxLag time.Duration) bool
 	// MaxShardBacklog is the pending-task limit per shard; 0: none.
 	MaxShardBacklog() int
 }
@@ -173,6 +176,13 @@ func (h *taskHandlers) newTask(in *TaskSubmit, at time.Time, prefix string) (raf
 	case breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation:
 		ep, ok := h.svc.Endpoint(in.Destination)
 		if !ok {
+			if !h.svc.CaughtUp(0) {
+				// A node that has not caught up (just restarted, or back
+				// from a pause) may not know a registered endpoint yet:
+				// that is not the client's fault.
+				return raftstore.NewTask{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: 1,
+					Message: "this node is catching up with the cluster and cannot check the endpoint yet; retry"}
+			}
 			return raftstore.NewTask{}, bad("destination", "unknown nexus endpoint %q (GET /v1/endpoints lists them)", in.Destination)
 		}
 		check.URL = ep.URL
