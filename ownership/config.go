@@ -98,6 +98,9 @@ type Store interface {
 	// applied. (maxLag <= 0: the store's default.)
 	InContact(maxLag time.Duration) bool
 	CaughtUp(maxLag time.Duration) bool
+	// Sync commits a no-op through the leader and waits until it is
+	// applied locally (a read barrier).
+	Sync(ctx context.Context) error
 
 	ShardCount() int
 	ShardMap() *shardmap.Map

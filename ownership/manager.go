@@ -139,8 +139,10 @@ func (m *Manager) Owned() map[int]uint64 {
 }
 
 // Fresh reports whether this node works from its copy of the shard map (see
-// the fresh field).
-func (m *Manager) Fresh() bool { return m.fresh.Load() }
+// the fresh field), checking contact with the leader at the moment of the
+// call: the queue asks right before each call, so a node resumed after a
+// pause makes none before this goroutine has even noticed.
+func (m *Manager) Fresh() bool { return m.fresh.Load() && m.store.InContact(0) }
 
 // Watch returns Owned together with a channel closed by the next change of
 // the committed map (the queue's Ownership interface). Re-read after a
@@ -152,6 +154,21 @@ func (m *Manager) Watch() (map[int]uint64, <-chan struct{}) {
 	return m.Owned(), ch
 }
 
+// sync is the read barrier before trusting the local map again: everything
+// committed before it (the maps that moved this node's shards away while it
+// was gone) is applied locally when it succeeds.
+func (m *Manager) sync() bool {
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Backstop)
+	defer cancel()
+	if err := m.store.Sync(ctx); err != nil {
+		if m.ctx.Err() == nil {
+			m.log.Debug("read barrier failed; still catching up", "err", err)
+		}
+		return false
+	}
+	return true
+}
+
 // update latches freshness and, when the owned set changed, wakes watchers.
 // Only the watch goroutine calls it.
 func (m *Manager) update() {
@@ -159,9 +176,10 @@ func (m *Manager) update() {
 	if fresh && !m.store.InContact(0) {
 		m.log.Warn("lost contact with the raft leader; stopping work on shards until caught up")
 		m.fresh.Store(false)
-	} else if !fresh && m.store.CaughtUp(0) {
+	} else if !fresh && m.store.CaughtUp(0) && m.sync() {
 		m.log.Info("caught up with the raft leader; working from the committed shard map")
 		m.fresh.Store(true)
+		m.refresh() // the barrier may have brought a newer map
 	}
 	owned := m.Owned()
 	if maps.Equal(owned, m.lastOwned) && m.lastOwned != nil {

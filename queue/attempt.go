@@ -141,6 +141,15 @@ func (q *Queue) attempt(g *group, it *item, req outbound.Request) {
 		sh.release(it, 0) // shard lost or closing
 		return
 	}
+	if !q.current() {
+		// Out of contact with the cluster: this node may have lost the
+		// shard. No call; the task stays pending (the next owner, or this
+		// node once current again, delivers it).
+		release()
+		q.m.rejections.WithLabelValues("stale_ownership").Inc()
+		sh.release(it, q.cfg.RejectRetry)
+		return
+	}
 	var (
 		called bool
 		res    outbound.Result
@@ -183,6 +192,13 @@ func (q *Queue) attempt(g *group, it *item, req outbound.Request) {
 			sh.release(it, q.cfg.RejectRetry) // aborted: no attempt counted
 		}
 	}
+}
+
+// current reports whether this node's shard map is current enough to call
+// destinations (always, for an Ownership that cannot tell).
+func (q *Queue) current() bool {
+	f, ok := q.own.(FreshOwnership)
+	return !ok || f.Fresh()
 }
 
 // classify turns an executor answer into a result; ok false means release.

@@ -44,6 +44,16 @@ type Ownership interface {
 	Watch() (owned map[int]uint64, changed <-chan struct{})
 }
 
+// FreshOwnership is an Ownership that can also say, at the moment of a
+// call, whether this node's copy of the shard map is still current (it has
+// not lost contact with the cluster). The queue checks it right before each
+// call so a node resumed after a long pause does not call destinations for
+// shards it has lost in the meantime, even before its watchers wake up.
+type FreshOwnership interface {
+	Ownership
+	Fresh() bool
+}
+
 // Limits are the queue's dynamic limits (dynconfig's Snapshot has them all).
 type Limits interface {
 	// BatchSize is how many tasks a shard reader loads at once; 0 stops

@@ -28,7 +28,9 @@ const (
 	MsgSetShardPin     MessageType = 10
 	MsgReleaseShard    MessageType = 11
 	MsgSetDrainingNode MessageType = 12
-	// Next: 13. Append only.
+	// MsgSync is a no-op that marks a point in the log (Store.Sync).
+	MsgSync MessageType = 13
+	// Next: 14. Append only.
 	// 16–31: the task family, see commands_tasks.go (16–19 taken).
 )
 
@@ -58,6 +60,8 @@ func (t MessageType) String() string {
 		return "release_shard"
 	case MsgSetDrainingNode:
 		return "set_draining_node"
+	case MsgSync:
+		return "sync"
 	case MsgSubmitTasks:
 		return "submit_tasks"
 	case MsgCompleteTasks:

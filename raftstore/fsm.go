@@ -31,11 +31,15 @@ var applyFuncs = map[MessageType]applyFunc{
 	MsgSetShardPin:     applySetShardPin,
 	MsgReleaseShard:    applyReleaseShard,
 	MsgSetDrainingNode: applySetDrainingNode,
+	MsgSync:            applySync,
 	MsgSubmitTasks:     applySubmitTasks,
 	MsgCompleteTasks:   applyCompleteTasks,
 	MsgRedriveTasks:    applyRedriveTasks,
 	MsgCollectTasks:    applyCollectTasks,
 }
+
+// applySync applies the no-op of Store.Sync: the entry's index is the point.
+func applySync(*writer, []byte) (any, *Error) { return nil, nil }
 
 // FSM is the raft.FSM over a State. raft calls Apply, Snapshot and Restore
 // from one goroutine; reads go to the State concurrently.

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -204,3 +205,18 @@ func (s *Store) CaughtUp(maxLag time.Duration) bool {
 // FreshLag is the default contact bound: twice the heartbeat timeout (the
 // leader contacts every follower many times within one).
 func (s *Store) FreshLag() time.Duration { return 2 * s.cfg.raftConfig().HeartbeatTimeout }
+
+// Sync is a read barrier: it commits a no-op through the leader (forwarded
+// from a follower) and waits until this replica has applied it, so every
+// entry committed before the call is in the local state when it returns. A
+// node that has just caught up after a restart or a pause uses it before it
+// trusts its local shard map: a follower's commit index only covers the log
+// it already has, so "applied everything committed" alone can be an old
+// view.
+func (s *Store) Sync(ctx context.Context) error {
+	_, idx, err := applyTyped[json.RawMessage](ctx, s, MsgSync, struct{}{}, "")
+	if err != nil {
+		return err
+	}
+	return s.WaitForApplied(ctx, idx)
+}

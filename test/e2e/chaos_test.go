@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -85,6 +86,22 @@ func TestChaosRandom(t *testing.T) {
 	w := NewWriter(c, "ep-", dest.NexusURL())
 	w.Run(10 * time.Millisecond)
 	defer w.Stop()
+	// A task stream alongside the config writes: Nexus starts and callbacks
+	// over namespaces and workflows (every shard), to one destination that
+	// holds its answers a little, so calls are in flight at every fault.
+	// CheckInvariants verifies every accepted task at the end.
+	td := NewDest(t)
+	td.SetHold(50 * time.Millisecond)
+	putEndpoint(t, c, "tasks-ep", td.NexusURL())
+	tl := NewTaskLoad(c, "chaos", func(i int) (transport.TaskSubmit, *Dest) {
+		ns, wf := fmt.Sprintf("ns-%d", i%5), fmt.Sprintf("wf-%d", i)
+		if i%2 == 0 {
+			return nexusTask(ns, wf, "tasks-ep", i), td
+		}
+		return callbackTask(ns, wf, td.CallbackURL(), i), td
+	})
+	tl.Run(0, 2, 40*time.Millisecond)
+	defer tl.Stop()
 
 	maxDown := (cp.nodes - 1) / 2
 	down := map[int]chaosAction{} // node index → how it went down
@@ -120,8 +137,8 @@ func TestChaosRandom(t *testing.T) {
 			delete(down, idx)
 		}
 		dwell := time.Duration(300+rng.IntN(2700)) * time.Millisecond
-		t.Logf("step %d: %s %s (%v); down %v; dwell %v; writes %v", step, act, p.Name(),
-			time.Since(begin).Round(time.Millisecond), downNames(c, down), dwell, w.Stats())
+		t.Logf("step %d: %s %s (%v); down %v; dwell %v; writes %v; %v", step, act, p.Name(),
+			time.Since(begin).Round(time.Millisecond), downNames(c, down), dwell, w.Stats(), tl.Stats())
 		// The dwell is part of the schedule (time under the fault), not a
 		// wait for a condition.
 		<-time.After(dwell)
@@ -147,7 +164,12 @@ func TestChaosRandom(t *testing.T) {
 	t.Logf("schedule done; leader %s; writes: %v", l.Name(), w.Stats())
 	w.WaitVerified(t, 2*convergeTimout, c.Procs)
 	WaitFor(t, 2*convergeTimout, fmt.Sprintf("%d alive members and voters", cp.nodes), func() error { return c.CheckMembership(cp.nodes) })
-	c.CheckInvariants(t, convergeTimout)
+	c.CheckInvariants(t, 2*convergeTimout)
+	ts := tl.Stats()
+	t.Logf("tasks: %v (last submit error: %v)", ts, ts.LastErr)
+	if len(ts.Refused) > 0 {
+		t.Errorf("%d valid task submits refused with a non-retryable error (the node answering had not caught up?), e.g. %v", len(ts.Refused), first(ts.Refused, 5))
+	}
 	c.StopAll(t)
 }
 

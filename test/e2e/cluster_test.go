@@ -32,6 +32,9 @@ type ClusterOptions struct {
 type Cluster struct {
 	t     testing.TB
 	Procs []*Process
+	// loads are the task streams sent to this cluster (NewTaskLoad);
+	// CheckInvariants verifies their tasks.
+	loads []*TaskLoad
 }
 
 // NewCluster allocates loopback ports for n nodes, launches them all with
@@ -268,12 +271,21 @@ func raftVoters(info transport.RaftInfo) []string {
 }
 
 // CheckInvariants is run after every scenario: exactly one leader agreed by
-// all live nodes, every live node holds the same config and endpoints, and
-// replication has caught up on all of them.
+// all live nodes; every live node holds the same config and endpoints
+// (replication has caught up on all of them); every live node holds the
+// same shard map, each shard owned by exactly one live node that works on
+// it (sameShardMap); and, for every task load sent to the cluster, every
+// accepted task is terminal on every live node and reached its destination
+// (TaskLoad.Check, which stops the load first).
 func (c *Cluster) CheckInvariants(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	c.WaitForLeader(t, timeout)
 	WaitFor(t, timeout, "every live node to hold the same config and endpoints", c.sameState)
+	WaitFor(t, timeout, "every live node to hold the same shard map, each shard worked on by its one live owner", c.sameShardMap)
+	for _, l := range c.loads {
+		rep := l.Check(t, timeout)
+		t.Logf("task invariant for %s*: %v", l.prefix, rep)
+	}
 }
 
 // sameState compares the config list and the endpoint registry of every

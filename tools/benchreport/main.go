@@ -177,6 +177,7 @@ func render(sel []row, results map[string]map[string]float64, cmds map[string]st
 	fmt.Fprintf(&md, "- Machine: %s, %d CPUs (%s/%s); shared and noisy, so read ratios, not absolute figures.\n", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(&md, "- Go: %s\n\n", goVersion())
 	md.WriteString("Each baseline is measured in the same `go test` run as its figure. `ok` compares with the target the issue set.\n\n")
+	md.WriteString(preamble)
 	md.WriteString("| issue | figure | value | baseline | ratio | target | ok | reproduce |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range sel {
 		val, hasVal := lookup(results, r.Pkg, r.Bench, r.Metric)

@@ -19,6 +19,26 @@ type row struct {
 	QuickTime string
 }
 
+// preamble is the hand-written part of docs/benchmarks.md: what the
+// baselines are, so a ratio can be read without opening the benchmark.
+const preamble = `## Reading the baselines
+
+- **Pool rows**: the baseline is plain gobreaker (two-step Allow+done) in a map, same keys, same calls.
+- **Raft rows**: one writer, one entry per call, on the same 3-node loopback cluster (fsync on).
+- **Hint delay**: memberlist's stock broadcast queue with serf-style re-gossip, no direct send.
+- **Outbound executor / queue alone**: the same POST from a bare ` + "`net/http`" + ` client, same
+  concurrency, to the same loopback destination.
+- **Durable delivery** (` + "`BenchmarkDelivery`" + `): raw loopback POSTs from one Go client with the cluster's
+  delivery concurrency (3 nodes × 100), no queue and no Raft: the ceiling the destination and the
+  box allow. The cluster figure includes submit (Raft entry of up to 500 tasks), the owner's read,
+  the call, and the acknowledgement (a second Raft entry); all three replicas share this machine.
+- **Beside a dead destination**: the same run with both destinations healthy; the ratio is the
+  healthy destination's throughput kept.
+- **Growth rows**: the smallest size (16 shards, N=3) or, for dead-destination calls, policy ` + "`off`" + `
+  (no hints, every node on its own) at the same N.
+
+`
+
 var rows = []row{
 	// Breaker pool (foundation issue).
 	{Issue: "#2", What: "pool lookup+Allow+done, 1 key, serial", Pkg: "./breakerpool", Bench: "BenchmarkPoolAllow/keys=1/serial", Metric: "ns/op",
@@ -61,4 +81,62 @@ var rows = []row{
 		Baseline: "BenchmarkOutbound/baseline-post", Target: "ratio<=1.5", Time: "3000x", QuickTime: "500x"},
 	{Issue: "#6", What: "Nexus sync start through the executor", Pkg: "./transport/outbound", Bench: "BenchmarkOutbound/nexus-sync-start", Metric: "ns/op",
 		Baseline: "BenchmarkOutbound/baseline-nexus-post", Target: "ratio<=1.5", Time: "3000x", QuickTime: "500x"},
+	// Durable task table and the queue (issue "The outbound task queue").
+	{Issue: "#6", What: "task submit, 3 nodes, 64 writers × 1 task/entry (tasks/s)", Pkg: "./raftstore", Bench: "BenchmarkSubmitTasks/nodes=3/writers=64/batch=1", Metric: "tasks/s",
+		Baseline: "BenchmarkSubmitTasks/nodes=3/writers=1/batch=1", Time: "500x", QuickTime: "100x"},
+	{Issue: "#6", What: "task submit, 3 nodes, 8 writers × 100 tasks/entry (tasks/s)", Pkg: "./raftstore", Bench: "BenchmarkSubmitTasks/nodes=3/writers=8/batch=100", Metric: "tasks/s",
+		Baseline: "BenchmarkSubmitTasks/nodes=3/writers=1/batch=1", Time: "500x", QuickTime: "100x"},
+	{Issue: "#6", What: "queue alone (in-memory store), ns per task", Pkg: "./queue", Bench: "BenchmarkThroughput/queue", Metric: "ns/op",
+		Baseline: "BenchmarkThroughput/raw_http", Time: "8000x", QuickTime: "2000x"},
+	{Issue: "#6", What: "queue alone: healthy dest beside a dead one, ns per task", Pkg: "./queue", Bench: "BenchmarkHealthyBesideDead/other_dead", Metric: "ns/op",
+		Baseline: "BenchmarkHealthyBesideDead/both_healthy", Target: "ratio<=1.053", Time: "8000x", QuickTime: "2000x"},
+	{Issue: "#6", What: "shard failover after a kill, fast preset (ms)", Pkg: "./node", Bench: "BenchmarkShardFailover/preset=fast", Metric: "ms/failover", Time: "3x", QuickTime: "1x"},
+	{Issue: "#6", What: "shard failover after a kill, lan preset (ms)", Pkg: "./node", Bench: "BenchmarkShardFailover/preset=lan", Metric: "ms/failover", Time: "1x", QuickTime: "-"},
+	{Issue: "#6", What: "durable delivery, 3 nodes, batches of 500 (tasks/s)", Pkg: "./node", Bench: "BenchmarkDelivery/cluster", Metric: "tasks/s",
+		Baseline: "BenchmarkDelivery/raw_http", Target: "value>=5000", Time: "20000x", QuickTime: "3000x"},
+	{Issue: "#6", What: "durable delivery: destination calls per task", Pkg: "./node", Bench: "BenchmarkDelivery/cluster", Metric: "calls/task",
+		Baseline: "BenchmarkDelivery/raw_http", Target: "value<=1.01", Time: "20000x", QuickTime: "3000x"},
+	{Issue: "#6", What: "enqueue → delivered at 1,000 tasks/s, p50 ms", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=1000", Metric: "p50-ms", Time: "5000x", QuickTime: "2000x"},
+	{Issue: "#6", What: "enqueue → delivered at 1,000 tasks/s, p99 ms", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=1000", Metric: "p99-ms", Target: "value<=50", Time: "5000x", QuickTime: "2000x"},
+	{Issue: "#6", What: "  of which submit accepted (Raft commit), p99 ms", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=1000", Metric: "accept-p99-ms", Time: "5000x", QuickTime: "2000x"},
+	{Issue: "#6", What: "  paced rate actually reached (tasks/s)", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=1000", Metric: "tasks/s", Target: "value>=950", Time: "5000x", QuickTime: "2000x"},
+	{Issue: "#6", What: "healthy dest's tasks/s beside a dead one (cluster)", Pkg: "./node", Bench: "BenchmarkDeliveryBesideDead/other_dead", Metric: "tasks/s",
+		Baseline: "BenchmarkDeliveryBesideDead/both_healthy", Target: "ratio>=0.95", Time: "5000x", QuickTime: "2000x"},
+	{Issue: "#4", What: "hint opens every peer (adopt, N=5), p99 ms", Pkg: "./cluster", Bench: "BenchmarkHintApplied", Metric: "p99-ms", Time: "30x", QuickTime: "10x"},
+	{Issue: "#4", What: "dead destination, N=5, probe: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestination/policy=probe", Metric: "trip-calls",
+		Baseline: "BenchmarkDeadDestination/policy=off", Time: "1x", QuickTime: "-"},
+	{Issue: "#4", What: "dead destination, N=5, probe: calls per Timeout", Pkg: "./cluster", Bench: "BenchmarkDeadDestination/policy=probe", Metric: "probes/timeout",
+		Baseline: "BenchmarkDeadDestination/policy=off", Target: "ratio<=0.5", Time: "1x", QuickTime: "-"},
+	{Issue: "#4", What: "dead destination, N=5, probe: recovery ms", Pkg: "./cluster", Bench: "BenchmarkDeadDestination/policy=probe", Metric: "recovery-ms",
+		Baseline: "BenchmarkDeadDestination/policy=off", Time: "1x", QuickTime: "-"},
+
+	// Growth curves (issue "make bench"): cost as keys, shards and N grow.
+	{Issue: "bench", What: "pool bytes/breaker, 10³ keys", Pkg: "./breakerpool", Bench: "BenchmarkPoolGrowth/keys=1000/pool", Metric: "bytes/breaker",
+		Baseline: "BenchmarkPoolGrowth/keys=1000/gobreaker", Target: "value<=1024", Time: "1x", QuickTime: "1x"},
+	{Issue: "bench", What: "pool bytes/breaker, 10⁴ keys", Pkg: "./breakerpool", Bench: "BenchmarkPoolGrowth/keys=10000/pool", Metric: "bytes/breaker",
+		Baseline: "BenchmarkPoolGrowth/keys=10000/gobreaker", Target: "value<=1024", Time: "1x", QuickTime: "1x"},
+	{Issue: "bench", What: "pool bytes/breaker, 10⁵ keys", Pkg: "./breakerpool", Bench: "BenchmarkPoolGrowth/keys=100000/pool", Metric: "bytes/breaker",
+		Baseline: "BenchmarkPoolGrowth/keys=100000/gobreaker", Target: "value<=1024", Time: "1x", QuickTime: "1x"},
+	{Issue: "bench", What: "pool bytes/breaker, 10⁶ keys", Pkg: "./breakerpool", Bench: "BenchmarkPoolGrowth/keys=1000000/pool", Metric: "bytes/breaker",
+		Baseline: "BenchmarkPoolGrowth/keys=1000000/gobreaker", Target: "value<=1024", Time: "1x", QuickTime: "-"},
+	{Issue: "bench", What: "pool total heap MiB, 10⁵ keys", Pkg: "./breakerpool", Bench: "BenchmarkPoolGrowth/keys=100000/pool", Metric: "heap-MiB",
+		Baseline: "BenchmarkPoolGrowth/keys=100000/gobreaker", Time: "1x", QuickTime: "1x"},
+	{Issue: "bench", What: "pool total heap MiB, 10⁶ keys", Pkg: "./breakerpool", Bench: "BenchmarkPoolGrowth/keys=1000000/pool", Metric: "heap-MiB",
+		Baseline: "BenchmarkPoolGrowth/keys=1000000/gobreaker", Time: "1x", QuickTime: "-"},
+	{Issue: "bench", What: "durable delivery, 64 shards (tasks/s)", Pkg: "./node", Bench: "BenchmarkDeliveryShards/shards=64", Metric: "tasks/s",
+		Baseline: "BenchmarkDeliveryShards/shards=16", Time: "5000x", QuickTime: "2000x"},
+	{Issue: "bench", What: "durable delivery, 256 shards (tasks/s)", Pkg: "./node", Bench: "BenchmarkDeliveryShards/shards=256", Metric: "tasks/s",
+		Baseline: "BenchmarkDeliveryShards/shards=16", Time: "5000x", QuickTime: "-"},
+	{Issue: "bench", What: "dead dest, N=3, probe: calls per Timeout", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=3/policy=probe", Metric: "probes/timeout",
+		Baseline: "BenchmarkDeadDestinationGrowth/N=3/policy=off", Time: "1x", QuickTime: "-"},
+	{Issue: "bench", What: "dead dest, N=5, probe: calls per Timeout", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=5/policy=probe", Metric: "probes/timeout",
+		Baseline: "BenchmarkDeadDestinationGrowth/N=5/policy=off", Time: "1x", QuickTime: "-"},
+	{Issue: "bench", What: "dead dest, N=9, probe: calls per Timeout", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=9/policy=probe", Metric: "probes/timeout",
+		Baseline: "BenchmarkDeadDestinationGrowth/N=9/policy=off", Time: "1x", QuickTime: "-"},
+	{Issue: "bench", What: "dead dest, N=3, probe: wasted calls per node", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=3/policy=probe", Metric: "wasted-calls/node",
+		Baseline: "BenchmarkDeadDestinationGrowth/N=3/policy=off", Time: "1x", QuickTime: "-"},
+	{Issue: "bench", What: "dead dest, N=9, probe: wasted calls per node", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=9/policy=probe", Metric: "wasted-calls/node",
+		Baseline: "BenchmarkDeadDestinationGrowth/N=9/policy=off", Time: "1x", QuickTime: "-"},
+	{Issue: "bench", What: "dead dest, N=9, probe: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=9/policy=probe", Metric: "trip-calls",
+		Baseline: "BenchmarkDeadDestinationGrowth/N=3/policy=probe", Time: "1x", QuickTime: "-"},
 }

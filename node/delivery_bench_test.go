@@ -1,0 +1,447 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"fusebox/dynconfig"
+	"fusebox/raftstore"
+	"fusebox/transport"
+	"fusebox/transport/outbound"
+	"fusebox/transport/outbound/outboundtest"
+)
+
+// Delivery benchmarks (issue "The outbound task queue" §9). Each starts a
+// 3-node loopback cluster (real Raft with fsync, real gossip, fast timing),
+// submits tasks through the HTTP API and delivers them to an outboundtest
+// callback receiver on loopback. One op is one task; run with a fixed
+// count, e.g. -benchtime=20000x. Every figure is reported with
+// b.ReportMetric for tools/benchreport.
+
+const (
+	benchBatch   = transport.MaxTaskBatchSubmit // tasks per POST /v1/tasks:batch
+	benchWriters = 8                            // concurrent batch submitters
+	// benchConcurrency is the per-host group concurrency (dynconfig
+	// default); with 3 nodes up to 3× this many calls are in flight, which
+	// is the raw-HTTP baseline's concurrency.
+	benchConcurrency = dynconfig.DefaultGroupLimiterConcurrency
+	benchDeadline    = 3 * time.Minute
+)
+
+// benchCluster is a 3-node cluster for benchmarks.
+type benchCluster struct {
+	nodes   []*Node
+	clients []*transport.Client
+}
+
+// startBenchCluster starts 3 nodes with shards shards, waits until they are
+// ready with a settled shard map, and lifts the per-destination rate limit
+// (dynconfig's default, 100 calls/s per group per host, would be the
+// figure otherwise). Failures are reported on tb; the cluster lives in
+// owner's temp dir and is closed in owner's cleanup.
+func startBenchCluster(tb, owner testing.TB, shards int) *benchCluster {
+	tb.Helper()
+	dir := owner.TempDir()
+	bc := &benchCluster{}
+	owner.Cleanup(func() {
+		for _, n := range bc.nodes {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			_ = n.Close(ctx)
+			cancel()
+		}
+	})
+	var join []string
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("n%d", i)
+		cfg := Config{NodeID: id, DataDir: filepath.Join(dir, id), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0",
+			Join: join, BootstrapExpect: 3, Shards: shards, Timing: "fast", Version: "bench"}
+		n, err := New(cfg, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		bc.nodes = append(bc.nodes, n)
+		if err := n.Start(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+		bc.clients = append(bc.clients, transport.NewClient(n.HTTPAddr(), "", nil))
+		join = append(join, n.GossipAddr())
+	}
+	waitUntil(tb, 60*time.Second, "cluster ready with settled shards", func() bool {
+		for _, n := range bc.nodes {
+			if ok, _ := n.ready(); !ok {
+				return false
+			}
+		}
+		return shardsSettled(tb, bc.nodes)
+	})
+	bc.setConfig(tb, dynconfig.KeyHostSchedulerMaxTaskRPS, "", "1000000")
+	bc.setConfig(tb, dynconfig.KeyGroupLimiterBufferSize, "", "1000")
+	return bc
+}
+
+// waitUntil polls cond every 5 ms until it holds or timeout passes.
+func waitUntil(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// setConfig writes a global (or per-destination) value and waits until
+// every node applied it.
+func (bc *benchCluster) setConfig(tb testing.TB, key, destination, value string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := bc.clients[0].ConfigSet(ctx, key, transport.ConfigWrite{Destination: destination, Value: []byte(value)})
+	if err != nil {
+		tb.Fatalf("config %s: %v", key, err)
+	}
+	for _, n := range bc.nodes {
+		if err := n.store.WaitForApplied(ctx, res.Index); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// benchTask is a callback task of about 100 bytes to url. The Nexus request
+// id (sent as Nexus-Request-Id, recorded by the destination) is reqID.
+func benchTask(url, reqID string) transport.TaskSubmit {
+	return transport.TaskSubmit{
+		NamespaceID: "ns-bench", WorkflowID: "wf-" + reqID, TaskGroup: "callbacks.Invocation", Destination: url,
+		Request: transport.TaskRequest{NexusRequestID: reqID, Body: []byte(`{"result":"` + reqID + `"}`), ContentType: "application/json"},
+	}
+}
+
+// submitAll submits tasks in batches through the nodes in turn, with
+// benchWriters batches in flight; overloaded items are resubmitted. It
+// returns the task ids in the order of tasks.
+func (bc *benchCluster) submitAll(tb testing.TB, tasks []transport.TaskSubmit) []string {
+	ids := make([]string, len(tasks))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var failed error
+	for w := range benchWriters {
+		wg.Go(func() {
+			client := bc.clients[w%len(bc.clients)]
+			for start := range work {
+				if err := submitBatch(client, tasks, ids, start, min(start+benchBatch, len(tasks))); err != nil {
+					once.Do(func() { failed = err })
+				}
+			}
+		})
+	}
+	for start := 0; start < len(tasks); start += benchBatch {
+		work <- start
+	}
+	close(work)
+	wg.Wait()
+	if failed != nil {
+		tb.Fatal(failed)
+	}
+	return ids
+}
+
+func submitBatch(client *transport.Client, tasks []transport.TaskSubmit, ids []string, from, to int) error {
+	idx := make([]int, 0, to-from)
+	for i := from; i < to; i++ {
+		idx = append(idx, i)
+	}
+	deadline := time.Now().Add(benchDeadline)
+	for len(idx) > 0 {
+		batch := make([]transport.TaskSubmit, len(idx))
+		for j, i := range idx {
+			batch[j] = tasks[i]
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := client.SubmitTasks(ctx, batch)
+		cancel()
+		var rest []int
+		switch {
+		case err != nil && time.Now().After(deadline):
+			return err
+		case err != nil:
+			rest = idx // 429 (every item overloaded) or a transient error
+		default:
+			for j, r := range res.Results {
+				if r.Outcome == transport.OutcomeOverloaded {
+					rest = append(rest, idx[j])
+				} else {
+					ids[idx[j]] = r.TaskID
+				}
+			}
+		}
+		if len(rest) > 0 {
+			time.Sleep(100 * time.Millisecond) // Retry-After
+		}
+		idx = rest
+	}
+	return nil
+}
+
+// waitSucceeded waits until every task in ids has succeeded in node 0's
+// replica. It walks ids in order, so the total work is O(len(ids) + polls).
+func (bc *benchCluster) waitSucceeded(tb testing.TB, ids []string) {
+	tb.Helper()
+	store := bc.nodes[0].store
+	next := 0
+	waitUntil(tb, benchDeadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() bool {
+		for next < len(ids) {
+			tk, ok := store.Task(ids[next])
+			if !ok || tk.Status != raftstore.TaskSucceeded {
+				return false
+			}
+			next++
+		}
+		return true
+	})
+}
+
+// deliverRun submits n callback tasks to url and waits until all succeeded;
+// it returns the wall time from the first submit.
+func (bc *benchCluster) deliverRun(b *testing.B, run int, n int, url string) time.Duration {
+	tasks := make([]transport.TaskSubmit, n)
+	for i := range tasks {
+		tasks[i] = benchTask(url, fmt.Sprintf("r%d-%d", run, i))
+	}
+	start := time.Now()
+	ids := bc.submitAll(b, tasks)
+	bc.waitSucceeded(b, ids)
+	return time.Since(start)
+}
+
+// lazyCluster starts one cluster per shard count on first use and keeps it
+// for every b.N a sub-benchmark is run with; parent's cleanup closes them.
+type lazyCluster struct {
+	parent *testing.B
+	m      map[int]*benchCluster
+}
+
+func (l *lazyCluster) get(b *testing.B, shards int) *benchCluster {
+	if l.m == nil {
+		l.m = map[int]*benchCluster{}
+	}
+	bc, ok := l.m[shards]
+	if !ok {
+		bc = startBenchCluster(b, l.parent, shards)
+		l.m[shards] = bc
+	}
+	return bc
+}
+
+// BenchmarkDelivery is sustained durable delivery: b.N callback tasks
+// submitted in batches of 500 through the three nodes' APIs, committed to
+// Raft, delivered by the shard owners and acknowledged (succeeded) in Raft.
+// Baseline raw_http: the same POSTs from one Go client with the cluster's
+// delivery concurrency (3 nodes × group concurrency), no queue.
+func BenchmarkDelivery(b *testing.B) {
+	dest := outboundtest.NewDestination(b)
+	clusters := &lazyCluster{parent: b}
+	run := 0
+	b.Run("cluster", func(b *testing.B) {
+		bc := clusters.get(b, DefaultShards)
+		run++
+		before := dest.Count("")
+		b.ResetTimer()
+		took := bc.deliverRun(b, run, b.N, dest.CallbackURL())
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+		b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
+	})
+	b.Run("raw_http", func(b *testing.B) {
+		client := outbound.NewHTTPClient()
+		defer client.CloseIdleConnections()
+		work := make(chan int)
+		var wg sync.WaitGroup
+		for range 3 * benchConcurrency {
+			wg.Go(func() {
+				for i := range work {
+					t := benchTask(dest.CallbackURL(), "raw-"+strconv.Itoa(i))
+					req, err := http.NewRequest(http.MethodPost, dest.CallbackURL(), bytes.NewReader(t.Request.Body))
+					if err != nil {
+						b.Error(err)
+						continue
+					}
+					req.Header.Set("Content-Type", t.Request.ContentType)
+					req.Header.Set("Nexus-Request-Id", t.Request.NexusRequestID)
+					resp, err := client.Do(req)
+					if err != nil {
+						b.Error(err)
+						continue
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+				}
+			})
+		}
+		b.ResetTimer()
+		start := time.Now()
+		for i := range b.N {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+		took := time.Since(start)
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+		b.ReportMetric(1, "calls/task")
+	})
+}
+
+// BenchmarkDeliveryLatency paces single submits (POST /v1/tasks, spread
+// over the three nodes) at 1,000 tasks/s and reports enqueue → delivered
+// latency: from the moment the submit is sent to the task's first arrival
+// at the destination (one process, one clock; arrivals keyed by request
+// id). accept-p99-ms is the submit call alone (Raft commit); tasks/s is the
+// rate actually reached (256 submitters, so the client does not queue
+// while Raft keeps up).
+func BenchmarkDeliveryLatency(b *testing.B) {
+	const rate = 1000
+	dest := outboundtest.NewDestination(b)
+	clusters := &lazyCluster{parent: b}
+	run := 0
+	b.Run("rate=1000", func(b *testing.B) {
+		bc := clusters.get(b, DefaultShards)
+		run++
+		sent := make([]time.Time, b.N)
+		accepted := make([]time.Duration, b.N)
+		ids := make([]string, b.N)
+		work := make(chan int, 1024)
+		var wg sync.WaitGroup
+		var once sync.Once
+		var failed error
+		for w := range 256 {
+			wg.Go(func() {
+				client := bc.clients[w%len(bc.clients)]
+				for i := range work {
+					t := benchTask(dest.CallbackURL(), fmt.Sprintf("lat%d-%d", run, i))
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					sent[i] = time.Now()
+					acc, err := client.SubmitTask(ctx, t)
+					accepted[i] = time.Since(sent[i])
+					cancel()
+					if err != nil {
+						once.Do(func() { failed = err })
+						continue
+					}
+					ids[i] = acc.TaskID
+				}
+			})
+		}
+		b.ResetTimer()
+		start := time.Now()
+		for i := range b.N {
+			if d := time.Until(start.Add(time.Duration(i) * time.Second / rate)); d > 0 {
+				time.Sleep(d) // pacing the load, not waiting for a condition
+			}
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+		if failed != nil {
+			b.Fatal(failed)
+		}
+		bc.waitSucceeded(b, ids)
+		b.StopTimer()
+
+		first := map[string]time.Time{}
+		for _, c := range dest.Calls() {
+			if at, ok := first[c.RequestID]; !ok || c.At.Before(at) {
+				first[c.RequestID] = c.At
+			}
+		}
+		lat := make([]time.Duration, 0, b.N)
+		for i := range b.N {
+			at, ok := first[fmt.Sprintf("lat%d-%d", run, i)]
+			if !ok {
+				b.Fatalf("task %d succeeded but never arrived", i)
+			}
+			lat = append(lat, at.Sub(sent[i]))
+		}
+		b.ReportMetric(quantileMs(lat, 0.50), "p50-ms")
+		b.ReportMetric(quantileMs(lat, 0.99), "p99-ms")
+		b.ReportMetric(quantileMs(accepted, 0.99), "accept-p99-ms")
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+	})
+}
+
+func quantileMs(d []time.Duration, q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds()) / 1000
+}
+
+// BenchmarkDeliveryBesideDead is a healthy destination's delivery
+// throughput while another destination, fed the same number of tasks in
+// the same batches, refuses every connection (other_dead), beside the same
+// load with both healthy (both_healthy). tasks/s counts the healthy
+// destination's tasks from the first submit until the last succeeded.
+func BenchmarkDeliveryBesideDead(b *testing.B) {
+	clusters := &lazyCluster{parent: b}
+	run := 0
+	for _, mode := range []string{"both_healthy", "other_dead"} {
+		healthy, other := outboundtest.NewDestination(b), outboundtest.NewDestination(b)
+		if mode == "other_dead" {
+			if err := other.SetMode(outboundtest.ModeRefuse); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(mode, func(b *testing.B) {
+			bc := clusters.get(b, DefaultShards)
+			run++
+			tasks := make([]transport.TaskSubmit, 0, 2*b.N)
+			for i := range b.N {
+				tasks = append(tasks,
+					benchTask(healthy.CallbackURL(), fmt.Sprintf("h%d-%d", run, i)),
+					benchTask(other.CallbackURL(), fmt.Sprintf("o%d-%d", run, i)))
+			}
+			b.ResetTimer()
+			start := time.Now()
+			ids := bc.submitAll(b, tasks)
+			healthyIDs := make([]string, 0, b.N)
+			for i := 0; i < len(ids); i += 2 {
+				healthyIDs = append(healthyIDs, ids[i])
+			}
+			bc.waitSucceeded(b, healthyIDs)
+			took := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+		})
+	}
+}
+
+// BenchmarkDeliveryShards is BenchmarkDelivery's cluster figure as the
+// shard count grows (a cluster per count): the cost of more readers,
+// more flushers and smaller completion batches.
+func BenchmarkDeliveryShards(b *testing.B) {
+	dest := outboundtest.NewDestination(b)
+	clusters := &lazyCluster{parent: b}
+	run := 0
+	for _, shards := range []int{16, 64, 256} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			bc := clusters.get(b, shards)
+			run++
+			b.ResetTimer()
+			took := bc.deliverRun(b, run, b.N, dest.CallbackURL())
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+		})
+	}
+}

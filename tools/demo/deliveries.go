@@ -1,0 +1,55 @@
+package main
+
+import (
+	"net/http"
+
+	"fusebox/transport/outbound/outboundtest"
+)
+
+// deliveries tallies what one destination's server saw, reading its
+// recorded calls incrementally: requests received, distinct tasks delivered
+// (a Nexus start answered 200, counted once per Nexus-Request-Id, which is
+// the task id on every redelivery), and duplicate deliveries (a task
+// answered 200 again). Used from the demo's main loop only.
+//
+// outboundtest records every request (about 1 KiB each) and Calls copies
+// the record, so a run costs memory and a copy per refresh proportional to
+// its length: fine for a demo of minutes, not for days.
+type deliveries struct {
+	dst       *outboundtest.Destination
+	read      int // calls already tallied
+	delivered map[string]bool
+	received  int
+	down      int // received while not in ModeUp
+	dups      int
+}
+
+func newDeliveries(dst *outboundtest.Destination) *deliveries {
+	return &deliveries{dst: dst, delivered: map[string]bool{}}
+}
+
+// update tallies the calls recorded since the last update.
+func (d *deliveries) update() {
+	calls := d.dst.Calls()
+	for _, c := range calls[min(d.read, len(calls)):] {
+		if c.Kind != outboundtest.KindStart {
+			continue
+		}
+		d.received++
+		if c.Mode != outboundtest.ModeUp {
+			d.down++
+		}
+		if c.Status != http.StatusOK || c.RequestID == "" {
+			continue
+		}
+		if d.delivered[c.RequestID] {
+			d.dups++
+		} else {
+			d.delivered[c.RequestID] = true
+		}
+	}
+	d.read = len(calls)
+}
+
+// Delivered is how many distinct tasks were answered 200.
+func (d *deliveries) Delivered() int { return len(d.delivered) }
