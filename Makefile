@@ -7,7 +7,7 @@ PKGS      := ./...
 # -race on every package: they all run goroutines.
 TESTFLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build run test tools test-short bench chaos lint fmt tidy clean
+.PHONY: all build run demo test tools test-short bench chaos lint fmt tidy clean
 
 all: build
 
@@ -17,6 +17,12 @@ build:
 # One node on loopback with embedded defaults (data under ./data).
 run: build
 	./$(BIN) serve $(ARGS)
+
+# A 3-node cluster on loopback, two destinations (one goes down for 30 s) and
+# a steady workload, with a live view; Ctrl-C tears it all down.
+# ARGS="--duration 90s" for an unattended run.
+demo: build
+	$(GO) run ./tools/demo --bin $(BIN) $(ARGS)
 
 test: tools lint
 	$(GO) test $(TESTFLAGS) $(PKGS)

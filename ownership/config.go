@@ -22,10 +22,10 @@ import (
 
 // Defaults for Config.
 const (
-	DefaultBackstop     = 5 * time.Second
+	DefaultBackstop = 5 * time.Second
 	// DefaultFreshCheck is how often the node re-checks that its copy of
 	// the shard map is current (see Manager.Owned).
-	DefaultFreshCheck = 50 * time.Millisecond
+	DefaultFreshCheck   = 50 * time.Millisecond
 	DefaultDrainTimeout = 30 * time.Second
 	// DefaultAdminWait bounds how long Move and CloseShard wait for the
 	// leader to re-place the shard before answering with the state so far.
