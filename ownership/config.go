@@ -98,6 +98,8 @@ type Store interface {
 	// applied. (maxLag <= 0: the store's default.)
 	InContact(maxLag time.Duration) bool
 	CaughtUp(maxLag time.Duration) bool
+	// FreshLag is the store's default contact bound.
+	FreshLag() time.Duration
 	// Sync commits a no-op through the leader and waits until it is
 	// applied locally (a read barrier).
 	Sync(ctx context.Context) error

@@ -34,6 +34,11 @@ type Manager struct {
 	// is off, so the queue never calls destinations for shards from an old
 	// map. Hysteresis keeps a follower applying a busy log from flapping.
 	fresh atomic.Bool
+	// lastCheck is when the watch goroutine last checked freshness (Unix
+	// nanoseconds). A long gap means this process was stopped or starved:
+	// its map may be old even though the leader's heartbeats, buffered in
+	// the socket, make contact look fine the moment it resumes.
+	lastCheck atomic.Int64
 	// changed is closed (and replaced) whenever Owned may have changed; the
 	// watch goroutine alone compares against lastOwned.
 	chMu      sync.Mutex
@@ -142,7 +147,9 @@ func (m *Manager) Owned() map[int]uint64 {
 // the fresh field), checking contact with the leader at the moment of the
 // call: the queue asks right before each call, so a node resumed after a
 // pause makes none before this goroutine has even noticed.
-func (m *Manager) Fresh() bool { return m.fresh.Load() && m.store.InContact(0) }
+func (m *Manager) Fresh() bool {
+	return m.fresh.Load() && m.store.InContact(0) && time.Since(time.Unix(0, m.lastCheck.Load())) <= m.store.FreshLag()
+}
 
 // Watch returns Owned together with a channel closed by the next change of
 // the committed map (the queue's Ownership interface). Re-read after a
@@ -172,9 +179,12 @@ func (m *Manager) sync() bool {
 // update latches freshness and, when the owned set changed, wakes watchers.
 // Only the watch goroutine calls it.
 func (m *Manager) update() {
+	now := time.Now()
+	gap := now.Sub(time.Unix(0, m.lastCheck.Swap(now.UnixNano())))
 	fresh := m.fresh.Load()
-	if fresh && !m.store.InContact(0) {
-		m.log.Warn("lost contact with the raft leader; stopping work on shards until caught up")
+	if fresh && (!m.store.InContact(0) || gap > m.store.FreshLag()) {
+		m.log.Warn("lost contact with the raft leader (or this process was stopped); stopping work on shards until caught up",
+			"since_last_check", gap.Round(time.Millisecond))
 		m.fresh.Store(false)
 	} else if !fresh && m.store.CaughtUp(0) && m.sync() {
 		m.log.Info("caught up with the raft leader; working from the committed shard map")

@@ -86,11 +86,12 @@ func pickBusyFollower(t *testing.T, c *Cluster, l *TaskLoad, dest *Dest, needHel
 }
 
 // checkDuplicatesFromFault fails the test for a task delivered more than
-// once unless it belongs to a shard the victim owned at the fault and its
-// first delivery arrived before the fault (a call the victim made, in
-// flight or unacknowledged when it died or stopped). It returns how many
-// duplicated tasks there were.
-func checkDuplicatesFromFault(t *testing.T, l *TaskLoad, dest *Dest, rep TaskReport, victim string, owned map[int]uint64, faultAt time.Time) {
+// once unless it belongs to a shard the victim owned at the fault and either
+// its first delivery arrived before the fault (a call the victim made, in
+// flight or unacknowledged when it died or stopped) or it is within the
+// calls the live nodes counted as possible duplicates when a later move
+// (the shards going back to the returning victim) abandoned them.
+func checkDuplicatesFromFault(t *testing.T, c *Cluster, l *TaskLoad, dest *Dest, rep TaskReport, victim string, owned map[int]uint64, faultAt time.Time) {
 	t.Helper()
 	shardOf := map[string]int{}
 	for _, a := range l.Accepted() {
@@ -107,16 +108,36 @@ func checkDuplicatesFromFault(t *testing.T, l *TaskLoad, dest *Dest, rep TaskRep
 		}
 		deliveredAt[call.RequestID] = append(deliveredAt[call.RequestID], fmt.Sprintf("%+.3fs", call.Arrived.Sub(faultAt).Seconds()))
 	}
-	var bad []string
+	// A duplicate is allowed for a call in flight at an ownership change:
+	// the victim's calls at the fault (it cannot count those: it died or
+	// was stopped), or calls the live nodes abandoned at a later move (the
+	// victim's shards moving back when it returns) and counted as possible
+	// duplicates.
+	counted := 0
+	for _, p := range c.Live() {
+		q := queueCounters(t, p)
+		counted += int(q.inFlight + q.unacked)
+	}
+	var bad, late []string
 	for _, id := range rep.DupTasks {
 		_, victims := owned[shardOf[id]]
-		if !victims || firstAt[id].After(faultAt) {
-			bad = append(bad, fmt.Sprintf("%s (shard %d, %s's at the fault: %v; deliveries at %v from the fault)",
-				id, shardOf[id], victim, victims, deliveredAt[id]))
+		line := fmt.Sprintf("%s (shard %d, %s's at the fault: %v; deliveries at %v from the fault)",
+			id, shardOf[id], victim, victims, deliveredAt[id])
+		switch {
+		case !victims:
+			bad = append(bad, line)
+		case firstAt[id].After(faultAt):
+			late = append(late, line)
 		}
 	}
+	if len(late) > counted {
+		bad = append(bad, late...)
+	} else if len(late) > 0 {
+		t.Logf("%d duplicated tasks first called after the fault, within the %d calls the live nodes counted as abandoned at a move:\n  %s",
+			len(late), counted, strings.Join(first(late, 10), "\n  "))
+	}
 	if len(bad) > 0 {
-		t.Errorf("%d of %d duplicated tasks were not in flight on %s at the fault, e.g.:\n  %s",
+		t.Errorf("%d of %d duplicated tasks were neither in flight on %s at the fault nor counted by the live nodes as abandoned at a move, e.g.:\n  %s",
 			len(bad), len(rep.DupTasks), victim, strings.Join(first(bad, 10), "\n  "))
 	}
 }
@@ -159,7 +180,7 @@ func TestTasksKillShardOwner(t *testing.T) {
 	inFlight := heldOn(l, dest, owned, killAt)
 	t.Logf("SIGKILL %s (owned shards %v): re-owned at higher epochs after %v; %d of its calls in flight at the kill; %v; submits: %v",
 		victim.Name(), sortedKeys(owned), moved.Round(time.Millisecond), inFlight, rep, l.Stats())
-	checkDuplicatesFromFault(t, l, dest, rep, victim.Name(), owned, killAt)
+	checkDuplicatesFromFault(t, c, l, dest, rep, victim.Name(), owned, killAt)
 	for _, p := range c.Live() {
 		t.Logf("%s", queueFigures(p))
 	}
@@ -176,7 +197,7 @@ func TestTasksKillShardOwner(t *testing.T) {
 	if again.Deliveries != rep.Deliveries {
 		t.Errorf("%d more deliveries after %s restarted, with every task already succeeded: it worked on its stale shards",
 			again.Deliveries-rep.Deliveries, victim.Name())
-		checkDuplicatesFromFault(t, l, dest, again, victim.Name(), owned, killAt)
+		checkDuplicatesFromFault(t, c, l, dest, again, victim.Name(), owned, killAt)
 	}
 	c.StopAll(t)
 }
@@ -239,7 +260,7 @@ func TestTasksPauseShardOwner(t *testing.T) {
 		t.Errorf("%s had %d calls in flight when stopped, yet after SIGCONT no completion write was refused and no result dropped as a possible duplicate (%v)",
 			victim.Name(), inFlight, stale)
 	}
-	checkDuplicatesFromFault(t, l, dest, rep, victim.Name(), owned, pauseAt)
+	checkDuplicatesFromFault(t, c, l, dest, rep, victim.Name(), owned, pauseAt)
 	for _, p := range c.Live() {
 		t.Logf("%s", queueFigures(p))
 	}
