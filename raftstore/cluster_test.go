@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -297,4 +300,50 @@ func TestRestartedServerOnNewAddressIsUpdated(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitAllApplied(e.Index, 10*time.Second)
+}
+
+// After a permanent loss of quorum, writing the survivor's configuration to
+// the peers file and restarting it brings the cluster back with its state.
+func TestRecoverFromPeersFileAfterQuorumLoss(t *testing.T) {
+	c := newTestCluster(t, nil)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.add(id, 3)
+	}
+	c.start("n1", "n2", "n3")
+	e, err := c.leader(15*time.Second).SetConfig(context.Background(), SetConfigCommand{Key: "before-loss", Value: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitAllApplied(e.Index, 5*time.Second)
+	survivor := c.follower().NodeID()
+	for _, id := range []string{"n1", "n2", "n3"} {
+		if id != survivor {
+			c.kill(id)
+		}
+	}
+	c.kill(survivor)
+	s := c.add(survivor, 3) // same data dir, new address
+	peers := fmt.Sprintf(`[{"id": %q, "address": %q, "non_voter": false}]`, survivor, s.RaftAddr())
+	path := filepath.Join(c.dirs[survivor], PeersFile)
+	if err := os.WriteFile(path, []byte(peers), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.start(survivor)
+	leader := c.leader(15 * time.Second)
+	if leader.NodeID() != survivor {
+		t.Fatalf("leader %s, want the survivor %s", leader.NodeID(), survivor)
+	}
+	found := false
+	for _, ce := range leader.Config() {
+		found = found || ce.Key == "before-loss"
+	}
+	if !found {
+		t.Fatal("state written before the loss is gone after recovery")
+	}
+	if _, err := leader.SetConfig(context.Background(), SetConfigCommand{Key: "after-recovery", Value: json.RawMessage(`{}`)}); err != nil {
+		t.Fatalf("write after recovery: %v", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("peers file still there after recovery: %v", err)
+	}
 }

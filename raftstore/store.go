@@ -131,12 +131,15 @@ func (s *Store) start(ctx context.Context) error {
 	if s.ctx.Err() != nil {
 		return errors.New("raftstore: Start after Close")
 	}
+	rc := s.cfg.raftConfig()
+	rc.Logger = newHCLogger(s.logger, "raft")
+	if err := s.recoverFromPeersFile(rc); err != nil {
+		return err
+	}
 	existing, err := raft.HasExistingState(s.bolt, s.bolt, s.snaps)
 	if err != nil {
 		return fmt.Errorf("raftstore: read existing state: %w", err)
 	}
-	rc := s.cfg.raftConfig()
-	rc.Logger = newHCLogger(s.logger, "raft")
 	rc.NotifyCh = s.notifyCh
 	r, err := raft.NewRaft(rc, s.fsm, s.bolt, s.bolt, s.snaps, s.trans)
 	if err != nil {
