@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/raft"
 )
 
@@ -106,37 +107,112 @@ func (f *FSM) setApplied(index uint64) {
 	}
 }
 
+// applyEntry applies one entry in its own transaction. A command that fails
+// leaves nothing behind but its dedup record (so a retry gets the same
+// error), and a panic leaves nothing at all.
 func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
-	requestID, t, payload, err := decodeEntry(data)
-	if err != nil {
-		f.logger.Error("raftstore: undecodable raft entry; returning an error result", "index", index, "error", err)
-		return &ApplyResult{Err: invalidArg("command", "undecodable entry at index %d: %v", index, err)}
-	}
 	db := f.state.db.Load()
 	w := &writer{s: f.state, txn: db.Txn(true), index: index}
 	w.txn.TrackChanges()
 	defer func() {
 		if p := recover(); p != nil {
 			w.txn.Abort()
-			f.logger.Error("raftstore: PANIC applying command; nothing written", "index", index, "type", t.String(), "panic", p)
-			res = &ApplyResult{Err: &Error{Code: CodeInternal, Message: fmt.Sprintf("panic applying %s: %v", t, p)}}
+			f.logger.Error("raftstore: PANIC applying command; nothing written", "index", index, "panic", p)
+			res = &ApplyResult{Err: &Error{Code: CodeInternal, Message: fmt.Sprintf("panic applying entry %d: %v", index, p)}}
 		}
 	}()
+	res, requestID, failed := f.applyInto(w, data)
+	if failed {
+		// Discard the command's writes; only the dedup record survives.
+		w.txn.Abort()
+		w.txn = db.Txn(true)
+		w.txn.TrackChanges()
+		if err := w.trimRequests(); err != nil {
+			w.txn.Abort()
+			return &ApplyResult{Err: err, Index: index}
+		}
+		if requestID != "" {
+			if err := w.insert(tableRequests, &requestRow{ID: requestID, Index: index, Result: *res}); err != nil {
+				w.txn.Abort()
+				return &ApplyResult{Err: err, Index: index}
+			}
+		}
+	}
+	f.commit(w.txn)
+	return res
+}
 
+// ApplyBatch implements raft.BatchingFSM: the entries raft hands over
+// together are applied in one state transaction, so the transaction's fixed
+// cost is paid once per batch instead of once per entry. Every entry sees
+// exactly the state it would have seen alone, so replicas stay identical
+// whatever the batching. If any command fails (or panics), the batch is
+// discarded and applied again one entry per transaction, which keeps a
+// failed command's writes out of the state.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	if !f.applyShared(logs, out) {
+		for i, l := range logs {
+			if l.Type == raft.LogCommand {
+				out[i] = f.applyEntry(l.Index, l.Data)
+			}
+		}
+	}
+	if n := len(logs); n > 0 {
+		f.setApplied(logs[n-1].Index)
+	}
+	return out
+}
+
+var _ raft.BatchingFSM = (*FSM)(nil)
+
+// applyShared applies every command of logs into one transaction and
+// commits it; it reports false, having written nothing, if any failed.
+func (f *FSM) applyShared(logs []*raft.Log, out []any) (ok bool) {
+	txn := f.state.db.Load().Txn(true)
+	txn.TrackChanges()
+	defer func() {
+		if p := recover(); p != nil {
+			txn.Abort()
+			ok = false
+		}
+	}()
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue // configuration changes are raft's own business
+		}
+		res, _, failed := f.applyInto(&writer{s: f.state, txn: txn, index: l.Index}, l.Data)
+		if failed {
+			txn.Abort()
+			return false
+		}
+		out[i] = res
+	}
+	f.commit(txn)
+	return true
+}
+
+// applyInto applies one entry's command into w's transaction and records its
+// request id for dedup. failed reports that the command (or the entry) was
+// refused: the caller must then drop the transaction's writes for it.
+func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID string, failed bool) {
+	index := w.index
+	requestID, t, payload, err := decodeEntry(data)
+	if err != nil {
+		f.logger.Error("raftstore: undecodable raft entry; returning an error result", "index", index, "error", err)
+		return &ApplyResult{Err: invalidArg("command", "undecodable entry at index %d: %v", index, err)}, "", true
+	}
 	// Forget request ids older than the window first, so "remembered for
 	// RequestWindow indexes" holds exactly.
 	if err := w.trimRequests(); err != nil {
-		w.txn.Abort()
-		return &ApplyResult{Err: err, Index: index}
+		return &ApplyResult{Err: err, Index: index}, requestID, true
 	}
 	if requestID != "" {
 		if r, ok := w.get(tableRequests, requestID).(*requestRow); ok {
-			w.txn.Commit() // only the trim
-			out := r.Result
-			return &out
+			out := r.Result // a retry: the first result, nothing applied again
+			return &out, requestID, false
 		}
 	}
-
 	result := ApplyResult{Index: index}
 	fn, ok := applyFuncs[t]
 	if !ok {
@@ -154,26 +230,20 @@ func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
 		}
 	}
 	if result.Err != nil {
-		// Discard the command's writes; only the dedup record survives.
-		w.txn.Abort()
-		w.txn = db.Txn(true)
-		w.txn.TrackChanges()
+		return &result, requestID, true
 	}
 	if requestID != "" {
 		if err := w.insert(tableRequests, &requestRow{ID: requestID, Index: index, Result: result}); err != nil {
-			w.txn.Abort()
-			return &ApplyResult{Err: err, Index: index}
+			return &ApplyResult{Err: err, Index: index}, requestID, true
 		}
 	}
-	if result.Err != nil {
-		// The fresh transaction must repeat the trim.
-		if err := w.trimRequests(); err != nil {
-			w.txn.Abort()
-			return &ApplyResult{Err: err, Index: index}
-		}
-	}
-	changes := w.txn.Changes()
-	w.txn.Commit()
+	return &result, requestID, false
+}
+
+// commit commits txn and wakes the subscribers of every table it touched.
+func (f *FSM) commit(txn *memdb.Txn) {
+	changes := txn.Changes()
+	txn.Commit()
 	touched := make(map[Table]struct{})
 	for _, c := range changes {
 		if c.Table != tableRequests && c.Table != tableCounters {
@@ -183,7 +253,6 @@ func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
 	if len(touched) > 0 {
 		f.state.notify(touched)
 	}
-	return &result
 }
 
 // trimRequests forgets request ids older than the request window, measured in
