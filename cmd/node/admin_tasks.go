@@ -131,7 +131,13 @@ func dlqCmd(o *adminOpts) *cobra.Command {
 				return &exitError{code: 2, msg: "give task ids or --all (not both)"}
 			}
 			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
-				r, err := c.Redrive(ctx, transport.Redrive{IDs: args, All: all})
+				var r transport.RedriveResult
+				var err error
+				if all {
+					r, err = redriveAll(ctx, c, cmd.ErrOrStderr())
+				} else {
+					r, err = c.Redrive(ctx, transport.Redrive{IDs: args})
+				}
 				return r, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "redrove %d task(s)\n", r.Count)
 					for _, id := range r.Redriven {
@@ -147,6 +153,44 @@ func dlqCmd(o *adminOpts) *cobra.Command {
 	redrive.Flags().BoolVar(&all, "all", false, "redrive every dead-lettered task")
 	cmd.AddCommand(list, redrive)
 	return cmd
+}
+
+// redrivePage is how many dead-lettered tasks one redrive round takes.
+const redrivePage = 500
+
+// redriveAll empties the DLQ a page at a time, printing the running count
+// to progress (stderr, so --json stays one document on stdout) after each
+// page, so a long redrive shows that it moves.
+func redriveAll(ctx context.Context, c *transport.Client, progress io.Writer) (transport.RedriveResult, error) {
+	var redriven []string
+	err := func() error {
+		seen := map[string]bool{}
+		for {
+			l, err := c.DLQ(ctx, "", redrivePage)
+			if err != nil {
+				return err
+			}
+			var ids []string
+			for _, t := range l.Tasks {
+				if !seen[t.ID] {
+					seen[t.ID] = true
+					ids = append(ids, t.ID)
+				}
+			}
+			if len(ids) == 0 {
+				// Empty, or only tasks already redriven once (dead-lettered
+				// again at once, or a concurrent redrive): done, no spinning.
+				return nil
+			}
+			r, err := c.Redrive(ctx, transport.Redrive{IDs: ids})
+			redriven = append(redriven, r.Redriven...)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(progress, "redriven %d so far\n", len(redriven))
+		}
+	}()
+	return transport.RedriveResult{Redriven: redriven, Count: len(redriven)}, err
 }
 
 func pageFlags(c *cobra.Command, after *string, limit *int) {
