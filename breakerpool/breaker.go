@@ -127,7 +127,14 @@ func (b *Breaker) finishFast(gbDone func(error), ok bool) {
 	}
 	b.failure.Add(1)
 	gbDone(errFailure)
-	if inst := b.cur.Load(); inst.trip.Load() == tripPending && inst.trip.CompareAndSwap(tripPending, tripHandled) {
+	inst := b.cur.Load()
+	if inst.trip.Load() == tripNone {
+		if b.pool.warnAfter != 0 {
+			b.maybeWarn(inst)
+		}
+		return
+	}
+	if inst.trip.Load() == tripPending && inst.trip.CompareAndSwap(tripPending, tripHandled) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		now := b.pool.mono()
@@ -200,6 +207,9 @@ func (b *Breaker) finishClosed(inst *instance, gbDone func(error), ok bool, epoc
 	}
 	tripped := inst.trip.Load() == tripPending && inst.trip.CompareAndSwap(tripPending, tripHandled)
 	if !tripped && !guarded {
+		if !ok && b.pool.warnAfter != 0 {
+			b.maybeWarn(inst)
+		}
 		return
 	}
 	b.mu.Lock()

@@ -44,6 +44,11 @@ type instance struct {
 	// trip is set by OnStateChange (under gobreaker's lock) when the
 	// instance opens; the done path that sees it hands the trip to the gate.
 	trip atomic.Uint32
+	// warned marks the failure streak a KindFailing event was emitted for:
+	// the breaker's success count at the time, plus one (0: never). A
+	// success ends a streak and moves the count, so the next streak can
+	// warn again; a new instance starts unmarked.
+	warned atomic.Uint64
 	// window settings the instance was built with.
 	interval, bucket Duration
 }

@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// emit hands a transition to the observer goroutine without blocking; it is
+// emit hands an event to the observer goroutine without blocking; it is
 // called with the breaker's lock held. A full queue drops the event and
 // counts it.
 func (p *Pool) emit(t Transition) {
@@ -23,6 +23,12 @@ func (p *Pool) observeLoop() {
 		case <-p.stop:
 			return
 		case t := <-p.events:
+			if t.Kind == KindFailing {
+				p.log.Debug("breaker failing", "key", t.Key.String(), "consecutive_failures", t.Failures,
+					"generation", t.Generation)
+				p.cfg.OnFailing(t) // only emitted when set
+				continue
+			}
 			p.log.Info("breaker transition", "key", t.Key.String(), "from", t.From.String(),
 				"to", t.To.String(), "source", string(t.Source), "generation", t.Generation,
 				"open_for", t.OpenFor)

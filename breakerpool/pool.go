@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,9 @@ const (
 	DefaultOpenJitter    = 0.2
 	DefaultObserverQueue = 1024
 	DefaultMaxOpenFor    = 24 * time.Hour
+	// DefaultWarnAfter is the WarnAfter a fusebox node uses (Config's zero
+	// value disables the early warning).
+	DefaultWarnAfter = 2
 )
 
 // Config tunes a Pool. The zero value is usable.
@@ -44,6 +48,16 @@ type Config struct {
 	ObserverQueue int
 	// MaxOpenFor caps OpenFor's duration. 0 means DefaultMaxOpenFor.
 	MaxOpenFor time.Duration
+	// WarnAfter, when > 0 and OnFailing is set, makes a closed breaker
+	// report that its consecutive failures reached WarnAfter (a KindFailing
+	// event), once per failure streak, before it trips. 0 disables it;
+	// nodes use DefaultWarnAfter. Values at or above a breaker's
+	// FailureThreshold never fire for it (the trip is reported instead).
+	WarnAfter int
+	// OnFailing receives the KindFailing events, through the same bounded
+	// queue and goroutine as Observer (in order with the key's
+	// transitions). It has Observer's freedoms and limits.
+	OnFailing func(Transition)
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -56,6 +70,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("breakerpool: EvictInterval: must not be negative, got %v", c.EvictInterval)
 	case c.MaxOpenFor < 0:
 		return c, fmt.Errorf("breakerpool: MaxOpenFor: must not be negative, got %v", c.MaxOpenFor)
+	case c.WarnAfter < 0 || c.WarnAfter > math.MaxUint32:
+		return c, fmt.Errorf("breakerpool: WarnAfter: must be in [0, %d], got %d", uint32(math.MaxUint32), c.WarnAfter)
 	}
 	if c.IdleTTL == 0 {
 		c.IdleTTL = DefaultIdleTTL
@@ -86,6 +102,7 @@ type Pool struct {
 	log        *slog.Logger
 	jitter     float64
 	maxOpenFor time.Duration
+	warnAfter  uint32    // 0: no KindFailing events
 	base       time.Time // origin of the pool's monotonic clock
 
 	entries sync.Map // Key → *Breaker
@@ -129,6 +146,9 @@ func New(cfg Config, src SettingsSource, reg prometheus.Registerer, log *slog.Lo
 		events:     make(chan Transition, cfg.ObserverQueue),
 		settingsCh: make(chan struct{}, 1),
 		stop:       make(chan struct{}),
+	}
+	if cfg.OnFailing != nil {
+		p.warnAfter = uint32(cfg.WarnAfter)
 	}
 	if err := p.registerMetrics(reg); err != nil {
 		return nil, err

@@ -62,7 +62,31 @@ type Status struct {
 	Settings      Settings      `json:"settings"`
 }
 
-// Transition is one effective state change, delivered to the pool's observer.
+// TransitionKind says what a Transition event reports.
+type TransitionKind uint8
+
+const (
+	// KindStateChange (the zero value): an effective state change From → To.
+	// Only these reach Config.Observer.
+	KindStateChange TransitionKind = iota
+	// KindFailing: an early warning. A closed breaker (not guarded, not
+	// forced, enabled) saw Config.WarnAfter consecutive failures without
+	// tripping. Not a state change: From = To = closed, Generation is the
+	// breaker's current one (no bump), Source is local. Delivered once per
+	// closed-state failure streak, to Config.OnFailing only.
+	KindFailing
+)
+
+// String names the kind.
+func (k TransitionKind) String() string {
+	if k == KindFailing {
+		return "failing"
+	}
+	return "state"
+}
+
+// Transition is one effective state change, delivered to the pool's observer,
+// or (Kind KindFailing) an early warning delivered to Config.OnFailing.
 type Transition struct {
 	Key        Key
 	From, To   gobreaker.State
@@ -71,4 +95,9 @@ type Transition struct {
 	// OpenFor is the open period that starts now, when To is open.
 	OpenFor time.Duration
 	At      time.Time
+	// Kind is KindStateChange for every event Config.Observer sees.
+	Kind TransitionKind
+	// Failures is the consecutive-failure count of a KindFailing event
+	// (at least Config.WarnAfter); zero for state changes.
+	Failures uint32
 }

@@ -15,7 +15,8 @@ import (
 // for 3 s. Policy probe (the default) beside policy off (no hints: each node
 // on its own, the baseline) at the same N. Metrics:
 //
-//   - trip-calls: calls from the outage's start until every node is open.
+//   - trip-calls: calls from the outage's start until every node is open
+//     (off: 6N; probe with the early warning: about 2N+1).
 //   - probes/timeout: calls per Timeout once every node is open (off: about
 //     N, every node probes; probe: the probe owner's, about 1).
 //   - wasted-calls/node: every call the dead destination received, per node.

@@ -6,12 +6,15 @@ import (
 	"fusebox/breakerpool"
 )
 
-// Hint states, in gobreaker's order (StateClosed=0, StateHalfOpen=1,
-// StateOpen=2).
+// Hint states. The first three are transitions, in gobreaker's order
+// (StateClosed=0, StateHalfOpen=1, StateOpen=2); HintFailing is the early
+// warning: the origin's breaker is still closed but saw consecutive
+// failures (codec v2 only, see EncodeHint).
 const (
 	HintClosed   uint8 = 0
 	HintHalfOpen uint8 = 1
 	HintOpen     uint8 = 2
+	HintFailing  uint8 = 3
 )
 
 // Hint is one node's advisory report of a breaker transition, gossiped to
@@ -20,7 +23,8 @@ const (
 type Hint struct {
 	// Key is the breaker the hint is about.
 	Key breakerpool.Key
-	// State is the origin's new state: HintClosed, HintHalfOpen or HintOpen.
+	// State is the origin's new state: HintClosed, HintHalfOpen or
+	// HintOpen, or HintFailing (still closed, failing).
 	State uint8
 	// Generation is the per-key Lamport-style generation; higher is newer.
 	Generation uint64

@@ -16,7 +16,8 @@ const (
 	MaxHintOpenFor  = 24 * time.Hour
 	maxKeyFieldLen  = 256
 	maxReasonLen    = 256
-	hintCodecV1     = 1
+	hintCodecV1     = 1 // states 0-2
+	hintCodecV2     = 2 // v1's layout; state 3 (failing) allowed
 	hintFlagSuspect = 1 << 0
 	hintFlagsKnown  = hintFlagSuspect
 )
@@ -48,11 +49,14 @@ func (h Hint) Validate() error {
 	if err := checkString("Reason", h.Reason, maxReasonLen); err != nil {
 		return err
 	}
-	if h.State > HintOpen {
-		return fmt.Errorf("hint: State %d out of range 0-2", h.State)
+	if h.State > HintFailing {
+		return fmt.Errorf("hint: State %d out of range 0-3", h.State)
 	}
 	if h.OpenFor < 0 || h.OpenFor > MaxHintOpenFor {
 		return fmt.Errorf("hint: OpenFor %v out of range 0-%v", h.OpenFor, MaxHintOpenFor)
+	}
+	if h.State == HintFailing && h.OpenFor != 0 {
+		return fmt.Errorf("hint: OpenFor %v on a failing hint, want 0", h.OpenFor)
 	}
 	return nil
 }
@@ -72,6 +76,11 @@ func checkString(field, s string, max int) error {
 //	version(1) state(1) flags(1) uvarint(generation) uvarint(openFor ns)
 //	then origin, task group, namespace, destination, reason, each as
 //	uvarint(len) bytes.
+//
+// Version 1 carries states 0-2 (closed, half-open, open); version 2 has the
+// same layout and also state 3 (failing). Only failing hints are written as
+// v2, so every other hint stays byte-identical to what nodes without the
+// early warning send and accept; such nodes drop v2 hints as invalid.
 func EncodeHint(h Hint) ([]byte, error) {
 	if err := h.Validate(); err != nil {
 		return nil, err
@@ -82,7 +91,11 @@ func EncodeHint(h Hint) ([]byte, error) {
 	if h.Suspect {
 		flags |= hintFlagSuspect
 	}
-	buf = append(buf, hintCodecV1, h.State, flags)
+	version := byte(hintCodecV1)
+	if h.State == HintFailing {
+		version = hintCodecV2
+	}
+	buf = append(buf, version, h.State, flags)
 	buf = binary.AppendUvarint(buf, h.Generation)
 	buf = binary.AppendUvarint(buf, uint64(h.OpenFor))
 	for _, s := range [...]string{h.Origin, h.Key.TaskGroup, h.Key.NamespaceID, h.Key.Destination, h.Reason} {
@@ -105,10 +118,17 @@ func DecodeHint(b []byte) (Hint, error) {
 	if len(b) < 3 {
 		return h, errors.New("hint: truncated header")
 	}
-	if b[0] != hintCodecV1 {
-		return h, fmt.Errorf("hint: unknown codec version %d", b[0])
-	}
 	h.State = b[1]
+	switch {
+	case b[0] == hintCodecV1 && h.State > HintOpen:
+		return Hint{}, fmt.Errorf("hint: State %d out of range 0-2 for codec v1", h.State)
+	case b[0] == hintCodecV2 && h.State != HintFailing:
+		// v2 is written for failing hints only; anything else in v2 would
+		// not survive a re-encode unchanged.
+		return Hint{}, fmt.Errorf("hint: State %d in codec v2, want %d (failing)", h.State, HintFailing)
+	case b[0] != hintCodecV1 && b[0] != hintCodecV2:
+		return Hint{}, fmt.Errorf("hint: unknown codec version %d", b[0])
+	}
 	flags := b[2]
 	if flags&^hintFlagsKnown != 0 {
 		return h, fmt.Errorf("hint: unknown flags %#x", flags)

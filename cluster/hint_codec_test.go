@@ -54,7 +54,8 @@ func TestEncodeHintRejects(t *testing.T) {
 		{"long namespace", func(h *Hint) { h.Key.NamespaceID = long }, "Key.NamespaceID"},
 		{"long reason", func(h *Hint) { h.Reason = long }, "Reason"},
 		{"bad utf8", func(h *Hint) { h.Reason = "\xff" }, "Reason"},
-		{"state", func(h *Hint) { h.State = 3 }, "State"},
+		{"state", func(h *Hint) { h.State = 4 }, "State"},
+		{"failing with open time", func(h *Hint) { h.State = HintFailing }, "OpenFor"},
 		{"negative open", func(h *Hint) { h.OpenFor = -time.Second }, "OpenFor"},
 		{"huge open", func(h *Hint) { h.OpenFor = 25 * time.Hour }, "OpenFor"},
 	}
@@ -90,7 +91,8 @@ func TestDecodeHintRejects(t *testing.T) {
 		"empty":         nil,
 		"short":         {1, 2},
 		"version":       mut(func(b []byte) []byte { b[0] = 9; return b }),
-		"state":         mut(func(b []byte) []byte { b[1] = 3; return b }),
+		"state":         mut(func(b []byte) []byte { b[1] = 4; return b }),
+		"v1 failing":    mut(func(b []byte) []byte { b[1] = 3; return b }),
 		"flags":         mut(func(b []byte) []byte { b[2] = 0x80; return b }),
 		"trailing":      append(append([]byte(nil), good...), 0),
 		"truncated":     good[:len(good)-3],
@@ -154,6 +156,13 @@ func FuzzDecodeHint(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 1, 'o', 0, 0, 1, 'd', 0})
+	failing := sampleHint()
+	failing.State, failing.OpenFor = HintFailing, 0
+	encF, _ := EncodeHint(failing)
+	f.Add(encF)
+	f.Add([]byte{2, 3, 0, 7, 0, 1, 'o', 0, 0, 1, 'd', 0})
+	f.Add([]byte{2, 2, 0, 7, 0, 1, 'o', 0, 0, 1, 'd', 0}) // v2 carrying a v1 state
+	f.Add([]byte{1, 3, 0, 7, 0, 1, 'o', 0, 0, 1, 'd', 0}) // v1 carrying failing
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeHint(b)
 		if err != nil {
@@ -171,4 +180,63 @@ func FuzzDecodeHint(f *testing.F) {
 			t.Fatalf("re-encode changed the hint (-first +second):\n%s", diff)
 		}
 	})
+}
+
+// TestHintFailingCodecV2: a failing hint is written as v2 and round-trips;
+// every other state is still written as v1, byte for byte what nodes
+// without the early warning send, and their encodings still decode.
+func TestHintFailingCodecV2(t *testing.T) {
+	h := sampleHint()
+	h.State, h.OpenFor, h.Reason, h.Suspect = HintFailing, 0, "2 consecutive failures", false
+	b, err := EncodeHint(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[0] != hintCodecV2 || b[1] != HintFailing {
+		t.Fatalf("failing hint header %x, want version 2 state 3", b[:2])
+	}
+	got, err := DecodeHint(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(h, got); diff != "" {
+		t.Fatalf("round trip (-want +got):\n%s", diff)
+	}
+	// v2 may only carry the failing state.
+	bad := append([]byte(nil), b...)
+	bad[1] = HintOpen
+	if _, err := DecodeHint(bad); err == nil || !strings.Contains(err.Error(), "v2") {
+		t.Fatalf("v2 open hint: err = %v", err)
+	}
+
+	// A v1 hint as the previous codec wrote it (golden bytes): open,
+	// suspect flag, generation 42, OpenFor 37s, origin "node-a", callback
+	// task group, namespace "ns-1", destination "payments", reason "x".
+	v1 := []byte{1, 2, 1, 42, 0x80, 0xe4, 0xfc, 0xea, 0x89, 0x01,
+		6, 'n', 'o', 'd', 'e', '-', 'a'}
+	v1 = append(v1, byte(len(breakerpool.TaskGroupCallback)))
+	v1 = append(v1, breakerpool.TaskGroupCallback...)
+	v1 = append(v1, 4, 'n', 's', '-', '1', 8, 'p', 'a', 'y', 'm', 'e', 'n', 't', 's', 1, 'x')
+	old, err := DecodeHint(v1)
+	if err != nil {
+		t.Fatalf("v1 golden: %v", err)
+	}
+	want := sampleHint()
+	want.Reason = "x"
+	if diff := cmp.Diff(want, old); diff != "" {
+		t.Fatalf("v1 golden (-want +got):\n%s", diff)
+	}
+	for _, st := range []uint8{HintClosed, HintHalfOpen, HintOpen} {
+		want.State = st
+		enc, err := EncodeHint(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == HintOpen && string(enc) != string(v1) {
+			t.Fatalf("open hint encodes to %x, want the v1 bytes %x", enc, v1)
+		}
+		if enc[0] != hintCodecV1 {
+			t.Fatalf("state %d written as version %d, want 1", st, enc[0])
+		}
+	}
 }

@@ -16,9 +16,11 @@ import (
 // for each hint policy. Run with -benchtime=1x (one outage per policy
 // takes ~10 s). Metrics:
 //
-//   - trip-calls: calls from the outage's start until every node is open
-//     (all nodes see the outage at once, so each reaches its own threshold
-//     at about the same time: hints cannot save much of this phase).
+//   - trip-calls: calls from the outage's start until every node is open.
+//     All nodes meet the outage at once (each driver at its own random
+//     phase): without the early warning each reaches its own threshold
+//     before any open hint exists (6N); with it the first node to see 2
+//     failures makes every peer guard (probe ≈ 2N+1, adopt ≈ 6+small).
 //   - probes/timeout: calls per Timeout during the next 4 s of outage
 //     (off: every node probes every timeout; probe/adopt: the owner).
 //   - recovery-ms: destination back → every node delivered again.

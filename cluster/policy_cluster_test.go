@@ -40,15 +40,8 @@ func TestPolicyOutageCost(t *testing.T) {
 				n.pool.Get(k) // the peers have used this destination before
 			}
 			tripLocally(t, nodes[0], client, k)
-
-			waitFor(t, 10*time.Second, "every peer to handle the open hint", func() bool {
-				for _, n := range nodes[1:] {
-					if counter(t, n.m.metrics.hintsReceived, string(HintApplied)) == 0 {
-						return false
-					}
-				}
-				return true
-			})
+			// n0's second failure sent a failing hint, its trip an open one.
+			waitOpenHandled(t, nodes[0], k, nodes[1:]...)
 			for _, n := range nodes[1:] {
 				s := status(n, k)
 				switch tc.policy {
@@ -195,14 +188,14 @@ func TestPolicyProbeLocalFailureDoesNotBlackhole(t *testing.T) {
 		drivers = append(drivers, drive(t, n, client, k, 20))
 	}
 	waitFor(t, 10*time.Second, "n0 to trip", func() bool { return isOpen(nodes[0], k) })
-	waitFor(t, 10*time.Second, "every peer to guard on n0's hint", func() bool {
-		for _, n := range nodes[1:] {
-			if actions(t, n, ActionGuard) == 0 {
-				return false
-			}
+	// n0's failing hint (its second failure) and its open hint each guard
+	// the peers; wait until both were handled.
+	waitOpenHandled(t, nodes[0], k, nodes[1:]...)
+	for _, n := range nodes[1:] {
+		if actions(t, n, ActionGuard)+actions(t, n, ActionGuardFailing) == 0 {
+			t.Fatalf("%s never guarded on n0's hints", n.id)
 		}
-		return true
-	})
+	}
 	after := time.Now()
 	before := map[string]int{}
 	for _, n := range nodes[1:] {
@@ -216,11 +209,14 @@ func TestPolicyProbeLocalFailureDoesNotBlackhole(t *testing.T) {
 		}
 		return true
 	})
-	for _, n := range nodes[1:] {
-		if s := status(n, k); s.State != gobreaker.StateClosed || s.Mode != breakerpool.ModeAuto {
-			t.Fatalf("%s: want closed and unguarded after its probe succeeded, got %v/%v", n.id, s.State, s.Mode)
+	waitFor(t, 10*time.Second, "every peer closed and unguarded after its probe succeeded", func() bool {
+		for _, n := range nodes[1:] {
+			if s := status(n, k); s.State != gobreaker.StateClosed || s.Mode != breakerpool.ModeAuto {
+				return false
+			}
 		}
-	}
+		return true
+	})
 	if !isOpen(nodes[0], k) {
 		t.Fatal("n0 should still be open: its own egress is broken")
 	}
@@ -348,7 +344,10 @@ func TestPolicySelfSuspicion(t *testing.T) {
 		tripLocally(t, n0, client, testKey(fmt.Sprint("d", i)))
 	}
 	waitFor(t, 5*time.Second, "4 openings to be published", func() bool { return published("open") == 4 })
-	waitFor(t, 5*time.Second, "n1 to guard on them", func() bool { return actions(t, n1, ActionGuard) == 4 })
+	waitFor(t, 5*time.Second, "n1 to guard on them", func() bool {
+		// The failing hint (second failure) guards; the open hint then finds it guarded.
+		return actions(t, n1, ActionGuard)+actions(t, n1, ActionGuardFailing) == 4
+	})
 	if on, _ := n0.pol.Suspect(); on {
 		t.Fatal("suspect after 4 openings; the minimum is 5")
 	}
@@ -357,6 +356,13 @@ func TestPolicySelfSuspicion(t *testing.T) {
 	// The opening that made it suspect was already withheld; so is the next.
 	tripLocally(t, n0, client, testKey("d5"))
 	waitFor(t, 5*time.Second, "the next open hint to be withheld", func() bool { return published("suppressed_suspect") == 2 })
+	// Its failing hint (second failure, before the trip) was withheld too.
+	waitFor(t, 5*time.Second, "the failing hint to be withheld", func() bool {
+		return published(PublishFailingSuppressedSuspect) == 1
+	})
+	if got := published(PublishFailing); got != 5 {
+		t.Fatalf("published %v failing hints, want one per streak before the suspicion (d0-d4)", got)
+	}
 	if got := published("open"); got != 4 {
 		t.Fatalf("published %v open hints, want only the 4 before the burst", got)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -53,14 +54,17 @@ func startPNode(t testing.TB, id string, s breakerpool.Settings, pcfg PolicyConf
 	}
 	n.src = src
 	var fwd atomic.Pointer[Policy]
-	n.pool, err = breakerpool.New(breakerpool.Config{Observer: func(tr breakerpool.Transition) {
+	observe := func(tr breakerpool.Transition) {
 		if h := n.hook.Load(); h != nil {
 			(*h)(n.id, tr)
 		}
 		if p := fwd.Load(); p != nil {
 			p.Observe(tr)
 		}
-	}}, src, n.reg, nil)
+	}
+	// As the node wires it: transitions and early warnings both reach the policy.
+	n.pool, err = breakerpool.New(breakerpool.Config{Observer: observe,
+		WarnAfter: breakerpool.DefaultWarnAfter, OnFailing: observe}, src, n.reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +170,10 @@ func (n *pnode) call(client *http.Client, k breakerpool.Key) error {
 }
 
 // driver issues calls for one key on one node at a steady rate from one
-// goroutine, until stopped or its lifetime ends.
+// goroutine, until stopped or its lifetime ends. Each driver starts at a
+// random phase of its interval: independent nodes' traffic shares no clock
+// tick (drivers started in a loop would otherwise call in lockstep, every
+// node meeting an outage on the same tick — the early warning's worst case).
 type driver struct {
 	n                     *pnode
 	ok, down, blocked     atomic.Int64
@@ -182,10 +189,17 @@ func drive(t testing.TB, n *pnode, client *http.Client, k breakerpool.Key, perSe
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		tick := time.NewTicker(d.interval)
-		defer tick.Stop()
 		end := time.NewTimer(d.maxLifetime)
 		defer end.Stop()
+		phase := time.NewTimer(rand.N(d.interval))
+		defer phase.Stop()
+		select {
+		case <-d.stopCh:
+			return
+		case <-phase.C:
+		}
+		tick := time.NewTicker(d.interval)
+		defer tick.Stop()
 		for {
 			select {
 			case <-d.stopCh:
@@ -281,4 +295,40 @@ func tripLocally(t testing.TB, n *pnode, client *http.Client, k breakerpool.Key)
 	if !isOpen(n, k) {
 		t.Fatalf("%s: breaker %s did not open", n.id, k)
 	}
+}
+
+// clockOf returns n's Lamport clock for k (0 if it has no state for k).
+func clockOf(n *pnode, k breakerpool.Key) uint64 {
+	n.pol.mu.Lock()
+	defer n.pol.mu.Unlock()
+	if st, ok := n.pol.keys[k]; ok {
+		return st.clock
+	}
+	return 0
+}
+
+// waitOpenHandled waits until origin published an open hint for k and every
+// peer has handled it (its clock for k reached the hint's generation), so
+// that a test can look at the peers' breakers after the open hint rather
+// than after an earlier failing one.
+func waitOpenHandled(t testing.TB, origin *pnode, k breakerpool.Key, peers ...*pnode) {
+	t.Helper()
+	var gen uint64
+	waitFor(t, 10*time.Second, origin.id+" to publish an open hint", func() bool {
+		origin.pol.mu.Lock()
+		defer origin.pol.mu.Unlock()
+		if st, ok := origin.pol.keys[k]; ok && st.published && st.pubState == HintOpen {
+			gen = st.pubGen
+			return true
+		}
+		return false
+	})
+	waitFor(t, 10*time.Second, "every peer to handle the open hint", func() bool {
+		for _, n := range peers {
+			if clockOf(n, k) < gen {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -25,6 +25,10 @@ type keyState struct {
 	pubReason string
 	published bool
 
+	// failingPub is when this node last published a failing hint for the
+	// key (the rate limit: one per Timeout).
+	failingPub time.Time
+
 	// local is the breaker's state as last observed by the policy.
 	local gobreaker.State
 	// holdBound caps every hint-driven extension of the current open

@@ -11,7 +11,7 @@ const (
 	ProbeOwner    = "owner"    // this node owns the key's probe and its open period ended
 	ProbeFallback = "fallback" // not the owner, but its fallback deadline passed
 	ProbeWarm     = "warm"     // a peer's closed hint warm-started the probe
-	ProbeGuard    = "guard"    // an open hint made a closed breaker admit only probes (policy probe)
+	ProbeGuard    = "guard"    // an open or failing hint made a closed breaker admit only probes
 	ProbeLocal    = "local"    // policy off: the breaker's own timer, no coordination
 )
 
@@ -19,6 +19,7 @@ const (
 // policy did with a peer's hint.
 const (
 	ActionGuard          = "guard"           // probe: closed breaker guarded
+	ActionGuardFailing   = "guard_failing"   // probe/adopt: a failing hint guarded a closed breaker
 	ActionAdopt          = "adopt"           // adopt: breaker opened for the hint's time
 	ActionExtend         = "extend"          // the probe owner's open hint extended a held breaker
 	ActionWarm           = "warm"            // closed hint: open breaker probes now
@@ -30,11 +31,22 @@ const (
 	ActionSkipUnknown    = "skipped_unknown" // open hint for an unused key past the precreate bound
 )
 
+// Publication results, the result label of fusebox_hints_published_total.
+const (
+	PublishOpen                     = "open"                       // open hint published
+	PublishClosed                   = "closed"                     // closed hint published
+	PublishFailing                  = "failing"                    // failing (early warning) hint published
+	PublishSuppressedSuspect        = "suppressed_suspect"         // open hint withheld: this node suspects its egress
+	PublishFailingSuppressedSuspect = "failing_suppressed_suspect" // failing hint withheld: this node suspects its egress
+	PublishFailingRateLimited       = "failing_ratelimited"        // failing hint withheld: one already went out within Timeout
+	PublishError                    = "error"                      // the transport refused the hint
+)
+
 // policyMetrics are the hint policy's collectors.
 type policyMetrics struct {
 	probes       *prometheus.CounterVec // role
 	actions      *prometheus.CounterVec // action
-	published    *prometheus.CounterVec // result: open, closed, suppressed_suspect, error
+	published    *prometheus.CounterVec // result: see the Publish* constants
 	publishDelay prometheus.Histogram
 	suspect      prometheus.Gauge
 	precreated   prometheus.Gauge
@@ -52,7 +64,8 @@ func newPolicyMetrics(reg prometheus.Registerer) (*policyMetrics, error) {
 		}, []string{"action"}),
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fusebox_hints_published_total",
-			Help: "Local breaker transitions offered for publication, by result (open, closed, suppressed_suspect, error).",
+			Help: "Local breaker transitions and failure streaks offered for publication, by result " +
+				"(open, closed, failing, suppressed_suspect, failing_suppressed_suspect, failing_ratelimited, error).",
 		}, []string{"result"}),
 		publishDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fusebox_hint_publish_delay_seconds",

@@ -13,8 +13,9 @@ import (
 const maxOpenHints = 4096
 
 // Observe receives every breaker transition of this node's pool (set it as,
-// or forward to it from, breakerpool.Config.Observer). It runs on the pool's
-// observer goroutine and never blocks.
+// or forward to it from, breakerpool.Config.Observer) and the pool's early
+// warnings (breakerpool.Config.OnFailing; see observeFailing). It runs on the
+// pool's observer goroutine and never blocks.
 //
 // Local transitions (source local) are published: open with the remaining
 // open time, closed; half-open is not (peers learn the probe's result).
@@ -24,6 +25,10 @@ const maxOpenHints = 4096
 // breaker open until its fallback deadline, waiting for the owner's result.
 func (p *Policy) Observe(t breakerpool.Transition) {
 	if !p.running.Load() {
+		return
+	}
+	if t.Kind == breakerpool.KindFailing {
+		p.observeFailing(t)
 		return
 	}
 	now := time.Now()
@@ -114,7 +119,7 @@ func (p *Policy) publishLocked(st *keyState, t breakerpool.Transition, now time.
 	}
 	if h.State == HintOpen {
 		if h.Suspect {
-			p.met.published.WithLabelValues("suppressed_suspect").Inc()
+			p.met.published.WithLabelValues(PublishSuppressedSuspect).Inc()
 			return
 		}
 		h.OpenFor = max(0, min(t.OpenFor-now.Sub(t.At), MaxHintOpenFor))
@@ -123,15 +128,15 @@ func (p *Policy) publishLocked(st *keyState, t breakerpool.Transition, now time.
 	h.Generation = st.clock
 	st.lastOrigin = p.self
 	if err := p.members.Publish(h); err != nil {
-		p.met.published.WithLabelValues("error").Inc()
+		p.met.published.WithLabelValues(PublishError).Inc()
 		p.log.Debug("hint not published", "key", t.Key.String(), "err", err)
 		return
 	}
 	p.met.publishDelay.Observe(time.Since(t.At).Seconds())
 	if h.State == HintOpen {
-		p.met.published.WithLabelValues("open").Inc()
+		p.met.published.WithLabelValues(PublishOpen).Inc()
 	} else {
-		p.met.published.WithLabelValues("closed").Inc()
+		p.met.published.WithLabelValues(PublishClosed).Inc()
 	}
 	st.published, st.pubState, st.pubGen, st.pubReason = true, h.State, h.Generation, h.Reason
 	st.pubUntil = now.Add(h.OpenFor)

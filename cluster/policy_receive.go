@@ -12,11 +12,12 @@ import (
 // message worker or a push/pull goroutine and does not block.
 //
 // Order: a hint older than the key's Lamport clock is stale, one equal to it
-// from the same origin a duplicate; the clock then advances. Open (and
-// half-open) hints from an origin that declares itself suspect — by the
-// hint's flag or its member metadata — are ignored. Then the destination's
-// HintPolicy decides (see applyOpenLocked); a closed hint warm-starts the
-// probe of an open breaker. fresh is false for stale, duplicate and ignored
+// from the same origin a duplicate; the clock then advances. Open,
+// half-open and failing hints from an origin that declares itself suspect —
+// by the hint's flag or its member metadata — are ignored. Then the
+// destination's HintPolicy decides (see applyOpenLocked and
+// applyFailingLocked; both may precreate the breaker of an unused key); a
+// closed hint warm-starts the probe of an open breaker. fresh is false for stale, duplicate and ignored
 // hints, so only useful news is re-gossiped.
 func (p *Policy) HandleHint(h Hint) (fresh bool) {
 	if !p.running.Load() {
@@ -65,6 +66,10 @@ func (p *Policy) HandleHint(h Hint) (fresh bool) {
 		}
 		p.met.actions.WithLabelValues(ActionPrecreate).Inc()
 	}
+	if h.State == HintFailing {
+		p.met.actions.WithLabelValues(p.applyFailingLocked(b)).Inc()
+		return true
+	}
 	p.met.actions.WithLabelValues(p.applyOpenLocked(b, h, st, now)).Inc()
 	return true
 }
@@ -82,9 +87,10 @@ func (p *Policy) originSuspect(origin string) bool {
 //   - off: nothing.
 //   - probe: a closed automatic breaker is guarded (admits MaxRequests
 //     probes until one resolves).
-//   - adopt: a closed automatic breaker opens for the hint's remaining time,
-//     capped at the fallback this node would hold itself (no hint keeps a
-//     breaker open past it); a half-open hint (no time left) guards.
+//   - adopt: a closed automatic breaker, or one a peer's hint guarded (a
+//     failing hint, usually), opens for the hint's remaining time, capped
+//     at the fallback this node would hold itself (no hint keeps a breaker
+//     open past it); a half-open hint (no time left) guards.
 //   - either: an open breaker that does not own the key's probe, hearing the
 //     owner's open hint (its probe failed), holds on for another fallback
 //     period, never past the episode's bound.
@@ -94,7 +100,12 @@ func (p *Policy) applyOpenLocked(b *breakerpool.Breaker, h Hint, st *keyState, n
 		return ActionRecorded
 	}
 	s := b.Status()
+	hintGuarded := s.Mode == breakerpool.ModeGuarded && s.Source == breakerpool.SourceHint
 	switch {
+	case s.State == gobreaker.StateClosed && hintGuarded && set.HintPolicy == breakerpool.HintAdopt &&
+		h.State == HintOpen && h.OpenFor > 0:
+		b.OpenFor(min(h.OpenFor, p.fallback(set.Timeout.D())), breakerpool.SourceHint)
+		return ActionAdopt
 	case s.State == gobreaker.StateClosed && s.Mode == breakerpool.ModeAuto:
 		if set.HintPolicy == breakerpool.HintAdopt && h.State == HintOpen && h.OpenFor > 0 {
 			b.OpenFor(min(h.OpenFor, p.fallback(set.Timeout.D())), breakerpool.SourceHint)

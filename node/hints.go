@@ -19,11 +19,25 @@ type hintForwarder struct {
 	p atomic.Pointer[cluster.Policy]
 }
 
-// observe is the pool's Observer.
+// observe is the pool's Observer (with the UI recorder) and its OnFailing.
 func (f *hintForwarder) observe(t breakerpool.Transition) {
 	if p := f.p.Load(); p != nil {
 		p.Observe(t)
 	}
+}
+
+// hintWarnAfter is the early warning's k: a closed breaker that sees this
+// many consecutive failures tells the policy, which publishes a "failing"
+// hint so peers guard the destination before their own breakers trip (see
+// cluster/DESIGN.md, "Early warning"). A default in code, not dynamic
+// config: 0 would turn the warning off.
+const hintWarnAfter = breakerpool.DefaultWarnAfter
+
+// poolConfig is the breaker pool's configuration: observe gets every state
+// transition (hint policy and UI); the early warnings go to the hint policy
+// only.
+func poolConfig(observe func(breakerpool.Transition), fwd *hintForwarder) breakerpool.Config {
+	return breakerpool.Config{Observer: observe, WarnAfter: hintWarnAfter, OnFailing: fwd.observe}
 }
 
 // startHints builds the hint policy over the pool and the started
