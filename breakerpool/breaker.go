@@ -111,7 +111,50 @@ func (b *Breaker) Allow() (done func(success bool), err error) {
 			return nil, rejectErr(err)
 		}
 		// A small closure (3 words): the hot path's only allocation besides gobreaker's.
-		return func(ok bool) { b.finishFast(gbDone, ok) }, nil
+		return func(ok bool) { b.finishFast(gbDone, verdictOf(ok)) }, nil
+	}
+	finish, err := b.allowSlow()
+	if err != nil {
+		return nil, err
+	}
+	return func(ok bool) { finish(verdictOf(ok)) }, nil
+}
+
+// Verdict is what a finished call says about the destination.
+type Verdict uint8
+
+const (
+	// VerdictFailure: the destination is down (a DestinationDownError).
+	VerdictFailure Verdict = iota
+	// VerdictSuccess: the destination answered.
+	VerdictSuccess
+	// VerdictNone: the caller abandoned the call (its shard moved, the node
+	// is closing) before the destination answered. The permit is given back
+	// and nothing is counted, so an abandoned half-open probe neither closes
+	// nor reopens the breaker.
+	VerdictNone
+)
+
+func verdictOf(ok bool) Verdict {
+	if ok {
+		return VerdictSuccess
+	}
+	return VerdictFailure
+}
+
+// AllowVerdict is Allow for callers that can abandon a call: done takes a
+// Verdict, and VerdictNone gives the permit back without a verdict.
+// CircuitBreakerExecutable uses it when the executable's context was
+// cancelled.
+func (b *Breaker) AllowVerdict() (done func(Verdict), err error) {
+	b.touch() // must precede the flags load (eviction handshake, see evict.go)
+	if b.flags.Load() == 0 {
+		gbDone, err := b.cur.Load().cb.Allow()
+		if err != nil {
+			b.rejected.Add(1)
+			return nil, rejectErr(err)
+		}
+		return func(v Verdict) { b.finishFast(gbDone, v) }, nil
 	}
 	return b.allowSlow()
 }
@@ -119,11 +162,15 @@ func (b *Breaker) Allow() (done func(success bool), err error) {
 // finishFast reports a call admitted on the fast path. If the current
 // instance tripped, the caller that wins the flag opens the gate; a trip of
 // an instance that was replaced meanwhile is moot.
-func (b *Breaker) finishFast(gbDone func(error), ok bool) {
-	if ok {
+func (b *Breaker) finishFast(gbDone func(error), v Verdict) {
+	switch v {
+	case VerdictSuccess:
 		b.success.Add(1)
 		gbDone(nil)
 		return // a success never trips
+	case VerdictNone:
+		gbDone(errAbandoned)
+		return
 	}
 	b.failure.Add(1)
 	gbDone(errFailure)
@@ -145,20 +192,20 @@ func (b *Breaker) finishFast(gbDone func(error), ok bool) {
 	}
 }
 
-func (b *Breaker) allowClosed(inst *instance, epoch uint64, guarded bool) (func(bool), error) {
+func (b *Breaker) allowClosed(inst *instance, epoch uint64, guarded bool) (func(Verdict), error) {
 	gbDone, err := inst.cb.Allow()
 	if err != nil {
 		b.rejected.Add(1)
 		return nil, rejectErr(err)
 	}
-	return func(ok bool) { b.finishClosed(inst, gbDone, ok, epoch, guarded) }, nil
+	return func(v Verdict) { b.finishClosed(inst, gbDone, v, epoch, guarded) }, nil
 }
 
-func (b *Breaker) allowSlow() (func(bool), error) {
+func (b *Breaker) allowSlow() (func(Verdict), error) {
 	p := b.pool
 	f := b.flags.Load()
 	if f&flagDead != 0 {
-		return p.Get(b.key).Allow()
+		return p.Get(b.key).AllowVerdict()
 	}
 	if f&flagOpen != 0 && p.mono() < time.Duration(b.openUntil.Load()) {
 		b.rejected.Add(1)
@@ -167,7 +214,7 @@ func (b *Breaker) allowSlow() (func(bool), error) {
 	b.mu.Lock()
 	if b.flags.Load()&flagDead != 0 {
 		b.mu.Unlock()
-		return p.Get(b.key).Allow()
+		return p.Get(b.key).AllowVerdict()
 	}
 	b.advanceLocked(p.mono())
 	switch b.gate {
@@ -187,7 +234,7 @@ func (b *Breaker) allowSlow() (func(bool), error) {
 		if gate == gateGuard {
 			return b.allowClosed(inst, epoch, true)
 		}
-		return func(ok bool) { b.finishProbe(epoch, ok) }, nil
+		return func(v Verdict) { b.finishProbe(epoch, v) }, nil
 	default:
 		inst := b.cur.Load()
 		b.mu.Unlock()
@@ -197,7 +244,15 @@ func (b *Breaker) allowSlow() (func(bool), error) {
 
 // finishClosed reports a call admitted while closed (or guarded) to
 // gobreaker, then hands a trip or a guard outcome to the gate.
-func (b *Breaker) finishClosed(inst *instance, gbDone func(error), ok bool, epoch uint64, guarded bool) {
+func (b *Breaker) finishClosed(inst *instance, gbDone func(error), v Verdict, epoch uint64, guarded bool) {
+	if v == VerdictNone {
+		gbDone(errAbandoned)
+		if guarded {
+			b.returnProbe(gateGuard, epoch)
+		}
+		return
+	}
+	ok := v == VerdictSuccess
 	if ok {
 		b.success.Add(1)
 		gbDone(nil)
@@ -231,7 +286,12 @@ func (b *Breaker) finishClosed(inst *instance, gbDone func(error), ok bool, epoc
 }
 
 // finishProbe reports a half-open probe's outcome.
-func (b *Breaker) finishProbe(epoch uint64, ok bool) {
+func (b *Breaker) finishProbe(epoch uint64, v Verdict) {
+	if v == VerdictNone {
+		b.returnProbe(gateHalfOpen, epoch)
+		return
+	}
+	ok := v == VerdictSuccess
 	if ok {
 		b.success.Add(1)
 	} else {
@@ -251,6 +311,17 @@ func (b *Breaker) finishProbe(epoch uint64, ok bool) {
 	b.probeSuccess++
 	if b.probeSuccess >= b.settings.Load().MaxRequests {
 		b.closeLocked(SourceLocal)
+	}
+}
+
+// returnProbe gives an abandoned probe's permit back, if the gate it was
+// admitted by is still the one in force: another probe may go instead.
+func (b *Breaker) returnProbe(gate gateMode, epoch uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.advanceLocked(b.pool.mono())
+	if b.gate == gate && b.epoch == epoch && b.probeAdmitted > 0 {
+		b.probeAdmitted--
 	}
 }
 

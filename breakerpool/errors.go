@@ -73,6 +73,11 @@ func (e *ResourceExhaustedError) Is(target error) bool {
 	return t.Cause == e.Cause
 }
 
+// ErrNoVerdict, returned (or wrapped) by an executable, says the call was
+// given up before it told anything about the destination: the breaker gets
+// its permit back and counts nothing (VerdictNone).
+var ErrNoVerdict = errors.New("call given up without a verdict")
+
 // IsCircuitBreakerOpen reports whether err is, or wraps, a breaker rejection.
 func IsCircuitBreakerOpen(err error) bool { return errors.Is(err, ErrCircuitBreakerOpen) }
 

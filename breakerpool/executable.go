@@ -38,11 +38,14 @@ func NewCircuitBreakerExecutable(cb TwoStepCircuitBreaker, exec Executable) *Cir
 // and returns a *ResourceExhaustedError with cause CIRCUIT_BREAKER_OPEN (so
 // the task is retried gently and never dead-lettered). Only a
 // DestinationDownError counts as a failure; it is unwrapped, and its Cause
-// returned (the DestinationDownError itself when Cause is nil). Every other
-// outcome, error or not, is a success for the breaker. A panic (or
-// runtime.Goexit) in the executable reports a failure and propagates.
+// returned (the DestinationDownError itself when Cause is nil). A call
+// abandoned because ctx was cancelled, or given up with ErrNoVerdict, gives
+// its permit back without a verdict (with a *Breaker; other breakers see a
+// success, as Temporal's do). Every other outcome, error or not, is a success for the breaker. A
+// panic (or runtime.Goexit) in the executable reports a failure and
+// propagates.
 func (e *CircuitBreakerExecutable) Execute(ctx context.Context) (err error) {
-	done, err := e.Breaker.Allow()
+	done, err := e.allow()
 	if err != nil {
 		if r, ok := e.Breaker.(blockedRecorder); ok {
 			r.recordBlocked()
@@ -55,19 +58,39 @@ func (e *CircuitBreakerExecutable) Execute(ctx context.Context) (err error) {
 	finished := false
 	defer func() {
 		if !finished {
-			done(false)
+			done(VerdictFailure)
 		}
 	}()
 	err = e.Executable.Execute(ctx)
 	finished = true
 	var down *DestinationDownError
-	if errors.As(err, &down) {
-		done(false)
+	switch {
+	case errors.As(err, &down):
+		done(VerdictFailure)
 		if down.Cause != nil {
 			return down.Cause
 		}
 		return down
+	case errors.Is(err, ErrNoVerdict), errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		done(VerdictNone)
+	default:
+		done(VerdictSuccess)
 	}
-	done(true)
 	return err
+}
+
+// verdictBreaker is a breaker that can take a call back without a verdict.
+type verdictBreaker interface {
+	AllowVerdict() (func(Verdict), error)
+}
+
+func (e *CircuitBreakerExecutable) allow() (func(Verdict), error) {
+	if vb, ok := e.Breaker.(verdictBreaker); ok {
+		return vb.AllowVerdict()
+	}
+	done, err := e.Breaker.Allow()
+	if err != nil {
+		return nil, err
+	}
+	return func(v Verdict) { done(v != VerdictFailure) }, nil
 }

@@ -10,6 +10,12 @@ import (
 // errFailure is what done(false) reports to gobreaker.
 var errFailure = errors.New("destination down")
 
+// errAbandoned is what an abandoned call (VerdictNone) reports to gobreaker:
+// excluded from its counts, so it is neither a success nor a failure.
+var errAbandoned = errors.New("call abandoned without a verdict")
+
+func isAbandoned(err error) bool { return err == errAbandoned }
+
 // Rejection errors. They are preallocated so that rejecting costs no
 // allocation; both match ErrCircuitBreakerOpen and the gobreaker error.
 var (
@@ -61,6 +67,7 @@ func (b *Breaker) newInstance(s *Settings) *instance {
 		BucketPeriod: s.BucketPeriod.D(),
 		Timeout:      s.Timeout.D(),
 		ReadyToTrip:  b.readyToTrip,
+		IsExcluded:   isAbandoned,
 		OnStateChange: func(_ string, _, to gobreaker.State) {
 			// Runs under gobreaker's mutex: only flip a flag.
 			if to == gobreaker.StateOpen {

@@ -15,7 +15,7 @@ import (
 
 // errRateRace: the token seen before the breaker admitted the call was gone
 // when taken (a limit change in between). The task is released, not failed.
-var errRateRace = errors.New("queue: rate token vanished after breaker admission")
+var errRateRace = fmt.Errorf("queue: rate token vanished after breaker admission: %w", breakerpool.ErrNoVerdict)
 
 // errClosing: the queue is closing; a task still waiting for a token is
 // released unstarted.
