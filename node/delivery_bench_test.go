@@ -64,7 +64,7 @@ func startBenchCluster(tb, owner testing.TB, shards int) *benchCluster {
 		id := fmt.Sprintf("n%d", i)
 		cfg := Config{NodeID: id, DataDir: filepath.Join(dir, id), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0",
 			Join: join, BootstrapExpect: 3, Shards: shards, Timing: "fast", Version: "bench"}
-		n, err := New(cfg, nil)
+		n, err := New(cfg, testLogger(nil))
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -28,11 +28,15 @@ type Manager struct {
 	holder shardmap.Holder
 
 	// fresh latches whether this node's copy of the committed map is current
-	// enough to work from: it turns on once the store is caught up with the
-	// leader and off when contact with the leader is lost (a pause, a
-	// partition, a restart still replaying its log). Owned is empty while it
-	// is off, so the queue never calls destinations for shards from an old
-	// map. Hysteresis keeps a follower applying a busy log from flapping.
+	// enough to act on: it turns on once the store has caught up with the
+	// leader through a read barrier, and off when contact with the leader is
+	// lost (a pause, a partition, a leader election) or at start. While it is
+	// off the queue starts no call (Fresh, checked before each call) but
+	// keeps its shards and lets calls in flight finish: a brief election
+	// must not abandon them (that would only create duplicates; a real move
+	// is fenced at completion and stops the shard through Watch). The
+	// barrier on the way back means the map the queue then acts on includes
+	// every move made meanwhile.
 	fresh atomic.Bool
 	// lastCheck is when the watch goroutine last checked freshness (Unix
 	// nanoseconds). A long gap means this process was stopped or starved:
@@ -183,7 +187,7 @@ func (m *Manager) update() {
 	gap := now.Sub(time.Unix(0, m.lastCheck.Swap(now.UnixNano())))
 	fresh := m.fresh.Load()
 	if fresh && (!m.store.InContact(0) || gap > m.store.FreshLag()) {
-		m.log.Warn("lost contact with the raft leader (or this process was stopped); stopping work on shards until caught up",
+		m.log.Warn("lost contact with the raft leader (or this process was stopped); making no calls until caught up",
 			"since_last_check", gap.Round(time.Millisecond))
 		m.fresh.Store(false)
 	} else if !fresh && m.store.CaughtUp(0) && m.sync() {
@@ -205,7 +209,7 @@ func (m *Manager) update() {
 
 func (m *Manager) owned(sm *shardmap.Map) map[int]uint64 {
 	out := make(map[int]uint64)
-	if sm == nil || m.mismatch() || !m.fresh.Load() {
+	if sm == nil || m.mismatch() {
 		return out
 	}
 	for _, s := range sm.OwnedBy(m.cfg.NodeID) {

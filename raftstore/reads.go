@@ -167,23 +167,32 @@ func (s *Store) TransferLeadership(ctx context.Context, timeout time.Duration) e
 	}
 }
 
-// InContact reports whether this node is the leader or has heard from the
-// leader within maxLag (maxLag <= 0 means FreshLag()). A node paused or cut
-// off past it must not act on its local state: its shard map may be old.
+// InContact reports whether this node is the leader, or a follower that
+// knows a leader. A follower cut off from the leader becomes a candidate
+// after an election timeout and stops being in contact; a node stopped
+// (SIGSTOP) for a while is caught by its callers, which notice the gap in
+// their own clock. The age of the last heartbeat is deliberately not used:
+// under a heavy replication load it grows past any tight bound while the
+// follower is perfectly current, and flapping would abandon calls in flight.
+// maxLag is kept for callers that bound contact age themselves (<= 0: no
+// bound).
 func (s *Store) InContact(maxLag time.Duration) bool {
 	r := s.raft.Load()
 	if r == nil {
 		return false
 	}
-	if maxLag <= 0 {
-		maxLag = s.FreshLag()
-	}
 	switch r.State() {
 	case raft.Leader:
 		return true // raft steps a leader down once it loses its lease
 	case raft.Follower:
-		last := r.LastContact()
-		return !last.IsZero() && time.Since(last) <= maxLag
+		if _, id := r.LeaderWithID(); id == "" {
+			return false
+		}
+		if maxLag > 0 {
+			last := r.LastContact()
+			return !last.IsZero() && time.Since(last) <= maxLag
+		}
+		return true
 	default:
 		return false
 	}
@@ -202,8 +211,10 @@ func (s *Store) CaughtUp(maxLag time.Duration) bool {
 	return r.State() == raft.Leader || r.AppliedIndex() >= r.CommitIndex()
 }
 
-// FreshLag is the default contact bound: twice the heartbeat timeout (the
-// leader contacts every follower many times within one).
+// FreshLag bounds how long a node may go without looking at its own
+// freshness before it must assume it was stopped and re-sync: twice the
+// heartbeat timeout, well under failure detection, so a node paused long
+// enough for its shards to move always notices.
 func (s *Store) FreshLag() time.Duration { return 2 * s.cfg.raftConfig().HeartbeatTimeout }
 
 // Sync is a read barrier: it commits a no-op through the leader (forwarded
