@@ -315,6 +315,27 @@ func (s *shard) final() {
 	}
 }
 
+// putBack returns an unwritten batch to the shard's results. If the shard
+// was lost while the batch was being written, lose did not see it: its
+// answered calls are counted as possible duplicates here instead.
+func (s *shard) putBack(batch []Result, called []bool) {
+	s.mu.Lock()
+	lost := s.lost
+	if !lost {
+		s.results, s.called = append(batch, s.results...), append(called, s.called...)
+	}
+	s.mu.Unlock()
+	if lost {
+		unacked := 0
+		for i, r := range batch {
+			if called[i] && r.Status != StatusPending {
+				unacked++
+			}
+		}
+		s.q.m.duplicates.WithLabelValues("unacked").Add(float64(unacked))
+	}
+}
+
 // flush writes every waiting result, MaxFlushBatch at a time. A refused
 // write (stale epoch) loses the shard; another error puts the batch back.
 func (s *shard) flush(ctx context.Context) error {
@@ -336,17 +357,13 @@ func (s *shard) flush(ctx context.Context) error {
 		switch {
 		case errors.As(err, &wrong):
 			q.m.writes.WithLabelValues("refused").Inc()
-			s.mu.Lock()
-			s.results, s.called = append(batch, s.results...), append(called, s.called...) // counted by lose
-			s.mu.Unlock()
+			s.putBack(batch, called) // counted by lose
 			s.lose("result write refused: " + wrong.Error())
 			return err
 		case err != nil:
 			q.m.writes.WithLabelValues("error").Inc()
 			q.log.Warn("result write failed, will retry", "shard", s.id, "results", n, "error", err)
-			s.mu.Lock()
-			s.results, s.called = append(batch, s.results...), append(called, s.called...)
-			s.mu.Unlock()
+			s.putBack(batch, called)
 			return err
 		}
 		q.m.writes.WithLabelValues("ok").Inc()
