@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"fusebox/internal/localproc"
 	"net/http"
 	"os"
 	"os/exec"
@@ -440,17 +441,7 @@ func (p *Process) killQuietly() {
 }
 
 // LogTail returns the last n lines of the process's log.
-func (p *Process) LogTail(n int) string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
-}
+func (p *Process) LogTail(n int) string { return localproc.LogTail(p.logPath, n) }
 
 // LogContains reports whether the process's log contains s.
 func (p *Process) LogContains(s string) bool {

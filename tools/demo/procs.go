@@ -1,11 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"fusebox/internal/localproc"
 	"net/http"
 	"os"
 	"os/exec"
@@ -254,43 +253,9 @@ func (p *nodeProc) kill() error {
 }
 
 // logTail returns the last n lines of the node's log.
-func (p *nodeProc) logTail(n int) string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
-}
-
-// handedOut keeps this process from giving one port to two listeners.
-var handedOut sync.Map
+func (p *nodeProc) logTail(n int) string { return localproc.LogTail(p.logPath, n) }
 
 // freeAddr finds a free loopback port (TCP, and UDP on the same port for
-// gossip) by binding port 0 and closing. Nothing is reserved: another
-// process can take it before the node binds, which launchCluster handles.
-func freeAddr(udpToo bool) (string, error) {
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", fmt.Errorf("allocate a loopback port: %w", err)
-		}
-		addr := ln.Addr().String()
-		if udpToo {
-			pc, err := net.ListenPacket("udp", addr)
-			if err != nil {
-				ln.Close()
-				continue
-			}
-			pc.Close()
-		}
-		ln.Close()
-		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
-			return addr, nil
-		}
-	}
-	return "", errors.New("no free loopback port after 50 tries")
-}
+// gossip). Nothing is reserved: another process can take it before the node
+// binds, which launchCluster handles.
+func freeAddr(udpToo bool) (string, error) { return localproc.FreeAddr("127.0.0.1", udpToo) }
