@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"fusebox/internal/localproc"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/localproc"
 	"fusebox/transport"
 )
 

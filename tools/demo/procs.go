@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"fusebox/internal/localproc"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"fusebox/internal/localproc"
 )
 
 // killTimeout bounds the wait for an exit after SIGKILL.
