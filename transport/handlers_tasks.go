@@ -26,9 +26,9 @@ type TaskService interface {
 	TaskBacklog(shard int) int
 	ShardCount() int
 	Endpoint(name string) (raftstore.Endpoint, bool)
-	// CaughtUp: the local replica is current with the leader (maxLag <= 0:
-	// the store's default bound).
-	CaughtUp(maxLag time.Duration) bool
+	// Sync is a read barrier: it returns once the local replica has applied
+	// everything committed before the call.
+	Sync(ctx context.Context) error
 	// MaxShardBacklog is the pending-task limit per shard; 0: none.
 	MaxShardBacklog() int
 }
@@ -68,7 +68,7 @@ func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	meta := h.s.meta(r)
-	nt, err := h.newTask(&in, meta.At, "")
+	nt, err := h.newTask(r.Context(), &in, meta.At, "")
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 	tasks := make([]raftstore.NewTask, len(in.Tasks))
 	for i := range in.Tasks {
 		// Ids sort by time: offset each by its position to keep batch order.
-		nt, err := h.newTask(&in.Tasks[i], meta.At.Add(time.Duration(i)), fmt.Sprintf("tasks[%d].", i))
+		nt, err := h.newTask(r.Context(), &in.Tasks[i], meta.At.Add(time.Duration(i)), fmt.Sprintf("tasks[%d].", i))
 		if err != nil {
 			return err
 		}
@@ -142,7 +142,7 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 // newTask validates one submit and builds the task to propose. Errors are
 // 400s naming the API body's field (with prefix for a batch item), or a 413
 // for a request over the payload limit.
-func (h *taskHandlers) newTask(in *TaskSubmit, at time.Time, prefix string) (raftstore.NewTask, error) {
+func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time, prefix string) (raftstore.NewTask, error) {
 	bad := func(field, format string, args ...any) error { return BadField(prefix+field, format, args...) }
 	for _, f := range []struct {
 		name, v string
@@ -176,14 +176,16 @@ func (h *taskHandlers) newTask(in *TaskSubmit, at time.Time, prefix string) (raf
 	case breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation:
 		ep, ok := h.svc.Endpoint(in.Destination)
 		if !ok {
-			if !h.svc.CaughtUp(0) {
-				// A node that has not caught up (just restarted, or back
-				// from a pause) may not know a registered endpoint yet:
-				// that is not the client's fault.
+			// This replica may lag (just restarted, back from a pause):
+			// before calling a registered endpoint unknown, read through
+			// the leader once.
+			if err := h.svc.Sync(ctx); err != nil {
 				return raftstore.NewTask{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: 1,
-					Message: "this node is catching up with the cluster and cannot check the endpoint yet; retry"}
+					Message: "this node cannot check the endpoint against the cluster right now; retry: " + err.Error()}
 			}
-			return raftstore.NewTask{}, bad("destination", "unknown nexus endpoint %q (GET /v1/endpoints lists them)", in.Destination)
+			if ep, ok = h.svc.Endpoint(in.Destination); !ok {
+				return raftstore.NewTask{}, bad("destination", "unknown nexus endpoint %q (GET /v1/endpoints lists them)", in.Destination)
+			}
 		}
 		check.URL = ep.URL
 	case "":
