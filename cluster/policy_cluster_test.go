@@ -96,18 +96,7 @@ func TestPolicyCoordinatedProbingAndRecovery(t *testing.T) {
 	setURL(dest.CallbackURL(), nodes...)
 	client := newClient(t)
 	k := testKey("flaky")
-	var drivers []*driver
-	for _, n := range nodes {
-		drivers = append(drivers, drive(t, n, client, k, 20))
-	}
-	waitFor(t, 10*time.Second, "every node to deliver", func() bool {
-		for _, d := range drivers {
-			if d.ok.Load() == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	drivers := driveAll(t, nodes, client, k, 20)
 	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}

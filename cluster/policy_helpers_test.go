@@ -184,6 +184,24 @@ type driver struct {
 	interval, maxLifetime time.Duration
 }
 
+// driveAll starts a driver per node and waits until each has delivered once.
+func driveAll(t *testing.T, nodes []*pnode, client *http.Client, k breakerpool.Key, perSecond int) []*driver {
+	t.Helper()
+	drivers := make([]*driver, 0, len(nodes))
+	for _, n := range nodes {
+		drivers = append(drivers, drive(t, n, client, k, perSecond))
+	}
+	waitFor(t, 10*time.Second, "every node to deliver", func() bool {
+		for _, d := range drivers {
+			if d.ok.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return drivers
+}
+
 func drive(t testing.TB, n *pnode, client *http.Client, k breakerpool.Key, perSecond int) *driver {
 	d := &driver{n: n, stopCh: make(chan struct{}), interval: time.Second / time.Duration(perSecond), maxLifetime: 60 * time.Second}
 	d.wg.Add(1)

@@ -14,7 +14,8 @@ func TestAdminBreakersCommands(t *testing.T) {
 	key := []string{"--task-group", "callbacks.Invocation", "--namespace", "ns-1", "--destination", "http://127.0.0.1:9/cb"}
 
 	h.mustRun("forced open until", append([]string{"breakers", "force", "open", "--duration", "10m", "--reason", "maintenance"}, key...)...)
-	out := h.mustRun("forced-open", "breakers", "list")
+	// The node applies the forced state to its pool after the write commits.
+	out := h.eventually("forced-open", "breakers", "list")
 	var l transport.BreakerList
 	if err := json.Unmarshal([]byte(h.mustRun(`"state": "open"`, "breakers", "list", "--cluster", "--json")), &l); err != nil ||
 		len(l.Breakers) != 1 || l.Breakers[0].Node != "n1" || l.Breakers[0].Source != "operator" {

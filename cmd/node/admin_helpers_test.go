@@ -71,6 +71,23 @@ func (h *adminNode) mustRun(want string, args ...string) string {
 	return out
 }
 
+// eventually runs the command until its output contains want (the node
+// applies some writes asynchronously, e.g. forced breakers to its pool).
+func (h *adminNode) eventually(want string, args ...string) string {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := h.run(args...)
+		if err == nil && strings.Contains(out, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%v: %v\n%s\nwant %q in the output within 10s", args, err, out, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (h *adminNode) wantExit(code int, want string, args ...string) {
 	h.t.Helper()
 	out, err := h.run(args...)
