@@ -13,6 +13,7 @@ require (
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1
 	github.com/nexus-rpc/sdk-go v0.4.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/puzpuzpuz/xsync/v4 v4.5.0
 	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9

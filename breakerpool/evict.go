@@ -30,8 +30,7 @@ func (p *Pool) EvictIdle(now time.Time) int {
 	defer p.sweepMu.Unlock()
 	t := now.Sub(p.base)
 	n := 0
-	p.entries.Range(func(k, v any) bool {
-		b := v.(*Breaker)
+	p.entries.Range(func(k Key, b *Breaker) bool {
 		if b.used.Load() {
 			b.used.Store(false)
 			b.lastSeen = t
@@ -40,7 +39,7 @@ func (p *Pool) EvictIdle(now time.Time) int {
 		if t-b.lastSeen < ttl || !b.tryKill() {
 			return true
 		}
-		if p.entries.CompareAndDelete(k, b) {
+		if p.compareAndDelete(k, b) {
 			p.n.Add(-1)
 			p.evicted.Inc()
 			n++

@@ -73,13 +73,13 @@ func (p *Pool) maintainLoop() {
 // settings are a no-op. The maintenance goroutine calls it on every change
 // notification; it is exported for callers without a subscription.
 func (p *Pool) RefreshSettings() {
-	p.entries.Range(func(k, v any) bool {
+	p.entries.Range(func(k Key, b *Breaker) bool {
 		select {
 		case <-p.stop:
 			return false
 		default:
 		}
-		v.(*Breaker).applySettings(p.resolve(k.(Key)))
+		b.applySettings(p.resolve(k))
 		return true
 	})
 }

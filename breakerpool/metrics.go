@@ -50,8 +50,7 @@ var stateNames = [3]string{
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	c.p.entries.Range(func(_, v any) bool {
-		b := v.(*Breaker)
+	c.p.entries.Range(func(_ Key, b *Breaker) bool {
 		if b.flags.Load()&flagDead != 0 {
 			return true
 		}

@@ -374,6 +374,8 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 		}
 		b.ReportMetric(quantileMs(lat, 0.50), "p50-ms")
 		b.ReportMetric(quantileMs(lat, 0.99), "p99-ms")
+		b.ReportMetric(quantileMs(accepted, 0.50), "accept-p50-ms")
+		b.ReportMetric(quantileMs(accepted, 0.50), "accept-p50-ms")
 		b.ReportMetric(quantileMs(accepted, 0.99), "accept-p99-ms")
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
 	})

@@ -29,8 +29,8 @@ func NewTaskStore(store *raftstore.Store, nodeID string) *TaskStore {
 }
 
 // Due implements queue.Store.
-func (s *TaskStore) Due(shard int, now time.Time, limit int, skip func(id string) bool) []queue.Task {
-	rows := s.store.DueTasks(shard, now, limit, skip)
+func (s *TaskStore) Due(shard int, from, now time.Time, limit int, skip func(id string) bool) []queue.Task {
+	rows := s.store.DueTasksFrom(shard, from, now, limit, skip)
 	out := make([]queue.Task, len(rows))
 	for i := range rows {
 		out[i] = toQueueTask(&rows[i])

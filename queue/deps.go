@@ -18,11 +18,11 @@ import (
 // full local copy to read; Complete is a replicated (Raft) write.
 type Store interface {
 	// Due returns up to limit pending tasks of shard whose NextAttemptAt is
-	// not after now, earliest NextAttemptAt first. Tasks for which skip
-	// returns true (already in flight on this node) are passed over and do
-	// not count towards limit. skip is called with the store's read view
-	// open and must not call back into the store.
-	Due(shard int, now time.Time, limit int, skip func(id string) bool) []Task
+	// in [from, now] (from zero: not after now), earliest NextAttemptAt
+	// first. Tasks for which skip returns true (already in flight on this
+	// node) are passed over and do not count towards limit. skip is called
+	// with the store's read view open and must not call back into the store.
+	Due(shard int, from, now time.Time, limit int, skip func(id string) bool) []Task
 	// NextDue returns the earliest NextAttemptAt after `after` among the
 	// shard's pending tasks; ok is false when there is none.
 	NextDue(shard int, after time.Time) (next time.Time, ok bool)

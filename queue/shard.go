@@ -40,6 +40,16 @@ type shard struct {
 	called   []bool // parallel to results: the result answers a call
 	lost     bool
 
+	// Read cursor (reader goroutine only): reads start at cursor-cursorLag
+	// instead of at the shard's earliest due task, so tasks already in
+	// flight are not walked past on every wake-up. A full read (from the
+	// start) runs when rescan is set, a task went back to pending (released
+	// or parked), and at least every fullReadEvery as a backstop.
+	cursor     time.Time
+	lastFull   time.Time
+	cursorRead bool // the last read started at the cursor: a full read is due by lastFull+fullReadEvery
+	rescan     atomic.Bool
+
 	wakeups atomic.Uint64 // reader loop iterations (tests)
 	reads   atomic.Uint64 // Due calls (tests)
 }
@@ -58,6 +68,17 @@ func newShard(q *Queue, id int, epoch uint64) *shard {
 	go s.flushLoop()
 	return s
 }
+
+const (
+	// cursorLag re-reads the tasks due shortly before the cursor: a task
+	// submitted through a node whose clock is behind can be due before
+	// tasks already read. Tasks in flight in that window are skipped.
+	cursorLag = 250 * time.Millisecond
+	// fullReadEvery bounds how long a task due before cursor-cursorLag
+	// (a larger clock skew, a result write that left a task due in the
+	// past) can wait to be read.
+	fullReadEvery = time.Second
+)
 
 func signal(ch chan struct{}) {
 	select {
@@ -92,6 +113,7 @@ func (s *shard) release(it *item, park time.Duration) {
 		}
 	}
 	s.mu.Unlock()
+	s.rescan.Store(true) // pending again, possibly before the cursor
 	signal(s.wake)
 }
 
@@ -206,6 +228,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	for id, at := range s.parked {
 		if !at.After(now) {
 			delete(s.parked, id)
+			s.rescan.Store(true)
 		}
 	}
 	limit := min(bs, q.cfg.MaxPendingPerShard-len(s.inflight)-len(s.parked))
@@ -214,7 +237,14 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		return false, now
 	}
 	s.reads.Add(1)
-	tasks := q.store.Due(s.id, now, limit, func(id string) bool {
+	var from time.Time
+	if s.rescan.Swap(false) || s.cursor.IsZero() || now.Sub(s.lastFull) >= fullReadEvery {
+		s.lastFull = now
+	} else {
+		from = s.cursor.Add(-cursorLag)
+	}
+	s.cursorRead = !from.IsZero()
+	tasks := q.store.Due(s.id, from, now, limit, func(id string) bool {
 		_, busy := s.inflight[id]
 		_, parked := s.parked[id]
 		return busy || parked
@@ -223,6 +253,9 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	for i := range tasks {
 		items[i] = &item{task: tasks[i], sh: s}
 		s.inflight[tasks[i].ID] = items[i]
+		if at := tasks[i].NextAttemptAt; at.After(s.cursor) {
+			s.cursor = at
+		}
 	}
 	s.mu.Unlock()
 	for _, it := range items {
@@ -232,6 +265,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 			delete(s.inflight, it.task.ID)
 			s.parked[it.task.ID] = now.Add(q.cfg.RejectRetry)
 			s.mu.Unlock()
+			s.rescan.Store(true)
 		}
 	}
 	q.m.depth.WithLabelValues(strconv.Itoa(s.id)).Set(float64(q.store.Backlog(s.id)))
@@ -244,6 +278,11 @@ func (s *shard) nextWake(now time.Time) time.Time {
 	next, ok := s.q.store.NextDue(s.id, now)
 	if !ok {
 		next = time.Time{}
+	}
+	if s.cursorRead { // the backstop full read
+		if full := s.lastFull.Add(fullReadEvery); next.IsZero() || full.Before(next) {
+			next = full
+		}
 	}
 	s.mu.Lock()
 	for _, at := range s.parked {

@@ -111,3 +111,25 @@ func TestStaleOwnerStopsOnRefusedWrite(t *testing.T) {
 		return got.Status == queue.StatusSucceeded
 	})
 }
+
+// TestReadCursorFindsTasksDueBeforeIt: the reader reads from a cursor past
+// the tasks it has in flight; a task that becomes pending with an earlier
+// due time (a submit stamped by a node whose clock is behind) must still be
+// read, by the periodic full read, and not wait for the in-flight ones.
+func TestReadCursorFindsTasksDueBeforeIt(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	exec := newFakeExec(true)
+	e.start(t, fastCfg(), exec, nil)
+	now := time.Now()
+	late := callback("late", 0, "d", "http://127.0.0.1:9/cb")
+	late.NextAttemptAt = now
+	e.add(t, late)
+	waitFor(t, 10*time.Second, "the first task in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 1 })
+
+	early := callback("early", 0, "d", "http://127.0.0.1:9/cb")
+	early.NextAttemptAt = now.Add(-time.Minute) // far before the cursor and its lag
+	e.add(t, early)
+	waitFor(t, 10*time.Second, "the earlier task read while the first is in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 2 })
+	close(exec.release)
+	waitFor(t, 10*time.Second, "both succeeded", func() bool { return e.allStatus([]queue.Task{late, early}, queue.StatusSucceeded) })
+}

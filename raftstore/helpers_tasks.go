@@ -141,6 +141,11 @@ func (s *Store) DueTasks(shard int, now time.Time, limit int, skip func(id strin
 	return s.state.DueTasks(shard, now, limit, skip)
 }
 
+// DueTasksFrom is DueTasks starting at the tasks due at from (zero: all).
+func (s *Store) DueTasksFrom(shard int, from, now time.Time, limit int, skip func(id string) bool) []Task {
+	return s.state.DueTasksFrom(shard, from, now, limit, skip)
+}
+
 // NextTaskDue returns the earliest NextAttemptAt after `after` of the
 // shard's pending tasks.
 func (s *Store) NextTaskDue(shard int, after time.Time) (time.Time, bool) {
@@ -152,3 +157,6 @@ func (s *Store) TaskBacklog(shard int) int { return s.state.TaskBacklog(shard) }
 
 // ListTasks lists tasks in id order (see State.ListTasks).
 func (s *Store) ListTasks(q TaskQuery) []Task { return s.state.ListTasks(q) }
+
+// ListTasksPage is ListTasks with the next page's cursor (State.ListTasksPage).
+func (s *Store) ListTasksPage(q TaskQuery) ([]Task, string) { return s.state.ListTasksPage(q) }

@@ -52,8 +52,7 @@ func (t *Task) Terminal() bool { return t.Status != TaskPending }
 const (
 	idxTaskDue      = "due"      // pending only: shard, NextAttemptAt
 	idxTaskRequest  = "request"  // unique, with a request id: namespace, request id
-	idxTaskStatus   = "status"   // status (the DLQ listing)
-	idxTaskShard    = "shard"    // shard (listing)
+	idxTaskStatus   = "status"   // failed and dlq only: status (DLQ listing, redrive)
 	idxTaskTerminal = "terminal" // succeeded/failed only: CompletedAt (collect)
 )
 
@@ -75,8 +74,16 @@ func tasksTableSchema() *memdb.TableSchema {
 			}
 			return taskKeyRequest(t.NamespaceID, t.RequestID)
 		}),
-		idxTaskStatus: ix(idxTaskStatus, false, func(t *Task) []byte { return []byte(t.Status + "\x00") }),
-		idxTaskShard:  ix(idxTaskShard, false, func(t *Task) []byte { return taskKeyShard(t.Shard) }),
+		// Only the rare statuses are indexed: every index costs each insert
+		// and each completion a radix-tree write (the FSM apply was 20% of a
+		// loaded node's CPU). Listings of pending or succeeded tasks, or of
+		// one shard, scan the id index with a filter (bounded by MaxTaskScan).
+		idxTaskStatus: ix(idxTaskStatus, false, func(t *Task) []byte {
+			if !statusIndexed(t.Status) {
+				return nil
+			}
+			return []byte(t.Status + "\x00")
+		}),
 		idxTaskTerminal: ix(idxTaskTerminal, false, func(t *Task) []byte {
 			if t.Status != TaskSucceeded && t.Status != TaskFailed {
 				return nil
@@ -149,17 +156,32 @@ func (s *State) TaskByRequestID(namespace, requestID string) (Task, bool) {
 // over and do not count; skip runs with the read view open and must not
 // call back into the state.
 func (s *State) DueTasks(shard int, now time.Time, limit int, skip func(id string) bool) []Task {
+	return s.DueTasksFrom(shard, time.Time{}, now, limit, skip)
+}
+
+// DueTasksFrom is DueTasks starting at the tasks due at from (the zero
+// time: from the first), so that a reader with many tasks in flight does
+// not walk past them on every read.
+func (s *State) DueTasksFrom(shard int, from, now time.Time, limit int, skip func(id string) bool) []Task {
 	if limit <= 0 {
 		return nil
 	}
-	it, err := s.read().Get(string(TableTasks), idxTaskDue+"_prefix", taskKeyShard(shard))
+	var (
+		it  memdb.ResultIterator
+		err error
+	)
+	if from.IsZero() {
+		it, err = s.read().Get(string(TableTasks), idxTaskDue+"_prefix", taskKeyShard(shard))
+	} else {
+		it, err = s.read().LowerBound(string(TableTasks), idxTaskDue, taskKeyDue(shard, from))
+	}
 	if err != nil {
 		return nil
 	}
 	var out []Task
 	for o := it.Next(); o != nil && len(out) < limit; o = it.Next() {
 		t := o.(*Task)
-		if t.NextAttemptAt.After(now) {
+		if t.Shard != shard || t.NextAttemptAt.After(now) {
 			break
 		}
 		if skip != nil && skip(t.ID) {
@@ -207,12 +229,27 @@ type TaskQuery struct {
 // matches little cannot turn a listing into a table scan.
 const MaxTaskScan = 100_000
 
-// ListTasks returns tasks in id order matching q. Status uses the status
-// index, otherwise Shard the shard index; the other filter is applied while
-// scanning, at most MaxTaskScan rows.
+// taskScanBudget is MaxTaskScan; tests lower it.
+var taskScanBudget = MaxTaskScan
+
+// statusIndexed reports whether tasks of status are in the status index.
+func statusIndexed(status string) bool { return status == TaskDLQ || status == TaskFailed }
+
+// ListTasks returns tasks in id order matching q. A failed or dlq status
+// uses the status index; otherwise the id index is scanned with the
+// filters applied, at most MaxTaskScan rows.
 func (s *State) ListTasks(q TaskQuery) []Task {
+	out, _ := s.ListTasksPage(q)
+	return out
+}
+
+// ListTasksPage is ListTasks with the cursor of the next page: the last
+// task's id when the page is full, or the last id examined when the scan
+// budget (MaxTaskScan) ran out first, so a sparse filter pages on instead
+// of ending early. next is empty when there is nothing more.
+func (s *State) ListTasksPage(q TaskQuery) (out []Task, next string) {
 	if q.Limit <= 0 {
-		return nil
+		return nil, ""
 	}
 	txn := s.read()
 	var (
@@ -220,30 +257,33 @@ func (s *State) ListTasks(q TaskQuery) []Task {
 		err    error
 		suffix = []byte(q.After + "\x00")
 	)
-	switch {
-	case q.Status != "":
+	byStatus := statusIndexed(q.Status)
+	if byStatus {
 		it, err = txn.LowerBound(string(TableTasks), idxTaskStatus, append([]byte(q.Status+"\x00"), suffix...))
-	case q.Shard != nil:
-		it, err = txn.LowerBound(string(TableTasks), idxTaskShard, append(taskKeyShard(*q.Shard), suffix...))
-	default:
+	} else {
 		it, err = txn.LowerBound(string(TableTasks), "id", q.After)
 	}
 	if err != nil {
-		return nil
+		return nil, ""
 	}
-	var out []Task
-	for n, o := 0, it.Next(); o != nil && len(out) < q.Limit && n < MaxTaskScan; n, o = n+1, it.Next() {
+	n, last := 0, ""
+	for o := it.Next(); o != nil; o = it.Next() {
+		if len(out) == q.Limit {
+			return out, out[len(out)-1].ID
+		}
+		if n == taskScanBudget {
+			return out, last
+		}
+		n++
 		t := o.(*Task)
-		if q.Status != "" && t.Status != q.Status {
-			break
+		last = t.ID
+		if byStatus && t.Status != q.Status {
+			break // past the status's run in the index
 		}
-		if q.Status == "" && q.Shard != nil && t.Shard != *q.Shard {
-			break
-		}
-		if t.ID == q.After || (q.Shard != nil && t.Shard != *q.Shard) {
+		if t.ID == q.After || (q.Status != "" && t.Status != q.Status) || (q.Shard != nil && t.Shard != *q.Shard) {
 			continue
 		}
 		out = append(out, *t)
 	}
-	return out
+	return out, ""
 }

@@ -207,6 +207,22 @@ func TestDueTasksOrderAndNextDue(t *testing.T) {
 	if got := ids(x.st.DueTasks(shard, t0.Add(2*time.Second), 10, nil)); !cmp.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("due at +2s = %v", got)
 	}
+	// From a time: the tasks due at or after it, never another shard's
+	// (one of the two shards sorts after the other, so one of these scans
+	// would run into the other shard's task without the boundary check).
+	if got := ids(x.st.DueTasksFrom(shard, t0.Add(2*time.Second), t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"b", "c"}) {
+		t.Fatalf("due from +2s = %v", got)
+	}
+	if got := ids(x.st.DueTasksFrom(shard, t0, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("due from t0 = %v", got)
+	}
+	otherShard := shardmap.ShardOf("ns", other, taskShards)
+	if got := ids(x.st.DueTasksFrom(otherShard, t0, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"o"}) {
+		t.Fatalf("other shard's due from t0 = %v", got)
+	}
+	if got := ids(x.st.DueTasksFrom(shard, t0.Add(4*time.Second), t0.Add(time.Hour), 10, nil)); len(got) != 0 {
+		t.Fatalf("due from after the last task = %v", got)
+	}
 	skipA := func(id string) bool { return id == "a" }
 	if got := ids(x.st.DueTasks(shard, t0.Add(time.Hour), 1, skipA)); !cmp.Equal(got, []string{"b"}) {
 		t.Fatalf("due skipping a, limit 1 = %v", got)
@@ -397,6 +413,43 @@ func TestListTasksFilters(t *testing.T) {
 	}
 	if n := len(x.st.ListTasks(TaskQuery{Status: TaskSucceeded, Limit: 100})); n != 0 {
 		t.Fatalf("succeeded = %d", n)
+	}
+
+	// Paging: a full page names the next cursor, the last page none; a
+	// sparse filter that runs out of scan budget pages on from the last row
+	// examined instead of ending early, and visits every match.
+	if page, next := x.st.ListTasksPage(TaskQuery{After: "l05", Limit: 2}); len(page) != 2 || next != "l07" {
+		t.Fatalf("page after l05 = %d tasks, next %q", len(page), next)
+	}
+	if page, next := x.st.ListTasksPage(TaskQuery{After: "l09", Limit: 2}); len(page) != 2 || next != "" {
+		t.Fatalf("last page = %d tasks, next %q", len(page), next)
+	}
+	defer func(b int) { taskScanBudget = b }(taskScanBudget)
+	taskScanBudget = 3
+	shard := all[11].Shard
+	var seen []string
+	after := ""
+	for pages := 0; ; pages++ {
+		if pages > 20 {
+			t.Fatal("paging does not end")
+		}
+		page, next := x.st.ListTasksPage(TaskQuery{Shard: &shard, After: after, Limit: 100})
+		for _, tk := range page {
+			seen = append(seen, tk.ID)
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	var want []string
+	for _, tk := range all {
+		if tk.Shard == shard {
+			want = append(want, tk.ID)
+		}
+	}
+	if !cmp.Equal(seen, want) {
+		t.Fatalf("shard %d paged with a scan budget of 3: %v, want %v", shard, seen, want)
 	}
 }
 

@@ -22,7 +22,7 @@ type TaskService interface {
 	RedriveTasks(ctx context.Context, c raftstore.RedriveTasksCommand) (raftstore.RedriveOutcome, error)
 	WaitForApplied(ctx context.Context, index uint64) error
 	Task(id string) (raftstore.Task, bool)
-	ListTasks(q raftstore.TaskQuery) []raftstore.Task
+	ListTasksPage(q raftstore.TaskQuery) ([]raftstore.Task, string)
 	TaskBacklog(shard int) int
 	ShardCount() int
 	Endpoint(name string) (raftstore.Endpoint, bool)
@@ -313,13 +313,10 @@ func listQuery(r *http.Request) (raftstore.TaskQuery, error) {
 }
 
 func (h *taskHandlers) writeList(w http.ResponseWriter, q raftstore.TaskQuery) {
-	ts := h.svc.ListTasks(q)
-	out := TaskList{Tasks: make([]Task, len(ts))}
+	ts, next := h.svc.ListTasksPage(q)
+	out := TaskList{Tasks: make([]Task, len(ts)), Next: next}
 	for i, t := range ts {
 		out.Tasks[i] = toTask(t, false)
-	}
-	if len(ts) == q.Limit {
-		out.Next = ts[len(ts)-1].ID
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -112,13 +112,16 @@ func (s *Store) removeLocked(t *queue.Task) {
 }
 
 // Due implements queue.Store.
-func (s *Store) Due(shard int, now time.Time, limit int, skip func(string) bool) []queue.Task {
+func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(string) bool) []queue.Task {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []queue.Task
 	for _, t := range s.pending[shard] {
 		if len(out) >= limit || t.NextAttemptAt.After(now) {
 			break
+		}
+		if t.NextAttemptAt.Before(from) {
+			continue
 		}
 		if skip == nil || !skip(t.ID) {
 			out = append(out, *t)

@@ -39,7 +39,7 @@ func TestStoreDueOrderSkipAndFencing(t *testing.T) {
 	ch, cancel := s.Subscribe()
 	defer cancel()
 
-	got := s.Due(0, time.Now(), 2, func(id string) bool { return id == "early" })
+	got := s.Due(0, time.Time{}, time.Now(), 2, func(id string) bool { return id == "early" })
 	if len(got) != 2 || got[0].ID != "mid" || got[1].ID != "late" {
 		t.Fatalf("Due = %+v, want mid, late", got)
 	}

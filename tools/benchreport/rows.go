@@ -32,6 +32,9 @@ const preamble = `## Reading the baselines
   delivery concurrency (3 nodes × 100), no queue and no Raft: the ceiling the destination and the
   box allow. The cluster figure includes submit (Raft entry of up to 500 tasks), the owner's read,
   the call, and the acknowledgement (a second Raft entry); all three replicas share this machine.
+- **Process rows** (` + "`test/e2e`" + `): the same workloads on three ` + "`fusebox serve`" + ` processes built from this tree, fed
+  and measured from the test process (one clock). In-process rows share one Go scheduler and heap between
+  the three nodes; process rows are the deployed shape, each node with its own runtime and GC.
 - **Beside a dead destination**: the same run with both destinations healthy; the ratio is the
   healthy destination's throughput kept.
 - **Growth rows**: the smallest size (16 shards, N=3) or, for dead-destination calls, policy ` + "`off`" + `
@@ -100,6 +103,14 @@ var rows = []row{
 	{Issue: "#6", What: "enqueue → delivered at 1,000 tasks/s, p99 ms", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=1000", Metric: "p99-ms", Target: "value<=50", Time: "5000x", QuickTime: "2000x"},
 	{Issue: "#6", What: "  of which submit accepted (Raft commit), p99 ms", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=1000", Metric: "accept-p99-ms", Time: "5000x", QuickTime: "2000x"},
 	{Issue: "#6", What: "  paced rate actually reached (tasks/s)", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=1000", Metric: "tasks/s", Target: "value>=950", Time: "5000x", QuickTime: "2000x"},
+	// The same three workloads on three real processes (test/e2e): each node
+	// with its own runtime and GC, as deployed.
+	{Issue: "#6", What: "durable delivery, 3 processes, batches of 500 (tasks/s)", Pkg: "./test/e2e", Bench: "BenchmarkProcessDelivery/cluster", Metric: "tasks/s",
+		Baseline: "BenchmarkProcessDelivery/raw_http", Target: "value>=5000", Time: "20000x", QuickTime: "3000x"},
+	{Issue: "#6", What: "3 processes: enqueue → delivered at 1,000 tasks/s, p50 ms", Pkg: "./test/e2e", Bench: "BenchmarkProcessDeliveryLatency/rate=1000", Metric: "p50-ms", Time: "5000x", QuickTime: "2000x"},
+	{Issue: "#6", What: "3 processes: enqueue → delivered at 1,000 tasks/s, p99 ms", Pkg: "./test/e2e", Bench: "BenchmarkProcessDeliveryLatency/rate=1000", Metric: "p99-ms", Target: "value<=50", Time: "5000x", QuickTime: "2000x"},
+	{Issue: "#6", What: "3 processes: healthy dest's tasks/s beside a dead one", Pkg: "./test/e2e", Bench: "BenchmarkProcessDeliveryBesideDead/other_dead", Metric: "tasks/s",
+		Baseline: "BenchmarkProcessDeliveryBesideDead/both_healthy", Target: "ratio>=0.95", Time: "5000x", QuickTime: "2000x"},
 	{Issue: "#6", What: "healthy dest's tasks/s beside a dead one (cluster)", Pkg: "./node", Bench: "BenchmarkDeliveryBesideDead/other_dead", Metric: "tasks/s",
 		Baseline: "BenchmarkDeliveryBesideDead/both_healthy", Target: "ratio>=0.95", Time: "5000x", QuickTime: "2000x"},
 	{Issue: "#4", What: "hint opens every peer (adopt, N=5), p99 ms", Pkg: "./cluster", Bench: "BenchmarkHintApplied", Metric: "p99-ms", Time: "30x", QuickTime: "10x"},
