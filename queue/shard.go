@@ -70,14 +70,19 @@ func newShard(q *Queue, id int, epoch uint64) *shard {
 }
 
 const (
-	// cursorLag re-reads the tasks due shortly before the cursor: a task
-	// submitted through a node whose clock is behind can be due before
-	// tasks already read. Tasks in flight in that window are skipped.
+	// cursorLag re-reads the tasks due shortly before the cursor: a new
+	// task is due at its submit stamp, and submits commit out of stamp
+	// order (a batch forwarded or retried commits after later-stamped
+	// ones; a node's clock is behind). Tasks in flight in that window are
+	// skipped, so the lag's cost is the window's tasks per read.
 	cursorLag = 250 * time.Millisecond
-	// fullReadEvery bounds how long a task due before cursor-cursorLag
-	// (a larger clock skew, a result write that left a task due in the
-	// past) can wait to be read.
-	fullReadEvery = time.Second
+	// fullReadEvery bounds how long a task due before cursor-cursorLag can
+	// wait to be read. Measured: under bulk submits with a dead destination
+	// slowing commits, new tasks commit up to ~400 ms out of stamp order;
+	// with a 1 s backstop the healthy destination kept 0.38 of its
+	// throughput, with 100 ms 0.99. A full read walks the shard's pending
+	// tasks once, so ten a second per shard is cheap next to one per wake.
+	fullReadEvery = 100 * time.Millisecond
 )
 
 func signal(ch chan struct{}) {
