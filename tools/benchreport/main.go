@@ -52,11 +52,15 @@ func main() {
 	}
 }
 
-// run groups rows by package and benchtime, runs each group once and parses
-// every benchmark line into name → metric → value.
+// run groups rows by package, benchtime and top-level benchmark (a row's
+// baseline runs in its row's `go test`), runs each group (Runs times for
+// rows that ask for it, the repetitions of all groups interleaved) and
+// parses every benchmark line into name → metric → value, the median of
+// the runs.
 func run(ctx context.Context, sel []row, quick bool) (map[string]map[string]float64, map[string]string) {
 	type group struct {
 		pkg, time string
+		runs      int
 		names     map[string]bool
 	}
 	groups := map[string]*group{}
@@ -75,36 +79,74 @@ func run(ctx context.Context, sel []row, quick bool) (map[string]map[string]floa
 		k := r.Pkg + " " + t + " " + top
 		g, ok := groups[k]
 		if !ok {
-			g = &group{pkg: r.Pkg, time: t, names: map[string]bool{}}
+			g = &group{pkg: r.Pkg, time: t, runs: 1, names: map[string]bool{}}
 			groups[k] = g
 			order = append(order, k)
 		}
 		g.names[r.Bench] = true
+		if r.Runs > g.runs && !quick {
+			g.runs = r.Runs
+		}
 		if r.Baseline != "" {
 			g.names[r.Baseline] = true
 		}
 	}
-	results := map[string]map[string]float64{}
+	samples := map[string]map[string][]float64{}
 	cmds := map[string]string{}
-	for _, k := range order {
-		g := groups[k]
-		pattern := benchPattern(g.names)
-		args := []string{"test", "-run", "^$", "-bench", pattern, "-benchmem", "-benchtime", g.time, "-count", "1", g.pkg}
-		cmd := "go " + strings.Join(quoteArgs(args), " ")
-		fmt.Fprintf(os.Stderr, "» %s\n", cmd)
-		c := exec.CommandContext(ctx, "go", args...)
-		var buf bytes.Buffer
-		c.Stdout, c.Stderr = &buf, os.Stderr
-		err := c.Run()
-		parse(g.pkg, buf.Bytes(), results)
-		for n := range g.names {
-			cmds[g.pkg+" "+n] = cmd
+	maxRuns := 1
+	for _, g := range groups {
+		maxRuns = max(maxRuns, g.runs)
+	}
+	for i := range maxRuns {
+		for _, k := range order {
+			g := groups[k]
+			if i >= g.runs {
+				continue
+			}
+			pattern := benchPattern(g.names)
+			args := []string{"test", "-run", "^$", "-bench", pattern, "-benchmem", "-benchtime", g.time, "-count", "1", g.pkg}
+			cmd := "go " + strings.Join(quoteArgs(args), " ")
+			if g.runs > 1 {
+				fmt.Fprintf(os.Stderr, "» (run %d of %d) %s\n", i+1, g.runs, cmd)
+			} else {
+				fmt.Fprintf(os.Stderr, "» %s\n", cmd)
+			}
+			c := exec.CommandContext(ctx, "go", args...)
+			var buf bytes.Buffer
+			c.Stdout, c.Stderr = &buf, os.Stderr
+			err := c.Run()
+			parse(g.pkg, buf.Bytes(), samples)
+			for n := range g.names {
+				cmds[g.pkg+" "+n] = cmd
+				if g.runs > 1 {
+					cmds[g.pkg+" "+n] = cmd + fmt.Sprintf(" (median of %d runs)", g.runs)
+				}
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "benchreport: %s: %v\n%s", g.pkg, err, buf.String())
+			}
 		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "benchreport: %s: %v\n%s", g.pkg, err, buf.String())
+	}
+	results := map[string]map[string]float64{}
+	for name, ms := range samples {
+		results[name] = map[string]float64{}
+		for m, vs := range ms {
+			results[name][m] = median(vs)
 		}
 	}
 	return results, cmds
+}
+
+// median of vs (which is not empty); the mean of the middle two for an
+// even count.
+func median(vs []float64) float64 {
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // benchPattern builds a -bench regexp matching exactly the named
@@ -133,7 +175,7 @@ func benchPattern(names map[string]bool) string {
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
 
-func parse(pkg string, out []byte, results map[string]map[string]float64) {
+func parse(pkg string, out []byte, samples map[string]map[string][]float64) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -141,15 +183,18 @@ func parse(pkg string, out []byte, results map[string]map[string]float64) {
 			continue
 		}
 		name := pkg + " " + procSuffix.ReplaceAllString(f[0], "")
-		m := map[string]float64{}
+		m := samples[name]
+		if m == nil {
+			m = map[string][]float64{}
+			samples[name] = m
+		}
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
 				break
 			}
-			m[f[i+1]] = v
+			m[f[i+1]] = append(m[f[i+1]], v)
 		}
-		results[name] = m
 	}
 }
 
