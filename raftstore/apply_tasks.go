@@ -27,6 +27,10 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 		return nil, conflict("shard", "the shard count is not set yet")
 	}
 	out := make([]SubmitOutcome, len(c.Tasks))
+	// Pending counts of the shards this batch touches, read once and
+	// written once at the end: a counter row per task was 4% of a loaded
+	// node's CPU (each write a radix-tree insert).
+	pendingOf := map[int]uint64{}
 	for i := range c.Tasks {
 		nt := &c.Tasks[i]
 		if nt.Shard >= count {
@@ -45,7 +49,11 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 		if w.get(string(TableTasks), nt.ID) != nil {
 			return nil, conflict(fmt.Sprintf("tasks[%d].id", i), "task id %q already exists", nt.ID)
 		}
-		pending := w.counter(counterPending(nt.Shard))
+		pending, ok := pendingOf[nt.Shard]
+		if !ok {
+			pending = w.counter(counterPending(nt.Shard))
+			pendingOf[nt.Shard] = pending
+		}
 		if c.MaxShardBacklog > 0 && pending >= uint64(c.MaxShardBacklog) {
 			out[i] = SubmitOutcome{TaskID: nt.ID, Shard: nt.Shard, Outcome: SubmitOverloaded}
 			continue
@@ -58,10 +66,13 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 		if err := w.insert(string(TableTasks), t); err != nil {
 			return nil, err
 		}
-		if err := w.setCounter(counterPending(nt.Shard), pending+1); err != nil {
+		pendingOf[nt.Shard] = pending + 1
+		out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitAccepted}
+	}
+	for shard, pending := range pendingOf {
+		if err := w.setCounter(counterPending(shard), pending); err != nil {
 			return nil, err
 		}
-		out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitAccepted}
 	}
 	return out, nil
 }
