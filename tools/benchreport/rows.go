@@ -88,9 +88,9 @@ var rows = []row{
 
 	// Outbound executors and the queue.
 	{Issue: "#6", What: "callback POST through the executor", Pkg: "./transport/outbound", Bench: "BenchmarkOutbound/raw-callback", Metric: "ns/op",
-		Baseline: "BenchmarkOutbound/baseline-post", Target: "ratio<=1.5", Time: "3000x", QuickTime: "500x", Runs: 3},
+		Baseline: "BenchmarkOutbound/baseline-post", Target: "ratio<=1.5", Time: "10000x", QuickTime: "500x", Runs: 3},
 	{Issue: "#6", What: "Nexus sync start through the executor", Pkg: "./transport/outbound", Bench: "BenchmarkOutbound/nexus-sync-start", Metric: "ns/op",
-		Baseline: "BenchmarkOutbound/baseline-nexus-post", Target: "ratio<=1.5", Time: "3000x", QuickTime: "500x", Runs: 3},
+		Baseline: "BenchmarkOutbound/baseline-nexus-post", Target: "ratio<=1.5", Time: "10000x", QuickTime: "500x", Runs: 3},
 	// Durable task table and the queue (issue "The outbound task queue").
 	{Issue: "#6", What: "task submit, 3 nodes, 64 writers × 1 task/entry (tasks/s)", Pkg: "./raftstore", Bench: "BenchmarkSubmitTasks/nodes=3/writers=64/batch=1", Metric: "tasks/s",
 		Baseline: "BenchmarkSubmitTasks/nodes=3/writers=1/batch=1", Time: "500x", QuickTime: "100x"},
