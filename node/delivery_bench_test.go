@@ -1,22 +1,16 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"fusebox/dynconfig"
+	"fusebox/internal/deliverybench"
 	"fusebox/raftstore"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -27,15 +21,10 @@ import (
 // count, e.g. -benchtime=20000x. Every figure is reported with
 // b.ReportMetric for tools/benchreport.
 
-const (
-	benchBatch   = transport.MaxTaskBatchSubmit // tasks per POST /v1/tasks:batch
-	benchWriters = 8                            // concurrent batch submitters
-	// benchConcurrency is the per-host group concurrency (dynconfig
-	// default); with 3 nodes up to 3× this many calls are in flight, which
-	// is the raw-HTTP baseline's concurrency.
-	benchConcurrency = dynconfig.DefaultGroupLimiterConcurrency
-	benchDeadline    = 3 * time.Minute
-)
+// benchConcurrency is the per-host group concurrency (dynconfig default);
+// with 3 nodes up to 3× this many calls are in flight, which is the
+// raw-HTTP baseline's concurrency.
+const benchConcurrency = dynconfig.DefaultGroupLimiterConcurrency
 
 // benchCluster is a 3-node cluster for benchmarks.
 type benchCluster struct {
@@ -117,89 +106,13 @@ func (bc *benchCluster) setConfig(tb testing.TB, key, destination, value string)
 	}
 }
 
-// benchTask is a callback task of about 100 bytes to url. The Nexus request
-// id (sent as Nexus-Request-Id, recorded by the destination) is reqID.
-func benchTask(url, reqID string) transport.TaskSubmit {
-	return transport.TaskSubmit{
-		NamespaceID: "ns-bench", WorkflowID: "wf-" + reqID, TaskGroup: "callbacks.Invocation", Destination: url,
-		Request: transport.TaskRequest{NexusRequestID: reqID, Body: []byte(`{"result":"` + reqID + `"}`), ContentType: "application/json"},
-	}
-}
-
-// submitAll submits tasks in batches through the nodes in turn, with
-// benchWriters batches in flight; overloaded items are resubmitted. It
-// returns the task ids in the order of tasks.
-func (bc *benchCluster) submitAll(tb testing.TB, tasks []transport.TaskSubmit) []string {
-	ids := make([]string, len(tasks))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var failed error
-	for w := range benchWriters {
-		wg.Go(func() {
-			client := bc.clients[w%len(bc.clients)]
-			for start := range work {
-				if err := submitBatch(client, tasks, ids, start, min(start+benchBatch, len(tasks))); err != nil {
-					once.Do(func() { failed = err })
-				}
-			}
-		})
-	}
-	for start := 0; start < len(tasks); start += benchBatch {
-		work <- start
-	}
-	close(work)
-	wg.Wait()
-	if failed != nil {
-		tb.Fatal(failed)
-	}
-	return ids
-}
-
-func submitBatch(client *transport.Client, tasks []transport.TaskSubmit, ids []string, from, to int) error {
-	idx := make([]int, 0, to-from)
-	for i := from; i < to; i++ {
-		idx = append(idx, i)
-	}
-	deadline := time.Now().Add(benchDeadline)
-	for len(idx) > 0 {
-		batch := make([]transport.TaskSubmit, len(idx))
-		for j, i := range idx {
-			batch[j] = tasks[i]
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		res, err := client.SubmitTasks(ctx, batch)
-		cancel()
-		var rest []int
-		switch {
-		case err != nil && time.Now().After(deadline):
-			return err
-		case err != nil:
-			rest = idx // 429 (every item overloaded) or a transient error
-		default:
-			for j, r := range res.Results {
-				if r.Outcome == transport.OutcomeOverloaded {
-					rest = append(rest, idx[j])
-				} else {
-					ids[idx[j]] = r.TaskID
-				}
-			}
-		}
-		if len(rest) > 0 {
-			time.Sleep(100 * time.Millisecond) // Retry-After
-		}
-		idx = rest
-	}
-	return nil
-}
-
 // waitSucceeded waits until every task in ids has succeeded in node 0's
 // replica. It walks ids in order, so the total work is O(len(ids) + polls).
 func (bc *benchCluster) waitSucceeded(tb testing.TB, ids []string) {
 	tb.Helper()
 	store := bc.nodes[0].store
 	next := 0
-	waitUntil(tb, benchDeadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() bool {
+	waitUntil(tb, deliverybench.Deadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() bool {
 		for next < len(ids) {
 			tk, ok := store.Task(ids[next])
 			if !ok || tk.Status != raftstore.TaskSucceeded {
@@ -216,10 +129,10 @@ func (bc *benchCluster) waitSucceeded(tb testing.TB, ids []string) {
 func (bc *benchCluster) deliverRun(b *testing.B, run int, n int, url string) time.Duration {
 	tasks := make([]transport.TaskSubmit, n)
 	for i := range tasks {
-		tasks[i] = benchTask(url, fmt.Sprintf("r%d-%d", run, i))
+		tasks[i] = deliverybench.Task(url, fmt.Sprintf("r%d-%d", run, i), false)
 	}
 	start := time.Now()
-	ids := bc.submitAll(b, tasks)
+	ids := deliverybench.SubmitAll(b, bc.clients, tasks)
 	bc.waitSucceeded(b, ids)
 	return time.Since(start)
 }
@@ -263,42 +176,7 @@ func BenchmarkDelivery(b *testing.B) {
 		b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
 	})
 	b.Run("raw_http", func(b *testing.B) {
-		client := outbound.NewHTTPClient()
-		defer client.CloseIdleConnections()
-		work := make(chan int)
-		var wg sync.WaitGroup
-		for range 3 * benchConcurrency {
-			wg.Go(func() {
-				for i := range work {
-					t := benchTask(dest.CallbackURL(), "raw-"+strconv.Itoa(i))
-					req, err := http.NewRequest(http.MethodPost, dest.CallbackURL(), bytes.NewReader(t.Request.Body))
-					if err != nil {
-						b.Error(err)
-						continue
-					}
-					req.Header.Set("Content-Type", t.Request.ContentType)
-					req.Header.Set("Nexus-Request-Id", t.Request.NexusRequestID)
-					resp, err := client.Do(req)
-					if err != nil {
-						b.Error(err)
-						continue
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					_ = resp.Body.Close()
-				}
-			})
-		}
-		b.ResetTimer()
-		start := time.Now()
-		for i := range b.N {
-			work <- i
-		}
-		close(work)
-		wg.Wait()
-		took := time.Since(start)
-		b.StopTimer()
-		b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
-		b.ReportMetric(1, "calls/task")
+		deliverybench.RawHTTP(b, dest.CallbackURL(), 3*benchConcurrency)
 	})
 }
 
@@ -317,77 +195,9 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 	b.Run("rate=1000", func(b *testing.B) {
 		bc := clusters.get(b, DefaultShards)
 		run++
-		sent := make([]time.Time, b.N)
-		accepted := make([]time.Duration, b.N)
-		ids := make([]string, b.N)
-		work := make(chan int, 1024)
-		var wg sync.WaitGroup
-		var once sync.Once
-		var failed error
-		for w := range 256 {
-			wg.Go(func() {
-				client := bc.clients[w%len(bc.clients)]
-				for i := range work {
-					t := benchTask(dest.CallbackURL(), fmt.Sprintf("lat%d-%d", run, i))
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					sent[i] = time.Now()
-					acc, err := client.SubmitTask(ctx, t)
-					accepted[i] = time.Since(sent[i])
-					cancel()
-					if err != nil {
-						once.Do(func() { failed = err })
-						continue
-					}
-					ids[i] = acc.TaskID
-				}
-			})
-		}
-		b.ResetTimer()
-		start := time.Now()
-		for i := range b.N {
-			if d := time.Until(start.Add(time.Duration(i) * time.Second / rate)); d > 0 {
-				time.Sleep(d) // pacing the load, not waiting for a condition
-			}
-			work <- i
-		}
-		close(work)
-		wg.Wait()
-		if failed != nil {
-			b.Fatal(failed)
-		}
-		bc.waitSucceeded(b, ids)
-		b.StopTimer()
-
-		first := map[string]time.Time{}
-		for _, c := range dest.Calls() {
-			if at, ok := first[c.RequestID]; !ok || c.At.Before(at) {
-				first[c.RequestID] = c.At
-			}
-		}
-		lat := make([]time.Duration, 0, b.N)
-		for i := range b.N {
-			at, ok := first[fmt.Sprintf("lat%d-%d", run, i)]
-			if !ok {
-				b.Fatalf("task %d succeeded but never arrived", i)
-			}
-			lat = append(lat, at.Sub(sent[i]))
-		}
-		b.ReportMetric(quantileMs(lat, 0.50), "p50-ms")
-		b.ReportMetric(quantileMs(lat, 0.99), "p99-ms")
-		b.ReportMetric(quantileMs(accepted, 0.50), "accept-p50-ms")
-		b.ReportMetric(quantileMs(accepted, 0.50), "accept-p50-ms")
-		b.ReportMetric(quantileMs(accepted, 0.99), "accept-p99-ms")
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+		deliverybench.Latency(b, bc.clients, dest, rate, fmt.Sprintf("lat%d", run), false,
+			func(ids []string) { bc.waitSucceeded(b, ids) })
 	})
-}
-
-func quantileMs(d []time.Duration, q float64) float64 {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds()) / 1000
 }
 
 // BenchmarkDeliveryBesideDead is a healthy destination's delivery
@@ -411,12 +221,12 @@ func BenchmarkDeliveryBesideDead(b *testing.B) {
 			tasks := make([]transport.TaskSubmit, 0, 2*b.N)
 			for i := range b.N {
 				tasks = append(tasks,
-					benchTask(healthy.CallbackURL(), fmt.Sprintf("h%d-%d", run, i)),
-					benchTask(other.CallbackURL(), fmt.Sprintf("o%d-%d", run, i)))
+					deliverybench.Task(healthy.CallbackURL(), fmt.Sprintf("h%d-%d", run, i), false),
+					deliverybench.Task(other.CallbackURL(), fmt.Sprintf("o%d-%d", run, i), false))
 			}
 			b.ResetTimer()
 			start := time.Now()
-			ids := bc.submitAll(b, tasks)
+			ids := deliverybench.SubmitAll(b, bc.clients, tasks)
 			healthyIDs := make([]string, 0, b.N)
 			for i := 0; i < len(ids); i += 2 {
 				healthyIDs = append(healthyIDs, ids[i])

@@ -1,20 +1,15 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"fusebox/dynconfig"
+	"fusebox/internal/deliverybench"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -26,12 +21,9 @@ import (
 // in-process nodes, which share one Go scheduler; docs/benchmarks.md shows
 // both. One op is one task; run with a fixed count (-benchtime=20000x).
 
-const (
-	pbBatch       = transport.MaxTaskBatchSubmit // tasks per POST /v1/tasks:batch
-	pbWriters     = 8                            // concurrent batch submitters
-	pbConcurrency = dynconfig.DefaultGroupLimiterConcurrency
-	pbDeadline    = 3 * time.Minute
-)
+// pbConcurrency is the per-host group concurrency; the raw-HTTP baseline
+// runs 3× this many calls at once, as the three nodes can.
+const pbConcurrency = dynconfig.DefaultGroupLimiterConcurrency
 
 // benchProcs is a 3-process cluster for benchmarks with the per-host rate
 // limit lifted (dynconfig's default, 100 calls/s per group per host, would
@@ -87,83 +79,6 @@ func (bp *benchProcs) setConfig(b *testing.B, key, value string) {
 	})
 }
 
-// pbTask is a callback task of about 100 bytes to url; reqID is sent as
-// Nexus-Request-Id and recorded by the receiver.
-func pbTask(url, reqID string) transport.TaskSubmit {
-	return transport.TaskSubmit{
-		NamespaceID: "ns-bench", WorkflowID: "wf-" + reqID, TaskGroup: "callbacks.Invocation", Destination: url,
-		RequestID: reqID,
-		Request:   transport.TaskRequest{NexusRequestID: reqID, Body: []byte(`{"result":"` + reqID + `"}`), ContentType: "application/json"},
-	}
-}
-
-// submitAll submits tasks in batches through the nodes in turn with
-// pbWriters batches in flight; overloaded items are resubmitted after the
-// Retry-After pause. It returns the task ids in the order of tasks.
-func (bp *benchProcs) submitAll(b *testing.B, tasks []transport.TaskSubmit) []string {
-	ids := make([]string, len(tasks))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var failed error
-	for w := range pbWriters {
-		wg.Go(func() {
-			cl := bp.clients[w%len(bp.clients)]
-			for start := range work {
-				if err := pbSubmitBatch(cl, tasks, ids, start, min(start+pbBatch, len(tasks))); err != nil {
-					once.Do(func() { failed = err })
-				}
-			}
-		})
-	}
-	for start := 0; start < len(tasks); start += pbBatch {
-		work <- start
-	}
-	close(work)
-	wg.Wait()
-	if failed != nil {
-		b.Fatal(failed)
-	}
-	return ids
-}
-
-func pbSubmitBatch(cl *transport.Client, tasks []transport.TaskSubmit, ids []string, from, to int) error {
-	idx := make([]int, 0, to-from)
-	for i := from; i < to; i++ {
-		idx = append(idx, i)
-	}
-	deadline := time.Now().Add(pbDeadline)
-	for len(idx) > 0 {
-		batch := make([]transport.TaskSubmit, len(idx))
-		for j, i := range idx {
-			batch[j] = tasks[i]
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		res, err := cl.SubmitTasks(ctx, batch)
-		cancel()
-		var rest []int
-		switch {
-		case err != nil && time.Now().After(deadline):
-			return err
-		case err != nil:
-			rest = idx // 429 (every item overloaded) or a transient error; request ids make it safe
-		default:
-			for j, r := range res.Results {
-				if r.Outcome == transport.OutcomeOverloaded {
-					rest = append(rest, idx[j])
-				} else {
-					ids[idx[j]] = r.TaskID
-				}
-			}
-		}
-		if len(rest) > 0 {
-			time.Sleep(100 * time.Millisecond) // Retry-After
-		}
-		idx = rest
-	}
-	return nil
-}
-
 // waitSucceeded waits until every task of ids has succeeded (its result is
 // committed to Raft) in node n1's replica. It first waits, at no cost to
 // the cluster, until the receiver has had at least len(ids) calls (arrived
@@ -173,10 +88,10 @@ func pbSubmitBatch(cl *transport.Client, tasks []transport.TaskSubmit, ids []str
 // delivery it measures.
 func (bp *benchProcs) waitSucceeded(b *testing.B, ids []string, arrived func() int) {
 	b.Helper()
-	deadline := time.Now().Add(pbDeadline)
+	deadline := time.Now().Add(deliverybench.Deadline)
 	for arrived() < len(ids) {
 		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d tasks arrived at the receiver within %s", arrived(), len(ids), pbDeadline)
+			b.Fatalf("%d of %d tasks arrived at the receiver within %s", arrived(), len(ids), deliverybench.Deadline)
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
 	}
@@ -209,7 +124,7 @@ func (bp *benchProcs) waitSucceeded(b *testing.B, ids []string, arrived func() i
 			return
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d tasks not succeeded after %s", len(want), len(ids), pbDeadline)
+			b.Fatalf("%d of %d tasks not succeeded after %s", len(want), len(ids), deliverybench.Deadline)
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
 	}
@@ -230,12 +145,12 @@ func BenchmarkProcessDelivery(b *testing.B) {
 		run++
 		tasks := make([]transport.TaskSubmit, b.N)
 		for i := range tasks {
-			tasks[i] = pbTask(dest.CallbackURL(), fmt.Sprintf("pd%d-%d", run, i))
+			tasks[i] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pd%d-%d", run, i), true)
 		}
 		before := dest.Count("")
 		b.ResetTimer()
 		start := time.Now()
-		ids := bp.submitAll(b, tasks)
+		ids := deliverybench.SubmitAll(b, bp.clients, tasks)
 		bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before })
 		took := time.Since(start)
 		b.StopTimer()
@@ -243,42 +158,7 @@ func BenchmarkProcessDelivery(b *testing.B) {
 		b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
 	})
 	b.Run("raw_http", func(b *testing.B) {
-		client := outbound.NewHTTPClient()
-		defer client.CloseIdleConnections()
-		work := make(chan int)
-		var wg sync.WaitGroup
-		for range 3 * pbConcurrency {
-			wg.Go(func() {
-				for i := range work {
-					t := pbTask(dest.CallbackURL(), "raw-"+strconv.Itoa(i))
-					req, err := http.NewRequest(http.MethodPost, dest.CallbackURL(), bytes.NewReader(t.Request.Body))
-					if err != nil {
-						b.Error(err)
-						continue
-					}
-					req.Header.Set("Content-Type", t.Request.ContentType)
-					req.Header.Set("Nexus-Request-Id", t.Request.NexusRequestID)
-					resp, err := client.Do(req)
-					if err != nil {
-						b.Error(err)
-						continue
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					_ = resp.Body.Close()
-				}
-			})
-		}
-		b.ResetTimer()
-		start := time.Now()
-		for i := range b.N {
-			work <- i
-		}
-		close(work)
-		wg.Wait()
-		took := time.Since(start)
-		b.StopTimer()
-		b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
-		b.ReportMetric(1, "calls/task")
+		deliverybench.RawHTTP(b, dest.CallbackURL(), 3*pbConcurrency)
 	})
 }
 
@@ -297,77 +177,9 @@ func BenchmarkProcessDeliveryLatency(b *testing.B) {
 		bp := procs.get(b)
 		run++
 		before := dest.Count("")
-		sent := make([]time.Time, b.N)
-		accepted := make([]time.Duration, b.N)
-		ids := make([]string, b.N)
-		work := make(chan int, 1024)
-		var wg sync.WaitGroup
-		var once sync.Once
-		var failed error
-		for w := range 256 {
-			wg.Go(func() {
-				cl := bp.clients[w%len(bp.clients)]
-				for i := range work {
-					t := pbTask(dest.CallbackURL(), fmt.Sprintf("pl%d-%d", run, i))
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					sent[i] = time.Now()
-					acc, err := cl.SubmitTask(ctx, t)
-					accepted[i] = time.Since(sent[i])
-					cancel()
-					if err != nil {
-						once.Do(func() { failed = err })
-						continue
-					}
-					ids[i] = acc.TaskID
-				}
-			})
-		}
-		b.ResetTimer()
-		start := time.Now()
-		for i := range b.N {
-			if d := time.Until(start.Add(time.Duration(i) * time.Second / rate)); d > 0 {
-				time.Sleep(d) // pacing the load, not waiting for a condition
-			}
-			work <- i
-		}
-		close(work)
-		wg.Wait()
-		if failed != nil {
-			b.Fatal(failed)
-		}
-		bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before })
-		b.StopTimer()
-		reached := float64(b.N) / time.Since(start).Seconds()
-
-		first := map[string]time.Time{}
-		for _, c := range dest.Calls() {
-			if at, ok := first[c.RequestID]; !ok || c.At.Before(at) {
-				first[c.RequestID] = c.At
-			}
-		}
-		lat := make([]time.Duration, 0, b.N)
-		for i := range b.N {
-			at, ok := first[fmt.Sprintf("pl%d-%d", run, i)]
-			if !ok {
-				b.Fatalf("task %d succeeded but never arrived", i)
-			}
-			lat = append(lat, at.Sub(sent[i]))
-		}
-		b.ReportMetric(pbQuantileMs(lat, 0.50), "p50-ms")
-		b.ReportMetric(pbQuantileMs(lat, 0.99), "p99-ms")
-		b.ReportMetric(pbQuantileMs(accepted, 0.50), "accept-p50-ms")
-		b.ReportMetric(pbQuantileMs(accepted, 0.99), "accept-p99-ms")
-		b.ReportMetric(reached, "tasks/s")
+		deliverybench.Latency(b, bp.clients, dest, rate, fmt.Sprintf("pl%d", run), true,
+			func(ids []string) { bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before }) })
 	})
-}
-
-func pbQuantileMs(d []time.Duration, q float64) float64 {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds()) / 1000
 }
 
 // BenchmarkProcessDeliveryBesideDead is a healthy destination's delivery
@@ -392,12 +204,12 @@ func BenchmarkProcessDeliveryBesideDead(b *testing.B) {
 			tasks := make([]transport.TaskSubmit, 0, 2*b.N)
 			for i := range b.N {
 				tasks = append(tasks,
-					pbTask(healthy.CallbackURL(), fmt.Sprintf("ph%d-%d", run, i)),
-					pbTask(other.CallbackURL(), fmt.Sprintf("po%d-%d", run, i)))
+					deliverybench.Task(healthy.CallbackURL(), fmt.Sprintf("ph%d-%d", run, i), true),
+					deliverybench.Task(other.CallbackURL(), fmt.Sprintf("po%d-%d", run, i), true))
 			}
 			b.ResetTimer()
 			start := time.Now()
-			ids := bp.submitAll(b, tasks)
+			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
 			healthyIDs := make([]string, 0, b.N)
 			for i := 0; i < len(ids); i += 2 {
 				healthyIDs = append(healthyIDs, ids[i])

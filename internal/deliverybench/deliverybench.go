@@ -1,0 +1,242 @@
+// Package deliverybench holds the delivery workloads that node's in-process
+// benchmarks and test/e2e's process benchmarks both run (issue "The
+// outbound task queue" §9): the task they submit, bulk submission through
+// the API, the raw-HTTP baseline and the paced latency run. Each caller
+// brings its own cluster and its own way to see tasks succeed. Only
+// benchmarks import it.
+package deliverybench
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"fusebox/transport"
+	"fusebox/transport/outbound"
+	"fusebox/transport/outbound/outboundtest"
+)
+
+const (
+	// Batch is the tasks per POST /v1/tasks:batch of SubmitAll.
+	Batch = transport.MaxTaskBatchSubmit
+	// Writers is SubmitAll's number of batches in flight.
+	Writers = 8
+	// Deadline bounds every wait of a run.
+	Deadline = 3 * time.Minute
+	// LatencySubmitters is the number of concurrent single submitters of
+	// Latency: enough that the client does not queue while Raft keeps up.
+	LatencySubmitters = 256
+)
+
+// Task is a callback task of about 100 bytes to url. reqID is sent to the
+// destination as Nexus-Request-Id (the receiver records it); idempotent
+// also makes it the task's request_id, so a resubmitted batch cannot
+// create a task twice.
+func Task(url, reqID string, idempotent bool) transport.TaskSubmit {
+	t := transport.TaskSubmit{
+		NamespaceID: "ns-bench", WorkflowID: "wf-" + reqID, TaskGroup: "callbacks.Invocation", Destination: url,
+		Request: transport.TaskRequest{NexusRequestID: reqID, Body: []byte(`{"result":"` + reqID + `"}`), ContentType: "application/json"},
+	}
+	if idempotent {
+		t.RequestID = reqID
+	}
+	return t
+}
+
+// SubmitAll submits tasks in batches of Batch through clients in turn,
+// with Writers batches in flight. Items refused as overloaded (or a whole
+// batch that failed) are resubmitted after the Retry-After pause, until
+// Deadline. It returns the task ids in the order of tasks.
+func SubmitAll(tb testing.TB, clients []*transport.Client, tasks []transport.TaskSubmit) []string {
+	ids := make([]string, len(tasks))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var failed error
+	for w := range Writers {
+		wg.Go(func() {
+			cl := clients[w%len(clients)]
+			for start := range work {
+				if err := submitBatch(cl, tasks, ids, start, min(start+Batch, len(tasks))); err != nil {
+					once.Do(func() { failed = err })
+				}
+			}
+		})
+	}
+	for start := 0; start < len(tasks); start += Batch {
+		work <- start
+	}
+	close(work)
+	wg.Wait()
+	if failed != nil {
+		tb.Fatal(failed)
+	}
+	return ids
+}
+
+func submitBatch(cl *transport.Client, tasks []transport.TaskSubmit, ids []string, from, to int) error {
+	idx := make([]int, 0, to-from)
+	for i := from; i < to; i++ {
+		idx = append(idx, i)
+	}
+	deadline := time.Now().Add(Deadline)
+	for len(idx) > 0 {
+		batch := make([]transport.TaskSubmit, len(idx))
+		for j, i := range idx {
+			batch[j] = tasks[i]
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := cl.SubmitTasks(ctx, batch)
+		cancel()
+		var rest []int
+		switch {
+		case err != nil && time.Now().After(deadline):
+			return err
+		case err != nil:
+			rest = idx // 429 (every item overloaded) or a transient error
+		default:
+			for j, r := range res.Results {
+				if r.Outcome == transport.OutcomeOverloaded {
+					rest = append(rest, idx[j])
+				} else {
+					ids[idx[j]] = r.TaskID
+				}
+			}
+		}
+		if len(rest) > 0 {
+			time.Sleep(100 * time.Millisecond) // Retry-After
+		}
+		idx = rest
+	}
+	return nil
+}
+
+// RawHTTP is the baseline of the delivery figures: b.N POSTs of Task's
+// request to url from one Go client (outbound's pooled client) with
+// concurrency calls in flight, no queue and no Raft. It reports tasks/s
+// and calls/task (1).
+func RawHTTP(b *testing.B, url string, concurrency int) {
+	client := outbound.NewHTTPClient()
+	defer client.CloseIdleConnections()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for i := range work {
+				t := Task(url, "raw-"+strconv.Itoa(i), false)
+				req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(t.Request.Body))
+				if err != nil {
+					b.Error(err)
+					continue
+				}
+				req.Header.Set("Content-Type", t.Request.ContentType)
+				req.Header.Set("Nexus-Request-Id", t.Request.NexusRequestID)
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Error(err)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		})
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	took := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+	b.ReportMetric(1, "calls/task")
+}
+
+// Latency paces b.N single submits (POST /v1/tasks, spread over clients)
+// at rate tasks/s and reports enqueue → delivered: from the moment a
+// submit is sent to the task's first arrival at dest (one process, one
+// clock; arrivals keyed by the request id prefix-<i>). waitSucceeded must
+// return once every id has succeeded. Metrics: p50-ms, p99-ms, the submit
+// call alone (accept-p50-ms, accept-p99-ms: Raft commit) and the rate
+// reached (tasks/s).
+func Latency(b *testing.B, clients []*transport.Client, dest *outboundtest.Destination, rate int, prefix string, idempotent bool, waitSucceeded func(ids []string)) {
+	sent := make([]time.Time, b.N)
+	accepted := make([]time.Duration, b.N)
+	ids := make([]string, b.N)
+	work := make(chan int, 1024)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var failed error
+	for w := range LatencySubmitters {
+		wg.Go(func() {
+			cl := clients[w%len(clients)]
+			for i := range work {
+				t := Task(dest.CallbackURL(), prefix+"-"+strconv.Itoa(i), idempotent)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				sent[i] = time.Now()
+				acc, err := cl.SubmitTask(ctx, t)
+				accepted[i] = time.Since(sent[i])
+				cancel()
+				if err != nil {
+					once.Do(func() { failed = err })
+					continue
+				}
+				ids[i] = acc.TaskID
+			}
+		})
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		if d := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))); d > 0 {
+			time.Sleep(d) // pacing the load, not waiting for a condition
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if failed != nil {
+		b.Fatal(failed)
+	}
+	waitSucceeded(ids)
+	b.StopTimer()
+	reached := float64(b.N) / time.Since(start).Seconds()
+
+	first := map[string]time.Time{}
+	for _, c := range dest.Calls() {
+		if at, ok := first[c.RequestID]; !ok || c.At.Before(at) {
+			first[c.RequestID] = c.At
+		}
+	}
+	lat := make([]time.Duration, 0, b.N)
+	for i := range b.N {
+		at, ok := first[prefix+"-"+strconv.Itoa(i)]
+		if !ok {
+			b.Fatalf("task %d succeeded but never arrived", i)
+		}
+		lat = append(lat, at.Sub(sent[i]))
+	}
+	b.ReportMetric(QuantileMs(lat, 0.50), "p50-ms")
+	b.ReportMetric(QuantileMs(lat, 0.99), "p99-ms")
+	b.ReportMetric(QuantileMs(accepted, 0.50), "accept-p50-ms")
+	b.ReportMetric(QuantileMs(accepted, 0.99), "accept-p99-ms")
+	b.ReportMetric(reached, "tasks/s")
+}
+
+// QuantileMs is the q-quantile of d in milliseconds (0 for none).
+func QuantileMs(d []time.Duration, q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds()) / 1000
+}
