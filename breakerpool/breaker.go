@@ -201,6 +201,16 @@ func (b *Breaker) allowClosed(inst *instance, epoch uint64, guarded bool) (func(
 	return func(v Verdict) { b.finishClosed(inst, gbDone, v, epoch, guarded) }, nil
 }
 
+// OpenRemaining is how long the breaker stays open before it admits a
+// probe; zero unless it is open. Lock-free: the queue asks it for every
+// task an open breaker rejects.
+func (b *Breaker) OpenRemaining() time.Duration {
+	if b.flags.Load()&flagOpen == 0 {
+		return 0
+	}
+	return max(0, time.Duration(b.openUntil.Load())-b.pool.mono())
+}
+
 func (b *Breaker) allowSlow() (func(Verdict), error) {
 	p := b.pool
 	f := b.flags.Load()

@@ -233,3 +233,25 @@ func TestTransitionsReachObserver(t *testing.T) {
 		t.Fatalf("generation %d", b.Generation())
 	}
 }
+
+// TestOpenRemaining: the lock-free OpenRemaining agrees with Status while
+// open, and is zero when closed or half-open.
+func TestOpenRemaining(t *testing.T) {
+	p := newTestPool(t, fastSettings(), Config{})
+	b := p.Get(keyA)
+	if r := b.OpenRemaining(); r != 0 {
+		t.Fatalf("closed: open remaining %v", r)
+	}
+	b.OpenFor(time.Hour, SourceOperator)
+	if r := b.OpenRemaining(); r <= 59*time.Minute || r > time.Hour {
+		t.Fatalf("open for an hour: open remaining %v", r)
+	}
+	if st := b.Status(); st.OpenRemaining-b.OpenRemaining() > time.Second {
+		t.Fatalf("Status says %v, OpenRemaining %v", st.OpenRemaining, b.OpenRemaining())
+	}
+	b.ProbeNow(SourceOperator)
+	wantStatus(t, b, half, SourceOperator, ModeAuto)
+	if r := b.OpenRemaining(); r != 0 {
+		t.Fatalf("half-open: open remaining %v", r)
+	}
+}

@@ -144,6 +144,18 @@ type lazyCluster struct {
 	m      map[int]*benchCluster
 }
 
+// close stops every cluster started so far (the parent's cleanup then has
+// nothing left to do: Node.Close is idempotent).
+func (l *lazyCluster) close() {
+	for _, bc := range l.m {
+		for _, n := range bc.nodes {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			_ = n.Close(ctx)
+			cancel()
+		}
+	}
+}
+
 func (l *lazyCluster) get(b *testing.B, shards int) *benchCluster {
 	if l.m == nil {
 		l.m = map[int]*benchCluster{}
@@ -206,9 +218,11 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 // load with both healthy (both_healthy). tasks/s counts the healthy
 // destination's tasks from the first submit until the last succeeded.
 func BenchmarkDeliveryBesideDead(b *testing.B) {
-	clusters := &lazyCluster{parent: b}
 	run := 0
 	for _, mode := range []string{"both_healthy", "other_dead"} {
+		// A fresh cluster per mode: throughput falls as a cluster retains
+		// tasks, so a shared one would favour whichever mode runs first.
+		clusters := &lazyCluster{parent: b}
 		healthy, other := outboundtest.NewDestination(b), outboundtest.NewDestination(b)
 		if mode == "other_dead" {
 			if err := other.SetMode(outboundtest.ModeRefuse); err != nil {
@@ -236,6 +250,7 @@ func BenchmarkDeliveryBesideDead(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
 		})
+		clusters.close() // the next mode starts on a fresh cluster, alone
 	}
 }
 

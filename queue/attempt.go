@@ -248,9 +248,26 @@ func (q *Queue) blocked(it *item) {
 	q.m.results.WithLabelValues(outcomeRetryBlocked).Inc()
 	it.sh.finish(it, Result{
 		TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: n, Unexpected: t.Unexpected,
-		NextAttemptAt: time.Now().Add(BlockedBackoff(n, rand.Float64())),
+		NextAttemptAt: time.Now().Add(q.blockedDelay(t.Key(), n)),
 		Message:       "circuit breaker open", HTTPStatus: t.HTTPStatus,
 	})
+}
+
+// blockedDelay is how long a task the breaker rejected waits: the gentle
+// backoff, or until the breaker admits its next probe if that is later
+// (with 20 % spread, so the tasks do not all come due at the probe; that
+// part capped at BlockedBackoffMax). A retry before the probe could only be
+// rejected again, and each rejection costs a result write to Raft: with
+// the gentle 3 s × 1.5ⁿ alone, a dead destination's backlog was rewritten
+// every few seconds for the whole open period.
+func (q *Queue) blockedDelay(k breakerpool.Key, n int) time.Duration {
+	d := BlockedBackoff(n, rand.Float64())
+	if br, ok := q.breakers.Breaker(k).(interface{ OpenRemaining() time.Duration }); ok {
+		if r := br.OpenRemaining(); r > 0 {
+			d = max(d, min(time.Duration(float64(r)*(1+0.2*rand.Float64())), BlockedBackoffMax))
+		}
+	}
+	return d
 }
 
 // terminal builds a final result and records its latency.

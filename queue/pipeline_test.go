@@ -38,9 +38,11 @@ func TestBreakerConsultedBeforeRateLimiter(t *testing.T) {
 	}
 	for _, b := range blocked {
 		got, _ := e.store.Task(b.ID)
-		// one immediate resubmit, then 3 s × [0.8, 1.0)
+		// One immediate resubmit, then the gentle backoff (3 s × [0.8,
+		// 1.0)) or the breaker's remaining open time if later: here an
+		// hour, so the BlockedBackoffMax cap.
 		if got.Status != queue.StatusPending || got.Attempts != 0 ||
-			got.NextAttemptAt.Before(tAdd.Add(2400*time.Millisecond)) || !got.NextAttemptAt.Before(tObs.Add(3*time.Second)) {
+			got.NextAttemptAt.Before(tAdd.Add(queue.BlockedBackoffMax)) || got.NextAttemptAt.After(tObs.Add(queue.BlockedBackoffMax)) {
 			t.Fatalf("blocked task %s: %+v (added %v, observed %v)", b.ID, got, tAdd, tObs)
 		}
 		if res := e.store.Results(b.ID); len(res) != 1 {
@@ -203,4 +205,42 @@ func TestIdleGroupsCollected(t *testing.T) {
 	e.add(t, tasks...)
 	waitFor(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	waitFor(t, 10*time.Second, "idle groups removed", func() bool { return q.GroupCount() == 0 })
+}
+
+// TestBlockedWaitsForTheBreakersProbe: a task an open breaker rejects is
+// rescheduled for when the breaker admits its next probe (with up to 20 %
+// spread) when that is later than the gentle backoff, so a dead
+// destination's tasks are not rewritten every few seconds of its open
+// period; once the breaker would probe sooner, the gentle backoff applies.
+func TestBlockedWaitsForTheBreakersProbe(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		open     time.Duration
+		min, max time.Duration // NextAttemptAt − now, bounds
+	}{
+		{"probe after the gentle backoff", 20 * time.Second, 20*time.Second - time.Second, 24 * time.Second},
+		{"probe before the gentle backoff", time.Second, 2400 * time.Millisecond, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1, queuetest.DefaultLimits())
+			exec := newFakeExec(false)
+			e.pool.Get(key("d")).OpenFor(tc.open, breakerpool.SourceOperator)
+			e.start(t, fastCfg(), exec, nil)
+			task := callback("blocked", 0, "d", "http://127.0.0.1:9/cb")
+			tAdd := time.Now()
+			e.add(t, task)
+			waitFor(t, 10*time.Second, "the task rescheduled", func() bool {
+				got, _ := e.store.Task(task.ID)
+				return got.Blocked == 2
+			})
+			tObs := time.Now()
+			got, _ := e.store.Task(task.ID)
+			if got.NextAttemptAt.Before(tAdd.Add(tc.min)) || got.NextAttemptAt.After(tObs.Add(tc.max)) {
+				t.Fatalf("next attempt %v after the submit, want within [%v, %v]", got.NextAttemptAt.Sub(tAdd), tc.min, tc.max)
+			}
+			if n, _, _ := exec.stats(); n != 0 {
+				t.Fatalf("executor ran %d times behind an open breaker", n)
+			}
+		})
+	}
 }
