@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"fusebox/ownership"
-	"fusebox/raftstore"
 )
 
 // Shard ownership wiring. The functions take the manager explicitly so this
@@ -36,9 +35,8 @@ func (n *Node) startShards() (*ownership.Manager, error) {
 func (n *Node) shardStats(shard int) (backlog int, ackLevel uint64, ok bool) {
 	backlog = n.store.TaskBacklog(shard)
 	if backlog > 0 {
-		oldest := n.store.ListTasks(raftstore.TaskQuery{Shard: &shard, Status: raftstore.TaskPending, Limit: 1})
-		if len(oldest) == 1 {
-			ackLevel = uint64(oldest[0].CreatedAt.UnixMilli())
+		if oldest, ok := n.store.OldestPendingTask(shard); ok {
+			ackLevel = uint64(oldest.CreatedAt.UnixMilli())
 		}
 	}
 	return backlog, ackLevel, true

@@ -141,6 +141,9 @@ func (s *Store) DueTasks(shard int, now time.Time, limit int, skip func(id strin
 	return s.state.DueTasks(shard, now, limit, skip)
 }
 
+// OldestPendingTask returns shard's pending task created first.
+func (s *Store) OldestPendingTask(shard int) (Task, bool) { return s.state.OldestPendingTask(shard) }
+
 // DueTasksFrom is DueTasks starting at the tasks due at from (zero: all).
 func (s *Store) DueTasksFrom(shard int, from, now time.Time, limit int, skip func(id string) bool) []Task {
 	return s.state.DueTasksFrom(shard, from, now, limit, skip)

@@ -192,6 +192,27 @@ func (s *State) DueTasksFrom(shard int, from, now time.Time, limit int, skip fun
 	return out
 }
 
+// OldestPendingTask returns the pending task of shard created first (the
+// shard's ack level), walking the shard's pending tasks: O(backlog), for
+// the admin's shard describe.
+func (s *State) OldestPendingTask(shard int) (Task, bool) {
+	it, err := s.read().Get(string(TableTasks), idxTaskDue+"_prefix", taskKeyShard(shard))
+	if err != nil {
+		return Task{}, false
+	}
+	var oldest *Task
+	for o := it.Next(); o != nil; o = it.Next() {
+		t := o.(*Task)
+		if oldest == nil || t.CreatedAt.Before(oldest.CreatedAt) || (t.CreatedAt.Equal(oldest.CreatedAt) && t.ID < oldest.ID) {
+			oldest = t
+		}
+	}
+	if oldest == nil {
+		return Task{}, false
+	}
+	return *oldest, true
+}
+
 // NextTaskDue returns the earliest NextAttemptAt after `after` among the
 // shard's pending tasks; ok is false when there is none.
 func (s *State) NextTaskDue(shard int, after time.Time) (time.Time, bool) {

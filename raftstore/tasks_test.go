@@ -239,6 +239,14 @@ func TestDueTasksOrderAndNextDue(t *testing.T) {
 	if got := ids(x.st.DueTasks(shard, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"b", "c", "a"}) {
 		t.Fatalf("due after retry = %v", got)
 	}
+	// The oldest pending task is by creation, not by due time: a (created
+	// at +1 s) is now due last.
+	if oldest, ok := x.st.OldestPendingTask(shard); !ok || oldest.ID != "a" {
+		t.Fatalf("oldest pending = %v %v, want a", oldest.ID, ok)
+	}
+	if _, ok := x.st.OldestPendingTask(shard + 1000); ok {
+		t.Fatal("oldest pending task of a shard with none")
+	}
 }
 
 func TestCompleteTasksFencingAndTerminal(t *testing.T) {
