@@ -1,6 +1,10 @@
 package queue
 
-import "fusebox/breakerpool"
+import (
+	"time"
+
+	"fusebox/breakerpool"
+)
 
 // ShardState reports test-visible state of this node's work on a shard.
 type ShardState struct {
@@ -42,3 +46,7 @@ func (q *Queue) GroupTokens(k breakerpool.Key) (float64, bool) {
 
 // GroupCount is the number of live scheduler groups.
 func (q *Queue) GroupCount() int { return q.sched.groupCount() }
+
+// BlockedDelay is blockedDelay: how long a task the breaker rejected for
+// the nth time waits.
+func (q *Queue) BlockedDelay(k breakerpool.Key, n int) time.Duration { return q.blockedDelay(k, n) }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"fusebox/breakerpool"
 	"fusebox/queue"
 	"fusebox/shardmap"
 )
@@ -111,8 +112,24 @@ func (s *Store) removeLocked(t *queue.Task) {
 	}
 }
 
+// Destinations implements queue.Store, in order of each destination's
+// earliest pending task.
+func (s *Store) Destinations(shard int) []breakerpool.Key {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []breakerpool.Key
+	seen := map[breakerpool.Key]bool{}
+	for _, t := range s.pending[shard] {
+		if k := t.Key(); !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Due implements queue.Store.
-func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(string) bool) []queue.Task {
+func (s *Store) Due(shard int, k breakerpool.Key, from, now time.Time, limit int, skip func(string) bool) []queue.Task {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []queue.Task
@@ -120,7 +137,7 @@ func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(string)
 		if len(out) >= limit || t.NextAttemptAt.After(now) {
 			break
 		}
-		if t.NextAttemptAt.Before(from) {
+		if t.Key() != k || t.NextAttemptAt.Before(from) {
 			continue
 		}
 		if skip == nil || !skip(t.ID) {
@@ -131,7 +148,7 @@ func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(string)
 }
 
 // NextDue implements queue.Store.
-func (s *Store) NextDue(shard int, after time.Time) (time.Time, bool) {
+func (s *Store) NextDue(shard int, k breakerpool.Key, after time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.pending[shard]
@@ -141,10 +158,12 @@ func (s *Store) NextDue(shard int, after time.Time) (time.Time, bool) {
 		}
 		return -1
 	})
-	if i == len(p) {
-		return time.Time{}, false
+	for ; i < len(p); i++ {
+		if p[i].Key() == k {
+			return p[i].NextAttemptAt, true
+		}
 	}
-	return p[i].NextAttemptAt, true
+	return time.Time{}, false
 }
 
 // Backlog implements queue.Store.
