@@ -45,7 +45,8 @@ const preamble = `## Reading the baselines
   and measured from the test process (one clock). In-process rows share one Go scheduler and heap between
   the three nodes; process rows are the deployed shape, each node with its own runtime and GC.
 - **Beside a dead destination**: the same run with both destinations healthy; the ratio is the
-  healthy destination's throughput kept.
+  healthy destination's throughput kept. Each mode runs on a fresh cluster (a cluster slows as it
+  retains tasks, which would favour whichever mode ran first).
 - **Growth rows**: the smallest size (16 shards, N=3) or, for dead-destination calls, policy ` + "`off`" + `
   (no hints, every node on its own) at the same N.
 
