@@ -122,10 +122,9 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	// The destination list is one index seek per destination: refreshed
 	// when the shard's backlog moved (a new destination comes with new
 	// pending tasks) and at least every fullReadEvery.
-	s.listCached = true
 	if backlog := q.store.Backlog(s.id); backlog != s.destsBacklog || now.Sub(s.destsAt) >= fullReadEvery {
 		s.destList = q.store.Destinations(s.id)
-		s.destsBacklog, s.destsAt, s.listCached = backlog, now, false
+		s.destsBacklog, s.destsAt = backlog, now
 	}
 	dests := s.destList
 	s.mu.Lock()
@@ -260,9 +259,6 @@ func (s *shard) nextWake(now time.Time) time.Time {
 	earlier(s.deferWake)
 	if s.partial { // the destinations this read did not look at
 		earlier(s.lastAllPass.Add(fullReadEvery))
-	}
-	if s.listCached { // a destination added while the backlog stood still
-		earlier(s.destsAt.Add(fullReadEvery))
 	}
 	s.mu.Lock()
 	for _, p := range s.parked {

@@ -45,7 +45,6 @@ type shard struct {
 	destList     []breakerpool.Key             // the shard's destinations with pending tasks, as last listed
 	destsAt      time.Time                     // when destList was listed
 	destsBacklog int                           // the shard's backlog then
-	listCached   bool                          // the last read used destList without listing again
 	lastAllPass  time.Time                     // the last read that looked at every destination
 	partial      bool                          // the last read looked at only maxDestsPerRead of them
 	dests        map[breakerpool.Key]*destRead // read position per destination
