@@ -31,13 +31,6 @@ const (
 	// breaker waits to be looked at again: the breaker can close before
 	// its deadline (an operator's auto, a peer's recovery hint).
 	deferRecheck = time.Second
-	// maxDestsPerRead bounds the destinations one read looks at (an index
-	// seek and a breaker lookup each). Every commit that touches tasks
-	// wakes the readers, so with hundreds of destinations in a shard a
-	// read of all of them on every wake would cost more than the tasks it
-	// finds; the rotation reaches each in turn, and every destination is
-	// read from its first due task at least every fullReadEvery.
-	maxDestsPerRead = 32
 )
 
 // destRead is the reader's position in one destination's due tasks.
@@ -119,14 +112,7 @@ func (s *shard) readLoop() {
 func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	q := s.q
 	now = time.Now()
-	// The destination list is one index seek per destination: refreshed
-	// when the shard's backlog moved (a new destination comes with new
-	// pending tasks) and at least every fullReadEvery.
-	if backlog := q.store.Backlog(s.id); backlog != s.destsBacklog || now.Sub(s.destsAt) >= fullReadEvery {
-		s.destList = q.store.Destinations(s.id)
-		s.destsBacklog, s.destsAt = backlog, now
-	}
-	dests := s.destList
+	dests := q.store.Destinations(s.id)
 	s.mu.Lock()
 	for id, p := range s.parked {
 		if !p.at.After(now) {
@@ -144,17 +130,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	s.deferWake = time.Time{}
 	s.active = s.active[:0]
 	probes := map[breakerpool.Key]bool{}
-	// Look at up to maxDestsPerRead destinations, from a rotating start,
-	// and at all of them at least every fullReadEvery.
-	visit := dests
-	s.partial = len(dests) > maxDestsPerRead && now.Sub(s.lastAllPass) < fullReadEvery
-	if s.partial {
-		start := s.rr % len(dests)
-		visit = append(append(make([]breakerpool.Key, 0, len(dests)), dests[start:]...), dests[:start]...)[:maxDestsPerRead]
-	} else {
-		s.lastAllPass = now
-	}
-	for _, k := range visit {
+	for _, k := range dests {
 		st, open := q.breakerState(k)
 		if open > 0 {
 			if w := now.Add(min(open, deferRecheck)); s.deferWake.IsZero() || w.Before(s.deferWake) {
@@ -185,7 +161,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	var items []*item
 	remaining := limit
 	share := max(1, limit/max(1, len(s.active)))
-	s.rr += max(1, len(visit))
+	s.rr++
 	for i := range s.active {
 		if remaining == 0 {
 			more = true
@@ -234,7 +210,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 			s.mu.Unlock()
 		}
 	}
-	q.m.depth.WithLabelValues(strconv.Itoa(s.id)).Set(float64(s.destsBacklog))
+	q.m.depth.WithLabelValues(strconv.Itoa(s.id)).Set(float64(q.store.Backlog(s.id)))
 	return more, now
 }
 
@@ -257,9 +233,6 @@ func (s *shard) nextWake(now time.Time) time.Time {
 		}
 	}
 	earlier(s.deferWake)
-	if s.partial { // the destinations this read did not look at
-		earlier(s.lastAllPass.Add(fullReadEvery))
-	}
 	s.mu.Lock()
 	for _, p := range s.parked {
 		earlier(p.at)

@@ -42,15 +42,10 @@ type shard struct {
 	lost     bool
 
 	// Reader goroutine only (reader.go).
-	destList     []breakerpool.Key             // the shard's destinations with pending tasks, as last listed
-	destsAt      time.Time                     // when destList was listed
-	destsBacklog int                           // the shard's backlog then
-	lastAllPass  time.Time                     // the last read that looked at every destination
-	partial      bool                          // the last read looked at only maxDestsPerRead of them
-	dests        map[breakerpool.Key]*destRead // read position per destination
-	active       []breakerpool.Key             // destinations the last read took tasks from (breaker not open)
-	rr           int                           // round-robin start over destinations
-	deferWake    time.Time                     // when to look again at destinations passed over for an open breaker
+	dests     map[breakerpool.Key]*destRead // read position per destination
+	active    []breakerpool.Key             // destinations the last read took tasks from (breaker not open)
+	rr        int                           // round-robin start over destinations
+	deferWake time.Time                     // when to look again at destinations passed over for an open breaker
 
 	wakeups atomic.Uint64 // reader loop iterations (tests)
 	reads   atomic.Uint64 // Due calls (tests)

@@ -3,7 +3,6 @@ package queue_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -133,25 +132,4 @@ func TestReadCursorFindsTasksDueBeforeIt(t *testing.T) {
 	waitFor(t, 10*time.Second, "the earlier task read while the first is in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 2 })
 	close(exec.release)
 	waitFor(t, 10*time.Second, "both succeeded", func() bool { return e.allStatus([]queue.Task{late, early}, queue.StatusSucceeded) })
-}
-
-// TestReaderServesManyDestinations: with more destinations in a shard than
-// one read looks at (maxDestsPerRead), the rotation and the periodic full
-// pass still reach every one.
-func TestReaderServesManyDestinations(t *testing.T) {
-	e := newEnv(t, 1, queuetest.DefaultLimits())
-	exec := newFakeExec(false)
-	e.start(t, fastCfg(), exec, nil)
-	var tasks []queue.Task
-	for i := range 100 {
-		d := fmt.Sprintf("dest-%03d", i)
-		tasks = append(tasks, callback("t-"+d, 0, d, "http://127.0.0.1:9/cb"))
-	}
-	e.add(t, tasks...)
-	waitFor(t, 20*time.Second, "a task for each of 100 destinations delivered", func() bool {
-		return e.allStatus(tasks, queue.StatusSucceeded)
-	})
-	if n, _, _ := exec.stats(); n != len(tasks) {
-		t.Fatalf("%d calls for %d tasks", n, len(tasks))
-	}
 }
