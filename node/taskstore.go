@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/queue"
 	"fusebox/raftstore"
@@ -30,8 +29,8 @@ func NewTaskStore(store *raftstore.Store, nodeID string) *TaskStore {
 }
 
 // Due implements queue.Store.
-func (s *TaskStore) Due(shard int, k breakerpool.Key, from, now time.Time, limit int, skip func(id string) bool) []queue.Task {
-	rows := s.store.DueTasksFor(shard, taskDest(k), from, now, limit, skip)
+func (s *TaskStore) Due(shard int, from, now time.Time, limit int, skip func(id string) bool) []queue.Task {
+	rows := s.store.DueTasksFrom(shard, from, now, limit, skip)
 	out := make([]queue.Task, len(rows))
 	for i := range rows {
 		out[i] = toQueueTask(&rows[i])
@@ -39,23 +38,9 @@ func (s *TaskStore) Due(shard int, k breakerpool.Key, from, now time.Time, limit
 	return out
 }
 
-// Destinations implements queue.Store.
-func (s *TaskStore) Destinations(shard int) []breakerpool.Key {
-	ds := s.store.DueDestinations(shard)
-	out := make([]breakerpool.Key, len(ds))
-	for i, d := range ds {
-		out[i] = breakerpool.Key{TaskGroup: d.TaskGroup, NamespaceID: d.NamespaceID, Destination: d.Destination}
-	}
-	return out
-}
-
 // NextDue implements queue.Store.
-func (s *TaskStore) NextDue(shard int, k breakerpool.Key, after time.Time) (time.Time, bool) {
-	return s.store.NextTaskDueFor(shard, taskDest(k), after)
-}
-
-func taskDest(k breakerpool.Key) raftstore.TaskDest {
-	return raftstore.TaskDest{TaskGroup: k.TaskGroup, NamespaceID: k.NamespaceID, Destination: k.Destination}
+func (s *TaskStore) NextDue(shard int, after time.Time) (time.Time, bool) {
+	return s.store.NextTaskDue(shard, after)
 }
 
 // Backlog implements queue.Store.

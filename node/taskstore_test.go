@@ -3,7 +3,6 @@ package node
 import (
 	"encoding/json"
 	"errors"
-	"fusebox/breakerpool"
 	"testing"
 	"time"
 
@@ -44,11 +43,7 @@ func TestTaskStoreServesTheQueue(t *testing.T) {
 	if ts.Backlog(shard) != 2 {
 		t.Fatalf("backlog = %d", ts.Backlog(shard))
 	}
-	key := breakerpool.Key{TaskGroup: req.TaskGroup, NamespaceID: "ns", Destination: req.URL}
-	if ds := ts.Destinations(shard); len(ds) != 1 || ds[0] != key {
-		t.Fatalf("destinations = %+v, want [%+v]", ds, key)
-	}
-	due := ts.Due(shard, key, time.Time{}, time.Now().Add(time.Second), 10, nil)
+	due := ts.Due(shard, time.Time{}, time.Now().Add(time.Second), 10, nil)
 	if len(due) != 2 || due[0].ID != out[0].TaskID || due[0].Status != queue.StatusPending || due[0].Key().Destination != req.URL ||
 		string(due[0].Request.Body) != "hi" || due[0].Request.URL != req.URL {
 		t.Fatalf("due = %+v", due)
@@ -57,7 +52,7 @@ func TestTaskStoreServesTheQueue(t *testing.T) {
 	if tg := due[1].Request.TaskGroup; tg == "" || tg == req.TaskGroup {
 		t.Fatalf("undecodable request handed over as %+v", due[1].Request)
 	}
-	if got := ts.Due(shard, key, time.Time{}, time.Now(), 10, func(id string) bool { return id == out[0].TaskID }); len(got) != 1 || got[0].ID != out[1].TaskID {
+	if got := ts.Due(shard, time.Time{}, time.Now(), 10, func(id string) bool { return id == out[0].TaskID }); len(got) != 1 || got[0].ID != out[1].TaskID {
 		t.Fatalf("due with skip = %+v", got)
 	}
 
@@ -79,10 +74,10 @@ func TestTaskStoreServesTheQueue(t *testing.T) {
 	if err := ts.Complete(ctx, shard, epoch, results); err != nil {
 		t.Fatal(err)
 	}
-	if next, ok := ts.NextDue(shard, key, time.Now()); !ok || !next.Equal(retryAt) {
+	if next, ok := ts.NextDue(shard, time.Now()); !ok || !next.Equal(retryAt) {
 		t.Fatalf("next due = %v %v, want %v", next, ok, retryAt)
 	}
-	if ts.Backlog(shard) != 1 || len(ts.Due(shard, key, time.Time{}, time.Now(), 10, nil)) != 0 {
+	if ts.Backlog(shard) != 1 || len(ts.Due(shard, time.Time{}, time.Now(), 10, nil)) != 0 {
 		t.Fatalf("after complete: backlog %d", ts.Backlog(shard))
 	}
 	if tk, _ := rs.Task(out[1].TaskID); tk.Status != raftstore.TaskDLQ {

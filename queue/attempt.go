@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sony/gobreaker/v2"
 	"math/rand/v2"
 	"time"
 
@@ -263,23 +262,12 @@ func (q *Queue) blocked(it *item) {
 // every few seconds for the whole open period.
 func (q *Queue) blockedDelay(k breakerpool.Key, n int) time.Duration {
 	d := BlockedBackoff(n, rand.Float64())
-	if _, r := q.breakerState(k); r > 0 {
-		d = max(d, min(time.Duration(float64(r)*(1+0.2*rand.Float64())), BlockedBackoffMax))
-	}
-	return d
-}
-
-// breakerState returns the state of destination k's breaker and, while it
-// is open, how long it stays open before it probes (breakers without
-// OpenRemaining, test doubles, report their State and no remaining time).
-func (q *Queue) breakerState(k breakerpool.Key) (gobreaker.State, time.Duration) {
-	br := q.breakers.Breaker(k)
-	if o, ok := br.(interface{ OpenRemaining() time.Duration }); ok {
-		if r := o.OpenRemaining(); r > 0 {
-			return gobreaker.StateOpen, r
+	if br, ok := q.breakers.Breaker(k).(interface{ OpenRemaining() time.Duration }); ok {
+		if r := br.OpenRemaining(); r > 0 {
+			d = max(d, min(time.Duration(float64(r)*(1+0.2*rand.Float64())), BlockedBackoffMax))
 		}
 	}
-	return br.State(), 0
+	return d
 }
 
 // terminal builds a final result and records its latency.

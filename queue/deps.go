@@ -17,19 +17,15 @@ import (
 // Store is the replicated task table as the queue uses it. Every node has a
 // full local copy to read; Complete is a replicated (Raft) write.
 type Store interface {
-	// Destinations returns the destinations (breaker keys) that have
-	// pending tasks in shard, due or not.
-	Destinations(shard int) []breakerpool.Key
-	// Due returns up to limit pending tasks of destination k in shard whose
-	// NextAttemptAt is in [from, now] (from zero: not after now), earliest
-	// NextAttemptAt first. Tasks for which skip returns true (already in
-	// flight on this node) are passed over and do not count towards limit.
-	// skip is called with the store's read view open and must not call
-	// back into the store.
-	Due(shard int, k breakerpool.Key, from, now time.Time, limit int, skip func(id string) bool) []Task
-	// NextDue returns the earliest NextAttemptAt after `after` among
-	// destination k's pending tasks in shard; ok is false when there is none.
-	NextDue(shard int, k breakerpool.Key, after time.Time) (next time.Time, ok bool)
+	// Due returns up to limit pending tasks of shard whose NextAttemptAt is
+	// in [from, now] (from zero: not after now), earliest NextAttemptAt
+	// first. Tasks for which skip returns true (already in flight on this
+	// node) are passed over and do not count towards limit. skip is called
+	// with the store's read view open and must not call back into the store.
+	Due(shard int, from, now time.Time, limit int, skip func(id string) bool) []Task
+	// NextDue returns the earliest NextAttemptAt after `after` among the
+	// shard's pending tasks; ok is false when there is none.
+	NextDue(shard int, after time.Time) (next time.Time, ok bool)
 	// Backlog returns the number of pending tasks of shard.
 	Backlog(shard int) int
 	// Subscribe returns a channel that receives (coalesced, never blocking

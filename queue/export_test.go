@@ -1,10 +1,6 @@
 package queue
 
-import (
-	"time"
-
-	"fusebox/breakerpool"
-)
+import "fusebox/breakerpool"
 
 // ShardState reports test-visible state of this node's work on a shard.
 type ShardState struct {
@@ -46,7 +42,3 @@ func (q *Queue) GroupTokens(k breakerpool.Key) (float64, bool) {
 
 // GroupCount is the number of live scheduler groups.
 func (q *Queue) GroupCount() int { return q.sched.groupCount() }
-
-// BlockedDelay is blockedDelay: how long a task the breaker rejected for
-// the nth time waits.
-func (q *Queue) BlockedDelay(k breakerpool.Key, n int) time.Duration { return q.blockedDelay(k, n) }

@@ -3,7 +3,6 @@ package queue_test
 import (
 	"context"
 	"fmt"
-	"github.com/sony/gobreaker/v2"
 	"sync"
 	"testing"
 	"time"
@@ -53,24 +52,7 @@ type env struct {
 	limits *queuetest.Limits
 	pool   *breakerpool.Pool
 	reg    *prometheus.Registry
-	// blind, when set, hides the breakers' open state from the queue
-	// (State closed, no OpenRemaining) while Allow still rejects: the race
-	// of a breaker that opens after the reader looked at it.
-	blind bool
 }
-
-// blindBreakers is env.blind's view of the pool.
-type blindBreakers struct{ p *breakerpool.Pool }
-
-func (b blindBreakers) Breaker(k breakerpool.Key) breakerpool.TwoStepCircuitBreaker {
-	return blindBreaker{b.p.Get(k)}
-}
-
-type blindBreaker struct {
-	breakerpool.TwoStepCircuitBreaker
-}
-
-func (blindBreaker) State() gobreaker.State { return gobreaker.StateClosed }
 
 // newEnv builds a shard map (numShards, all owned by "a" at epoch 1), a
 // store, limits and a real breaker pool.
@@ -98,13 +80,9 @@ func (e *env) start(t testing.TB, cfg queue.Config, exec queue.Executor, res que
 
 func (e *env) startNode(t testing.TB, node string, cfg queue.Config, exec queue.Executor, res queue.Resolver, reg prometheus.Registerer) *queue.Queue {
 	t.Helper()
-	breakers := queue.PoolBreakers(e.pool)
-	if e.blind {
-		breakers = blindBreakers{e.pool}
-	}
 	q, err := queue.New(cfg, queue.Deps{
 		Store: e.store, Ownership: queue.HolderOwnership(e.holder, node), Limits: e.limits,
-		Breakers: breakers, Executor: exec, Resolver: res, Registerer: reg,
+		Breakers: queue.PoolBreakers(e.pool), Executor: exec, Resolver: res, Registerer: reg,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -144,19 +144,9 @@ func (s *Store) DueTasks(shard int, now time.Time, limit int, skip func(id strin
 // OldestPendingTask returns shard's pending task created first.
 func (s *Store) OldestPendingTask(shard int) (Task, bool) { return s.state.OldestPendingTask(shard) }
 
-// DueDestinations returns the destinations with pending tasks in shard.
-func (s *Store) DueDestinations(shard int) []TaskDest { return s.state.DueDestinations(shard) }
-
-// DueTasksFor returns up to limit due pending tasks of destination d in
-// shard, due in [from, now] (from zero: all due), earliest first.
-func (s *Store) DueTasksFor(shard int, d TaskDest, from, now time.Time, limit int, skip func(id string) bool) []Task {
-	return s.state.DueTasksFor(shard, d, from, now, limit, skip)
-}
-
-// NextTaskDueFor returns the earliest NextAttemptAt after `after` of
-// destination d's pending tasks in shard.
-func (s *Store) NextTaskDueFor(shard int, d TaskDest, after time.Time) (time.Time, bool) {
-	return s.state.NextTaskDueFor(shard, d, after)
+// DueTasksFrom is DueTasks starting at the tasks due at from (zero: all).
+func (s *Store) DueTasksFrom(shard int, from, now time.Time, limit int, skip func(id string) bool) []Task {
+	return s.state.DueTasksFrom(shard, from, now, limit, skip)
 }
 
 // NextTaskDue returns the earliest NextAttemptAt after `after` of the

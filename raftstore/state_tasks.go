@@ -50,7 +50,7 @@ func (t *Task) Terminal() bool { return t.Status != TaskPending }
 // memdb appends the primary key to non-unique index keys, so rows with equal
 // keys iterate in id order.
 const (
-	idxTaskDue      = "due"      // pending only: shard, destination, NextAttemptAt
+	idxTaskDue      = "due"      // pending only: shard, NextAttemptAt
 	idxTaskRequest  = "request"  // unique, with a request id: namespace, request id
 	idxTaskStatus   = "status"   // failed and dlq only: status (DLQ listing, redrive)
 	idxTaskTerminal = "terminal" // succeeded/failed only: CompletedAt (collect)
@@ -66,7 +66,7 @@ func tasksTableSchema() *memdb.TableSchema {
 			if t.Status != TaskPending {
 				return nil
 			}
-			return taskKeyDue(t.Shard, t.Dest(), t.NextAttemptAt)
+			return taskKeyDue(t.Shard, t.NextAttemptAt)
 		}),
 		idxTaskRequest: ix(idxTaskRequest, true, func(t *Task) []byte {
 			if t.RequestID == "" {
@@ -122,43 +122,7 @@ func (f taskIndexer) PrefixFromArgs(args ...any) ([]byte, error) { return f.From
 // taskKeyShard is the 4-byte big-endian shard; fixed width sorts correctly.
 func taskKeyShard(shard int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(shard)) }
 
-// TaskDest is a destination as the queue's readers see it: the breaker
-// key (task group, namespace, destination). The due index groups a
-// shard's pending tasks by it, so a reader can take each destination's
-// due tasks in turn and pass over one whose breaker is open without
-// reading or rewriting its tasks.
-type TaskDest struct {
-	TaskGroup   string
-	NamespaceID string
-	Destination string
-}
-
-// Dest returns the task's destination key.
-func (t *Task) Dest() TaskDest {
-	return TaskDest{TaskGroup: t.TaskGroup, NamespaceID: t.NamespaceID, Destination: t.Destination}
-}
-
-// taskKeyDest is the shard then each field of d with its length as a
-// uvarint: self-delimiting, so one destination's keys are exactly those
-// with its prefix.
-func taskKeyDest(shard int, d TaskDest) []byte {
-	b := taskKeyShard(shard)
-	for _, f := range [...]string{d.TaskGroup, d.NamespaceID, d.Destination} {
-		b = binary.AppendUvarint(b, uint64(len(f)))
-		b = append(b, f...)
-	}
-	return b
-}
-
-func taskKeyDue(shard int, d TaskDest, at time.Time) []byte {
-	return sortableTime(taskKeyDest(shard, d), at)
-}
-
-// afterDest sorts after every due key of d in shard (times are 8 bytes,
-// ids are printable) and before the next destination's.
-func afterDest(shard int, d TaskDest) []byte {
-	return append(taskKeyDest(shard, d), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
-}
+func taskKeyDue(shard int, at time.Time) []byte { return sortableTime(taskKeyShard(shard), at) }
 
 func taskKeyRequest(namespace, requestID string) []byte {
 	return []byte(namespace + "\x00" + requestID + "\x00")
@@ -187,47 +151,18 @@ func (s *State) TaskByRequestID(namespace, requestID string) (Task, bool) {
 }
 
 // DueTasks returns up to limit pending tasks of shard with NextAttemptAt
-// not after now, destination by destination (DueDestinations' order) and
-// earliest first within one (ties in id order, which is creation order
+// not after now, earliest first (ties in id order, which is creation order
 // for ids from NewTaskID). Tasks for which skip returns true are passed
 // over and do not count; skip runs with the read view open and must not
 // call back into the state.
 func (s *State) DueTasks(shard int, now time.Time, limit int, skip func(id string) bool) []Task {
-	var out []Task
-	for _, d := range s.DueDestinations(shard) {
-		if len(out) >= limit {
-			break
-		}
-		out = append(out, s.DueTasksFor(shard, d, time.Time{}, now, limit-len(out), skip)...)
-	}
-	return out
+	return s.DueTasksFrom(shard, time.Time{}, now, limit, skip)
 }
 
-// DueDestinations returns the destinations that have pending tasks in
-// shard (due or not), in index order: one index seek per destination.
-func (s *State) DueDestinations(shard int) []TaskDest {
-	txn := s.read()
-	var out []TaskDest
-	seek := taskKeyShard(shard)
-	for {
-		it, err := txn.LowerBound(string(TableTasks), idxTaskDue, seek)
-		if err != nil {
-			return out
-		}
-		o := it.Next()
-		if o == nil || o.(*Task).Shard != shard {
-			return out
-		}
-		d := o.(*Task).Dest()
-		out = append(out, d)
-		seek = afterDest(shard, d)
-	}
-}
-
-// DueTasksFor returns up to limit pending tasks of destination d in shard
-// with NextAttemptAt in [from, now] (from zero: not after now), earliest
-// first. skip is as for DueTasks.
-func (s *State) DueTasksFor(shard int, d TaskDest, from, now time.Time, limit int, skip func(id string) bool) []Task {
+// DueTasksFrom is DueTasks starting at the tasks due at from (the zero
+// time: from the first), so that a reader with many tasks in flight does
+// not walk past them on every read.
+func (s *State) DueTasksFrom(shard int, from, now time.Time, limit int, skip func(id string) bool) []Task {
 	if limit <= 0 {
 		return nil
 	}
@@ -236,9 +171,9 @@ func (s *State) DueTasksFor(shard int, d TaskDest, from, now time.Time, limit in
 		err error
 	)
 	if from.IsZero() {
-		it, err = s.read().Get(string(TableTasks), idxTaskDue+"_prefix", taskKeyDest(shard, d))
+		it, err = s.read().Get(string(TableTasks), idxTaskDue+"_prefix", taskKeyShard(shard))
 	} else {
-		it, err = s.read().LowerBound(string(TableTasks), idxTaskDue, taskKeyDue(shard, d, from))
+		it, err = s.read().LowerBound(string(TableTasks), idxTaskDue, taskKeyDue(shard, from))
 	}
 	if err != nil {
 		return nil
@@ -246,7 +181,7 @@ func (s *State) DueTasksFor(shard int, d TaskDest, from, now time.Time, limit in
 	var out []Task
 	for o := it.Next(); o != nil && len(out) < limit; o = it.Next() {
 		t := o.(*Task)
-		if t.Shard != shard || t.Dest() != d || t.NextAttemptAt.After(now) {
+		if t.Shard != shard || t.NextAttemptAt.After(now) {
 			break
 		}
 		if skip != nil && skip(t.ID) {
@@ -255,31 +190,6 @@ func (s *State) DueTasksFor(shard int, d TaskDest, from, now time.Time, limit in
 		out = append(out, *t)
 	}
 	return out
-}
-
-// NextTaskDueFor returns the earliest NextAttemptAt after `after` among
-// destination d's pending tasks in shard; ok is false when there is none.
-func (s *State) NextTaskDueFor(shard int, d TaskDest, after time.Time) (time.Time, bool) {
-	it, err := s.read().LowerBound(string(TableTasks), idxTaskDue, taskKeyDue(shard, d, after.Add(time.Nanosecond)))
-	if err != nil {
-		return time.Time{}, false
-	}
-	o := it.Next()
-	if o == nil || o.(*Task).Shard != shard || o.(*Task).Dest() != d {
-		return time.Time{}, false
-	}
-	return o.(*Task).NextAttemptAt, true
-}
-
-// NextTaskDue returns the earliest NextAttemptAt after `after` among the
-// shard's pending tasks; ok is false when there is none.
-func (s *State) NextTaskDue(shard int, after time.Time) (next time.Time, ok bool) {
-	for _, d := range s.DueDestinations(shard) {
-		if at, found := s.NextTaskDueFor(shard, d, after); found && (!ok || at.Before(next)) {
-			next, ok = at, true
-		}
-	}
-	return next, ok
 }
 
 // OldestPendingTask returns the pending task of shard created first (the
@@ -301,6 +211,20 @@ func (s *State) OldestPendingTask(shard int) (Task, bool) {
 		return Task{}, false
 	}
 	return *oldest, true
+}
+
+// NextTaskDue returns the earliest NextAttemptAt after `after` among the
+// shard's pending tasks; ok is false when there is none.
+func (s *State) NextTaskDue(shard int, after time.Time) (time.Time, bool) {
+	it, err := s.read().LowerBound(string(TableTasks), idxTaskDue, taskKeyDue(shard, after.Add(time.Nanosecond)))
+	if err != nil {
+		return time.Time{}, false
+	}
+	o := it.Next()
+	if o == nil || o.(*Task).Shard != shard {
+		return time.Time{}, false
+	}
+	return o.(*Task).NextAttemptAt, true
 }
 
 // TaskBacklog returns the number of pending tasks of shard, in O(1).

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"testing"
 	"time"
 
@@ -208,22 +207,20 @@ func TestDueTasksOrderAndNextDue(t *testing.T) {
 	if got := ids(x.st.DueTasks(shard, t0.Add(2*time.Second), 10, nil)); !cmp.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("due at +2s = %v", got)
 	}
-	// One destination from a time: the tasks due at or after it, never
-	// another shard's (one of the two shards sorts after the other, so one
-	// of these reads would run into the other shard's task without the
-	// boundary check).
-	dest := TaskDest{TaskGroup: "callbacks.Invocation", NamespaceID: "ns", Destination: "http://127.0.0.1:1/cb"}
-	if got := ids(x.st.DueTasksFor(shard, dest, t0.Add(2*time.Second), t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"b", "c"}) {
+	// From a time: the tasks due at or after it, never another shard's
+	// (one of the two shards sorts after the other, so one of these scans
+	// would run into the other shard's task without the boundary check).
+	if got := ids(x.st.DueTasksFrom(shard, t0.Add(2*time.Second), t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"b", "c"}) {
 		t.Fatalf("due from +2s = %v", got)
 	}
-	if got := ids(x.st.DueTasksFor(shard, dest, t0, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"a", "b", "c"}) {
+	if got := ids(x.st.DueTasksFrom(shard, t0, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("due from t0 = %v", got)
 	}
 	otherShard := shardmap.ShardOf("ns", other, taskShards)
-	if got := ids(x.st.DueTasksFor(otherShard, dest, t0, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"o"}) {
+	if got := ids(x.st.DueTasksFrom(otherShard, t0, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"o"}) {
 		t.Fatalf("other shard's due from t0 = %v", got)
 	}
-	if got := ids(x.st.DueTasksFor(shard, dest, t0.Add(4*time.Second), t0.Add(time.Hour), 10, nil)); len(got) != 0 {
+	if got := ids(x.st.DueTasksFrom(shard, t0.Add(4*time.Second), t0.Add(time.Hour), 10, nil)); len(got) != 0 {
 		t.Fatalf("due from after the last task = %v", got)
 	}
 	skipA := func(id string) bool { return id == "a" }
@@ -249,59 +246,6 @@ func TestDueTasksOrderAndNextDue(t *testing.T) {
 	}
 	if _, ok := x.st.OldestPendingTask(shard + 1000); ok {
 		t.Fatal("oldest pending task of a shard with none")
-	}
-}
-
-// TestDueByDestination: the due index groups a shard's pending tasks by
-// destination (the breaker key), each in due order, so one destination's
-// tasks can be read, or passed over, without touching another's.
-func TestDueByDestination(t *testing.T) {
-	x := newTaskFSM(t)
-	shard := shardmap.ShardOf("ns", "w", taskShards)
-	to := func(id, url string) NewTask {
-		nt := newTaskFor(id, "ns", "w", "")
-		nt.Destination = url
-		return nt
-	}
-	// Interleaved in time: a1 b1 a2 b2; b's URL is a prefix of c's.
-	x.submit(t0.Add(1*time.Second), 0, to("a1", "http://a/cb"))
-	x.submit(t0.Add(2*time.Second), 0, to("b1", "http://b"))
-	x.submit(t0.Add(3*time.Second), 0, to("a2", "http://a/cb"))
-	x.submit(t0.Add(4*time.Second), 0, to("b2", "http://b"))
-	x.submit(t0.Add(5*time.Second), 0, to("c1", "http://b/longer"))
-	dest := func(url string) TaskDest {
-		return TaskDest{TaskGroup: "callbacks.Invocation", NamespaceID: "ns", Destination: url}
-	}
-	var urls []string
-	for _, d := range x.st.DueDestinations(shard) {
-		urls = append(urls, d.Destination)
-	}
-	slices.Sort(urls)
-	if want := []string{"http://a/cb", "http://b", "http://b/longer"}; !cmp.Equal(urls, want) {
-		t.Fatalf("destinations = %v, want %v", urls, want)
-	}
-	ids := func(ts []Task) (out []string) {
-		for _, tk := range ts {
-			out = append(out, tk.ID)
-		}
-		return out
-	}
-	for url, want := range map[string][]string{"http://a/cb": {"a1", "a2"}, "http://b": {"b1", "b2"}, "http://b/longer": {"c1"}} {
-		if got := ids(x.st.DueTasksFor(shard, dest(url), time.Time{}, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, want) {
-			t.Fatalf("%s: due = %v, want %v", url, got, want)
-		}
-	}
-	if next, ok := x.st.NextTaskDueFor(shard, dest("http://b"), t0.Add(2*time.Second)); !ok || !next.Equal(t0.Add(4*time.Second)) {
-		t.Fatalf("b's next due after +2s = %v %v", next, ok)
-	}
-	if next, ok := x.st.NextTaskDue(shard, t0.Add(2*time.Second)); !ok || !next.Equal(t0.Add(3*time.Second)) {
-		t.Fatalf("shard's next due after +2s = %v %v", next, ok)
-	}
-	if got := len(x.st.DueTasks(shard, t0.Add(time.Hour), 10, nil)); got != 5 {
-		t.Fatalf("all due = %d, want 5", got)
-	}
-	if got := x.st.DueDestinations(shard + 1000); len(got) != 0 {
-		t.Fatalf("destinations of an empty shard = %v", got)
 	}
 }
 

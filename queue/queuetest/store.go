@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"fusebox/breakerpool"
 	"fusebox/queue"
 	"fusebox/shardmap"
 )
@@ -112,24 +111,8 @@ func (s *Store) removeLocked(t *queue.Task) {
 	}
 }
 
-// Destinations implements queue.Store, in order of each destination's
-// earliest pending task.
-func (s *Store) Destinations(shard int) []breakerpool.Key {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []breakerpool.Key
-	seen := map[breakerpool.Key]bool{}
-	for _, t := range s.pending[shard] {
-		if k := t.Key(); !seen[k] {
-			seen[k] = true
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
 // Due implements queue.Store.
-func (s *Store) Due(shard int, k breakerpool.Key, from, now time.Time, limit int, skip func(string) bool) []queue.Task {
+func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(string) bool) []queue.Task {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []queue.Task
@@ -137,7 +120,7 @@ func (s *Store) Due(shard int, k breakerpool.Key, from, now time.Time, limit int
 		if len(out) >= limit || t.NextAttemptAt.After(now) {
 			break
 		}
-		if t.Key() != k || t.NextAttemptAt.Before(from) {
+		if t.NextAttemptAt.Before(from) {
 			continue
 		}
 		if skip == nil || !skip(t.ID) {
@@ -148,7 +131,7 @@ func (s *Store) Due(shard int, k breakerpool.Key, from, now time.Time, limit int
 }
 
 // NextDue implements queue.Store.
-func (s *Store) NextDue(shard int, k breakerpool.Key, after time.Time) (time.Time, bool) {
+func (s *Store) NextDue(shard int, after time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.pending[shard]
@@ -158,12 +141,10 @@ func (s *Store) NextDue(shard int, k breakerpool.Key, after time.Time) (time.Tim
 		}
 		return -1
 	})
-	for ; i < len(p); i++ {
-		if p[i].Key() == k {
-			return p[i].NextAttemptAt, true
-		}
+	if i == len(p) {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	return p[i].NextAttemptAt, true
 }
 
 // Backlog implements queue.Store.

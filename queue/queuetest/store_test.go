@@ -2,7 +2,6 @@ package queuetest_test
 
 import (
 	"context"
-	"fusebox/breakerpool"
 	"testing"
 	"time"
 
@@ -40,14 +39,11 @@ func TestStoreDueOrderSkipAndFencing(t *testing.T) {
 	ch, cancel := s.Subscribe()
 	defer cancel()
 
-	if ds := s.Destinations(0); len(ds) != 1 || ds[0] != (breakerpool.Key{}) {
-		t.Fatalf("Destinations = %+v", ds)
-	}
-	got := s.Due(0, breakerpool.Key{}, time.Time{}, time.Now(), 2, func(id string) bool { return id == "early" })
+	got := s.Due(0, time.Time{}, time.Now(), 2, func(id string) bool { return id == "early" })
 	if len(got) != 2 || got[0].ID != "mid" || got[1].ID != "late" {
 		t.Fatalf("Due = %+v, want mid, late", got)
 	}
-	if next, ok := s.NextDue(0, breakerpool.Key{}, time.Now()); !ok || next.Before(time.Now().Add(59*time.Minute)) {
+	if next, ok := s.NextDue(0, time.Now()); !ok || next.Before(time.Now().Add(59*time.Minute)) {
 		t.Fatalf("NextDue = %v, %v", next, ok)
 	}
 	if s.Backlog(0) != 4 {
