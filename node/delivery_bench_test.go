@@ -232,23 +232,8 @@ func BenchmarkDeliveryBesideDead(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			bc := clusters.get(b, DefaultShards)
 			run++
-			tasks := make([]transport.TaskSubmit, 0, 2*b.N)
-			for i := range b.N {
-				tasks = append(tasks,
-					deliverybench.Task(healthy.CallbackURL(), fmt.Sprintf("h%d-%d", run, i), false),
-					deliverybench.Task(other.CallbackURL(), fmt.Sprintf("o%d-%d", run, i), false))
-			}
-			b.ResetTimer()
-			start := time.Now()
-			ids := deliverybench.SubmitAll(b, bc.clients, tasks)
-			healthyIDs := make([]string, 0, b.N)
-			for i := 0; i < len(ids); i += 2 {
-				healthyIDs = append(healthyIDs, ids[i])
-			}
-			bc.waitSucceeded(b, healthyIDs)
-			took := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+			deliverybench.BesideDead(b, bc.clients, healthy, other, fmt.Sprintf("bd%d", run), false,
+				func(ids []string) { bc.waitSucceeded(b, ids) })
 		})
 		clusters.close() // the next mode starts on a fresh cluster, alone
 	}

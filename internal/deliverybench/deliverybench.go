@@ -240,3 +240,29 @@ func QuantileMs(d []time.Duration, q float64) float64 {
 	slices.Sort(s)
 	return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds()) / 1000
 }
+
+// BesideDead submits b.N tasks to healthy interleaved with b.N to other
+// (alive or refusing every connection, as the caller set it), in the
+// batches of SubmitAll, and reports the healthy destination's tasks/s from
+// the first submit until waitSucceeded returns for its tasks. prefix names
+// the run's request ids.
+func BesideDead(b *testing.B, clients []*transport.Client, healthy, other *outboundtest.Destination, prefix string, idempotent bool, waitSucceeded func(ids []string)) {
+	tasks := make([]transport.TaskSubmit, 0, 2*b.N)
+	for i := range b.N {
+		n := strconv.Itoa(i)
+		tasks = append(tasks,
+			Task(healthy.CallbackURL(), prefix+"h-"+n, idempotent),
+			Task(other.CallbackURL(), prefix+"o-"+n, idempotent))
+	}
+	b.ResetTimer()
+	start := time.Now()
+	ids := SubmitAll(b, clients, tasks)
+	healthyIDs := make([]string, 0, b.N)
+	for i := 0; i < len(ids); i += 2 {
+		healthyIDs = append(healthyIDs, ids[i])
+	}
+	waitSucceeded(healthyIDs)
+	took := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+}

@@ -203,23 +203,8 @@ func BenchmarkProcessDeliveryBesideDead(b *testing.B) {
 			bp := procs.get(b)
 			run++
 			before := healthy.Count("")
-			tasks := make([]transport.TaskSubmit, 0, 2*b.N)
-			for i := range b.N {
-				tasks = append(tasks,
-					deliverybench.Task(healthy.CallbackURL(), fmt.Sprintf("ph%d-%d", run, i), true),
-					deliverybench.Task(other.CallbackURL(), fmt.Sprintf("po%d-%d", run, i), true))
-			}
-			b.ResetTimer()
-			start := time.Now()
-			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
-			healthyIDs := make([]string, 0, b.N)
-			for i := 0; i < len(ids); i += 2 {
-				healthyIDs = append(healthyIDs, ids[i])
-			}
-			bp.waitSucceeded(b, healthyIDs, func() int { return healthy.Count("") - before })
-			took := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+			deliverybench.BesideDead(b, bp.clients, healthy, other, fmt.Sprintf("pbd%d", run), true,
+				func(ids []string) { bp.waitSucceeded(b, ids, func() int { return healthy.Count("") - before }) })
 		})
 		if procs.bp != nil {
 			procs.bp.c.StopAll(b) // the next mode starts on a fresh cluster, alone
