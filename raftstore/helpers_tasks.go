@@ -136,11 +136,6 @@ func (s *Store) TaskByRequestID(namespace, requestID string) (Task, bool) {
 	return s.state.TaskByRequestID(namespace, requestID)
 }
 
-// DueTasks returns up to limit due pending tasks of shard, earliest first.
-func (s *Store) DueTasks(shard int, now time.Time, limit int, skip func(id string) bool) []Task {
-	return s.state.DueTasks(shard, now, limit, skip)
-}
-
 // OldestPendingTask returns shard's pending task created first.
 func (s *Store) OldestPendingTask(shard int) (Task, bool) { return s.state.OldestPendingTask(shard) }
 

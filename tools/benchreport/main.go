@@ -116,11 +116,11 @@ func run(ctx context.Context, sel []row, quick bool) (map[string]map[string]floa
 			c.Stdout, c.Stderr = &buf, os.Stderr
 			err := c.Run()
 			parse(g.pkg, buf.Bytes(), samples)
+			if g.runs > 1 {
+				cmd += fmt.Sprintf(" (median of %d runs)", g.runs)
+			}
 			for n := range g.names {
 				cmds[g.pkg+" "+n] = cmd
-				if g.runs > 1 {
-					cmds[g.pkg+" "+n] = cmd + fmt.Sprintf(" (median of %d runs)", g.runs)
-				}
 			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "benchreport: %s: %v\n%s", g.pkg, err, buf.String())
