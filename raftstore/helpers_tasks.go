@@ -14,7 +14,8 @@ import (
 // SubmitTasks inserts a batch of tasks in one raft entry. It assigns each
 // task its shard (shardmap.ShardOf over the cluster's shard count) and, when
 // empty, its id (NewTaskID, so that ids sort in batch order). Outcomes come back in the order given; the raft
-// index is for WaitForApplied.
+// index is for WaitForApplied. A single task without a request id is
+// group-committed with other single submits in flight (submit_batch.go).
 func (s *Store) SubmitTasks(ctx context.Context, c SubmitTasksCommand) ([]SubmitOutcome, uint64, error) {
 	stamp(&c.CommandMeta)
 	n := s.state.ShardCount()
@@ -31,6 +32,14 @@ func (s *Store) SubmitTasks(ctx context.Context, c SubmitTasksCommand) ([]Submit
 	}
 	if err := c.validate(); err != nil {
 		return nil, 0, err
+	}
+	if len(c.Tasks) == 1 && c.RequestID == "" {
+		// Group commit with other single submits (submit_batch.go).
+		out, idx, err := s.submits.submit(ctx, c)
+		if err != nil {
+			return nil, idx, err
+		}
+		return []SubmitOutcome{out}, idx, nil
 	}
 	return applyTyped[[]SubmitOutcome](ctx, s, MsgSubmitTasks, c, c.RequestID)
 }

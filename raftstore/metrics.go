@@ -10,6 +10,7 @@ import (
 type metrics struct {
 	applyLatency prometheus.Histogram
 	forwarded    *prometheus.CounterVec
+	submitBatch  prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
@@ -23,12 +24,17 @@ func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
 			Name: "fusebox_raft_forwarded_writes_total",
 			Help: "Writes this node forwarded to the raft leader, by outcome (ok, error).",
 		}, []string{"outcome"}),
+		submitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fusebox_raft_submit_coalesced_tasks",
+			Help:    "Single-task submits this node sent together in one raft entry (group commit).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{
-		m.applyLatency, m.forwarded,
+		m.applyLatency, m.forwarded, m.submitBatch,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fusebox_raft_state",
 			Help: "Raft state of this node: 0 follower, 1 candidate, 2 leader, 3 shutdown.",

@@ -37,6 +37,8 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	submits submitBatcher // group commit of single-task submits
+
 	hooksMu sync.Mutex
 	hooks   []func(context.Context)
 
@@ -55,6 +57,7 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 		return nil, errors.New("raftstore: Deps.Members is required")
 	}
 	s := &Store{cfg: cfg, deps: deps, logger: cfg.Logger.With("component", "raftstore", "node", cfg.NodeID), notifyCh: make(chan bool, 16)}
+	s.submits.s = s
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.state, err = NewState(StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow})
 	if err != nil {
@@ -179,6 +182,7 @@ func (s *Store) start(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
+		s.submits.close()
 		s.wg.Wait()
 		var errs []error
 		if r := s.raft.Load(); r != nil {
