@@ -176,6 +176,15 @@ func (c *Config) raftConfig() *raft.Config {
 	// enqueue timeout no longer applies; Apply is bounded by its caller's
 	// context and the hold timeout instead.
 	rc.BatchApplyCh = true
+	// A follower learns that an entry committed from the next AppendEntries,
+	// which, when no other write follows, raft sends after a random
+	// CommitTimeout to 2×CommitTimeout. Until then a shard owned by a
+	// follower cannot see a new task, and a submit answered on a follower
+	// waits for it (read-your-writes). With raft's 50 ms, p99 enqueue →
+	// delivered at 10 tasks/s was 101 ms; with 10 ms, 22 ms. The cost is
+	// those empty appends on an idle cluster: 2.7 % → 4.7 % of one core for
+	// three in-process nodes (docs/architecture.md).
+	rc.CommitTimeout = 10 * time.Millisecond
 	if c.Preset == PresetFast {
 		rc.HeartbeatTimeout = 250 * time.Millisecond
 		rc.ElectionTimeout = 250 * time.Millisecond
