@@ -38,6 +38,11 @@ type benchCluster struct {
 // figure otherwise). Failures are reported on tb; the cluster lives in
 // owner's temp dir and is closed in owner's cleanup.
 func startBenchCluster(tb, owner testing.TB, shards int) *benchCluster {
+	return startBenchClusterTiming(tb, owner, shards, "fast")
+}
+
+// startBenchClusterTiming is startBenchCluster with a timing preset.
+func startBenchClusterTiming(tb, owner testing.TB, shards int, timing string) *benchCluster {
 	tb.Helper()
 	dir := owner.TempDir()
 	bc := &benchCluster{}
@@ -52,7 +57,7 @@ func startBenchCluster(tb, owner testing.TB, shards int) *benchCluster {
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("n%d", i)
 		cfg := Config{NodeID: id, DataDir: filepath.Join(dir, id), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0",
-			Join: join, BootstrapExpect: 3, Shards: shards, Timing: "fast", Version: "bench"}
+			Join: join, BootstrapExpect: 3, Shards: shards, Timing: timing, Version: "bench"}
 		n, err := New(cfg, testLogger(nil))
 		if err != nil {
 			tb.Fatal(err)
@@ -213,6 +218,16 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 		})
 		clusters.close()
 	}
+}
+
+// BenchmarkDeliveryLatencyQuiet is BenchmarkDeliveryLatency at 10 tasks/s
+// on the production timing preset (lan): with few writes, a follower
+// learns of a commit only from the leader's next append, so the shards it
+// owns see new tasks after up to two raft CommitTimeouts.
+func BenchmarkDeliveryLatencyQuiet(b *testing.B) {
+	dest := outboundtest.NewDestination(b)
+	bc := startBenchClusterTiming(b, b, DefaultShards, "lan")
+	deliverybench.Latency(b, bc.clients, dest, 10, "quiet", false, func(ids []string) { bc.waitSucceeded(b, ids) })
 }
 
 // BenchmarkDeliveryBesideDead is a healthy destination's delivery
