@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"fusebox/shardmap"
 )
 
 // gate is a synchronous hook for the submit batcher: every batch blocks in
@@ -38,18 +36,7 @@ func (g *gate) seen() []int {
 // batcher blocks every batch in the returned gate.
 func newBatchStore(t *testing.T) (*Store, *gate) {
 	t.Helper()
-	c := newTestCluster(t, nil)
-	s := c.add("n1", 1)
-	c.start("n1")
-	c.leader(10 * time.Second)
-	ctx := t.Context()
-	if _, err := s.SetShardCount(ctx, SetShardCountCommand{Count: taskShards}); err != nil {
-		t.Fatal(err)
-	}
-	m, _, _ := shardmap.Rebalance(mustNewMap(t, taskShards), []string{"n1"}, nil)
-	if _, err := s.CommitShardMap(ctx, CommitShardMapCommand{Map: m}); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := newTaskStore(t)
 	g := &gate{release: make(chan struct{})}
 	s.submits.mu.Lock()
 	s.submits.testHookSend = g.hook

@@ -507,9 +507,10 @@ func TestTaskIDsSortByTime(t *testing.T) {
 	}
 }
 
-// The store helper maps a refusal to *shardmap.WrongOwnerError and assigns
-// ids and shards; exercised end to end on a one-node store.
-func TestStoreTaskHelpers(t *testing.T) {
+// newTaskStore is a started one-node store whose shard count (taskShards)
+// and map (every shard on n1) are committed.
+func newTaskStore(t *testing.T) (*Store, *shardmap.Map) {
+	t.Helper()
 	c := newTestCluster(t, nil)
 	s := c.add("n1", 1)
 	c.start("n1")
@@ -522,6 +523,14 @@ func TestStoreTaskHelpers(t *testing.T) {
 	if _, err := s.CommitShardMap(ctx, CommitShardMapCommand{Map: m}); err != nil {
 		t.Fatal(err)
 	}
+	return s, m
+}
+
+// The store helper maps a refusal to *shardmap.WrongOwnerError and assigns
+// ids and shards; exercised end to end on a one-node store.
+func TestStoreTaskHelpers(t *testing.T) {
+	s, m := newTaskStore(t)
+	ctx := t.Context()
 	nt := newTaskFor("", "ns", "wf", "rq")
 	nt.Shard = -5 // the helper assigns it
 	out, idx, err := s.SubmitTasks(ctx, SubmitTasksCommand{Tasks: []NewTask{nt}})
