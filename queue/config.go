@@ -30,8 +30,10 @@ type Config struct {
 	// MaxPendingPerShard bounds the tasks a shard has dispatched, parked or
 	// awaiting their write; the reader stops loading at the bound.
 	MaxPendingPerShard int
-	// RejectRetry is how long a task refused by a full group buffer stays
-	// in the store before its shard reader offers it again.
+	// RejectRetry bounds how long a task refused by a full group buffer is
+	// held (in memory, in flight) before its shard reader offers it again;
+	// normally the group's room signal comes first. It is also the pause of
+	// a task released unstarted (out of contact, rate-limit race, abort).
 	RejectRetry time.Duration
 	// DrainTimeout is how long Close lets in-flight calls finish before
 	// cancelling them; FlushTimeout bounds the last result write.

@@ -7,6 +7,7 @@ type ShardState struct {
 	Wakeups, Reads uint64
 	Lost, Stopped  bool
 	InFlight       int
+	Held           int // refused by a full buffer, kept for the next offer
 }
 
 // ShardState returns the state of shard id; ok is false if not running.
@@ -19,7 +20,7 @@ func (q *Queue) ShardState(id int) (st ShardState, ok bool) {
 	}
 	st.Wakeups, st.Reads = s.wakeups.Load(), s.reads.Load()
 	s.mu.Lock()
-	st.Lost, st.InFlight = s.lost, len(s.inflight)
+	st.Lost, st.InFlight, st.Held = s.lost, len(s.inflight), len(s.held)
 	s.mu.Unlock()
 	select {
 	case <-s.readerDone:

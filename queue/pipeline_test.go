@@ -167,6 +167,36 @@ func TestBufferFullRejectsAndRetries(t *testing.T) {
 	}
 }
 
+// A task a full buffer refuses is held in memory and offered again when the
+// group has drained to half: it is not read from the store again, and the
+// room signal alone (RejectRetry is an hour here) brings it to a worker.
+func TestBufferFullHoldsRefusedTasksUntilRoom(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.BufferSize, lim.Concurrency = 2, 1
+	e := newEnv(t, 1, lim)
+	exec := newFakeExec(true)
+	cfg := fastCfg()
+	cfg.RejectRetry = time.Hour
+	q := e.start(t, cfg, exec, nil)
+	tasks := callbacks(8, 1, "hold", "d")
+	e.add(t, tasks...)
+	waitFor(t, 10*time.Second, "refused tasks held", func() bool {
+		st, _ := q.ShardState(0)
+		return st.Held > 0
+	})
+	if st, _ := q.ShardState(0); st.InFlight != len(tasks) {
+		t.Fatalf("in flight %d, want all %d (held tasks stay in flight)", st.InFlight, len(tasks))
+	}
+	close(exec.release)
+	waitFor(t, 10*time.Second, "all delivered through room signals", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	if n := e.store.Loaded(); n != len(tasks) {
+		t.Fatalf("the store handed out %d tasks for %d: a refused task was read again", n, len(tasks))
+	}
+	if st, _ := q.ShardState(0); st.Held != 0 {
+		t.Fatalf("%d tasks still held after all succeeded", st.Held)
+	}
+}
+
 func TestBatchSizeZeroStopsReading(t *testing.T) {
 	lim := queuetest.DefaultLimits()
 	lim.BatchSize = 0

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,9 @@ type group struct {
 	workers  int
 	lastUsed time.Time
 	changed  chan struct{} // closed when limits change, wakes token waiters
+	// waiting are the shards holding a task this full buffer refused; they
+	// are told once it has drained to half (or its limits change).
+	waiting []*shard
 }
 
 // limitsFor reads a key's limits, clamped to sane values.
@@ -79,8 +83,8 @@ func limitsFor(l Limits, k breakerpool.Key) (bufCap, conc int, rps rate.Limit, b
 }
 
 // submit queues it on its group without blocking. It returns false when the
-// group's buffer is full or the scheduler is closing; the task then stays in
-// the store and its reader offers it again later.
+// group's buffer is full or the scheduler is closing. For a full buffer the
+// group remembers it.sh and tells it when there is room again (roomFor).
 func (s *scheduler) submit(it *item) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -100,6 +104,9 @@ func (s *scheduler) submit(it *item) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.buf)-g.head >= g.bufCap {
+		if !slices.Contains(g.waiting, it.sh) {
+			g.waiting = append(g.waiting, it.sh)
+		}
 		return false
 	}
 	g.buf = append(g.buf, it)
@@ -153,11 +160,32 @@ func (g *group) work() {
 			clear(g.buf[n:])
 			g.buf, g.head = g.buf[:n], 0
 		}
+		waiting := g.takeWaitingLocked()
 		g.mu.Unlock()
+		roomFor(waiting)
 		g.s.buffered.Add(-1)
 		g.s.active.Add(1)
 		g.s.q.process(g, it)
 		g.s.active.Add(-1)
+	}
+}
+
+// takeWaitingLocked returns (and forgets) the shards waiting for room once
+// the buffer has drained to half its capacity. g.mu must be held.
+func (g *group) takeWaitingLocked() []*shard {
+	if len(g.waiting) == 0 || (len(g.buf)-g.head)*2 > g.bufCap {
+		return nil
+	}
+	w := g.waiting
+	g.waiting = nil
+	return w
+}
+
+// roomFor tells each shard that a buffer it waits for has room.
+func roomFor(shards []*shard) {
+	for _, sh := range shards {
+		sh.room.Store(true)
+		signal(sh.wake)
 	}
 }
 
@@ -187,7 +215,9 @@ func (s *scheduler) refresh() {
 			s.wg.Add(1)
 			go g.work()
 		}
+		waiting := g.takeWaitingLocked() // a larger buffer may have room now
 		g.mu.Unlock()
+		roomFor(waiting)
 	}
 }
 

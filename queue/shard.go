@@ -34,11 +34,18 @@ type shard struct {
 	kick        chan struct{} // 1-slot: results are waiting
 
 	mu       sync.Mutex
-	inflight map[string]*item     // dispatched, result not yet written
-	parked   map[string]time.Time // refused by a full buffer: not offered again before
-	results  []Result
-	called   []bool // parallel to results: the result answers a call
-	lost     bool
+	inflight map[string]*item     // dispatched (or held), result not yet written
+	parked   map[string]time.Time // released with a pause: not offered again before
+	// held are tasks a full group buffer refused. They stay in inflight and
+	// in memory, and are offered to the scheduler again when a group they
+	// wait for signals room (room), or at heldUntil: not read and decoded
+	// from the store again, which under load had cost 3–4 reads per
+	// delivered task.
+	held      []*item
+	heldUntil time.Time
+	results   []Result
+	called    []bool // parallel to results: the result answers a call
+	lost      bool
 
 	// Read cursor (reader goroutine only): reads start at cursor-cursorLag
 	// instead of at the shard's earliest due task, so tasks already in
@@ -49,6 +56,8 @@ type shard struct {
 	lastFull   time.Time
 	cursorRead bool // the last read started at the cursor: a full read is due by lastFull+fullReadEvery
 	rescan     atomic.Bool
+
+	room atomic.Bool // a group this shard holds tasks for has room (roomFor)
 
 	wakeups atomic.Uint64 // reader loop iterations (tests)
 	reads   atomic.Uint64 // Due calls (tests)
@@ -224,8 +233,10 @@ func (s *shard) readLoop() {
 	}
 }
 
-// readBatch loads and dispatches up to bs due tasks. more is true when the
-// batch was full, so more may be due at once.
+// readBatch offers the held tasks again if a group has room (or their
+// wait is over), then loads and dispatches up to bs due tasks. more is true
+// when the batch was full and the scheduler took all of it, so more may be
+// due at once.
 func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	q := s.q
 	now = time.Now()
@@ -236,9 +247,14 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 			s.rescan.Store(true)
 		}
 	}
+	var retry []*item
+	if len(s.held) > 0 && (s.room.Swap(false) || !now.Before(s.heldUntil)) {
+		retry, s.held = s.held, nil
+	}
 	limit := min(bs, q.cfg.MaxPendingPerShard-len(s.inflight)-len(s.parked))
 	if limit <= 0 {
 		s.mu.Unlock()
+		s.dispatch(retry, now)
 		return false, now
 	}
 	s.reads.Add(1)
@@ -263,18 +279,31 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		}
 	}
 	s.mu.Unlock()
+	refused := s.dispatch(append(retry, items...), now)
+	q.m.depth.WithLabelValues(strconv.Itoa(s.id)).Set(float64(q.store.Backlog(s.id)))
+	return len(tasks) == limit && !refused, now
+}
+
+// dispatch submits items in order; the ones a full buffer refuses are held
+// (see shard.held). It reports whether any was refused.
+func (s *shard) dispatch(items []*item, now time.Time) (refused bool) {
+	var held []*item
 	for _, it := range items {
-		if !q.sched.submit(it) {
-			q.m.rejections.WithLabelValues("buffer_full").Inc()
-			s.mu.Lock()
-			delete(s.inflight, it.task.ID)
-			s.parked[it.task.ID] = now.Add(q.cfg.RejectRetry)
-			s.mu.Unlock()
-			s.rescan.Store(true)
+		if !s.q.sched.submit(it) {
+			s.q.m.rejections.WithLabelValues("buffer_full").Inc()
+			held = append(held, it)
 		}
 	}
-	q.m.depth.WithLabelValues(strconv.Itoa(s.id)).Set(float64(q.store.Backlog(s.id)))
-	return len(tasks) == limit, now
+	if len(held) == 0 {
+		return false
+	}
+	s.mu.Lock()
+	if len(s.held) == 0 {
+		s.heldUntil = now.Add(s.q.cfg.RejectRetry)
+	}
+	s.held = append(s.held, held...)
+	s.mu.Unlock()
+	return true
 }
 
 // nextWake is the earliest of the next due task and the next parked expiry;
@@ -294,6 +323,9 @@ func (s *shard) nextWake(now time.Time) time.Time {
 		if next.IsZero() || at.Before(next) {
 			next = at
 		}
+	}
+	if len(s.held) > 0 && (next.IsZero() || s.heldUntil.Before(next)) {
+		next = s.heldUntil
 	}
 	s.mu.Unlock()
 	return next

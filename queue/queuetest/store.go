@@ -29,6 +29,7 @@ type Store struct {
 	subs     map[int]chan struct{}
 	nextSub  int
 	writes   int
+	loaded   int // tasks handed out by Due
 	refused  int
 	failNext int
 	failErr  error
@@ -127,7 +128,16 @@ func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(string)
 			out = append(out, *t)
 		}
 	}
+	s.loaded += len(out)
 	return out
+}
+
+// Loaded returns how many tasks Due has handed out, counting each time a
+// task is read again.
+func (s *Store) Loaded() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loaded
 }
 
 // NextDue implements queue.Store.
