@@ -29,13 +29,13 @@ func NewTaskStore(store *raftstore.Store, nodeID string) *TaskStore {
 }
 
 // Due implements queue.Store.
-func (s *TaskStore) Due(shard int, from, now time.Time, limit int, skip func(id string) bool) []queue.Task {
-	rows := s.store.DueTasksFrom(shard, from, now, limit, skip)
+func (s *TaskStore) Due(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]queue.Task, time.Time, bool) {
+	rows, next, known := s.store.ScanDue(shard, from, now, limit, skip)
 	out := make([]queue.Task, len(rows))
-	for i := range rows {
-		out[i] = toQueueTask(&rows[i])
+	for i, t := range rows {
+		out[i] = toQueueTask(t)
 	}
-	return out
+	return out, next, known
 }
 
 // NextDue implements queue.Store.

@@ -43,7 +43,10 @@ func TestTaskStoreServesTheQueue(t *testing.T) {
 	if ts.Backlog(shard) != 2 {
 		t.Fatalf("backlog = %d", ts.Backlog(shard))
 	}
-	due := ts.Due(shard, time.Time{}, time.Now().Add(time.Second), 10, nil)
+	due, next, known := ts.Due(shard, time.Time{}, time.Now().Add(time.Second), 10, nil)
+	if !known || !next.IsZero() {
+		t.Fatalf("Due's next = %v, %v; want known and none (every task is due)", next, known)
+	}
 	if len(due) != 2 || due[0].ID != out[0].TaskID || due[0].Status != queue.StatusPending || due[0].Key().Destination != req.URL ||
 		string(due[0].Request.Body) != "hi" || due[0].Request.URL != req.URL {
 		t.Fatalf("due = %+v", due)
@@ -52,7 +55,7 @@ func TestTaskStoreServesTheQueue(t *testing.T) {
 	if tg := due[1].Request.TaskGroup; tg == "" || tg == req.TaskGroup {
 		t.Fatalf("undecodable request handed over as %+v", due[1].Request)
 	}
-	if got := ts.Due(shard, time.Time{}, time.Now(), 10, func(id string) bool { return id == out[0].TaskID }); len(got) != 1 || got[0].ID != out[1].TaskID {
+	if got, _, _ := ts.Due(shard, time.Time{}, time.Now(), 10, func(id string) bool { return id == out[0].TaskID }); len(got) != 1 || got[0].ID != out[1].TaskID {
 		t.Fatalf("due with skip = %+v", got)
 	}
 
@@ -77,8 +80,8 @@ func TestTaskStoreServesTheQueue(t *testing.T) {
 	if next, ok := ts.NextDue(shard, time.Now()); !ok || !next.Equal(retryAt) {
 		t.Fatalf("next due = %v %v, want %v", next, ok, retryAt)
 	}
-	if ts.Backlog(shard) != 1 || len(ts.Due(shard, time.Time{}, time.Now(), 10, nil)) != 0 {
-		t.Fatalf("after complete: backlog %d", ts.Backlog(shard))
+	if due, next, known := ts.Due(shard, time.Time{}, time.Now(), 10, nil); ts.Backlog(shard) != 1 || len(due) != 0 || !known || !next.Equal(retryAt) {
+		t.Fatalf("after complete: backlog %d, due %d, next %v (known %v), want 1, 0, %v", ts.Backlog(shard), len(due), next, known, retryAt)
 	}
 	if tk, _ := rs.Task(out[1].TaskID); tk.Status != raftstore.TaskDLQ {
 		t.Fatalf("dead-lettered task = %+v", tk)

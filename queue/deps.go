@@ -22,7 +22,10 @@ type Store interface {
 	// first. Tasks for which skip returns true (already in flight on this
 	// node) are passed over and do not count towards limit. skip is called
 	// with the store's read view open and must not call back into the store.
-	Due(shard int, from, now time.Time, limit int, skip func(id string) bool) []Task
+	// When the store's walk went past now before reaching limit, known is
+	// true and next is what NextDue(shard, now) would return (zero: none),
+	// which spares the reader that second lookup.
+	Due(shard int, from, now time.Time, limit int, skip func(id string) bool) (tasks []Task, next time.Time, known bool)
 	// NextDue returns the earliest NextAttemptAt after `after` among the
 	// shard's pending tasks; ok is false when there is none.
 	NextDue(shard int, after time.Time) (next time.Time, ok bool)

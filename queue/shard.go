@@ -56,6 +56,11 @@ type shard struct {
 	lastFull   time.Time
 	cursorRead bool // the last read started at the cursor: a full read is due by lastFull+fullReadEvery
 	rescan     atomic.Bool
+	// nextDue is the shard's first due time after the last read's now, when
+	// that read's walk reached it (nextKnown); nextWake then needs no
+	// lookup of its own. Reader goroutine only.
+	nextDue   time.Time
+	nextKnown bool
 
 	room atomic.Bool // a group this shard holds tasks for has room (roomFor)
 
@@ -247,12 +252,17 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 			s.rescan.Store(true)
 		}
 	}
+	s.nextKnown = false
 	var retry []*item
 	if len(s.held) > 0 && (s.room.Swap(false) || !now.Before(s.heldUntil)) {
 		retry, s.held = s.held, nil
 	}
 	limit := min(bs, q.cfg.MaxPendingPerShard-len(s.inflight)-len(s.parked))
 	if limit <= 0 {
+		// At capacity: no due time can wake this reader usefully. What
+		// frees capacity (a written result, a release) signals it, and
+		// nextWake still covers the held and parked timers.
+		s.nextDue, s.nextKnown = time.Time{}, true
 		s.mu.Unlock()
 		s.dispatch(retry, now)
 		return false, now
@@ -265,11 +275,12 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		from = s.cursor.Add(-cursorLag)
 	}
 	s.cursorRead = !from.IsZero()
-	tasks := q.store.Due(s.id, from, now, limit, func(id string) bool {
+	tasks, next, known := q.store.Due(s.id, from, now, limit, func(id string) bool {
 		_, busy := s.inflight[id]
 		_, parked := s.parked[id]
 		return busy || parked
 	})
+	s.nextDue, s.nextKnown = next, known
 	items := make([]*item, len(tasks))
 	for i := range tasks {
 		items[i] = &item{task: tasks[i], sh: s}
@@ -309,9 +320,12 @@ func (s *shard) dispatch(items []*item, now time.Time) (refused bool) {
 // nextWake is the earliest of the next due task and the next parked expiry;
 // zero when there is neither.
 func (s *shard) nextWake(now time.Time) time.Time {
-	next, ok := s.q.store.NextDue(s.id, now)
-	if !ok {
-		next = time.Time{}
+	next := s.nextDue
+	if !s.nextKnown {
+		var ok bool
+		if next, ok = s.q.store.NextDue(s.id, now); !ok {
+			next = time.Time{}
+		}
 	}
 	if s.cursorRead { // the backstop full read
 		if full := s.lastFull.Add(fullReadEvery); next.IsZero() || full.Before(next) {

@@ -148,9 +148,9 @@ func (s *Store) TaskByRequestID(namespace, requestID string) (Task, bool) {
 // OldestPendingTask returns shard's pending task created first.
 func (s *Store) OldestPendingTask(shard int) (Task, bool) { return s.state.OldestPendingTask(shard) }
 
-// DueTasksFrom is DueTasks starting at the tasks due at from (zero: all).
-func (s *Store) DueTasksFrom(shard int, from, now time.Time, limit int, skip func(id string) bool) []Task {
-	return s.state.DueTasksFrom(shard, from, now, limit, skip)
+// ScanDue is State.ScanDue on this replica.
+func (s *Store) ScanDue(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]*Task, time.Time, bool) {
+	return s.state.ScanDue(shard, from, now, limit, skip)
 }
 
 // NextTaskDue returns the earliest NextAttemptAt after `after` of the

@@ -223,6 +223,31 @@ func TestDueTasksOrderAndNextDue(t *testing.T) {
 	if got := ids(x.st.DueTasksFrom(shard, t0.Add(4*time.Second), t0.Add(time.Hour), 10, nil)); len(got) != 0 {
 		t.Fatalf("due from after the last task = %v", got)
 	}
+	// ScanDue also reports the first due time after now when its walk got
+	// there (the shard's end, or the other shard's rows, mean none).
+	for _, tc := range []struct {
+		shard int
+		now   time.Time
+		limit int
+		want  []string
+		next  time.Time
+		known bool
+	}{
+		{shard, t0.Add(2 * time.Second), 10, []string{"a", "b"}, t0.Add(3 * time.Second), true},
+		{shard, t0.Add(time.Hour), 10, []string{"a", "b", "c"}, time.Time{}, true},
+		{shard, t0.Add(time.Hour), 1, []string{"a"}, time.Time{}, false},
+		{shardmap.ShardOf("ns", other, taskShards), t0.Add(time.Hour), 10, []string{"o"}, time.Time{}, true},
+	} {
+		due, next, known := x.st.ScanDue(tc.shard, time.Time{}, tc.now, tc.limit, nil)
+		var got []string
+		for _, tk := range due {
+			got = append(got, tk.ID)
+		}
+		if !cmp.Equal(got, tc.want) || !next.Equal(tc.next) || known != tc.known {
+			t.Fatalf("ScanDue(shard %d, now %v, limit %d) = %v, %v, %v; want %v, %v, %v",
+				tc.shard, tc.now.Sub(t0), tc.limit, got, next, known, tc.want, tc.next, tc.known)
+		}
+	}
 	skipA := func(id string) bool { return id == "a" }
 	if got := ids(x.st.DueTasks(shard, t0.Add(time.Hour), 1, skipA)); !cmp.Equal(got, []string{"b"}) {
 		t.Fatalf("due skipping a, limit 1 = %v", got)

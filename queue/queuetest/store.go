@@ -113,13 +113,17 @@ func (s *Store) removeLocked(t *queue.Task) {
 }
 
 // Due implements queue.Store.
-func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(string) bool) []queue.Task {
+func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(string) bool) ([]queue.Task, time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []queue.Task
+	defer func() { s.loaded += len(out) }()
 	for _, t := range s.pending[shard] {
-		if len(out) >= limit || t.NextAttemptAt.After(now) {
-			break
+		if t.NextAttemptAt.After(now) {
+			return out, t.NextAttemptAt, true
+		}
+		if len(out) >= limit {
+			return out, time.Time{}, false
 		}
 		if t.NextAttemptAt.Before(from) {
 			continue
@@ -128,8 +132,7 @@ func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(string)
 			out = append(out, *t)
 		}
 	}
-	s.loaded += len(out)
-	return out
+	return out, time.Time{}, true
 }
 
 // Loaded returns how many tasks Due has handed out, counting each time a

@@ -39,9 +39,15 @@ func TestStoreDueOrderSkipAndFencing(t *testing.T) {
 	ch, cancel := s.Subscribe()
 	defer cancel()
 
-	got := s.Due(0, time.Time{}, time.Now(), 2, func(id string) bool { return id == "early" })
+	got, next, known := s.Due(0, time.Time{}, time.Now(), 2, func(id string) bool { return id == "early" })
 	if len(got) != 2 || got[0].ID != "mid" || got[1].ID != "late" {
 		t.Fatalf("Due = %+v, want mid, late", got)
+	}
+	if !known || next.Before(time.Now().Add(59*time.Minute)) {
+		t.Fatalf("Due's next = %v, %v, want the future task's due time", next, known)
+	}
+	if got, _, known := s.Due(0, time.Time{}, time.Now(), 1, nil); len(got) != 1 || known {
+		t.Fatalf("Due with limit 1 = %d tasks, next known %v: the walk stopped at the limit before now", len(got), known)
 	}
 	if next, ok := s.NextDue(0, time.Now()); !ok || next.Before(time.Now().Add(59*time.Minute)) {
 		t.Fatalf("NextDue = %v, %v", next, ok)
