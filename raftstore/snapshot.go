@@ -105,7 +105,7 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, uint64, error) {
 	if h.Format != snapshotFormat || h.Version != snapshotVersion {
 		return nil, 0, fmt.Errorf("raftstore: unsupported snapshot %q version %d", h.Format, h.Version)
 	}
-	db, err := memdb.NewMemDB(schema())
+	db, err := newDB()
 	if err != nil {
 		return nil, 0, err
 	}
