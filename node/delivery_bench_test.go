@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/raftstore"
@@ -225,6 +227,8 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 // learns of a commit only from the leader's next append, so the shards it
 // owns see new tasks after up to two raft CommitTimeouts.
 func BenchmarkDeliveryLatencyQuiet(b *testing.B) {
+	before := goleak.IgnoreCurrent()
+	b.Cleanup(func() { awaitStrayGoroutines(before) }) // runs after the cluster's cleanup
 	dest := outboundtest.NewDestination(b)
 	bc := startBenchClusterTiming(b, b, DefaultShards, "lan")
 	deliverybench.Latency(b, bc.clients, dest, 10, "quiet", false, func(ids []string) { bc.waitSucceeded(b, ids) })
