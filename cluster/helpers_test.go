@@ -104,6 +104,49 @@ func counter(t testing.TB, c *prometheus.CounterVec, label string) float64 {
 }
 
 // freePort returns a loopback port that was free for both TCP and UDP.
+// reservePort holds a loopback TCP and UDP port, refusing every connection
+// (accepted and closed at once), until release: a node that joins it fails
+// quickly, and no other test process can bind it meanwhile, which a port
+// freed and bound again later allows (a join then reached a stranger).
+func reservePort(t testing.TB) (port int, release func()) {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			l.Close()
+			continue
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		var once sync.Once
+		release = func() {
+			once.Do(func() {
+				l.Close()
+				u.Close()
+				<-done
+			})
+		}
+		t.Cleanup(release)
+		return port, release
+	}
+	t.Fatal("no free port")
+	return 0, nil
+}
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	for range 20 {

@@ -41,7 +41,7 @@ func TestThreeNodesSeeEachOtherWithMeta(t *testing.T) {
 }
 
 func TestNodeStartedBeforeSeedJoinsEventually(t *testing.T) {
-	port := freePort(t)
+	port, release := reservePort(t)
 	seedAddr := fmt.Sprintf("127.0.0.1:%d", port)
 	early := startNode(t, "early", joining(seedAddr))
 	if early.Joined() {
@@ -50,6 +50,7 @@ func TestNodeStartedBeforeSeedJoinsEventually(t *testing.T) {
 	waitFor(t, 10*time.Second, "a failed join attempt", func() bool {
 		return counter(t, early.metrics.joinAttempts, "error") >= 1
 	})
+	release()
 	seed := startNode(t, "seed", func(c *Config) { c.BindAddr = seedAddr })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
