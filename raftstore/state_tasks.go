@@ -150,34 +150,19 @@ func (s *State) TaskByRequestID(namespace, requestID string) (Task, bool) {
 	return *o.(*Task), true
 }
 
-// DueTasks returns up to limit pending tasks of shard with NextAttemptAt
-// not after now, earliest first (ties in id order, which is creation order
-// for ids from NewTaskID). Tasks for which skip returns true are passed
-// over and do not count; skip runs with the read view open and must not
-// call back into the state.
-func (s *State) DueTasks(shard int, now time.Time, limit int, skip func(id string) bool) []Task {
-	return s.DueTasksFrom(shard, time.Time{}, now, limit, skip)
-}
-
-// DueTasksFrom is DueTasks starting at the tasks due at from (the zero
-// time: from the first), so that a reader with many tasks in flight does
-// not walk past them on every read.
-func (s *State) DueTasksFrom(shard int, from, now time.Time, limit int, skip func(id string) bool) []Task {
-	due, _, _ := s.ScanDue(shard, from, now, limit, skip)
-	out := make([]Task, len(due))
-	for i, t := range due {
-		out[i] = *t
-	}
-	return out
-}
-
-// ScanDue is DueTasksFrom for the queue's reader: it returns the rows
-// themselves (immutable once inserted, so safe to share; copying them cost
-// a shard read an allocation per task), and, when the walk went past now
-// before reaching limit, the due time of the shard's first pending task
-// after now (next, zero if there is none; known true). That is NextTaskDue
-// at no extra cost: the reader needs it to sleep until then, and a separate
-// seek was 5 % of a loaded node's CPU.
+// ScanDue returns up to limit pending tasks of shard with NextAttemptAt in
+// [from, now] (from zero: from the shard's first), earliest first (ties in
+// id order, which is creation order for ids from NewTaskID). Starting at
+// from lets a reader with many tasks in flight skip walking past them.
+// Tasks for which skip returns true are passed over and do not count; skip
+// runs with the read view open and must not call back into the state.
+//
+// The rows are returned themselves (immutable once inserted, so safe to
+// share; copying them cost a read an allocation per task). When the walk
+// went past now before reaching limit, known is true and next is the due
+// time of the shard's first pending task after now (zero: none): that is
+// NextTaskDue at no extra cost, which the reader needs to sleep until then
+// (a separate seek was 5 % of a loaded node's CPU).
 func (s *State) ScanDue(shard int, from, now time.Time, limit int, skip func(id string) bool) (due []*Task, next time.Time, known bool) {
 	if limit <= 0 {
 		return nil, time.Time{}, false

@@ -195,32 +195,34 @@ func TestDueTasksOrderAndNextDue(t *testing.T) {
 	x.submit(t0.Add(2*time.Second), 0, newTaskFor("o", "ns", other, ""))
 	x.submit(t0.Add(2*time.Second), 0, newTaskFor("b", "ns", "w", ""))
 
-	ids := func(ts []Task) (out []string) {
-		for _, tk := range ts {
+	// ids lists the ids ScanDue returns from from (zero: the start).
+	ids := func(shard int, from, now time.Time, limit int, skip func(string) bool) (out []string) {
+		due, _, _ := x.st.ScanDue(shard, from, now, limit, skip)
+		for _, tk := range due {
 			out = append(out, tk.ID)
 		}
 		return out
 	}
-	if got := ids(x.st.DueTasks(shard, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"a", "b", "c"}) {
+	if got := ids(shard, time.Time{}, t0.Add(time.Hour), 10, nil); !cmp.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("due = %v", got)
 	}
-	if got := ids(x.st.DueTasks(shard, t0.Add(2*time.Second), 10, nil)); !cmp.Equal(got, []string{"a", "b"}) {
+	if got := ids(shard, time.Time{}, t0.Add(2*time.Second), 10, nil); !cmp.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("due at +2s = %v", got)
 	}
 	// From a time: the tasks due at or after it, never another shard's
 	// (one of the two shards sorts after the other, so one of these scans
 	// would run into the other shard's task without the boundary check).
-	if got := ids(x.st.DueTasksFrom(shard, t0.Add(2*time.Second), t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"b", "c"}) {
+	if got := ids(shard, t0.Add(2*time.Second), t0.Add(time.Hour), 10, nil); !cmp.Equal(got, []string{"b", "c"}) {
 		t.Fatalf("due from +2s = %v", got)
 	}
-	if got := ids(x.st.DueTasksFrom(shard, t0, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"a", "b", "c"}) {
+	if got := ids(shard, t0, t0.Add(time.Hour), 10, nil); !cmp.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("due from t0 = %v", got)
 	}
 	otherShard := shardmap.ShardOf("ns", other, taskShards)
-	if got := ids(x.st.DueTasksFrom(otherShard, t0, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"o"}) {
+	if got := ids(otherShard, t0, t0.Add(time.Hour), 10, nil); !cmp.Equal(got, []string{"o"}) {
 		t.Fatalf("other shard's due from t0 = %v", got)
 	}
-	if got := ids(x.st.DueTasksFrom(shard, t0.Add(4*time.Second), t0.Add(time.Hour), 10, nil)); len(got) != 0 {
+	if got := ids(shard, t0.Add(4*time.Second), t0.Add(time.Hour), 10, nil); len(got) != 0 {
 		t.Fatalf("due from after the last task = %v", got)
 	}
 	// ScanDue also reports the first due time after now when its walk got
@@ -249,7 +251,7 @@ func TestDueTasksOrderAndNextDue(t *testing.T) {
 		}
 	}
 	skipA := func(id string) bool { return id == "a" }
-	if got := ids(x.st.DueTasks(shard, t0.Add(time.Hour), 1, skipA)); !cmp.Equal(got, []string{"b"}) {
+	if got := ids(shard, time.Time{}, t0.Add(time.Hour), 1, skipA); !cmp.Equal(got, []string{"b"}) {
 		t.Fatalf("due skipping a, limit 1 = %v", got)
 	}
 	if next, ok := x.st.NextTaskDue(shard, t0.Add(time.Second)); !ok || !next.Equal(t0.Add(2*time.Second)) {
@@ -261,7 +263,7 @@ func TestDueTasksOrderAndNextDue(t *testing.T) {
 	// A retry moves the task in the due order.
 	owner, epoch := x.owner(shard)
 	x.complete(shard, owner, epoch, TaskResult{TaskID: "a", Status: TaskPending, Attempts: 1, NextAttemptAt: t0.Add(10 * time.Second), Message: "503"})
-	if got := ids(x.st.DueTasks(shard, t0.Add(time.Hour), 10, nil)); !cmp.Equal(got, []string{"b", "c", "a"}) {
+	if got := ids(shard, time.Time{}, t0.Add(time.Hour), 10, nil); !cmp.Equal(got, []string{"b", "c", "a"}) {
 		t.Fatalf("due after retry = %v", got)
 	}
 	// The oldest pending task is by creation, not by due time: a (created
@@ -354,7 +356,7 @@ func TestDLQAndRedrive(t *testing.T) {
 	if tk.Status != TaskPending || tk.Attempts != 0 || tk.Unexpected != 0 || !tk.NextAttemptAt.Equal(at) || !tk.CompletedAt.IsZero() || x.st.TaskBacklog(tk.Shard) < 1 {
 		t.Fatalf("redriven task = %+v", tk)
 	}
-	if due := x.st.DueTasks(tk.Shard, at, 10, nil); len(due) != 1 || due[0].ID != "d2" {
+	if due, _, _ := x.st.ScanDue(tk.Shard, time.Time{}, at, 10, nil); len(due) != 1 || due[0].ID != "d2" {
 		t.Fatalf("redriven task not due: %+v", due)
 	}
 	r = x.apply(MsgRedriveTasks, RedriveTasksCommand{CommandMeta: CommandMeta{At: at}, All: true}, "")
