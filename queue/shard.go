@@ -317,8 +317,9 @@ func (s *shard) dispatch(items []*item, now time.Time) (refused bool) {
 	return true
 }
 
-// nextWake is the earliest of the next due task and the next parked expiry;
-// zero when there is neither.
+// nextWake is the earliest of the next due task (known from the last read,
+// or looked up), the backstop full read, the next parked expiry and the held
+// tasks' retry; zero when there is none.
 func (s *shard) nextWake(now time.Time) time.Time {
 	next := s.nextDue
 	if !s.nextKnown {
