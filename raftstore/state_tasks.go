@@ -158,7 +158,7 @@ func (s *State) TaskByRequestID(namespace, requestID string) (Task, bool) {
 // runs with the read view open and must not call back into the state.
 //
 // The rows are returned themselves (immutable once inserted, so safe to
-// share; copying them cost a read an allocation per task). When the walk
+// share), not copied into a new slice of values. When the walk
 // went past now before reaching limit, known is true and next is the due
 // time of the shard's first pending task after now (zero: none): that is
 // NextTaskDue at no extra cost, which the reader needs to sleep until then
