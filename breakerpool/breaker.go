@@ -105,13 +105,22 @@ func (b *Breaker) touch() {
 func (b *Breaker) Allow() (done func(success bool), err error) {
 	b.touch() // must precede the flags load (eviction handshake, see evict.go)
 	if b.flags.Load() == 0 {
-		gbDone, err := b.cur.Load().cb.Allow()
+		inst := b.cur.Load()
+		gbDone, d, err := b.admitFast(inst)
 		if err != nil {
 			b.rejected.Add(1)
 			return nil, rejectErr(err)
 		}
-		// A small closure (3 words): the hot path's only allocation besides gobreaker's.
-		return func(ok bool) { b.finishFast(gbDone, verdictOf(ok)) }, nil
+		if d != nil && d.done != nil {
+			return d.done, nil
+		}
+		done := func(ok bool) { b.finishFast(gbDone, verdictOf(ok)) }
+		if d != nil {
+			nd := *d
+			nd.done = done
+			inst.publish(&nd)
+		}
+		return done, nil
 	}
 	finish, err := b.allowSlow()
 	if err != nil {
@@ -149,12 +158,22 @@ func verdictOf(ok bool) Verdict {
 func (b *Breaker) AllowVerdict() (done func(Verdict), err error) {
 	b.touch() // must precede the flags load (eviction handshake, see evict.go)
 	if b.flags.Load() == 0 {
-		gbDone, err := b.cur.Load().cb.Allow()
+		inst := b.cur.Load()
+		gbDone, d, err := b.admitFast(inst)
 		if err != nil {
 			b.rejected.Add(1)
 			return nil, rejectErr(err)
 		}
-		return func(v Verdict) { b.finishFast(gbDone, v) }, nil
+		if d != nil && d.doneV != nil {
+			return d.doneV, nil
+		}
+		done := func(v Verdict) { b.finishFast(gbDone, v) }
+		if d != nil {
+			nd := *d
+			nd.doneV = done
+			inst.publish(&nd)
+		}
+		return done, nil
 	}
 	return b.allowSlow()
 }

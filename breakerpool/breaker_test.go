@@ -312,3 +312,39 @@ func TestOpenTimeoutJitter(t *testing.T) {
 		t.Fatalf("openings are not spread: %v", seen)
 	}
 }
+
+// With Interval 0 every call of one gobreaker generation shares one done
+// function (admitFast): a call allocates only gobreaker's closure. With a
+// counting interval the generation can move without a state change, so
+// each call gets its own.
+func TestDonesSharedWithinAGeneration(t *testing.T) {
+	for _, tc := range []struct {
+		interval time.Duration
+		allocs   float64
+	}{{0, 1}, {time.Minute, 2}} {
+		s := DefaultSettings()
+		s.Interval = Duration(tc.interval)
+		b := newTestPool(t, s, Config{}).Get(keyA)
+		got := testing.AllocsPerRun(200, func() {
+			done, err := b.Allow()
+			if err != nil {
+				t.Fatal(err)
+			}
+			done(true)
+		})
+		if got != tc.allocs {
+			t.Errorf("interval %v: %v allocations per call, want %v", tc.interval, got, tc.allocs)
+		}
+		// Shared or not, failures still count and trip on the 6th.
+		for i := 1; i < DefaultFailureThreshold; i++ {
+			mustCall(t, b, false)
+		}
+		if st := b.State(); st != gobreaker.StateClosed {
+			t.Fatalf("interval %v: %v after %d failures", tc.interval, st, DefaultFailureThreshold-1)
+		}
+		mustCall(t, b, false)
+		if st := b.State(); st != gobreaker.StateOpen {
+			t.Fatalf("interval %v: %v after %d failures", tc.interval, st, DefaultFailureThreshold)
+		}
+	}
+}

@@ -57,10 +57,25 @@ type instance struct {
 	warned atomic.Uint64
 	// window settings the instance was built with.
 	interval, bucket Duration
+
+	// reuse: the done functions of one generation can be shared (see
+	// admitFast). changes counts gobreaker's state changes; dones holds
+	// the functions built for the last generation seen.
+	reuse   bool
+	changes atomic.Uint64
+	dones   atomic.Pointer[dones]
+}
+
+// dones are the done functions handed out for one gobreaker generation of
+// a fast-path instance, identified by the instance's change count.
+type dones struct {
+	changes uint64
+	done    func(bool)
+	doneV   func(Verdict)
 }
 
 func (b *Breaker) newInstance(s *Settings) *instance {
-	inst := &instance{interval: s.Interval, bucket: s.BucketPeriod}
+	inst := &instance{interval: s.Interval, bucket: s.BucketPeriod, reuse: s.Interval == 0}
 	inst.cb = *gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		MaxRequests:  s.MaxRequests,
 		Interval:     s.Interval.D(),
@@ -69,7 +84,9 @@ func (b *Breaker) newInstance(s *Settings) *instance {
 		ReadyToTrip:  b.readyToTrip,
 		IsExcluded:   isAbandoned,
 		OnStateChange: func(_ string, _, to gobreaker.State) {
-			// Runs under gobreaker's mutex: only flip a flag.
+			// Runs under gobreaker's mutex, right after the generation
+			// moved: count it, and only flip a flag.
+			inst.changes.Add(1)
 			if to == gobreaker.StateOpen {
 				inst.trip.CompareAndSwap(tripNone, tripPending)
 			}
@@ -97,3 +114,33 @@ func (b *Breaker) readyToTrip(c gobreaker.Counts) bool {
 	}
 	return false
 }
+
+// admitFast asks inst's gobreaker for one call on the fast path. With
+// reuse, it also returns the shared done functions of the call's
+// generation: the cached entry, or a new empty one for the caller to fill
+// and publish (nil when the generation could not be pinned down).
+//
+// gobreaker's done closure carries only the generation and the rolling
+// bucket's age. With Interval 0 the age is always 0 and the generation
+// moves only through setState, which calls OnStateChange under the same
+// lock, where changes is counted. So if changes reads the same before and
+// after Allow, Allow ran in the generation that count stands for, and any
+// done of that generation, wrapped once, serves every such call: the hot
+// path allocates gobreaker's closure but not ours. An entry for another
+// count is never returned, only replaced.
+func (b *Breaker) admitFast(inst *instance) (func(error), *dones, error) {
+	before := inst.changes.Load()
+	gbDone, err := inst.cb.Allow()
+	if err != nil || !inst.reuse || inst.changes.Load() != before {
+		return gbDone, nil, err
+	}
+	if d := inst.dones.Load(); d != nil && d.changes == before {
+		return gbDone, d, nil
+	}
+	return gbDone, &dones{changes: before}, nil
+}
+
+// publish makes d, filled in by the caller, the cached entry. Entries are
+// immutable once stored; racing publishers of one generation build equal
+// functions, so whichever is kept serves.
+func (inst *instance) publish(d *dones) { inst.dones.Store(d) }
