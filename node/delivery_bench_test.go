@@ -189,9 +189,12 @@ func BenchmarkDelivery(b *testing.B) {
 		run++
 		before := dest.Count("")
 		b.ResetTimer()
+		cpu0 := deliverybench.CPUClock()
 		took := bc.deliverRun(b, run, b.N, dest.CallbackURL())
+		cpu := deliverybench.CPUClock() - cpu0
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+		b.ReportMetric(cpu.Seconds()/took.Seconds(), "cpu-cores")
 		b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
 	})
 	b.Run("raw_http", func(b *testing.B) {

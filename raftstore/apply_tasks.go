@@ -40,13 +40,12 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 			return nil, invalidArg(fmt.Sprintf("tasks[%d].shard", i), "shard %d is not ShardOf(namespace_id, workflow_id) = %d", nt.Shard, want)
 		}
 		if nt.RequestID != "" {
-			if o, _ := w.txn.First(string(TableTasks), idxTaskRequest, taskKeyRequest(nt.NamespaceID, nt.RequestID)); o != nil {
-				t := o.(*Task)
+			if t := w.tasks.byRequest(nt.NamespaceID, nt.RequestID); t != nil {
 				out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitDuplicate}
 				continue
 			}
 		}
-		if w.get(string(TableTasks), nt.ID) != nil {
+		if w.tasks.get(nt.ID) != nil {
 			return nil, conflict(fmt.Sprintf("tasks[%d].id", i), "task id %q already exists", nt.ID)
 		}
 		pending, ok := pendingOf[nt.Shard]
@@ -63,9 +62,7 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 			TaskGroup: nt.TaskGroup, Destination: nt.Destination, RequestID: nt.RequestID, Request: nt.Request,
 			Status: TaskPending, NextAttemptAt: c.At, CreatedAt: c.At, Index: w.index,
 		}
-		if err := w.insert(string(TableTasks), t); err != nil {
-			return nil, err
-		}
+		w.tasks.put(nil, t)
 		pendingOf[nt.Shard] = pending + 1
 		out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitAccepted}
 	}
@@ -97,12 +94,12 @@ func applyCompleteTasks(w *writer, payload []byte) (any, *Error) {
 	var out CompleteOutcome
 	pending := w.counter(counterPending(c.Shard))
 	for _, r := range c.Results {
-		o := w.get(string(TableTasks), r.TaskID)
-		if o == nil || o.(*Task).Shard != c.Shard || o.(*Task).Terminal() {
+		o := w.tasks.get(r.TaskID)
+		if o == nil || o.Shard != c.Shard || o.Terminal() {
 			out.Ignored++
 			continue
 		}
-		t := *o.(*Task) // rows are immutable once inserted: copy, then replace
+		t := *o // rows are immutable once inserted: copy, then replace
 		t.Status, t.Attempts, t.Blocked, t.Unexpected = r.Status, r.Attempts, r.Blocked, r.Unexpected
 		t.Message, t.HTTPStatus = r.Message, r.HTTPStatus
 		if r.OperationID != "" {
@@ -120,9 +117,7 @@ func applyCompleteTasks(w *writer, payload []byte) (any, *Error) {
 			}
 		}
 		t.Index = w.index
-		if err := w.insert(string(TableTasks), &t); err != nil {
-			return nil, err
-		}
+		w.tasks.put(o, &t)
 		out.Applied++
 	}
 	if err := w.setCounter(counterPending(c.Shard), pending); err != nil {
@@ -142,21 +137,21 @@ func applyRedriveTasks(w *writer, payload []byte) (any, *Error) {
 	var rows []*Task
 	out := RedriveOutcome{Redriven: []string{}}
 	if c.All {
-		it, err := w.txn.Get(string(TableTasks), idxTaskStatus, []byte(TaskDLQ+"\x00"))
-		if err != nil {
-			return nil, &Error{Code: CodeInternal, Message: "redrive: " + err.Error()}
-		}
-		for o := it.Next(); o != nil; o = it.Next() {
+		ascend(w.tasks.status, &Task{Status: TaskDLQ}, func(t *Task) bool {
+			if t.Status != TaskDLQ {
+				return false
+			}
 			if len(rows) == MaxRedriveBatch {
 				out.More = true
-				break
+				return false
 			}
-			rows = append(rows, o.(*Task))
-		}
+			rows = append(rows, t)
+			return true
+		})
 	} else {
 		seen := make(map[string]bool, len(c.IDs))
 		for _, id := range c.IDs {
-			if t, ok := w.get(string(TableTasks), id).(*Task); ok && t.Status == TaskDLQ && !seen[id] {
+			if t := w.tasks.get(id); t != nil && t.Status == TaskDLQ && !seen[id] {
 				seen[id] = true
 				rows = append(rows, t)
 			}
@@ -168,9 +163,7 @@ func applyRedriveTasks(w *writer, payload []byte) (any, *Error) {
 		t := *o
 		t.Status, t.Attempts, t.Blocked, t.Unexpected = TaskPending, 0, 0, 0
 		t.NextAttemptAt, t.CompletedAt, t.Index = c.At, time.Time{}, w.index
-		if err := w.insert(string(TableTasks), &t); err != nil {
-			return nil, err
-		}
+		w.tasks.put(o, &t)
 		if err := w.setCounter(counterPending(t.Shard), w.counter(counterPending(t.Shard))+1); err != nil {
 			return nil, err
 		}
@@ -191,27 +184,21 @@ func applyCollectTasks(w *writer, payload []byte) (any, *Error) {
 	if limit <= 0 || limit > MaxCollectBatch {
 		limit = MaxCollectBatch
 	}
-	it, err := w.txn.Get(string(TableTasks), idxTaskTerminal+"_prefix", []byte{})
-	if err != nil {
-		return nil, &Error{Code: CodeInternal, Message: "collect: " + err.Error()}
-	}
 	var victims []*Task
 	var out CollectOutcome
-	for o := it.Next(); o != nil; o = it.Next() {
-		t := o.(*Task)
+	ascend(w.tasks.terminal, nil, func(t *Task) bool {
 		if !t.CompletedAt.Before(c.Before) {
-			break
+			return false
 		}
 		if len(victims) == limit {
 			out.More = true
-			break
+			return false
 		}
 		victims = append(victims, t)
-	}
+		return true
+	})
 	for _, t := range victims {
-		if err := w.delete(string(TableTasks), t); err != nil {
-			return nil, err
-		}
+		w.tasks.remove(t)
 	}
 	out.Deleted = len(victims)
 	return out, nil

@@ -112,7 +112,7 @@ func (f *FSM) setApplied(index uint64) {
 // error), and a panic leaves nothing at all.
 func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
 	db := f.state.db.Load()
-	w := &writer{s: f.state, txn: db.Txn(true), index: index}
+	w := &writer{s: f.state, txn: db.Txn(true), tasks: f.state.tasks.Load().clone(), index: index}
 	w.txn.TrackChanges()
 	defer func() {
 		if p := recover(); p != nil {
@@ -127,6 +127,7 @@ func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
 		w.txn.Abort()
 		w.txn = db.Txn(true)
 		w.txn.TrackChanges()
+		w.tasks = f.state.tasks.Load().clone()
 		if err := w.trimRequests(); err != nil {
 			w.txn.Abort()
 			return &ApplyResult{Err: err, Index: index}
@@ -138,7 +139,7 @@ func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
 			}
 		}
 	}
-	f.commit(w.txn)
+	f.commit(w.txn, w.tasks)
 	return res
 }
 
@@ -171,6 +172,7 @@ var _ raft.BatchingFSM = (*FSM)(nil)
 func (f *FSM) applyShared(logs []*raft.Log, out []any) (ok bool) {
 	txn := f.state.db.Load().Txn(true)
 	txn.TrackChanges()
+	tasks := f.state.tasks.Load().clone()
 	defer func() {
 		if p := recover(); p != nil {
 			txn.Abort()
@@ -181,14 +183,14 @@ func (f *FSM) applyShared(logs []*raft.Log, out []any) (ok bool) {
 		if l.Type != raft.LogCommand {
 			continue // configuration changes are raft's own business
 		}
-		res, _, failed := f.applyInto(&writer{s: f.state, txn: txn, index: l.Index}, l.Data)
+		res, _, failed := f.applyInto(&writer{s: f.state, txn: txn, tasks: tasks, index: l.Index}, l.Data)
 		if failed {
 			txn.Abort()
 			return false
 		}
 		out[i] = res
 	}
-	f.commit(txn)
+	f.commit(txn, tasks)
 	return true
 }
 
@@ -240,11 +242,16 @@ func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID str
 	return &result, requestID, false
 }
 
-// commit commits txn and wakes the subscribers of every table it touched.
-func (f *FSM) commit(txn *memdb.Txn) {
+// commit commits txn, publishes tasks (the task table the same writes went
+// to) and wakes the subscribers of every table they touched.
+func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable) {
 	changes := txn.Changes()
 	txn.Commit()
+	f.state.tasks.Store(tasks)
 	touched := make(map[Table]struct{})
+	if tasks.touched {
+		touched[TableTasks] = struct{}{}
+	}
 	for _, c := range changes {
 		if c.Table != tableRequests && c.Table != tableCounters {
 			touched[Table(c.Table)] = struct{}{}

@@ -30,14 +30,16 @@ type snapshotRow struct {
 	Row   json.RawMessage `json:"r"`
 }
 
-// Snapshot implements raft.FSM: an O(1) immutable memdb snapshot, persisted
-// later off the FSM goroutine.
+// Snapshot implements raft.FSM: an O(1) immutable memdb snapshot and the
+// published task table (never written again), persisted later off the FSM
+// goroutine.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &fsmSnapshot{db: f.state.db.Load().Snapshot(), applied: f.AppliedIndex()}, nil
+	return &fsmSnapshot{db: f.state.db.Load().Snapshot(), tasks: f.state.tasks.Load(), applied: f.AppliedIndex()}, nil
 }
 
 type fsmSnapshot struct {
 	db      *memdb.MemDB
+	tasks   *taskTable
 	applied uint64
 }
 
@@ -58,18 +60,35 @@ func (s *fsmSnapshot) writeTo(w io.Writer) error {
 		return fmt.Errorf("raftstore: snapshot header: %w", err)
 	}
 	txn := s.db.Txn(false)
+	row := func(table string, o any) error {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return fmt.Errorf("raftstore: snapshot %s row: %w", table, err)
+		}
+		if err := enc.Encode(snapshotRow{Table: table, Row: b}); err != nil {
+			return fmt.Errorf("raftstore: snapshot %s: %w", table, err)
+		}
+		return nil
+	}
 	for _, table := range allTables {
+		if table == string(TableTasks) {
+			var err error
+			s.tasks.byID.Scan(func(t *Task) bool {
+				err = row(table, t)
+				return err == nil
+			})
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		it, err := txn.Get(table, "id")
 		if err != nil {
 			return fmt.Errorf("raftstore: snapshot %s: %w", table, err)
 		}
 		for o := it.Next(); o != nil; o = it.Next() {
-			b, err := json.Marshal(o)
-			if err != nil {
-				return fmt.Errorf("raftstore: snapshot %s row: %w", table, err)
-			}
-			if err := enc.Encode(snapshotRow{Table: table, Row: b}); err != nil {
-				return fmt.Errorf("raftstore: snapshot %s: %w", table, err)
+			if err := row(table, o); err != nil {
+				return err
 			}
 		}
 	}
@@ -81,11 +100,12 @@ func (s *fsmSnapshot) writeTo(w io.Writer) error {
 // subscriber.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	db, applied, err := readSnapshot(rc)
+	db, tasks, applied, err := readSnapshot(rc)
 	if err != nil {
 		f.logger.Error("raftstore: snapshot restore failed; state unchanged", "error", err)
 		return err
 	}
+	f.state.tasks.Store(tasks)
 	f.state.db.Store(db)
 	f.mu.Lock()
 	f.applied = applied
@@ -96,19 +116,20 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-func readSnapshot(r io.Reader) (*memdb.MemDB, uint64, error) {
+func readSnapshot(r io.Reader) (*memdb.MemDB, *taskTable, uint64, error) {
 	dec := json.NewDecoder(bufio.NewReader(r))
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
-		return nil, 0, fmt.Errorf("raftstore: snapshot header: %w", err)
+		return nil, nil, 0, fmt.Errorf("raftstore: snapshot header: %w", err)
 	}
 	if h.Format != snapshotFormat || h.Version != snapshotVersion {
-		return nil, 0, fmt.Errorf("raftstore: unsupported snapshot %q version %d", h.Format, h.Version)
+		return nil, nil, 0, fmt.Errorf("raftstore: unsupported snapshot %q version %d", h.Format, h.Version)
 	}
 	db, err := newDB()
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
+	tasks := newTaskTable()
 	txn := db.Txn(true)
 	defer txn.Abort()
 	for {
@@ -116,18 +137,24 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, uint64, error) {
 		if err := dec.Decode(&row); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			return nil, 0, fmt.Errorf("raftstore: snapshot row: %w", err)
+			return nil, nil, 0, fmt.Errorf("raftstore: snapshot row: %w", err)
 		}
 		obj, err := decodeRow(row)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
+		}
+		if t, ok := obj.(*Task); ok {
+			if err := tasks.restore(t); err != nil {
+				return nil, nil, 0, err
+			}
+			continue
 		}
 		if err := txn.Insert(row.Table, obj); err != nil {
-			return nil, 0, fmt.Errorf("raftstore: snapshot insert %s: %w", row.Table, err)
+			return nil, nil, 0, fmt.Errorf("raftstore: snapshot insert %s: %w", row.Table, err)
 		}
 	}
 	txn.Commit()
-	return db, h.Applied, nil
+	return db, tasks, h.Applied, nil
 }
 
 func decodeRow(row snapshotRow) (any, error) {

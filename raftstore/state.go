@@ -34,10 +34,13 @@ type StateOptions struct {
 	RequestWindow uint64
 }
 
-// State is the replicated cluster state held in go-memdb. It has no raft in
-// it: the FSM is its only writer, and reads are lock-free MVCC snapshots.
+// State is the replicated cluster state: go-memdb for every table but the
+// tasks, which have their own copy-on-write B-trees (taskTable). It has no
+// raft in it: the FSM is its only writer, and reads are lock-free MVCC
+// snapshots.
 type State struct {
 	db            atomic.Pointer[memdb.MemDB]
+	tasks         atomic.Pointer[taskTable]
 	validator     Validator
 	historyLimit  uint64
 	requestWindow uint64
@@ -68,6 +71,7 @@ func NewState(opts StateOptions) (*State, error) {
 		subs:          make(map[Table]map[chan struct{}]struct{}),
 	}
 	s.db.Store(db)
+	s.tasks.Store(newTaskTable())
 	return s, nil
 }
 

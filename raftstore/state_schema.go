@@ -188,7 +188,6 @@ func schema() *memdb.DBSchema {
 			"id":    {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
 			"index": {Name: "index", Indexer: &memdb.UintFieldIndex{Field: "Index"}},
 		}},
-		tableCounters:      {Name: tableCounters, Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
-		string(TableTasks): tasksTableSchema(),
+		tableCounters: {Name: tableCounters, Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
 	}}
 }

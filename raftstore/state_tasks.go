@@ -1,13 +1,9 @@
 package raftstore
 
 import (
-	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/hashicorp/go-memdb"
 )
 
 // TableTasks is the durable outbound task table (TASKS.md).
@@ -45,109 +41,22 @@ type Task struct {
 // Terminal reports whether the task reached a final status.
 func (t *Task) Terminal() bool { return t.Status != TaskPending }
 
-// Indexes of the tasks table. Every secondary index key is built by
-// taskKey* below and passed to memdb pre-encoded as one []byte argument;
-// memdb appends the primary key to non-unique index keys, so rows with equal
-// keys iterate in id order.
-const (
-	idxTaskDue      = "due"      // pending only: shard, NextAttemptAt
-	idxTaskRequest  = "request"  // unique, with a request id: namespace, request id
-	idxTaskStatus   = "status"   // failed and dlq only: status (DLQ listing, redrive)
-	idxTaskTerminal = "terminal" // succeeded/failed only: CompletedAt (collect)
-)
-
-func tasksTableSchema() *memdb.TableSchema {
-	ix := func(name string, unique bool, fn func(*Task) []byte) *memdb.IndexSchema {
-		return &memdb.IndexSchema{Name: name, Unique: unique, AllowMissing: true, Indexer: taskIndexer(fn)}
-	}
-	return &memdb.TableSchema{Name: string(TableTasks), Indexes: map[string]*memdb.IndexSchema{
-		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
-		idxTaskDue: ix(idxTaskDue, false, func(t *Task) []byte {
-			if t.Status != TaskPending {
-				return nil
-			}
-			return taskKeyDue(t.Shard, t.NextAttemptAt)
-		}),
-		idxTaskRequest: ix(idxTaskRequest, true, func(t *Task) []byte {
-			if t.RequestID == "" {
-				return nil
-			}
-			return taskKeyRequest(t.NamespaceID, t.RequestID)
-		}),
-		// Only the rare statuses are indexed: every index costs each insert
-		// and each completion a radix-tree write (the FSM apply was 20% of a
-		// loaded node's CPU). Listings of pending or succeeded tasks, or of
-		// one shard, scan the id index with a filter (bounded by MaxTaskScan).
-		idxTaskStatus: ix(idxTaskStatus, false, func(t *Task) []byte {
-			if !statusIndexed(t.Status) {
-				return nil
-			}
-			return []byte(t.Status + "\x00")
-		}),
-		idxTaskTerminal: ix(idxTaskTerminal, false, func(t *Task) []byte {
-			if t.Status != TaskSucceeded && t.Status != TaskFailed {
-				return nil
-			}
-			return sortableTime(nil, t.CompletedAt)
-		}),
-	}}
-}
-
-// taskIndexer adapts a key function to memdb; a nil key leaves the row out
-// of the index (AllowMissing).
-type taskIndexer func(*Task) []byte
-
-func (f taskIndexer) FromObject(obj any) (bool, []byte, error) {
-	t, ok := obj.(*Task)
-	if !ok {
-		return false, nil, fmt.Errorf("task index: unexpected type %T", obj)
-	}
-	k := f(t)
-	return k != nil, k, nil
-}
-
-func (f taskIndexer) FromArgs(args ...any) ([]byte, error) {
-	if len(args) != 1 {
-		return nil, fmt.Errorf("task index: want one pre-encoded key, got %d args", len(args))
-	}
-	b, ok := args[0].([]byte)
-	if !ok {
-		return nil, fmt.Errorf("task index: want []byte, got %T", args[0])
-	}
-	return b, nil
-}
-
-func (f taskIndexer) PrefixFromArgs(args ...any) ([]byte, error) { return f.FromArgs(args...) }
-
-// taskKeyShard is the 4-byte big-endian shard; fixed width sorts correctly.
-func taskKeyShard(shard int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(shard)) }
-
-func taskKeyDue(shard int, at time.Time) []byte { return sortableTime(taskKeyShard(shard), at) }
-
-func taskKeyRequest(namespace, requestID string) []byte {
-	return []byte(namespace + "\x00" + requestID + "\x00")
-}
-
-// sortableTime appends t as 8 bytes that sort like the time: Unix nanos
-// with the sign bit flipped, big-endian.
-func sortableTime(b []byte, t time.Time) []byte {
-	return binary.BigEndian.AppendUint64(b, uint64(t.UnixNano())^(1<<63))
-}
-
 func counterPending(shard int) string { return "tasks_pending/" + strconv.Itoa(shard) }
 
 // Task returns one task by id.
 func (s *State) Task(id string) (Task, bool) {
-	return first[Task](s.read(), string(TableTasks), id)
+	if t := s.tasks.Load().get(id); t != nil {
+		return *t, true
+	}
+	return Task{}, false
 }
 
 // TaskByRequestID returns the task submitted with (namespace, requestID).
 func (s *State) TaskByRequestID(namespace, requestID string) (Task, bool) {
-	o, err := s.read().First(string(TableTasks), idxTaskRequest, taskKeyRequest(namespace, requestID))
-	if err != nil || o == nil {
-		return Task{}, false
+	if t := s.tasks.Load().byRequest(namespace, requestID); t != nil {
+		return *t, true
 	}
-	return *o.(*Task), true
+	return Task{}, false
 }
 
 // ScanDue returns up to limit pending tasks of shard with NextAttemptAt in
@@ -167,54 +76,39 @@ func (s *State) ScanDue(shard int, from, now time.Time, limit int, skip func(id 
 	if limit <= 0 {
 		return nil, time.Time{}, false
 	}
-	var (
-		it  memdb.ResultIterator
-		err error
-	)
-	if from.IsZero() {
-		it, err = s.read().Get(string(TableTasks), idxTaskDue+"_prefix", taskKeyShard(shard))
-	} else {
-		it, err = s.read().LowerBound(string(TableTasks), idxTaskDue, taskKeyDue(shard, from))
-	}
-	if err != nil {
-		return nil, time.Time{}, false
-	}
-	for o := it.Next(); ; o = it.Next() {
-		if o == nil {
-			return due, time.Time{}, true // the index ended: nothing after now
+	known = true // unless the walk stops at limit
+	ascend(s.tasks.Load().due, dueFrom(shard, from), func(t *Task) bool {
+		switch {
+		case t.Shard != shard: // the shard's tasks ended: nothing after now
+		case t.NextAttemptAt.After(now):
+			next = t.NextAttemptAt
+		case len(due) == limit:
+			known = false
+		default:
+			if skip == nil || !skip(t.ID) {
+				due = append(due, t)
+			}
+			return true
 		}
-		t := o.(*Task)
-		if t.Shard != shard {
-			return due, time.Time{}, true // the shard's tasks ended
-		}
-		if t.NextAttemptAt.After(now) {
-			return due, t.NextAttemptAt, true
-		}
-		if len(due) == limit {
-			return due, time.Time{}, false
-		}
-		if skip != nil && skip(t.ID) {
-			continue
-		}
-		due = append(due, t)
-	}
+		return false
+	})
+	return due, next, known
 }
 
 // OldestPendingTask returns the pending task of shard created first (the
 // shard's ack level), walking the shard's pending tasks: O(backlog), for
 // the admin's shard describe.
 func (s *State) OldestPendingTask(shard int) (Task, bool) {
-	it, err := s.read().Get(string(TableTasks), idxTaskDue+"_prefix", taskKeyShard(shard))
-	if err != nil {
-		return Task{}, false
-	}
 	var oldest *Task
-	for o := it.Next(); o != nil; o = it.Next() {
-		t := o.(*Task)
+	ascend(s.tasks.Load().due, dueFrom(shard, time.Time{}), func(t *Task) bool {
+		if t.Shard != shard {
+			return false
+		}
 		if oldest == nil || t.CreatedAt.Before(oldest.CreatedAt) || (t.CreatedAt.Equal(oldest.CreatedAt) && t.ID < oldest.ID) {
 			oldest = t
 		}
-	}
+		return true
+	})
 	if oldest == nil {
 		return Task{}, false
 	}
@@ -224,15 +118,16 @@ func (s *State) OldestPendingTask(shard int) (Task, bool) {
 // NextTaskDue returns the earliest NextAttemptAt after `after` among the
 // shard's pending tasks; ok is false when there is none.
 func (s *State) NextTaskDue(shard int, after time.Time) (time.Time, bool) {
-	it, err := s.read().LowerBound(string(TableTasks), idxTaskDue, taskKeyDue(shard, after.Add(time.Nanosecond)))
-	if err != nil {
+	var next time.Time
+	found := false
+	ascend(s.tasks.Load().due, dueFrom(shard, after.Add(time.Nanosecond)), func(t *Task) bool {
+		next, found = t.NextAttemptAt, t.Shard == shard
+		return false
+	})
+	if !found {
 		return time.Time{}, false
 	}
-	o := it.Next()
-	if o == nil || o.(*Task).Shard != shard {
-		return time.Time{}, false
-	}
-	return o.(*Task).NextAttemptAt, true
+	return next, true
 }
 
 // TaskBacklog returns the number of pending tasks of shard, in O(1).
@@ -261,9 +156,6 @@ const MaxTaskScan = 100_000
 // taskScanBudget is MaxTaskScan; tests lower it.
 var taskScanBudget = MaxTaskScan
 
-// statusIndexed reports whether tasks of status are in the status index.
-func statusIndexed(status string) bool { return status == TaskDLQ || status == TaskFailed }
-
 // ListTasks returns tasks in id order matching q. A failed or dlq status
 // uses the status index; otherwise the id index is scanned with the
 // filters applied, at most MaxTaskScan rows.
@@ -280,39 +172,35 @@ func (s *State) ListTasksPage(q TaskQuery) (out []Task, next string) {
 	if q.Limit <= 0 {
 		return nil, ""
 	}
-	txn := s.read()
-	var (
-		it     memdb.ResultIterator
-		err    error
-		suffix = []byte(q.After + "\x00")
-	)
+	tt := s.tasks.Load()
+	tr, pivot := tt.byID, &Task{ID: q.After}
 	byStatus := statusIndexed(q.Status)
 	if byStatus {
-		it, err = txn.LowerBound(string(TableTasks), idxTaskStatus, append([]byte(q.Status+"\x00"), suffix...))
-	} else {
-		it, err = txn.LowerBound(string(TableTasks), "id", q.After)
+		tr, pivot = tt.status, &Task{Status: q.Status, ID: q.After}
 	}
-	if err != nil {
-		return nil, ""
-	}
-	n, last := 0, ""
-	for o := it.Next(); o != nil; o = it.Next() {
+	n, last, full := 0, "", false
+	ascend(tr, pivot, func(t *Task) bool {
 		if len(out) == q.Limit {
-			return out, out[len(out)-1].ID
+			next, full = out[len(out)-1].ID, true
+			return false
 		}
 		if n == taskScanBudget {
-			return out, last
+			next, full = last, true
+			return false
 		}
 		n++
-		t := o.(*Task)
 		last = t.ID
 		if byStatus && t.Status != q.Status {
-			break // past the status's run in the index
+			return false // past the status's run in the index
 		}
 		if t.ID == q.After || (q.Status != "" && t.Status != q.Status) || (q.Shard != nil && t.Shard != *q.Shard) {
-			continue
+			return true
 		}
 		out = append(out, *t)
+		return true
+	})
+	if full {
+		return out, next
 	}
 	return out, ""
 }

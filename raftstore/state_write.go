@@ -13,6 +13,7 @@ import (
 type writer struct {
 	s     *State
 	txn   *memdb.Txn
+	tasks *taskTable // the writable version of the task table (clone of the published one)
 	index uint64
 }
 

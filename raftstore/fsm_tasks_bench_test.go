@@ -1,0 +1,85 @@
+package raftstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"fusebox/shardmap"
+)
+
+// BenchmarkFSMTaskLifecycle is one replica's apply cost per task, with no
+// Raft around it: submits in entries of 500 tasks, then completions
+// (succeeded) in entries of 64 results of one shard, applied through
+// ApplyBatch 16 entries at a time as raft's batching FSM hands them over.
+// Every replica of a cluster pays this for every task.
+func BenchmarkFSMTaskLifecycle(b *testing.B) {
+	const shards, submitBatch, completeBatch, applyBatch = 16, 500, 64, 16
+	st, err := NewState(StateOptions{Validator: fakeValidator{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := NewFSM(st, nil)
+	idx := uint64(0)
+	var pending []*raft.Log
+	flush := func() {
+		if len(pending) == 0 {
+			return
+		}
+		for i, r := range f.ApplyBatch(pending) {
+			if res, ok := r.(*ApplyResult); ok && res.Err != nil {
+				b.Fatalf("entry %d: %v", pending[i].Index, res.Err)
+			}
+		}
+		pending = pending[:0]
+	}
+	add := func(typ MessageType, payload any) {
+		cmd, err := EncodeCommand(typ, payload)
+		if err != nil {
+			b.Fatal(err)
+		}
+		idx++
+		pending = append(pending, &raft.Log{Index: idx, Type: raft.LogCommand, Data: encodeEntry(cmd, "")})
+		if len(pending) == applyBatch {
+			flush()
+		}
+	}
+	add(MsgSetShardCount, SetShardCountCommand{CommandMeta: meta0, Count: shards})
+	m, _, _ := shardmap.Rebalance(mustNewMapB(b, shards), []string{"a"}, nil)
+	add(MsgCommitShardMap, CommitShardMapCommand{CommandMeta: meta0, Map: m})
+	flush()
+	epochs := make([]uint64, shards)
+	for s := range shards {
+		epochs[s] = st.ShardMap().Shards[s].Epoch
+	}
+	request := json.RawMessage(`{"task_group":"callbacks.Invocation","url":"http://127.0.0.1:1/cb","body":"eyJvayI6dHJ1ZX0=","headers":{"content-type":"application/json"}}`)
+	at := t0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		n := min(submitBatch, b.N-done)
+		tasks := make([]NewTask, n)
+		byShard := make([][]TaskResult, shards)
+		for i := range tasks {
+			ns, wf := "ns", fmt.Sprintf("wf-%d", done+i)
+			tasks[i] = NewTask{ID: NewTaskID(at), Shard: shardmap.ShardOf(ns, wf, shards), NamespaceID: ns, WorkflowID: wf,
+				TaskGroup: "callbacks.Invocation", Destination: "http://127.0.0.1:1/cb", Request: request}
+			byShard[tasks[i].Shard] = append(byShard[tasks[i].Shard], TaskResult{TaskID: tasks[i].ID, Status: TaskSucceeded, Attempts: 1, HTTPStatus: 200})
+		}
+		at = at.Add(time.Millisecond)
+		add(MsgSubmitTasks, SubmitTasksCommand{CommandMeta: CommandMeta{At: at}, Tasks: tasks})
+		flush()
+		for s, rs := range byShard {
+			for len(rs) > 0 {
+				k := min(completeBatch, len(rs))
+				add(MsgCompleteTasks, CompleteTasksCommand{CommandMeta: CommandMeta{At: at}, Shard: s, Node: "a", Epoch: epochs[s], Results: rs[:k]})
+				rs = rs[k:]
+			}
+		}
+		flush()
+		done += n
+	}
+}
