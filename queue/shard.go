@@ -261,8 +261,13 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	if limit <= 0 {
 		// At capacity: no due time can wake this reader usefully. What
 		// frees capacity (a written result, a release) signals it, and
-		// nextWake still covers the held and parked timers.
+		// nextWake still covers the held and parked timers. Nor can the
+		// full-read backstop: its time would pass while nothing can be
+		// read, and its timer would fire on every wake-up from then on
+		// (the reader spun). The next read after room frees is full if the
+		// backstop is due by then.
 		s.nextDue, s.nextKnown = time.Time{}, true
+		s.cursorRead = false
 		s.mu.Unlock()
 		s.dispatch(retry, now)
 		return false, now

@@ -133,3 +133,32 @@ func TestReadCursorFindsTasksDueBeforeIt(t *testing.T) {
 	close(exec.release)
 	waitFor(t, 10*time.Second, "both succeeded", func() bool { return e.allStatus([]queue.Task{late, early}, queue.StatusSucceeded) })
 }
+
+// A reader at its in-flight bound has nothing to read until a result or a
+// release frees room (both signal it). It must sleep, not loop: with the
+// read-cursor backstop still armed from its last read, its timer came due
+// at once on every wake-up and the reader spun (about a million empty
+// loop iterations a second across a loaded cluster's readers).
+func TestReaderAtCapacitySleeps(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	exec := newFakeExec(true)
+	cfg := fastCfg()
+	cfg.MaxPendingPerShard = 2
+	q := e.start(t, cfg, exec, nil)
+	tasks := callbacks(4, 1, "cap", "d")
+	// One task, then the next while the first is in flight: the second
+	// read starts at the cursor, which arms the full-read backstop.
+	e.add(t, tasks[0])
+	waitFor(t, 10*time.Second, "the first task in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 1 })
+	e.add(t, tasks[1:]...)
+	waitFor(t, 10*time.Second, "the shard at its bound", func() bool { _, inflight, _ := exec.stats(); return inflight == 2 })
+	before, _ := q.ShardState(0)
+	mark := time.Now()
+	waitFor(t, 10*time.Second, "several backstop periods to pass", func() bool { return time.Since(mark) > 500*time.Millisecond })
+	after, _ := q.ShardState(0)
+	if n := after.Wakeups - before.Wakeups; n > 50 {
+		t.Fatalf("the reader looped %d times in %v while at its bound", n, time.Since(mark).Round(time.Millisecond))
+	}
+	close(exec.release)
+	waitFor(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+}
