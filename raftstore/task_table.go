@@ -115,10 +115,7 @@ func (tt *taskTable) byRequest(namespace, requestID string) *Task {
 func (tt *taskTable) put(old, t *Task) {
 	tt.touched = true
 	tt.byID.Set(t)
-	reindex(tt.due, inDue, lessTaskDue, old, t)
-	reindex(tt.request, inRequest, lessTaskRequest, old, t)
-	reindex(tt.status, inStatus, lessTaskStatus, old, t)
-	reindex(tt.terminal, inTerminal, lessTaskTerminal, old, t)
+	tt.reindex(old, t)
 }
 
 // restore adds a row read from a snapshot, refusing what no apply could
@@ -141,10 +138,15 @@ func (tt *taskTable) restore(t *Task) error {
 func (tt *taskTable) remove(t *Task) {
 	tt.touched = true
 	tt.byID.Delete(t)
-	reindex(tt.due, inDue, lessTaskDue, t, nil)
-	reindex(tt.request, inRequest, lessTaskRequest, t, nil)
-	reindex(tt.status, inStatus, lessTaskStatus, t, nil)
-	reindex(tt.terminal, inTerminal, lessTaskTerminal, t, nil)
+	tt.reindex(t, nil)
+}
+
+// reindex moves the secondary indexes from old to t (either may be nil).
+func (tt *taskTable) reindex(old, t *Task) {
+	reindex(tt.due, inDue, lessTaskDue, old, t)
+	reindex(tt.request, inRequest, lessTaskRequest, old, t)
+	reindex(tt.status, inStatus, lessTaskStatus, old, t)
+	reindex(tt.terminal, inTerminal, lessTaskTerminal, old, t)
 }
 
 // reindex moves one index from old to t (either may be nil). An entry whose
