@@ -7,7 +7,7 @@ PKGS      := ./...
 # -race on every package: they all run goroutines.
 TESTFLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build run demo test tools test-short bench chaos lint fmt tidy clean
+.PHONY: all build run demo test tools test-short bench chaos fuzz lint fmt tidy clean
 
 all: build
 
@@ -45,6 +45,15 @@ bench:
 # printed; SEED=<seed> replays it exactly.
 chaos: build
 	SEED=$(SEED) FUSEBOX_CHAOS=1 FUSEBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -v -run TestChaosRandom ./test/e2e/
+
+# Every fuzz target for FUZZTIME each (make test runs only their seed corpora).
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./cluster:FuzzDecodeHint ./dynconfig:FuzzValidate ./shardmap:FuzzShardOf ./raftstore:FuzzRestoreSnapshot
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; echo "» $$fn ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
