@@ -19,7 +19,7 @@ func FuzzRestoreSnapshot(f *testing.F) {
 	f.Add([]byte(header))
 	f.Add([]byte(header + `{"t":"counters","r":{"name":"tasks_pending/1","value":1}}` + "\n" +
 		task("b", TaskPending, "r1") + task("a", TaskSucceeded, "") + task("c", TaskDLQ, "r2") + task("d", TaskFailed, "")))
-	f.Add([]byte(header + task("a", TaskPending, "r1") + task("a", TaskPending, "")))  // duplicate id
+	f.Add([]byte(header + task("a", TaskPending, "r1") + task("a", TaskPending, "")))   // duplicate id
 	f.Add([]byte(header + task("a", TaskPending, "r1") + task("b", TaskPending, "r1"))) // duplicate request id
 	f.Add([]byte(header + `{"t":"tasks","r":{"id":""}}` + "\n"))
 	f.Add([]byte(`{"format":"other","version":1}` + "\n"))
