@@ -3,6 +3,7 @@ package raftstore
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -82,4 +83,48 @@ func BenchmarkFSMTaskLifecycle(b *testing.B) {
 		flush()
 		done += n
 	}
+}
+
+// BenchmarkFSMTaskMemory is the heap one replica holds per retained task:
+// b.N tasks submitted through the FSM in entries of 500 and left pending
+// (rows, indexes, the pending counters), measured after a GC.
+func BenchmarkFSMTaskMemory(b *testing.B) {
+	const shards, submitBatch = 16, 500
+	st, err := NewState(StateOptions{Validator: fakeValidator{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := NewFSM(st, nil)
+	idx := uint64(0)
+	apply := func(typ MessageType, payload any) {
+		cmd, err := EncodeCommand(typ, payload)
+		if err != nil {
+			b.Fatal(err)
+		}
+		idx++
+		if res, ok := f.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: encodeEntry(cmd, "")}})[0].(*ApplyResult); ok && res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+	apply(MsgSetShardCount, SetShardCountCommand{CommandMeta: meta0, Count: shards})
+	request := json.RawMessage(`{"task_group":"callbacks.Invocation","url":"http://127.0.0.1:1/cb","body":"eyJvayI6dHJ1ZX0=","headers":{"content-type":"application/json"}}`)
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	for done := 0; done < b.N; done += submitBatch {
+		n := min(submitBatch, b.N-done)
+		tasks := make([]NewTask, n)
+		for i := range tasks {
+			ns, wf := "ns", fmt.Sprintf("wf-%d", done+i)
+			tasks[i] = NewTask{ID: NewTaskID(t0), Shard: shardmap.ShardOf(ns, wf, shards), NamespaceID: ns, WorkflowID: wf,
+				TaskGroup: "callbacks.Invocation", Destination: "http://127.0.0.1:1/cb", Request: request}
+		}
+		apply(MsgSubmitTasks, SubmitTasksCommand{CommandMeta: CommandMeta{At: t0}, Tasks: tasks})
+	}
+	b.ReportMetric(float64(heap()-before)/float64(b.N), "bytes/task")
+	runtime.KeepAlive(f)
 }
