@@ -30,8 +30,9 @@ const preamble = `## Reading the baselines
 
 - **Pool rows**: the baseline is plain gobreaker (two-step Allow+done) in a map, same keys, same calls.
   The target is held by ` + "`BenchmarkPoolVsRaw`" + `, which alternates blocks of 20,000 pool and raw calls in one
-  run and reports the ratio of their totals: on this machine it repeats within a few hundredths, where
-  separate runs (the "separate runs" rows, medians of five) put the same ratio anywhere in 1.04–1.35×.
+  run and reports the ratio of their totals (median of three runs): on this machine it repeats within a
+  few hundredths, with a rare outlier when another job takes a core mid-run, where separate runs (the
+  "separate runs" rows, medians of five) put the same ratio anywhere in 1.04–1.35×.
 - **Delivery and executor rows** (#6) are the medians of three runs.
 - **Raft rows**: one writer, one entry per call, on the same 3-node loopback cluster (fsync on).
 - **Hint delay**: memberlist's stock broadcast queue with serf-style re-gossip, no direct send.
@@ -54,12 +55,12 @@ const preamble = `## Reading the baselines
 
 var rows = []row{
 	// Breaker pool (foundation issue).
-	{Issue: "#2", What: "pool vs raw gobreaker, interleaved: 1 key, serial", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=1/serial", Metric: "ratio", Target: "value<=1.25", Time: "150x", QuickTime: "30x"},
-	{Issue: "#2", What: "pool vs raw gobreaker, interleaved: 1 key, parallel", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=1/parallel", Metric: "ratio", Target: "value<=1.25", Time: "150x", QuickTime: "30x"},
-	{Issue: "#2", What: "pool vs raw gobreaker, interleaved: 10k keys, serial", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=10000/serial", Metric: "ratio", Target: "value<=1.25", Time: "150x", QuickTime: "30x"},
-	{Issue: "#2", What: "pool vs raw gobreaker, interleaved: 10k keys, parallel", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=10000/parallel", Metric: "ratio", Target: "value<=1.25", Time: "150x", QuickTime: "30x"},
-	{Issue: "#2", What: "  pool ns per call, 1 key, serial (interleaved)", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=1/serial", Metric: "pool-ns", Time: "150x", QuickTime: "30x"},
-	{Issue: "#2", What: "  raw gobreaker ns per call, 1 key, serial (interleaved)", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=1/serial", Metric: "raw-ns", Time: "150x", QuickTime: "30x"},
+	{Issue: "#2", What: "pool vs raw gobreaker, interleaved: 1 key, serial", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=1/serial", Metric: "ratio", Target: "value<=1.25", Time: "150x", QuickTime: "30x", Runs: 3},
+	{Issue: "#2", What: "pool vs raw gobreaker, interleaved: 1 key, parallel", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=1/parallel", Metric: "ratio", Target: "value<=1.25", Time: "150x", QuickTime: "30x", Runs: 3},
+	{Issue: "#2", What: "pool vs raw gobreaker, interleaved: 10k keys, serial", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=10000/serial", Metric: "ratio", Target: "value<=1.25", Time: "150x", QuickTime: "30x", Runs: 3},
+	{Issue: "#2", What: "pool vs raw gobreaker, interleaved: 10k keys, parallel", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=10000/parallel", Metric: "ratio", Target: "value<=1.25", Time: "150x", QuickTime: "30x", Runs: 3},
+	{Issue: "#2", What: "  pool ns per call, 1 key, serial (interleaved)", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=1/serial", Metric: "pool-ns", Time: "150x", QuickTime: "30x", Runs: 3},
+	{Issue: "#2", What: "  raw gobreaker ns per call, 1 key, serial (interleaved)", Pkg: "./breakerpool", Bench: "BenchmarkPoolVsRaw/keys=1/serial", Metric: "raw-ns", Time: "150x", QuickTime: "30x", Runs: 3},
 	{Issue: "#2", What: "pool lookup+Allow+done, 1 key, serial (separate runs)", Pkg: "./breakerpool", Bench: "BenchmarkPoolAllow/keys=1/serial", Metric: "ns/op",
 		Baseline: "BenchmarkRawGobreaker/keys=1/serial", Time: "1s", QuickTime: "200ms", Runs: 5},
 	{Issue: "#2", What: "pool lookup+Allow+done, 1 key, parallel (separate runs)", Pkg: "./breakerpool", Bench: "BenchmarkPoolAllow/keys=1/parallel", Metric: "ns/op",
