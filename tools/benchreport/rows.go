@@ -106,6 +106,8 @@ var rows = []row{
 		Baseline: "BenchmarkSubmitTasks/nodes=3/writers=1/batch=1", Time: "500x", QuickTime: "100x"},
 	{Issue: "#6", What: "task submit, 3 nodes, 8 writers × 100 tasks/entry (tasks/s)", Pkg: "./raftstore", Bench: "BenchmarkSubmitTasks/nodes=3/writers=8/batch=100", Metric: "tasks/s",
 		Baseline: "BenchmarkSubmitTasks/nodes=3/writers=1/batch=1", Time: "500x", QuickTime: "100x"},
+	{Issue: "#6", What: "one replica's apply per task (submit + complete, no Raft), ns", Pkg: "./raftstore", Bench: "BenchmarkFSMTaskLifecycle", Metric: "ns/op", Time: "20000x", QuickTime: "2000x"},
+	{Issue: "#6", What: "heap per retained task, one replica (bytes)", Pkg: "./raftstore", Bench: "BenchmarkFSMTaskMemory", Metric: "bytes/task", Time: "100000x", QuickTime: "10000x"},
 	{Issue: "#6", What: "queue alone (in-memory store), ns per task", Pkg: "./queue", Bench: "BenchmarkThroughput/queue", Metric: "ns/op",
 		Baseline: "BenchmarkThroughput/raw_http", Time: "8000x", QuickTime: "2000x"},
 	{Issue: "#6", What: "queue alone: healthy dest beside a dead one, ns per task", Pkg: "./queue", Bench: "BenchmarkHealthyBesideDead/other_dead", Metric: "ns/op",
