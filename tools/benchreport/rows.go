@@ -118,6 +118,8 @@ var rows = []row{
 		Baseline: "BenchmarkDelivery/raw_http", Target: "value>=5000", Time: "20000x", QuickTime: "3000x", Runs: 3},
 	{Issue: "#6", What: "durable delivery: destination calls per task", Pkg: "./node", Bench: "BenchmarkDelivery/cluster", Metric: "calls/task",
 		Baseline: "BenchmarkDelivery/raw_http", Target: "value<=1.01", Time: "20000x", QuickTime: "3000x", Runs: 3},
+	{Issue: "#6", What: "  CPU the test process used during the run, cores (of 2)", Pkg: "./node", Bench: "BenchmarkDelivery/cluster", Metric: "cpu-cores",
+		Time: "20000x", QuickTime: "3000x", Runs: 3},
 	{Issue: "#6", What: "enqueue → delivered at 1,000 tasks/s, p50 ms", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=1000", Metric: "p50-ms", Time: "5000x", QuickTime: "2000x", Runs: 3},
 	{Issue: "#6", What: "enqueue → delivered at 1,000 tasks/s, p99 ms", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=1000", Metric: "p99-ms", Target: "value<=50", Time: "5000x", QuickTime: "2000x", Runs: 3},
 	{Issue: "#6", What: "  of which submit accepted (Raft commit), p99 ms", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=1000", Metric: "accept-p99-ms", Time: "5000x", QuickTime: "2000x", Runs: 3},
