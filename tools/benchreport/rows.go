@@ -42,6 +42,10 @@ const preamble = `## Reading the baselines
   delivery concurrency (3 nodes × 100), no queue and no Raft: the ceiling the destination and the
   box allow. The cluster figure includes submit (Raft entry of up to 500 tasks), the owner's read,
   the call, and the acknowledgement (a second Raft entry); all three replicas share this machine.
+  ` + "`cpu-cores`" + ` is the test process's CPU time over the run's wall time: at ~1.9 of 2 the run is CPU-bound.
+- **One replica's apply** (` + "`BenchmarkFSMTaskLifecycle`" + `, ` + "`BenchmarkFSMTaskMemory`" + `): the FSM alone, no Raft:
+  a task's submit and completion as ApplyBatch receives them, and the heap a pending task holds.
+  Every replica pays both for every task.
 - **Process rows** (` + "`test/e2e`" + `): the same workloads on three ` + "`fusebox serve`" + ` processes built from this tree, fed
   and measured from the test process (one clock). In-process rows share one Go scheduler and heap between
   the three nodes; process rows are the deployed shape, each node with its own runtime and GC.
