@@ -30,6 +30,8 @@ type Config struct {
 	// GossipKeys, when set, are used instead of GossipKeyFile (tests).
 	GossipKeys [][]byte
 	AdminToken string
+	// EnablePprof serves Go's profiles under /debug/pprof/ on the HTTP API.
+	EnablePprof bool
 	// Timing is "lan" (production failure detection and elections) or
 	// "fast" (tight timings for tests and demos on one host).
 	Timing  string

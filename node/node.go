@@ -151,7 +151,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(func() { n.watchForcedBreakers(loopCtx) })
 
 	peers := func(addr string) *transport.Client { return transport.NewClient(addr, cfg.AdminToken, nil) }
-	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), AdminToken: cfg.AdminToken}, transport.Deps{
+	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), AdminToken: cfg.AdminToken, EnablePprof: cfg.EnablePprof}, transport.Deps{
 		Gatherer: n.reg,
 		Ready:    n.ready,
 		Store:    n.store,

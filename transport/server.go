@@ -33,6 +33,9 @@ type Config struct {
 	AdminToken string
 	// MaxBodyBytes bounds request bodies (default 1 MiB).
 	MaxBodyBytes int64
+	// EnablePprof serves Go's profiles under /debug/pprof/ (behind
+	// AdminToken when one is set).
+	EnablePprof bool
 }
 
 // Server serves the API. Build with New, then Start; Close shuts down
@@ -126,6 +129,9 @@ func (s *Server) routes() {
 	}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	s.registerRoutes()
+	if s.cfg.EnablePprof {
+		s.registerPprof()
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})

@@ -31,6 +31,7 @@ type serveFlags struct {
 	logFormat       string
 	timing          string
 	shutdownTimeout time.Duration
+	enablePprof     bool
 }
 
 func serveCmd() *cobra.Command {
@@ -79,6 +80,7 @@ leaves the gossip pool and closes Raft, in that order; a second signal kills it.
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.timing, "timing", "lan", "failure-detection and election timings: lan (production) or fast (tests and demos on one host)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take before the node stops anyway")
+	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the HTTP API (behind the admin token when one is set)")
 	return cmd
 }
 
@@ -161,6 +163,7 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 		Shards:          f.shards,
 		GossipKeyFile:   f.gossipKeyFile,
 		AdminToken:      token,
+		EnablePprof:     f.enablePprof,
 		Timing:          f.timing,
 		Version:         version,
 	}
