@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -177,5 +178,27 @@ func TestDecodeErrorOfNonJSONBody(t *testing.T) {
 	}
 	if e := decodeError(429, nil); e.Code != CodeOverloaded {
 		t.Fatalf("%#v", e)
+	}
+}
+
+// Responses are compact JSON unless the request asks for ?pretty.
+func TestPrettyOnRequest(t *testing.T) {
+	s := New(Config{}, Deps{}, nil)
+	s.handle("GET /v", func(w http.ResponseWriter, r *http.Request) error {
+		writeJSON(w, http.StatusOK, map[string]int{"a": 1})
+		return nil
+	})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	for path, want := range map[string]string{"/v": "{\"a\":1}\n", "/v?pretty": "{\n  \"a\": 1\n}\n"} {
+		resp, err := http.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != want {
+			t.Errorf("GET %s = %q, want %q", path, b, want)
+		}
 	}
 }
