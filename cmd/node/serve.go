@@ -182,12 +182,33 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 	logger.Info("shutting down", "timeout", f.shutdownTimeout)
 	sctx, cancel := contextWithTimeout(f.shutdownTimeout)
 	defer cancel()
-	if err := n.Close(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+	// Close honours sctx step by step; if a step still outlives it (a
+	// write waiting on a quorum that is gone), the node stops anyway after
+	// a short grace, as a crash would: Raft's log and snapshots are
+	// durable, and a restart recovers.
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close(sctx) }()
+	var closeErr error
+	select {
+	case closeErr = <-closed:
+	case <-sctx.Done():
+		select {
+		case closeErr = <-closed:
+		case <-time.After(shutdownGrace):
+			logger.Error("shutdown did not finish in time; stopping anyway", "timeout", f.shutdownTimeout, "grace", shutdownGrace)
+			return fmt.Errorf("shutdown: not finished %v after --shutdown-timeout %v", shutdownGrace, f.shutdownTimeout)
+		}
+	}
+	if closeErr != nil {
+		return fmt.Errorf("shutdown: %w", closeErr)
 	}
 	logger.Info("stopped")
 	return nil
 }
+
+// shutdownGrace is how long past --shutdown-timeout serve waits for Close
+// to return before it exits anyway.
+const shutdownGrace = 5 * time.Second
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
