@@ -118,7 +118,7 @@ func (b *Breaker) Allow() (done func(success bool), err error) {
 		if d != nil {
 			nd := *d
 			nd.done = done
-			inst.publish(&nd)
+			inst.dones.Store(&nd)
 		}
 		return done, nil
 	}
@@ -171,7 +171,7 @@ func (b *Breaker) AllowVerdict() (done func(Verdict), err error) {
 		if d != nil {
 			nd := *d
 			nd.doneV = done
-			inst.publish(&nd)
+			inst.dones.Store(&nd)
 		}
 		return done, nil
 	}

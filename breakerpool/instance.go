@@ -118,7 +118,10 @@ func (b *Breaker) readyToTrip(c gobreaker.Counts) bool {
 // admitFast asks inst's gobreaker for one call on the fast path. With
 // reuse, it also returns the shared done functions of the call's
 // generation: the cached entry, or a new empty one for the caller to fill
-// and publish (nil when the generation could not be pinned down).
+// and store in inst.dones (nil when the generation could not be pinned
+// down). Stored entries are never changed: a caller needing the other
+// function stores a filled copy. Racing callers of one generation build
+// equal functions, so whichever entry is kept serves.
 //
 // gobreaker's done closure carries only the generation and the rolling
 // bucket's age. With Interval 0 the age is always 0 and the generation
@@ -139,8 +142,3 @@ func (b *Breaker) admitFast(inst *instance) (func(error), *dones, error) {
 	}
 	return gbDone, &dones{changes: before}, nil
 }
-
-// publish makes d, filled in by the caller, the cached entry. Entries are
-// immutable once stored; racing publishers of one generation build equal
-// functions, so whichever is kept serves.
-func (inst *instance) publish(d *dones) { inst.dones.Store(d) }

@@ -41,7 +41,7 @@ func (s *Store) SubmitTasks(ctx context.Context, c SubmitTasksCommand) ([]Submit
 		}
 		return []SubmitOutcome{out}, idx, nil
 	}
-	return applyTyped[[]SubmitOutcome](ctx, s, MsgSubmitTasks, c, c.RequestID)
+	return applySubmit(ctx, s, c)
 }
 
 // CompleteTasks applies delivery results in one raft entry, fenced by the

@@ -95,9 +95,6 @@ func (tt *taskTable) clone() *taskTable {
 	}
 }
 
-// Len is the number of rows.
-func (tt *taskTable) Len() int { return tt.byID.Len() }
-
 // get returns the row with id, or nil.
 func (tt *taskTable) get(id string) *Task {
 	t, _ := tt.byID.Get(&Task{ID: id})

@@ -194,7 +194,7 @@ func TestTaskTableReadersBesideWriter(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if n := cur.Load().Len(); n != 3000 {
+	if n := cur.Load().byID.Len(); n != 3000 {
 		t.Fatalf("%d rows, want 3000", n)
 	}
 }
