@@ -349,11 +349,14 @@ func TestPolicySelfSuspicion(t *testing.T) {
 	waitFor(t, 5*time.Second, "the failing hint to be withheld", func() bool {
 		return published(PublishFailingSuppressedSuspect) == 1
 	})
-	// Failing hints are published from the pool's event stream, after the
-	// calls that raised them: wait for them rather than read once (a flake
-	// under a loaded `make test`).
+	// Failing hints are handled from the pool's event stream, after the
+	// calls that raised them: wait for them rather than read once. Under
+	// load the six quick calls of a trip can outrun the stream, and a
+	// warning handled after its breaker opened is moot (the open hint
+	// covers it): each streak before the suspicion (d0-d4) ends as one of
+	// the two, none withheld for suspicion.
 	waitFor(t, 5*time.Second, "one failing hint per streak before the suspicion (d0-d4)", func() bool {
-		return published(PublishFailing) == 5
+		return published(PublishFailing)+published(PublishFailingMoot) == 5
 	})
 	if got := published("open"); got != 4 {
 		t.Fatalf("published %v open hints, want only the 4 before the burst", got)

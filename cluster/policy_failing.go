@@ -29,6 +29,9 @@ func (p *Policy) observeFailing(t breakerpool.Transition) {
 	}
 	s := b.Status()
 	if s.State != gobreaker.StateClosed || s.Mode != breakerpool.ModeAuto {
+		// Handled after the breaker tripped (the calls outran the event
+		// stream) or was guarded or forced: its own hint covers it.
+		p.met.published.WithLabelValues(PublishFailingMoot).Inc()
 		return
 	}
 	now := time.Now()

@@ -39,6 +39,7 @@ const (
 	PublishSuppressedSuspect        = "suppressed_suspect"         // open hint withheld: this node suspects its egress
 	PublishFailingSuppressedSuspect = "failing_suppressed_suspect" // failing hint withheld: this node suspects its egress
 	PublishFailingRateLimited       = "failing_ratelimited"        // failing hint withheld: one already went out within Timeout
+	PublishFailingMoot              = "failing_moot"               // failing hint not sent: the breaker had left closed/automatic by then
 	PublishError                    = "error"                      // the transport refused the hint
 )
 
