@@ -176,4 +176,3 @@ func ClientConfig(f ClientFiles) (*tls.Config, error) {
 	}
 	return c, nil
 }
-
