@@ -55,6 +55,12 @@ type Config struct {
 	HistoryLimit  int    // config_history entries kept (default 1000)
 	RequestWindow uint64 // raft indexes a request id is remembered (default 10000)
 
+	// TLS, when set, runs Raft over mutual TLS (tls_stream.go): peers
+	// must present a node certificate from the cluster CA.
+	TLS TLSConfigs
+	// TLSHandshakeTimeout bounds one Raft TLS handshake (default 5s).
+	TLSHandshakeTimeout time.Duration
+
 	Logger     *slog.Logger          // nil discards
 	Registerer prometheus.Registerer // nil: metrics are not registered
 }
@@ -161,6 +167,7 @@ func (c *Config) setDefaults() error {
 	def(&c.ReconcileInterval, 10*time.Second, time.Second)
 	def(&c.ApplyHoldTimeout, 5*time.Second, 5*time.Second)
 	def(&c.ApplyTimeout, 10*time.Second, 10*time.Second)
+	def(&c.TLSHandshakeTimeout, 5*time.Second, 5*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -93,7 +93,12 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 			return nil, fmt.Errorf("raftstore: Config.AdvertiseAddr %q: %w", cfg.AdvertiseAddr, err)
 		}
 	}
-	if s.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftBindAddr, adv, 3, 10*time.Second, hl); err != nil {
+	if cfg.TLS != nil {
+		s.trans, err = s.newTLSTransport(adv, hl) // mutual TLS (tls_stream.go)
+	} else {
+		s.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftBindAddr, adv, 3, 10*time.Second, hl)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("raftstore: raft transport on %q: %w", cfg.RaftBindAddr, err)
 	}
 	s.raftAddr = string(s.trans.LocalAddr())
