@@ -30,6 +30,14 @@ type Config struct {
 	// GossipKeys, when set, are used instead of GossipKeyFile (tests).
 	GossipKeys [][]byte
 	AdminToken string
+	// TLSCertFile, TLSKeyFile and TLSCAFile (PEM) turn on TLS for the API,
+	// Raft and leader forwarding; all three or none (tls.go).
+	TLSCertFile string
+	TLSKeyFile  string
+	TLSCAFile   string
+	// Insecure allows the API or Raft beyond loopback without TLS and an
+	// admin token.
+	Insecure bool
 	// EnablePprof serves Go's profiles under /debug/pprof/ on the HTTP API.
 	EnablePprof bool
 	// Timing is "lan" (production failure detection and elections) or
@@ -63,6 +71,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Shards < 1 || c.Shards > MaxShards {
 		return fmt.Errorf("--shards %d: must be between 1 and %d", c.Shards, MaxShards)
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
 	}
 	switch c.Timing {
 	case "lan", "fast":

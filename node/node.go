@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/cluster"
 	"fusebox/dynconfig"
+	"fusebox/internal/tlsutil"
 	"fusebox/ownership"
 	"fusebox/raftstore"
 	"fusebox/transport"
@@ -39,6 +41,11 @@ type Node struct {
 	shards  *ownership.Manager
 	deliver *deliveries
 	api     *transport.Server
+
+	tls       *tlsutil.Holder // nil without TLS (tls.go)
+	peerHC    *http.Client    // node-to-node HTTPS client (tls.go)
+	reloadMu  sync.Mutex      // Reload (reload.go)
+	reloaders []reloader
 
 	// loops are the node's own goroutines (config and forced-breaker
 	// watchers); cancel stops them, wg waits for them.
@@ -78,10 +85,14 @@ func (n *Node) Start(ctx context.Context) error {
 			return fmt.Errorf("--gossip-key-file: %w", err)
 		}
 	}
+	if err := n.startTLS(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("--http-addr %s: %w", cfg.HTTPAddr, err)
 	}
+	ln = n.wrapListener(ln) // HTTPS when TLS is on
 	n.httpLn = ln
 
 	n.config = dynconfig.NewCollection(n.log.With("component", "dynconfig"))
@@ -107,10 +118,10 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.store, err = raftstore.New(raftstore.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBindAddr: cfg.RaftAddr, BootstrapExpect: bootstrap,
-		Preset: cfg.Timing, Logger: n.base, Registerer: n.reg,
+		Preset: cfg.Timing, Logger: n.base, Registerer: n.reg, TLS: n.raftTLS(),
 	}, raftstore.Deps{
 		Members:   adapter,
-		Forwarder: &transport.Forwarder{Token: cfg.AdminToken},
+		Forwarder: n.forwarder(),
 		Validator: configValidator{},
 	})
 	if err != nil {
@@ -150,7 +161,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(func() { n.watchConfig(loopCtx) })
 	n.goLoop(func() { n.watchForcedBreakers(loopCtx) })
 
-	peers := func(addr string) *transport.Client { return transport.NewClient(addr, cfg.AdminToken, nil) }
+	peers := n.peerClient
 	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), AdminToken: cfg.AdminToken, EnablePprof: cfg.EnablePprof}, transport.Deps{
 		Gatherer: n.reg,
 		Ready:    n.ready,
@@ -257,6 +268,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if n.config != nil {
 			errs = append(errs, n.config.Close())
 		}
+		n.closeTLS()
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
@@ -298,5 +310,6 @@ func (n *Node) crash() {
 		if n.config != nil {
 			_ = n.config.Close()
 		}
+		n.closeTLS()
 	})
 }

@@ -58,6 +58,17 @@ func NewClient(addr, token string, hc *http.Client) *Client {
 	return &Client{base: strings.TrimRight(addr, "/"), token: token, hc: hc}
 }
 
+// NewTLSClient is NewClient for a node that serves HTTPS: an addr without
+// a scheme gets https://, and hc (required) carries the TLS configuration
+// (a node's mutual-TLS peer transport, or the CLI's CA and client
+// certificate).
+func NewTLSClient(addr, token string, hc *http.Client) *Client {
+	if !strings.Contains(addr, "://") {
+		addr = "https://" + addr
+	}
+	return NewClient(addr, token, hc)
+}
+
 // Addr is the node's base URL.
 func (c *Client) Addr() string { return c.base }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"fusebox/internal/tlsutil"
 	"fusebox/transport"
 )
 
@@ -23,6 +24,7 @@ type adminOpts struct {
 	tokenFile string
 	json      bool
 	timeout   time.Duration
+	tls       tlsutil.ClientFiles // --ca-file, --client-cert, --client-key (tls.go)
 }
 
 func adminCmd() *cobra.Command {
@@ -35,10 +37,15 @@ for people, or JSON with --json for scripts. Exit codes: 0 success, 1 error,
 2 bad usage, 3 the cluster refused (invalid input, not found, conflict),
 4 unavailable (no leader, node unreachable).
 
---addr, --token-file can also be set as FUSEBOX_ADDR and
-FUSEBOX_ADMIN_TOKEN_FILE.`,
+Environment (a flag wins): FUSEBOX_ADDR (--addr), FUSEBOX_TOKEN (the token
+itself, used when no token file is given), FUSEBOX_TOKEN_FILE (--token-file;
+FUSEBOX_ADMIN_TOKEN_FILE is a deprecated alias), FUSEBOX_CACERT (--ca-file),
+FUSEBOX_CLIENT_CERT (--client-cert), FUSEBOX_CLIENT_KEY (--client-key).
+
+A node started with TLS serves HTTPS only: use --addr https://HOST:PORT and
+--ca-file (an --addr without a scheme is https:// when --ca-file is set).`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return applyEnvNamed(cmd.Flags(), map[string]string{"addr": "FUSEBOX_ADDR", "token-file": "FUSEBOX_ADMIN_TOKEN_FILE"})
+			return applyAdminEnv(cmd)
 		},
 	}
 	pf := cmd.PersistentFlags()
@@ -46,6 +53,9 @@ FUSEBOX_ADMIN_TOKEN_FILE.`,
 	pf.StringVar(&o.tokenFile, "token-file", "", "file holding the admin bearer token (needed for changes when the cluster has one)")
 	pf.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for an answer")
+	pf.StringVar(&o.tls.CAFile, "ca-file", "", "PEM CA certificate(s) to verify an HTTPS node with (the cluster's fusebox-ca.pem)")
+	pf.StringVar(&o.tls.CertFile, "client-cert", "", "PEM client certificate to present (\"fusebox tls cert create --client\")")
+	pf.StringVar(&o.tls.KeyFile, "client-key", "", "PEM private key of --client-cert")
 	cmd.AddCommand(membersCmd(o), raftCmd(o), configCmd(o), endpointsCmd(o))
 	cmd.AddCommand(shardCmds(o)...)
 	cmd.AddCommand(tasksCmd(o), dlqCmd(o), breakersCmd(o))
@@ -58,7 +68,13 @@ func (o *adminOpts) client() (*transport.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := transport.NewClient(o.addr, tok, nil)
+	if tok == "" {
+		tok = strings.TrimSpace(os.Getenv("FUSEBOX_TOKEN"))
+	}
+	c, err := o.newClient(tok) // tls.go: https with --ca-file and client certificates
+	if err != nil {
+		return nil, err
+	}
 	c.Author = author()
 	return c, nil
 }
@@ -85,7 +101,7 @@ func (o *adminOpts) call(cmd *cobra.Command, fn func(ctx context.Context, c *tra
 	defer cancel()
 	v, table, err := fn(ctx, c)
 	if err != nil {
-		return apiExit(err)
+		return apiExit(tlsHint(c.Addr(), err))
 	}
 	return o.print(cmd.OutOrStdout(), v, table)
 }

@@ -68,6 +68,6 @@ Talk to it:                        fusebox admin members
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), adminCmd())
+	root.AddCommand(serveCmd(), adminCmd(), tlsCmd())
 	return root
 }

@@ -32,6 +32,7 @@ type serveFlags struct {
 	timing          string
 	shutdownTimeout time.Duration
 	enablePprof     bool
+	tls             tlsFlags // tls.go
 }
 
 func serveCmd() *cobra.Command {
@@ -51,7 +52,17 @@ To form a 3-node cluster, start each node with a distinct --node-id,
 gossip addresses.
 
 SIGINT or SIGTERM shuts down gracefully: the node stops accepting requests,
-leaves the gossip pool and closes Raft, in that order; a second signal kills it.`,
+leaves the gossip pool and closes Raft, in that order; a second signal kills it.
+SIGHUP reloads the TLS certificate, key and CA files (also picked up within
+a few seconds of a change on disk); a bad file keeps the old material.
+
+With --tls-cert-file, --tls-key-file and --tls-ca-file the HTTP API serves
+HTTPS only, and Raft and leader forwarding use mutual TLS: peers must present
+a node certificate from the CA. TLS needs --gossip-key-file too. Create the CA
+and certificates with "fusebox tls ca create" and "fusebox tls cert create".
+Beyond loopback (any --http-addr or --raft-addr that is not 127.0.0.1, ::1 or
+localhost, including 0.0.0.0) serve refuses to start without TLS and
+--admin-token-file unless --insecure is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd.Flags()); err != nil {
@@ -81,6 +92,7 @@ leaves the gossip pool and closes Raft, in that order; a second signal kills it.
 	fl.StringVar(&f.timing, "timing", "lan", "failure-detection and election timings: lan (production) or fast (tests and demos on one host)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take before the node stops anyway")
 	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the HTTP API (behind the admin token when one is set)")
+	f.tls.register(fl)
 	return cmd
 }
 
@@ -166,6 +178,10 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 		EnablePprof:     f.enablePprof,
 		Timing:          f.timing,
 		Version:         version,
+		TLSCertFile:     f.tls.certFile,
+		TLSKeyFile:      f.tls.keyFile,
+		TLSCAFile:       f.tls.caFile,
+		Insecure:        f.tls.insecure,
 	}
 	n, err := node.New(cfg, logger)
 	if err != nil {
@@ -176,9 +192,11 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 		_ = n.Close(ctx)
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "fusebox node %q listening: http://%s (gossip %s, raft %s), data in %s\n",
-		cfg.NodeID, n.HTTPAddr(), n.GossipAddr(), n.RaftAddr(), cfg.DataDir)
+	fmt.Fprintf(cmd.OutOrStdout(), "fusebox node %q listening: %s://%s (gossip %s, raft %s), data in %s\n",
+		cfg.NodeID, scheme(cfg), n.HTTPAddr(), n.GossipAddr(), n.RaftAddr(), cfg.DataDir)
+	stopHUP := reloadOnSIGHUP(ctx, n, logger) // reload.go
 	<-ctx.Done()
+	stopHUP()
 	logger.Info("shutting down", "timeout", f.shutdownTimeout)
 	sctx, cancel := contextWithTimeout(f.shutdownTimeout)
 	defer cancel()

@@ -1,0 +1,129 @@
+package node
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"fusebox/internal/tlsutil"
+	"fusebox/raftstore"
+	"fusebox/transport"
+)
+
+// tlsFiles are the node's TLS flags as tlsutil.Files.
+func (c *Config) tlsFiles() tlsutil.Files {
+	return tlsutil.Files{CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile, CAFile: c.TLSCAFile}
+}
+
+// TLSEnabled reports whether the node serves TLS.
+func (c *Config) TLSEnabled() bool { return c.tlsFiles().Set() }
+
+// validateSecurity checks the TLS flags, requires a gossip key with TLS,
+// and refuses to bind the API or Raft beyond loopback without TLS and an
+// admin token unless Insecure (as `cockroach start` refuses without
+// --insecure). Errors name exactly what to pass.
+func (c *Config) validateSecurity() error {
+	files := c.tlsFiles()
+	if err := files.Check(); err != nil {
+		return err
+	}
+	if files.Set() && c.GossipKeyFile == "" && len(c.GossipKeys) == 0 {
+		return errors.New("--tls-cert-file is set but --gossip-key-file is not: TLS protects the API and Raft, gossip needs its own key; " +
+			"pass --gossip-key-file FILE (one base64 AES key per line, e.g. `head -c 32 /dev/urandom | base64 > gossip.key`, the same file on every node)")
+	}
+	if c.Insecure {
+		return nil
+	}
+	for _, a := range []struct{ flag, addr string }{{"--http-addr", c.HTTPAddr}, {"--raft-addr", c.RaftAddr}} {
+		host, _, _ := net.SplitHostPort(a.addr)
+		if isLoopbackHost(host) {
+			continue
+		}
+		var missing []string
+		if !files.Set() {
+			missing = append(missing, "--tls-cert-file, --tls-key-file, --tls-ca-file")
+		}
+		if c.AdminToken == "" {
+			missing = append(missing, "--admin-token-file")
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		return fmt.Errorf("%s %s is not a loopback address: beyond loopback fusebox needs TLS and an admin token; pass %s "+
+			"(certificates: `fusebox tls ca create`, then `fusebox tls cert create --node ID --ip IP`), or --insecure to run without them",
+			a.flag, a.addr, strings.Join(missing, " and "))
+	}
+	return nil
+}
+
+// isLoopbackHost: "localhost" or a loopback IP. An empty host or an
+// unspecified address (0.0.0.0, ::) binds every interface; any other name
+// may resolve anywhere.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// startTLS loads the TLS material, starts its file poller and registers
+// it with Reload. Without TLS flags it does nothing.
+func (n *Node) startTLS() error {
+	if !n.cfg.TLSEnabled() {
+		return nil
+	}
+	h, err := tlsutil.New(n.cfg.tlsFiles(), n.reg, n.log.With("component", "tls"))
+	if err != nil {
+		return err
+	}
+	if err := h.Watch(tlsutil.DefaultPollInterval); err != nil {
+		return err
+	}
+	n.tls = h
+	n.peerHC = &http.Client{Timeout: 30 * time.Second, Transport: h.PeerTransport()}
+	n.addReloader("TLS files", h.Reload)
+	return nil
+}
+
+// wrapListener serves HTTPS on ln when TLS is on.
+func (n *Node) wrapListener(ln net.Listener) net.Listener {
+	if n.tls == nil {
+		return ln
+	}
+	return tls.NewListener(ln, n.tls.APIServerConfig())
+}
+
+// raftTLS is the store's TLS (a nil interface without TLS).
+func (n *Node) raftTLS() raftstore.TLSConfigs {
+	if n.tls == nil {
+		return nil
+	}
+	return n.tls
+}
+
+// forwarder sends writes to the leader: over mutual TLS when TLS is on.
+func (n *Node) forwarder() *transport.Forwarder {
+	return &transport.Forwarder{Token: n.cfg.AdminToken, Client: n.peerHC, HTTPS: n.tls != nil}
+}
+
+// peerClient reaches another node's API (?scope=cluster, the status page).
+func (n *Node) peerClient(addr string) *transport.Client {
+	if n.tls != nil {
+		return transport.NewTLSClient(addr, n.cfg.AdminToken, n.peerHC)
+	}
+	return transport.NewClient(addr, n.cfg.AdminToken, nil)
+}
+
+// closeTLS stops the poller and the peer connections. Idempotent.
+func (n *Node) closeTLS() {
+	if n.tls == nil {
+		return
+	}
+	_ = n.tls.Close()
+	n.peerHC.CloseIdleConnections()
+}
