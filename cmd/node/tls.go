@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -237,10 +238,7 @@ func (o *adminOpts) newClient(tok string) (*transport.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc := &http.Client{Transport: &http.Transport{
-		Proxy: http.ProxyFromEnvironment, TLSClientConfig: cfg, TLSHandshakeTimeout: 10 * time.Second, ForceAttemptHTTP2: true,
-	}}
-	return transport.NewTLSClient(o.addr, tok, hc), nil
+	return transport.NewTLSClient(o.addr, tok, newHTTPSClient(cfg)), nil
 }
 
 // tlsHint turns a scheme or CA mismatch into advice.
@@ -262,4 +260,10 @@ func tlsHint(addr string, err error) error {
 		return &exitError{code: 4, msg: fmt.Sprintf("%s: %v; use an address the node's certificate names (\"fusebox tls cert create --ip/--dns\")", addr, err)}
 	}
 	return err
+}
+
+func newHTTPSClient(cfg *tls.Config) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy: http.ProxyFromEnvironment, TLSClientConfig: cfg, TLSHandshakeTimeout: 10 * time.Second, ForceAttemptHTTP2: true,
+	}}
 }
