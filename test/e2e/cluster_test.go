@@ -26,6 +26,8 @@ type ClusterOptions struct {
 	// namespace Netns[i] (partition tests); default 127.0.0.1, no netns.
 	Hosts []string
 	Netns []string
+	// Tweak, when set, adjusts each node's config before launch (TLS).
+	Tweak func(*ProcessConfig)
 }
 
 // Cluster is n fusebox processes formed with --bootstrap-expect n.
@@ -65,6 +67,9 @@ func NewCluster(t testing.TB, n int, opts ClusterOptions) *Cluster {
 			cfg.RaftAddr = net.JoinHostPort(host, "7103")
 		} else if err := assignPorts(&cfg, host); err != nil {
 			t.Fatal(err)
+		}
+		if opts.Tweak != nil {
+			opts.Tweak(&cfg)
 		}
 		c.Procs = append(c.Procs, NewProcess(t, cfg))
 	}

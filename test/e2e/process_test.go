@@ -60,6 +60,9 @@ type ProcessConfig struct {
 	// AddrsFromEnv passes the three addresses as FUSEBOX_HTTP_ADDR,
 	// FUSEBOX_GOSSIP_ADDR and FUSEBOX_RAFT_ADDR instead of flags.
 	AddrsFromEnv bool
+	// TLS, when set, runs the node with TLS and a gossip key, and the
+	// harness's client speaks HTTPS (tls_harness_test.go).
+	TLS *ProcessTLS
 }
 
 // Process drives one real `fusebox serve` process.
@@ -100,7 +103,7 @@ func NewProcess(t testing.TB, cfg ProcessConfig) *Process {
 		logPath: filepath.Join(dir, cfg.NodeID+".log"),
 		hc: &http.Client{
 			Timeout:   apiTimeout,
-			Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 5 * time.Second},
+			Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 5 * time.Second, TLSClientConfig: cfg.TLS.clientConfig()},
 		},
 	}
 	// Registered after t.TempDir, so it runs before the directory goes.
@@ -128,7 +131,15 @@ func (p *Process) LogPath() string { return p.logPath }
 
 // Client is an API client for this node, with a short per-call timeout.
 func (p *Process) Client() *transport.Client {
-	return transport.NewClient(p.cfg.HTTPAddr, p.cfg.AdminToken, p.hc)
+	return transport.NewClient(p.baseURL(), p.cfg.AdminToken, p.hc)
+}
+
+// baseURL is http://addr, or https://addr with TLS.
+func (p *Process) baseURL() string {
+	if p.cfg.TLS != nil {
+		return "https://" + p.cfg.HTTPAddr
+	}
+	return "http://" + p.cfg.HTTPAddr
 }
 
 // Running reports whether a run is live (possibly paused).
@@ -187,6 +198,11 @@ func (p *Process) args() ([]string, error) {
 			return nil, err
 		}
 		args = append(args, "--admin-token-file", f)
+	}
+	if c.TLS != nil {
+		args = append(args, c.TLS.args()...)
+	} else if c.Netns != "" {
+		args = append(args, "--insecure") // a namespace's own IP is not loopback
 	}
 	return append(args, c.ExtraArgs...), nil
 }
@@ -291,7 +307,7 @@ func (p *Process) WaitReady(ctx context.Context) error {
 func (p *Process) get(ctx context.Context, path string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.cfg.HTTPAddr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.baseURL()+path, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -94,7 +94,7 @@ func shardMap(p *Process) (map[int]transport.Shard, uint64, error) {
 // scrapeMetrics reads p's /metrics into series → value, the series keyed
 // exactly as exposed (name{label="v",…}).
 func scrapeMetrics(p *Process) (map[string]float64, error) {
-	resp, err := p.hc.Get("http://" + p.HTTPAddr() + "/metrics")
+	resp, err := p.hc.Get(p.baseURL() + "/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("%s: GET /metrics: %w", p.Name(), err)
 	}
