@@ -157,7 +157,9 @@ type dialStream struct {
 	once   sync.Once
 }
 
-func newDialStream(cfg *tls.Config) *dialStream { return &dialStream{cfg: cfg, closed: make(chan struct{})} }
+func newDialStream(cfg *tls.Config) *dialStream {
+	return &dialStream{cfg: cfg, closed: make(chan struct{})}
+}
 
 func (d *dialStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	nd := &net.Dialer{Timeout: timeout}
