@@ -188,13 +188,16 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 		return err
 	}
 	ctx := cmd.Context()
+	// SIGHUP reloads (reload.go); caught from before Start, so an early
+	// one cannot kill the process (its default action).
+	stopHUP := reloadOnSIGHUP(ctx, n, logger)
+	defer stopHUP()
 	if err := n.Start(ctx); err != nil {
 		_ = n.Close(ctx)
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "fusebox node %q listening: %s://%s (gossip %s, raft %s), data in %s\n",
 		cfg.NodeID, scheme(cfg), n.HTTPAddr(), n.GossipAddr(), n.RaftAddr(), cfg.DataDir)
-	stopHUP := reloadOnSIGHUP(ctx, n, logger) // reload.go
 	<-ctx.Done()
 	stopHUP()
 	logger.Info("shutting down", "timeout", f.shutdownTimeout)
