@@ -213,6 +213,27 @@ func TestTLSRaftRefusesStrangers(t *testing.T) {
 		return nil
 	})
 	checkUntouched(t, c, before)
+	// Nothing was appended on the victim beyond what the leader itself
+	// replicated: its log ends where the leader's does, in the same term
+	// (a rogue entry would sit at term+100 and out-rank the leader's).
+	WaitFor(t, 10*time.Second, "the victim's log to end where the leader's does", func() error {
+		l, err := c.Leader()
+		if err != nil {
+			return err
+		}
+		li, err := l.Client().Raft(context.Background())
+		if err != nil {
+			return err
+		}
+		vi, err := victim.Client().Raft(context.Background())
+		if err != nil {
+			return err
+		}
+		if vi.LastIndex != li.LastIndex || vi.Term != li.Term {
+			return fmt.Errorf("victim last index %d term %d, leader %d term %d", vi.LastIndex, vi.Term, li.LastIndex, li.Term)
+		}
+		return nil
+	})
 
 	// The HTTPS API: the same certificates are refused; the harness's
 	// client certificate (the cluster's CA) is accepted.
