@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -107,8 +108,25 @@ func (n *Node) raftTLS() raftstore.TLSConfigs {
 }
 
 // forwarder sends writes to the leader: over mutual TLS when TLS is on.
-func (n *Node) forwarder() *transport.Forwarder {
-	return &transport.Forwarder{Token: n.cfg.AdminToken, Client: n.peerHC, HTTPS: n.tls != nil}
+func (n *Node) forwarder() raftstore.Forwarder {
+	f := &transport.Forwarder{Token: n.cfg.AdminToken}
+	if n.tls == nil {
+		return f
+	}
+	f.Client = n.peerHC
+	return httpsForwarder{f}
+}
+
+// httpsForwarder forwards to the leader's https:// address (the members'
+// HTTP addresses are host:port; transport.NewClient keeps an explicit
+// scheme).
+type httpsForwarder struct{ f *transport.Forwarder }
+
+func (h httpsForwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*raftstore.ApplyResult, error) {
+	if !strings.Contains(leaderHTTPAddr, "://") {
+		leaderHTTPAddr = "https://" + leaderHTTPAddr
+	}
+	return h.f.ForwardApply(ctx, leaderHTTPAddr, cmd, requestID)
 }
 
 // peerClient reaches another node's API (?scope=cluster, the status page).

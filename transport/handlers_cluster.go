@@ -94,16 +94,11 @@ type Forwarder struct {
 	// Token is the admin token, when the cluster has one.
 	Token  string
 	Client *http.Client
-	// HTTPS: the leader serves HTTPS (Client then carries mutual TLS).
-	HTTPS bool
 }
 
 // ForwardApply implements raftstore.Forwarder.
 func (f *Forwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*raftstore.ApplyResult, error) {
 	c := NewClient(leaderHTTPAddr, f.Token, f.Client)
-	if f.HTTPS {
-		c = NewTLSClient(leaderHTTPAddr, f.Token, f.Client)
-	}
 	var res raftstore.ApplyResult
 	err := c.Do(ctx, http.MethodPost, "/internal/v1/apply", nil, applyRequest{Command: cmd, RequestID: requestID}, &res)
 	var e *Error
