@@ -48,7 +48,7 @@ func (c *Config) validateSecurity() error {
 		if !files.Set() {
 			missing = append(missing, "--tls-cert-file, --tls-key-file, --tls-ca-file")
 		}
-		if c.AdminToken == "" {
+		if !c.hasAdminToken() {
 			missing = append(missing, "--admin-token-file")
 		}
 		if len(missing) == 0 {
@@ -60,6 +60,10 @@ func (c *Config) validateSecurity() error {
 	}
 	return nil
 }
+
+// hasAdminToken: API calls need a bearer token.
+// Integrator (sec-auth): also true when AdminTokenFile is set.
+func (c *Config) hasAdminToken() bool { return c.AdminToken != "" }
 
 // isLoopbackHost: "localhost" or a loopback IP. An empty host or an
 // unspecified address (0.0.0.0, ::) binds every interface; any other name
