@@ -68,7 +68,7 @@ func TestTLSToolingAndAdminOverHTTPS(t *testing.T) {
 	}
 
 	n, err := node.New(node.Config{NodeID: "n1", DataDir: p("data"), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0",
-		Shards: 4, Timing: "fast", Version: "test", GossipKeys: [][]byte{bytes.Repeat([]byte{7}, 32)},
+		Shards: 4, Timing: "fast", Version: "test", AdminToken: "tok-123", GossipKeys: [][]byte{bytes.Repeat([]byte{7}, 32)},
 		TLSCertFile: p("fusebox-node-n1.pem"), TLSKeyFile: p("fusebox-node-n1-key.pem"), TLSCAFile: p("fusebox-ca.pem")}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -108,15 +108,33 @@ func TestTLSToolingAndAdminOverHTTPS(t *testing.T) {
 	os.Unsetenv("FUSEBOX_CLIENT_CERT")
 	os.Unsetenv("FUSEBOX_CLIENT_KEY")
 
-	wantExit := func(want string, args ...string) {
+	wantExit := func(code int, want string, args ...string) {
 		t.Helper()
 		out, err := runCLI(t, ctx, args...)
 		ee, ok := err.(*exitError)
-		if !ok || ee.code != 4 || !strings.Contains(ee.msg, want) {
-			t.Fatalf("%v: %v (%s); want exit 4 mentioning %q", args, err, out, want)
+		if !ok || ee.code != code || !strings.Contains(ee.msg, want) {
+			t.Fatalf("%v: %v (%s); want exit %d mentioning %q", args, err, out, code, want)
 		}
 	}
-	wantExit("serves HTTPS: use --addr https://"+addr, "admin", "members", "--addr", "http://"+addr)
+	// Tokens: none → refused; FUSEBOX_TOKEN (the value); the deprecated
+	// FUSEBOX_ADMIN_TOKEN_FILE still works, with a warning.
+	put := []string{"admin", "endpoints", "put", "ep1", "http://127.0.0.1:9/nexus"}
+	wantExit(3, "Bearer", put...)
+	t.Setenv("FUSEBOX_TOKEN", "tok-123")
+	if out, err := runCLI(t, ctx, put...); err != nil {
+		t.Fatalf("write with FUSEBOX_TOKEN: %v\n%s", err, out)
+	}
+	os.Unsetenv("FUSEBOX_TOKEN")
+	tokFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokFile, []byte("tok-123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FUSEBOX_ADMIN_TOKEN_FILE", tokFile)
+	if out, err := runCLI(t, ctx, put...); err != nil || !strings.Contains(out, "FUSEBOX_ADMIN_TOKEN_FILE is deprecated") {
+		t.Fatalf("write with FUSEBOX_ADMIN_TOKEN_FILE: %v\n%s", err, out)
+	}
+	os.Unsetenv("FUSEBOX_ADMIN_TOKEN_FILE")
+	wantExit(4, "serves HTTPS: use --addr https://"+addr, "admin", "members", "--addr", "http://"+addr)
 	os.Unsetenv("FUSEBOX_CACERT")
-	wantExit("not signed by a CA in --ca-file", "admin", "members", "--addr", "https://"+addr)
+	wantExit(4, "not signed by a CA in --ca-file", "admin", "members", "--addr", "https://"+addr)
 }
