@@ -128,6 +128,12 @@ func serveFlags(t *testing.T) map[string]bool {
 	for _, m := range flagDefRe.FindAllStringSubmatch(readFile(t, "cmd/node/serve.go"), -1) {
 		flags[m[1]] = true
 	}
+	// serve's TLS flags are defined beside the `fusebox tls` commands.
+	for _, m := range flagDefRe.FindAllStringSubmatch(readFile(t, "cmd/node/tls.go"), -1) {
+		if strings.HasPrefix(m[1], "tls-") || m[1] == "insecure" {
+			flags[m[1]] = true
+		}
+	}
 	// The external contract (DESIGN.md) names these; if the parse finds
 	// none of them, the pattern is stale, not the artifacts.
 	for _, f := range []string{"node-id", "data-dir", "join", "bootstrap-expect", "shutdown-timeout"} {

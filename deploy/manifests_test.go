@@ -118,6 +118,7 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("ExecStart --%s %q, want a file under /etc/fusebox", f, cli[f])
 		}
 	}
+	requireSecure(t, "ExecStart", cli)
 	shutdown, err := time.ParseDuration(cli["shutdown-timeout"])
 	if err != nil {
 		t.Fatalf("ExecStart --shutdown-timeout %q: %v (set it explicitly so TimeoutStopSec can be checked)", cli["shutdown-timeout"], err)
@@ -294,6 +295,9 @@ func TestKubernetesManifest(t *testing.T) {
 		t.Error("FUSEBOX_NODE_ID must come from metadata.name through the downward API")
 	}
 	for _, m := range regexp.MustCompile(`name: (FUSEBOX_[A-Z_]+)`).FindAllStringSubmatch(sts, -1) {
+		if cliEnv[m[1]] {
+			continue // read by `fusebox admin` (kubectl exec), not by serve
+		}
 		if f, _ := envFlag(m[1]); !flags[f] {
 			t.Errorf("env %s sets no `fusebox serve` flag", m[1])
 		} else if _, shadowed := cli[f]; shadowed {
@@ -301,6 +305,12 @@ func TestKubernetesManifest(t *testing.T) {
 		}
 	}
 
+	requireSecure(t, "StatefulSet args", cli)
+	for _, probe := range []string{"readinessProbe:", "livenessProbe:"} {
+		if got := field(sts, probe, "scheme"); got != "HTTPS" {
+			t.Errorf("%s scheme %q, want HTTPS (the API serves HTTPS only with TLS)", probe, got)
+		}
+	}
 	if got := field(sts, "readinessProbe:", "path"); got != "/readyz" {
 		t.Errorf("readinessProbe path %q, want /readyz", got)
 	}
@@ -317,5 +327,27 @@ func TestKubernetesManifest(t *testing.T) {
 	}
 	if got := field(byKind["PodDisruptionBudget"][0].text, "", "maxUnavailable"); got != "1" {
 		t.Errorf("PodDisruptionBudget maxUnavailable %q, want 1", got)
+	}
+}
+
+// cliEnv are the environment variables `fusebox admin` reads (the manifest
+// sets them so that `kubectl exec … fusebox admin` reaches the pod's API).
+var cliEnv = map[string]bool{
+	"FUSEBOX_ADDR": true, "FUSEBOX_CACERT": true, "FUSEBOX_TOKEN": true, "FUSEBOX_TOKEN_FILE": true,
+	"FUSEBOX_CLIENT_CERT": true, "FUSEBOX_CLIENT_KEY": true,
+}
+
+// requireSecure checks what `serve` itself enforces beyond loopback: a
+// deployment template binds real addresses, so it must run with TLS, a
+// gossip key and a token file, never --insecure.
+func requireSecure(t *testing.T, where string, cli map[string]string) {
+	t.Helper()
+	for _, f := range []string{"tls-cert-file", "tls-key-file", "tls-ca-file", "gossip-key-file", "admin-token-file"} {
+		if cli[f] == "" {
+			t.Errorf("%s: --%s is not set; a node beyond loopback needs TLS, a gossip key and tokens (docs/security.md)", where, f)
+		}
+	}
+	if _, ok := cli["insecure"]; ok {
+		t.Errorf("%s: --insecure in a deployment template", where)
 	}
 }
