@@ -107,14 +107,14 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.store, err = raftstore.New(raftstore.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBindAddr: cfg.RaftAddr, BootstrapExpect: bootstrap,
-		Preset: cfg.Timing, Logger: n.base, Registerer: n.reg,
+		Preset: cfg.Timing, Logger: n.base, Registerer: n.reg, RejoinEmpty: cfg.RejoinEmpty,
 	}, raftstore.Deps{
 		Members:   adapter,
 		Forwarder: &transport.Forwarder{Token: cfg.AdminToken},
 		Validator: configValidator{},
 	})
 	if err != nil {
-		return fmt.Errorf("raft: %w", err)
+		return dataDirError(err)
 	}
 	n.members, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, BindAddr: cfg.GossipAddr, Join: cfg.Join, Preset: cluster.Preset(cfg.Timing), Keys: keys,
