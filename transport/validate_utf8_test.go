@@ -245,3 +245,16 @@ type noBreakers struct{}
 
 func (noBreakers) List() []breakerpool.Status               { return nil }
 func (noBreakers) Get(breakerpool.Key) *breakerpool.Breaker { return nil }
+
+// BenchmarkCheckJSONText is the cost on every valid body (the fast path).
+func BenchmarkCheckJSONText(b *testing.B) {
+	body := []byte(`{"namespace_id":"ns-1","workflow_id":"wf-7","task_group":"callbacks.Invocation",` +
+		`"destination":"http://127.0.0.1:9000/cb","request_id":"r-1","request":{"completion":{"state":"succeeded",` +
+		`"result":{"data":"` + strings.Repeat("x", 800) + `"}}}}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if err := checkJSONText(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
