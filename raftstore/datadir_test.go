@@ -79,11 +79,11 @@ func TestLostLogIsRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := ranSingleNode(t)
-			if _, err := openStore(t, dir, "n1", false); err != nil {
-				t.Fatalf("intact data dir refused: %v", err)
+			// RejoinEmpty does nothing while the log is intact.
+			if s, err := openStore(t, dir, "n1", true); err != nil || s.rejoin {
+				t.Fatalf("intact data dir: err %v, rejoin %v", err, s != nil && s.rejoin)
 			}
-			// openStore's store is closed by Cleanup; open again after damage
-			// only once it is closed, so use a copy of the dir's state.
+			// That store holds dir until Cleanup: damage a copy.
 			dir2 := t.TempDir()
 			copyDir(t, dir, dir2)
 			tc.damage(t, dir2)
