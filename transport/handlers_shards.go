@@ -154,8 +154,10 @@ func (s *Server) shardClose(w http.ResponseWriter, r *http.Request) error {
 	// The unfenced close must be asked for: an empty or null body used to
 	// close without the epoch check.
 	var in ShardClose
-	if err := s.readJSON(w, r, &in); err != nil {
-		return err
+	if r.ContentLength != 0 {
+		if err := s.readJSON(w, r, &in); err != nil {
+			return err
+		}
 	}
 	switch {
 	case in.Epoch != nil && in.Force:

@@ -184,7 +184,7 @@ func TestShardCloseNeedsEpochOrForce(t *testing.T) {
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
 	for body, field := range map[string]string{
-		"":                         "",
+		"":                         "epoch",
 		"null":                     "epoch",
 		"{}":                       "epoch",
 		`{"force":false}`:          "epoch",
