@@ -138,7 +138,9 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.shards, err = n.startShards(); err != nil {
 		return fmt.Errorf("shards: %w", err)
 	}
-	if err := n.store.Start(context.Background()); err != nil {
+	// Start's ctx bounds only the start-up, which with --rejoin-empty
+	// waits for a leader: a signal meanwhile must end it.
+	if err := n.store.Start(ctx); err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
 	if n.deliver, err = n.startDeliveries(n.shards); err != nil {
