@@ -44,6 +44,10 @@ type Config struct {
 	// "fast" (tight timings for tests and demos on one host).
 	Timing  string
 	Version string
+	// RejoinEmpty (--rejoin-empty) lets a node whose data dir lost its Raft
+	// log rejoin as a new member that copies the state from the leader,
+	// instead of refusing to start (raftstore.Config.RejoinEmpty).
+	RejoinEmpty bool
 }
 
 var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"fusebox/raftstore"
 )
 
 const nodeIDFile = "node-id"
@@ -33,4 +35,16 @@ func claimDataDir(dir, nodeID string) error {
 		return fmt.Errorf("--data-dir %s belongs to node %q, not %q: start with --node-id %s or use another --data-dir", dir, had, nodeID, had)
 	}
 	return nil
+}
+
+// dataDirError explains a data dir the Raft store refused: a lost log says
+// how to rejoin on purpose, a damaged snapshot how to recover.
+func dataDirError(err error) error {
+	switch {
+	case errors.Is(err, raftstore.ErrLogLost):
+		return fmt.Errorf("--data-dir: %w. Restore raft.db from a backup, or restart with --rejoin-empty (FUSEBOX_REJOIN_EMPTY=true) to rejoin the running cluster as a new member that copies the state from the leader (docs/operations.md, \"A node lost its Raft log\")", err)
+	case errors.Is(err, raftstore.ErrSnapshotDamaged):
+		return fmt.Errorf("--data-dir: %w. Move raft.db and snapshots/ out of the data dir (keep them for investigation) and restart with --rejoin-empty to copy the state from the leader (docs/operations.md, \"A node lost its Raft log\")", err)
+	}
+	return fmt.Errorf("raft: %w", err)
 }

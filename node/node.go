@@ -118,14 +118,14 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.store, err = raftstore.New(raftstore.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBindAddr: cfg.RaftAddr, BootstrapExpect: bootstrap,
-		Preset: cfg.Timing, Logger: n.base, Registerer: n.reg, TLS: n.raftTLS(),
+		Preset: cfg.Timing, Logger: n.base, Registerer: n.reg, TLS: n.raftTLS(), RejoinEmpty: cfg.RejoinEmpty,
 	}, raftstore.Deps{
 		Members:   adapter,
 		Forwarder: n.forwarder(),
 		Validator: configValidator{},
 	})
 	if err != nil {
-		return fmt.Errorf("raft: %w", err)
+		return dataDirError(err)
 	}
 	n.members, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, BindAddr: cfg.GossipAddr, Join: cfg.Join, Preset: cluster.Preset(cfg.Timing), Keys: keys,
@@ -149,7 +149,9 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.shards, err = n.startShards(); err != nil {
 		return fmt.Errorf("shards: %w", err)
 	}
-	if err := n.store.Start(context.Background()); err != nil {
+	// Start's ctx bounds only the start-up, which with --rejoin-empty
+	// waits for a leader: a signal meanwhile must end it.
+	if err := n.store.Start(ctx); err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
 	if n.deliver, err = n.startDeliveries(n.shards); err != nil {

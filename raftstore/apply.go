@@ -135,6 +135,9 @@ func (s *Store) ApplyLocal(ctx context.Context, cmd []byte, requestID string) (*
 	if r.State() != raft.Leader {
 		return nil, raftError(r, raft.ErrNotLeader)
 	}
+	if MessageType(cmd[0]) == MsgRejoin {
+		return s.applyRejoin(r, cmd[1:])
+	}
 	return s.raftApply(ctx, r, cmd, requestID)
 }
 

@@ -30,7 +30,10 @@ const (
 	MsgSetDrainingNode MessageType = 12
 	// MsgSync is a no-op that marks a point in the log (Store.Sync).
 	MsgSync MessageType = 13
-	// Next: 14. Append only.
+	// MsgRejoin (RejoinCommand) never enters the log: the leader's
+	// ApplyLocal turns it into a raft RemoveServer (rejoin.go).
+	MsgRejoin MessageType = 14
+	// Next: 15. Append only.
 	// 16–31: the task family, see commands_tasks.go (16–19 taken).
 )
 
@@ -62,6 +65,8 @@ func (t MessageType) String() string {
 		return "set_draining_node"
 	case MsgSync:
 		return "sync"
+	case MsgRejoin:
+		return "rejoin"
 	case MsgSubmitTasks:
 		return "submit_tasks"
 	case MsgCompleteTasks:

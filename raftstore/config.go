@@ -52,6 +52,15 @@ type Config struct {
 	// ApplyTimeout bounds one raft apply enqueue and one forward (default 10s).
 	ApplyTimeout time.Duration
 
+	// RejoinEmpty lets a node whose data dir held raft state but lost its
+	// log start anyway: before raft starts it asks the leader to remove its
+	// old server entry, then rejoins as a non-voter and is promoted once
+	// caught up (rejoin.go). Without it New refuses such a data dir. It does
+	// nothing when the log is intact.
+	RejoinEmpty bool
+	// RejoinTimeout bounds how long a rejoin waits for a leader (default 2m).
+	RejoinTimeout time.Duration
+
 	HistoryLimit  int    // config_history entries kept (default 1000)
 	RequestWindow uint64 // raft indexes a request id is remembered (default 10000)
 
@@ -168,6 +177,7 @@ func (c *Config) setDefaults() error {
 	def(&c.ApplyHoldTimeout, 5*time.Second, 5*time.Second)
 	def(&c.ApplyTimeout, 10*time.Second, 10*time.Second)
 	def(&c.TLSHandshakeTimeout, 5*time.Second, 5*time.Second)
+	def(&c.RejoinTimeout, 2*time.Minute, 2*time.Minute)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

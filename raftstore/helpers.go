@@ -54,6 +54,9 @@ func (s *Store) ForceBreaker(ctx context.Context, c ForceBreakerCommand) (Forced
 	if err := c.validate(); err != nil {
 		return ForcedBreaker{}, 0, err
 	}
+	if err := ValidateTaskGroup(c.TaskGroup); err != nil {
+		return ForcedBreaker{}, 0, err
+	}
 	return applyTyped[ForcedBreaker](ctx, s, MsgForceBreaker, c, c.RequestID)
 }
 

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
@@ -101,7 +102,9 @@ func (s *Store) reconcile(ctx context.Context, r *raft.Raft, rs *reconcileState)
 		s.logger.Warn("reconcile: get configuration", "error", err)
 		return
 	}
-	servers := f.Configuration().Servers
+	// A copy: raft hands every GetConfiguration caller the same cached
+	// slice, and the removals below sort it.
+	servers := slices.Clone(f.Configuration().Servers)
 	members := map[string]Member{}
 	alive := 0
 	for _, m := range s.deps.Members.Members() {

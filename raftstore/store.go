@@ -42,6 +42,10 @@ type Store struct {
 	hooksMu sync.Mutex
 	hooks   []func(context.Context)
 
+	// rejoin: the data dir lost its log and Config.RejoinEmpty is set
+	// (datadir.go, rejoin.go).
+	rejoin bool
+
 	startOnce sync.Once
 	closeOnce sync.Once
 	closeErr  error
@@ -79,13 +83,20 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("raftstore: Config.DataDir: %w", err)
 	}
-	if s.bolt, err = raftboltdb.NewBoltStore(filepath.Join(cfg.DataDir, "raft.db")); err != nil {
+	dir, err := s.checkDataDir()
+	if err != nil {
+		return nil, err
+	}
+	if s.bolt, err = raftboltdb.NewBoltStore(filepath.Join(cfg.DataDir, LogFile)); err != nil {
 		return nil, fmt.Errorf("raftstore: open raft.db: %w", err)
 	}
 	closers = append(closers, s.bolt.Close)
 	hl := newHCLogger(s.logger, "raft")
 	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl); err != nil {
 		return nil, fmt.Errorf("raftstore: snapshot store: %w", err)
+	}
+	if err := s.checkLog(dir); err != nil {
+		return nil, err
 	}
 	var adv net.Addr
 	if cfg.AdvertiseAddr != "" {
@@ -159,13 +170,21 @@ func (s *Store) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("raftstore: log cache: %w", err)
 	}
-	r, err := raft.NewRaft(rc, s.fsm, logs, s.bolt, s.snaps, s.trans)
+	if s.rejoin {
+		if err := s.leaveForRejoin(ctx); err != nil {
+			return err
+		}
+	}
+	r, err := newRaft(rc, s.fsm, logs, s.bolt, s.snaps, s.trans)
 	if err != nil {
 		return fmt.Errorf("raftstore: start raft: %w", err)
 	}
 	s.raft.Store(r)
 	s.wg.Go(s.monitorLeadership)
+	s.wg.Go(func() { s.markWhenState(r) })
 	switch {
+	case s.rejoin:
+		s.logger.Warn("rejoining with an empty log: not bootstrapping; the leader adds this node as a non-voter and promotes it once it is caught up")
 	case existing:
 		s.logger.Info("raft state found; not bootstrapping", "data_dir", s.cfg.DataDir)
 	case s.cfg.BootstrapExpect == 0:

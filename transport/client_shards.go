@@ -38,12 +38,10 @@ func (c *Client) UnpinShard(ctx context.Context, shard int) (Shard, error) {
 
 // CloseShard makes shard's owner release it; the leader assigns it again
 // with a new epoch. With epoch non-nil the close is refused with a
-// wrong_owner error (see AsWrongOwner) unless the shard is at that epoch.
+// wrong_owner error (see AsWrongOwner) unless the shard is at that epoch;
+// with epoch nil it is an explicit forced close ({"force": true}).
 func (c *Client) CloseShard(ctx context.Context, shard int, epoch *uint64) (Shard, error) {
-	var in any
-	if epoch != nil {
-		in = ShardClose{Epoch: epoch}
-	}
+	in := ShardClose{Epoch: epoch, Force: epoch == nil}
 	var out Shard
 	return out, c.Do(ctx, http.MethodPost, shardPath(shard, "/close"), nil, in, &out)
 }

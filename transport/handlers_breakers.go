@@ -141,6 +141,8 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case in.TaskGroup == "":
 		return BadField("task_group", "missing task_group")
+	case raftstore.ValidateTaskGroup(in.TaskGroup) != nil:
+		return BadField("task_group", "%s", raftstore.ValidateTaskGroup(in.TaskGroup).Message)
 	case in.Destination == "":
 		return BadField("destination", "missing destination")
 	}

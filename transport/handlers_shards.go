@@ -151,11 +151,19 @@ func (s *Server) shardClose(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The unfenced close must be asked for: an empty or null body used to
+	// close without the epoch check.
 	var in ShardClose
 	if r.ContentLength != 0 {
 		if err := s.readJSON(w, r, &in); err != nil {
 			return err
 		}
+	}
+	switch {
+	case in.Epoch != nil && in.Force:
+		return BadField("force", `give "epoch" (close only at that epoch) or "force": true (close whatever the epoch), not both`)
+	case in.Epoch == nil && !in.Force:
+		return BadField("epoch", `required: the epoch the shard must still be at, or "force": true to close it whatever its epoch`)
 	}
 	a, err := s.deps.Shards.CloseShard(r.Context(), id, in.Epoch, s.meta(r).Author)
 	if err != nil {

@@ -4,6 +4,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -146,6 +147,10 @@ func (s *Server) handle(pattern string, h func(w http.ResponseWriter, r *http.Re
 		if mutating && !s.authorized(w, r) {
 			return
 		}
+		if e := checkRequestText(r); e != nil {
+			writeError(w, e)
+			return
+		}
 		if r.URL.Query().Has("pretty") {
 			w = prettyWriter{w}
 		}
@@ -212,7 +217,8 @@ type prettyWriter struct{ http.ResponseWriter }
 // trailing data; errors name the problem.
 func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
+	var raw bytes.Buffer // for checkJSONText
+	dec := json.NewDecoder(io.TeeReader(body, &raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
@@ -220,7 +226,7 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return BadField("", "request body has data after the JSON value")
 	}
-	return nil
+	return checkJSONText(raw.Bytes())
 }
 
 func jsonError(err error) *Error {

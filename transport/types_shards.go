@@ -66,9 +66,11 @@ type ShardMove struct {
 	Node string `json:"node"`
 }
 
-// ShardClose is the optional body of POST /v1/shards/{id}/close. With Epoch
-// set, the close applies only if the shard is still at that epoch; otherwise
-// it is refused with wrong_owner and the current owner and epoch.
+// ShardClose is the body of POST /v1/shards/{id}/close; exactly one of
+// Epoch and Force. With Epoch the close applies only if the shard is still
+// at that epoch; otherwise it is refused with wrong_owner and the current
+// owner and epoch. Force closes it whatever its epoch.
 type ShardClose struct {
 	Epoch *uint64 `json:"epoch,omitempty"`
+	Force bool    `json:"force,omitempty"`
 }

@@ -127,18 +127,35 @@ func shardsCmd(o *adminOpts) *cobra.Command {
 			})
 		},
 	}
-	var epoch int64
+	var (
+		epoch int64
+		force bool
+	)
 	closeC := &cobra.Command{
-		Use:   "close SHARD",
+		Use:   "close SHARD (--epoch N | --force)",
 		Short: "Make a shard's owner release it; the leader assigns it again with a new epoch",
-		Args:  cobra.ExactArgs(1),
+		Long: `Make a shard's owner release it; the leader assigns it again with a new
+epoch. Say which close you mean: --epoch N closes it only if it is still at
+epoch N (refused with wrong_owner otherwise), so a close decided on an old
+view cannot release a shard that moved since; --force closes it whatever its
+epoch.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := shardArg(args[0])
 			if err != nil {
 				return err
 			}
+			hasEpoch := cmd.Flags().Changed("epoch")
+			switch {
+			case hasEpoch && force:
+				return &exitError{code: 2, msg: "--epoch and --force: give one (--epoch N closes only at that epoch, --force whatever the epoch)"}
+			case hasEpoch && epoch < 0:
+				return &exitError{code: 2, msg: fmt.Sprintf("--epoch %d: want a non-negative epoch (see `fusebox admin shards describe %d`)", epoch, id)}
+			case !hasEpoch && !force:
+				return &exitError{code: 2, msg: fmt.Sprintf("close needs --epoch N (close only if shard %d is still at epoch N) or --force (close it whatever its epoch)", id)}
+			}
 			var ep *uint64
-			if epoch >= 0 {
+			if hasEpoch {
 				e := uint64(epoch)
 				ep = &e
 			}
@@ -153,7 +170,8 @@ func shardsCmd(o *adminOpts) *cobra.Command {
 			})
 		},
 	}
-	closeC.Flags().Int64Var(&epoch, "epoch", -1, "close only if the shard is still at this epoch (refused with wrong_owner otherwise)")
+	closeC.Flags().Int64Var(&epoch, "epoch", 0, "close only if the shard is still at this epoch (refused with wrong_owner otherwise)")
+	closeC.Flags().BoolVar(&force, "force", false, "close the shard whatever its epoch (no fencing)")
 	cmd.AddCommand(list, describe, move, unpin, closeC)
 	return cmd
 }

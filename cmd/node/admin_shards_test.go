@@ -27,7 +27,11 @@ func TestAdminShardsCommands(t *testing.T) {
 	mustRun("shard 1 is on n1", "shards", "move", "1", "n1")
 	wantExit(3, "ghost", "shards", "move", "1", "ghost")
 	wantExit(3, "wrong_owner", "shards", "close", "1", "--epoch", "999")
-	mustRun("shard 1 closed; now on n1", "shards", "close", "1")
+	// The unfenced close must be asked for with --force; -1 is not "no epoch".
+	wantExit(2, "--epoch N", "shards", "close", "1")
+	wantExit(2, "--epoch -1: want a non-negative epoch", "shards", "close", "1", "--epoch", "-1")
+	wantExit(2, "give one", "shards", "close", "1", "--epoch", "1", "--force")
+	mustRun("shard 1 closed; now on n1", "shards", "close", "1", "--force")
 	mustRun("shard 1 unpinned", "shards", "unpin", "1")
 	mustRun("node n1 owns 4 shards; not draining", "nodes", "shards", "n1")
 

@@ -33,6 +33,7 @@ type serveFlags struct {
 	shutdownTimeout time.Duration
 	enablePprof     bool
 	tls             tlsFlags // tls.go
+	rejoinEmpty     bool
 }
 
 func serveCmd() *cobra.Command {
@@ -91,6 +92,7 @@ localhost, including 0.0.0.0) serve refuses to start without TLS and
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.timing, "timing", "lan", "failure-detection and election timings: lan (production) or fast (tests and demos on one host)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take before the node stops anyway")
+	fl.BoolVar(&f.rejoinEmpty, "rejoin-empty", false, "start even though --data-dir lost its Raft log (raft.db missing or empty): leave the Raft configuration and rejoin as a new member that copies the state from the leader; needs a running cluster (docs/operations.md)")
 	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the HTTP API (behind the admin token when one is set)")
 	f.tls.register(fl)
 	return cmd
@@ -182,6 +184,7 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 		TLSKeyFile:      f.tls.keyFile,
 		TLSCAFile:       f.tls.caFile,
 		Insecure:        f.tls.insecure,
+		RejoinEmpty:     f.rejoinEmpty,
 	}
 	n, err := node.New(cfg, logger)
 	if err != nil {
