@@ -73,9 +73,9 @@ func (l Limits) withDefaults() Limits {
 // the health reserve.
 type capListener struct {
 	net.Listener
-	lim              Limits
-	normal, reserve  atomic.Int64
-	m                *serverMetrics
+	lim             Limits
+	normal, reserve atomic.Int64
+	m               *serverMetrics
 }
 
 func (l *capListener) Accept() (net.Conn, error) {
