@@ -15,6 +15,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/cluster"
 	"fusebox/dynconfig"
+	"fusebox/internal/authtoken"
 	"fusebox/ownership"
 	"fusebox/raftstore"
 	"fusebox/transport"
@@ -39,6 +40,7 @@ type Node struct {
 	shards  *ownership.Manager
 	deliver *deliveries
 	api     *transport.Server
+	tokens  *authtoken.Store // the API tokens in force (nil set: no authorisation)
 
 	// loops are the node's own goroutines (config and forced-breaker
 	// watchers); cancel stops them, wg waits for them.
@@ -69,6 +71,9 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 func (n *Node) Start(ctx context.Context) error {
 	cfg := n.cfg
 	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
+		return err
+	}
+	if err := n.loadTokens(); err != nil {
 		return err
 	}
 	keys := cfg.GossipKeys
@@ -110,7 +115,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Preset: cfg.Timing, Logger: n.base, Registerer: n.reg,
 	}, raftstore.Deps{
 		Members:   adapter,
-		Forwarder: &transport.Forwarder{Token: cfg.AdminToken},
+		Forwarder: &transport.Forwarder{Tokens: n.tokens},
 		Validator: configValidator{},
 	})
 	if err != nil {
@@ -150,8 +155,9 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(func() { n.watchConfig(loopCtx) })
 	n.goLoop(func() { n.watchForcedBreakers(loopCtx) })
 
-	peers := func(addr string) *transport.Client { return transport.NewClient(addr, cfg.AdminToken, nil) }
-	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), AdminToken: cfg.AdminToken, EnablePprof: cfg.EnablePprof}, transport.Deps{
+	peers := func(addr string) *transport.Client { return transport.NewClient(addr, n.tokens.Set().Outgoing(), nil) }
+	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), Tokens: n.tokens, MetricsPublic: cfg.MetricsPublic,
+		EnablePprof: cfg.EnablePprof, Limits: cfg.HTTPLimits, Registerer: n.reg}, transport.Deps{
 		Gatherer: n.reg,
 		Ready:    n.ready,
 		Store:    n.store,
@@ -233,6 +239,7 @@ func (n *Node) Close(ctx context.Context) error {
 		} else if n.httpLn != nil {
 			errs = append(errs, n.httpLn.Close())
 		}
+		n.tokens.Close()
 		errs = append(errs, n.deliver.close())
 		if n.cancel != nil {
 			n.cancel()
