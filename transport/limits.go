@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -156,30 +155,11 @@ func (s *Server) limit(w http.ResponseWriter, r *http.Request, health bool) bool
 		}
 		return true
 	}
-	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody { // a body, or one of unknown length
-		rc := http.NewResponseController(w)
-		if rc.SetReadDeadline(time.Now().Add(s.lim.BodyTimeout)) == nil {
-			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
-		}
+	if r.ContentLength != 0 { // a body, or one of unknown length
+		// net/http lifts this deadline itself once the body is read to its
+		// end (its background read of the connection starts with no
+		// deadline), so a handler may run longer than BodyTimeout.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.lim.BodyTimeout))
 	}
 	return true
-}
-
-// deadlineBody lifts the body's read deadline once the body is read to its
-// end: net/http then reads the connection in the background to notice a
-// client that goes away, and a deadline left in place would cancel a
-// handler that runs longer than BodyTimeout.
-type deadlineBody struct {
-	io.ReadCloser
-	rc      *http.ResponseController
-	cleared bool
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.cleared {
-		b.cleared = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
 }
