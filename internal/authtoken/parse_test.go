@@ -127,3 +127,15 @@ func TestRoles(t *testing.T) {
 		t.Fatal("unknown role accepted")
 	}
 }
+
+// A file saved with a UTF-8 byte-order mark is refused with the line and
+// field named, not accepted with a name or token that silently differs.
+func TestParseByteOrderMark(t *testing.T) {
+	for _, file := range []string{"\xef\xbb\xbfops admin " + tokA + "\n", "\xef\xbb\xbf" + tokA + "\n"} {
+		_, err := Parse([]byte(file))
+		var pe *ParseError
+		if !errors.As(err, &pe) || pe.Line != 1 {
+			t.Fatalf("%q: %v; want a line 1 error", file[:8], err)
+		}
+	}
+}
