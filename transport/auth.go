@@ -143,19 +143,19 @@ func (s *Server) handle(pattern string, a Access, h func(w http.ResponseWriter, 
 }
 
 // handleHTTP registers any handler through the table. In order, before h
-// runs: a connection over --max-conns is refused unless the route is a
-// health probe; the token is authorised against a; the body gets its read
-// deadline.
+// runs: a body gets its read deadline (so a refused request's unread body,
+// which net/http drains after the answer, is bounded too); a connection
+// over --max-conns is refused unless the route is a health probe; the
+// token is authorised against a — all before any of the body is read.
 func (s *Server) handleHTTP(pattern string, a Access, h http.Handler) {
 	s.table = append(s.table, Route{Pattern: pattern, Access: a})
 	health := pattern == "GET /healthz" || pattern == "GET /readyz"
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if overCap(r) && !health {
-			s.limit(w, r, false)
+		if !s.limit(w, r, health) {
 			return
 		}
 		r, ok := s.authorize(w, r, pattern, a)
-		if !ok || !s.limit(w, r, health) {
+		if !ok {
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -142,10 +142,16 @@ func overCap(r *http.Request) bool {
 	return v
 }
 
-// limit applies the per-request limits before a route runs: on a reserve
-// connection only health routes answer (Connection: close), everything
-// else gets 503; on a normal one the body gets its read deadline.
+// limit applies the per-request limits before a route runs: a body gets
+// its read deadline; on a reserve connection only health routes answer
+// (Connection: close) and everything else gets 503.
 func (s *Server) limit(w http.ResponseWriter, r *http.Request, health bool) bool {
+	if r.ContentLength != 0 { // a body, or one of unknown length
+		// net/http lifts this deadline itself once the body is read to its
+		// end (its background read of the connection starts with no
+		// deadline), so a handler may run longer than BodyTimeout.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.lim.BodyTimeout))
+	}
 	if overCap(r) {
 		w.Header().Set("Connection", "close")
 		if !health {
@@ -153,13 +159,6 @@ func (s *Server) limit(w http.ResponseWriter, r *http.Request, health bool) bool
 				Message: "the node is at its connection limit (--max-conns); only /healthz and /readyz are served over it"})
 			return false
 		}
-		return true
-	}
-	if r.ContentLength != 0 { // a body, or one of unknown length
-		// net/http lifts this deadline itself once the body is read to its
-		// end (its background read of the connection starts with no
-		// deadline), so a handler may run longer than BodyTimeout.
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.lim.BodyTimeout))
 	}
 	return true
 }

@@ -297,3 +297,50 @@ func TestMetricsAccess(t *testing.T) {
 		}
 	}
 }
+
+// Clients without a token that start a body and never finish it are
+// refused (401) and their connections end within the body timeout: the
+// refusal does not wait for the body, and net/http's drain of the unread
+// body after it is bounded by the same deadline.
+func TestRefusedSlowBodiesAreBounded(t *testing.T) {
+	const clients = 50
+	const bodyTimeout = 300 * time.Millisecond
+	s := New(Config{Addr: "127.0.0.1:0", AdminToken: "tok", Limits: Limits{BodyTimeout: bodyTimeout}}, Deps{}, nil)
+	s.handle("POST /j", needAdmin, func(w http.ResponseWriter, r *http.Request) error {
+		t.Error("the handler ran for a request without a token")
+		return nil
+	})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range clients {
+		c := slowBody(t, s.Addr())
+		defer c.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Errorf("client %d: %v", i, err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("client %d: %d, want 401", i, resp.StatusCode)
+			}
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("client %d: connection still open after the refusal: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if d := time.Since(start); d > bodyTimeout+3*time.Second {
+		t.Fatalf("refusing %d slow bodies took %v; want about %v", clients, d, bodyTimeout)
+	}
+}
