@@ -87,6 +87,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, pattern strin
 	}
 	if !ok {
 		s.metrics.authDenied.WithLabelValues("unauthenticated").Inc()
+		dropBody(w, r)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fusebox"`)
 		writeError(w, Errorf(http.StatusUnauthorized, CodeUnauthenticated,
 			"%s needs Authorization: Bearer <token> with role %s; none or an unknown token was given", pattern, a.Roles))
@@ -94,6 +95,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, pattern strin
 	}
 	if !a.Roles.Has(t.Role) {
 		s.metrics.authDenied.WithLabelValues("forbidden").Inc()
+		dropBody(w, r)
 		writeError(w, Errorf(http.StatusForbidden, CodePermission,
 			"%s needs a token with role %s; token %q has role %s", pattern, a.Roles, t.Name, t.Role))
 		return r, false

@@ -155,10 +155,23 @@ func (s *Server) limit(w http.ResponseWriter, r *http.Request, health bool) bool
 	if overCap(r) {
 		w.Header().Set("Connection", "close")
 		if !health {
+			dropBody(w, r)
 			writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: 1,
 				Message: "the node is at its connection limit (--max-conns); only /healthz and /readyz are served over it"})
 			return false
 		}
 	}
 	return true
+}
+
+// dropBody is for a request refused before its body was read: the answer
+// closes the connection, and the body's read deadline moves to now, so
+// net/http does not drain a body the client may be sending slowly (it
+// would hold the connection, and a --max-conns slot, until BodyTimeout).
+func dropBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		return
+	}
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
