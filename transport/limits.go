@@ -24,9 +24,9 @@ type Limits struct {
 	MaxHeaderBytes int
 	// MaxConns caps the connections served normally. Connections over it
 	// go to a small reserve (HealthReserve) that answers only /healthz and
-	// /readyz, with Connection: close and a hard ReserveDeadline; any
-	// other route there gets 503 with Retry-After. Past the reserve a new
-	// connection is closed at once.
+	// /readyz, with Connection: close, each closed ReserveDeadline after it
+	// was accepted; any other route there gets 503 with Retry-After. Past
+	// the reserve a new connection is closed at once.
 	MaxConns int
 	// HealthReserve is the number of connections over MaxConns kept for
 	// the health probes.
@@ -68,73 +68,65 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// capListener counts the connections it hands out against MaxConns and
-// the health reserve.
-type capListener struct {
-	net.Listener
+// connGate counts connections against MaxConns and the health reserve. It
+// works through http.Server's ConnContext (called in the accept loop, once
+// per connection, before anything is read) and ConnState hooks rather than
+// by wrapping the listener, so the connections the server sees are the
+// listener's own — a *tls.Conn stays one when the node serves HTTPS.
+type connGate struct {
 	lim             Limits
-	normal, reserve atomic.Int64
 	m               *serverMetrics
+	normal, reserve atomic.Int64
+	conns           sync.Map // net.Conn → *gated
 }
 
-func (l *capListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.normal.Add(1) <= int64(l.lim.MaxConns) {
-			l.m.conns.Inc()
-			return &countedConn{Conn: c, release: func() { l.normal.Add(-1); l.m.conns.Dec() }}, nil
-		}
-		l.normal.Add(-1)
-		if l.reserve.Add(1) <= int64(l.lim.HealthReserve) {
-			l.m.connsOverCap.WithLabelValues("reserve").Inc()
-			hard := time.Now().Add(l.lim.ReserveDeadline)
-			_ = c.SetDeadline(hard)
-			return &countedConn{Conn: c, hard: hard, release: func() { l.reserve.Add(-1) }}, nil
-		}
-		l.reserve.Add(-1)
-		l.m.connsOverCap.WithLabelValues("closed").Inc()
-		_ = c.Close()
-	}
-}
-
-// countedConn gives its slot back once, on Close. A reserve connection
-// (hard set) cannot have its deadlines pushed past hard by the server.
-type countedConn struct {
-	net.Conn
-	hard    time.Time
-	once    sync.Once
-	release func()
-}
-
-func (c *countedConn) Close() error {
-	c.once.Do(c.release)
-	return c.Conn.Close()
-}
-
-func (c *countedConn) clamp(t time.Time) time.Time {
-	if c.hard.IsZero() || (!t.IsZero() && t.Before(c.hard)) {
-		return t
-	}
-	return c.hard
-}
-
-func (c *countedConn) SetDeadline(t time.Time) error     { return c.Conn.SetDeadline(c.clamp(t)) }
-func (c *countedConn) SetReadDeadline(t time.Time) error { return c.Conn.SetReadDeadline(c.clamp(t)) }
-func (c *countedConn) SetWriteDeadline(t time.Time) error {
-	return c.Conn.SetWriteDeadline(c.clamp(t))
+// gated is a counted connection; a reserve one has a timer that closes it
+// at ReserveDeadline whatever deadlines the server sets on it.
+type gated struct {
+	reserve bool
+	kill    *time.Timer
 }
 
 // overCapKey marks the context of requests on a reserve connection.
 type overCapKey struct{}
 
-func connContext(ctx context.Context, c net.Conn) context.Context {
-	if cc, ok := c.(*countedConn); ok && !cc.hard.IsZero() {
+// connContext admits a new connection: a normal slot, else a reserve slot
+// (marked in its context, closed at ReserveDeadline), else it is closed
+// at once.
+func (g *connGate) connContext(ctx context.Context, c net.Conn) context.Context {
+	if g.normal.Add(1) <= int64(g.lim.MaxConns) {
+		g.m.conns.Inc()
+		g.conns.Store(c, &gated{})
+		return ctx
+	}
+	g.normal.Add(-1)
+	if g.reserve.Add(1) <= int64(g.lim.HealthReserve) {
+		g.m.connsOverCap.WithLabelValues("reserve").Inc()
+		g.conns.Store(c, &gated{reserve: true, kill: time.AfterFunc(g.lim.ReserveDeadline, func() { _ = c.Close() })})
 		return context.WithValue(ctx, overCapKey{}, true)
 	}
+	g.reserve.Add(-1)
+	g.m.connsOverCap.WithLabelValues("closed").Inc()
+	_ = c.Close() // the server's first read fails and it drops the connection
 	return ctx
+}
+
+// connState gives a connection's slot back when the server is done with it.
+func (g *connGate) connState(c net.Conn, st http.ConnState) {
+	if st != http.StateClosed && st != http.StateHijacked {
+		return
+	}
+	v, ok := g.conns.LoadAndDelete(c)
+	if !ok {
+		return
+	}
+	if e := v.(*gated); e.reserve {
+		e.kill.Stop()
+		g.reserve.Add(-1)
+	} else {
+		g.normal.Add(-1)
+		g.m.conns.Dec()
+	}
 }
 
 func overCap(r *http.Request) bool {

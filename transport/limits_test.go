@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -343,4 +344,41 @@ func TestRefusedSlowBodiesAreBounded(t *testing.T) {
 	if d := time.Since(start); d > bodyTimeout {
 		t.Fatalf("refusing %d slow bodies took %v; want well under the body timeout %v", clients, d, bodyTimeout)
 	}
+}
+
+// The cap works on a TLS listener the caller wraps (the node serves HTTPS
+// that way) without hiding the *tls.Conn from the server: requests see
+// their TLS state, and connections are counted and released.
+func TestConnectionCapOverTLS(t *testing.T) {
+	certSrc := httptest.NewTLSServer(http.NotFoundHandler()) // for its certificate and a client that trusts it
+	defer certSrc.Close()
+	reg := prometheus.NewRegistry()
+	s := New(Config{Limits: Limits{MaxConns: 4}, Registerer: reg}, Deps{}, nil)
+	s.handle("GET /tls", needNothing, func(w http.ResponseWriter, r *http.Request) error {
+		if r.TLS == nil || !r.TLS.HandshakeComplete {
+			return Errorf(http.StatusInternalServerError, CodeInternal, "no TLS state on the request")
+		}
+		w.WriteHeader(204)
+		return nil
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Serve(tls.NewListener(ln, certSrc.TLS))
+	defer s.Close(context.Background())
+	hc := certSrc.Client()
+	hc.Transport.(*http.Transport).DisableKeepAlives = true
+	for range 10 { // more than MaxConns, one at a time: slots are given back
+		resp, err := hc.Get("https://" + s.Addr() + "/tls")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 204 {
+			t.Fatalf("GET /tls: %d %s", resp.StatusCode, b)
+		}
+	}
+	waitUntil(t, 5*time.Second, "every slot given back", func() bool { return testutil.ToFloat64(s.metrics.conns) == 0 })
 }

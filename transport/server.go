@@ -76,19 +76,21 @@ func New(cfg Config, deps Deps, logger *slog.Logger) *Server {
 	s := &Server{cfg: cfg, deps: deps, log: logger, mux: http.NewServeMux(), done: make(chan struct{}),
 		single: authtoken.Single(cfg.AdminToken), lim: cfg.Limits.withDefaults(), metrics: newServerMetrics(cfg.Registerer, logger)}
 	s.routes()
+	gate := &connGate{lim: s.lim, m: s.metrics}
 	s.srv = &http.Server{
 		Handler:           s.mux,
 		ReadHeaderTimeout: s.lim.ReadHeaderTimeout,
 		IdleTimeout:       s.lim.IdleTimeout,
 		MaxHeaderBytes:    s.lim.MaxHeaderBytes,
-		ConnContext:       connContext,
+		ConnContext:       gate.connContext,
+		ConnState:         gate.connState,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
 	return s
 }
 
 // Handler exposes the routes, for tests that use httptest (no connection
-// cap: that lives in the listener Serve wraps).
+// cap: that lives in the http.Server's connection hooks).
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // Start binds Config.Addr and serves in the background.
@@ -102,14 +104,14 @@ func (s *Server) Start() error {
 }
 
 // Serve serves on a listener the caller bound (so the node can learn its
-// port before the rest of it starts), in the background, capped at
-// Limits.MaxConns connections plus the health reserve.
+// port before the rest of it starts; a TLS listener serves HTTPS), in the
+// background, capped at Limits.MaxConns connections plus the health
+// reserve.
 func (s *Server) Serve(ln net.Listener) {
 	s.ln = ln
-	capped := &capListener{Listener: ln, lim: s.lim, m: s.metrics}
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(capped); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
