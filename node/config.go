@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+
+	"fusebox/transport"
 )
 
 // DefaultShards is the shard count of a cluster created with no --shards.
@@ -29,6 +31,12 @@ type Config struct {
 	GossipKeyFile   string
 	// GossipKeys, when set, are used instead of GossipKeyFile (tests).
 	GossipKeys [][]byte
+	// AdminTokenFile is --admin-token-file: named API tokens with roles
+	// (internal/authtoken), reloaded when the file changes and by
+	// Node.ReloadTokens.
+	AdminTokenFile string
+	// AdminToken, used when AdminTokenFile is empty, is a single admin
+	// token (tests).
 	AdminToken string
 	// TLSCertFile, TLSKeyFile and TLSCAFile (PEM) turn on TLS for the API,
 	// Raft and leader forwarding; all three or none (tls.go).
@@ -38,6 +46,11 @@ type Config struct {
 	// Insecure allows the API or Raft beyond loopback without TLS and an
 	// admin token.
 	Insecure bool
+	// MetricsPublic serves /metrics without a token (--metrics-public).
+	MetricsPublic bool
+	// HTTPLimits are the API server's timeouts and connection cap
+	// (--max-conns, --http-body-timeout); zero fields take the defaults.
+	HTTPLimits transport.Limits
 	// EnablePprof serves Go's profiles under /debug/pprof/ on the HTTP API.
 	EnablePprof bool
 	// Timing is "lan" (production failure detection and elections) or
@@ -78,6 +91,12 @@ func (c *Config) Validate() error {
 	}
 	if err := c.validateSecurity(); err != nil {
 		return err
+	}
+	if c.HTTPLimits.MaxConns < 0 {
+		return fmt.Errorf("--max-conns %d: must not be negative", c.HTTPLimits.MaxConns)
+	}
+	if c.HTTPLimits.BodyTimeout < 0 {
+		return fmt.Errorf("--http-body-timeout %v: must not be negative", c.HTTPLimits.BodyTimeout)
 	}
 	switch c.Timing {
 	case "lan", "fast":

@@ -17,6 +17,7 @@ import (
 	"fusebox/cluster"
 	"fusebox/dynconfig"
 	"fusebox/internal/tlsutil"
+	"fusebox/internal/authtoken"
 	"fusebox/ownership"
 	"fusebox/raftstore"
 	"fusebox/transport"
@@ -41,6 +42,7 @@ type Node struct {
 	shards  *ownership.Manager
 	deliver *deliveries
 	api     *transport.Server
+	tokens  *authtoken.Store // the API tokens in force (nil set: no authorisation)
 
 	tls       *tlsutil.Holder // nil without TLS (tls.go)
 	peerHC    *http.Client    // node-to-node HTTPS client (tls.go)
@@ -76,6 +78,9 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 func (n *Node) Start(ctx context.Context) error {
 	cfg := n.cfg
 	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
+		return err
+	}
+	if err := n.loadTokens(); err != nil {
 		return err
 	}
 	keys := cfg.GossipKeys
@@ -164,7 +169,8 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(func() { n.watchForcedBreakers(loopCtx) })
 
 	peers := n.peerClient
-	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), AdminToken: cfg.AdminToken, EnablePprof: cfg.EnablePprof}, transport.Deps{
+	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), Tokens: n.tokens, MetricsPublic: cfg.MetricsPublic,
+		EnablePprof: cfg.EnablePprof, Limits: cfg.HTTPLimits, Registerer: n.reg}, transport.Deps{
 		Gatherer: n.reg,
 		Ready:    n.ready,
 		Store:    n.store,
@@ -246,6 +252,7 @@ func (n *Node) Close(ctx context.Context) error {
 		} else if n.httpLn != nil {
 			errs = append(errs, n.httpLn.Close())
 		}
+		n.tokens.Close()
 		errs = append(errs, n.deliver.close())
 		if n.cancel != nil {
 			n.cancel()

@@ -19,12 +19,9 @@ func (n *Node) addReloader(name string, fn func() error) {
 }
 
 // Reload re-reads what can change without a restart (serve calls it on
-// SIGHUP): the TLS certificate, key and CA bundle. Every reloader runs even
-// if an earlier one fails; each failure keeps that piece's old value and
-// is returned, named. Reloads run one at a time.
-//
-// Integrator: the admin token file (branch sec-auth) joins here with one
-// line in Start: n.addReloader("--admin-token-file", tokens.Reload).
+// SIGHUP): the TLS certificate, key and CA bundle, and the token file.
+// Every reloader runs even if an earlier one fails; each failure keeps that
+// piece's old value and is returned, named. Reloads run one at a time.
 func (n *Node) Reload() error {
 	n.reloadMu.Lock()
 	defer n.reloadMu.Unlock()

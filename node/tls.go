@@ -62,8 +62,7 @@ func (c *Config) validateSecurity() error {
 }
 
 // hasAdminToken: API calls need a bearer token.
-// Integrator (sec-auth): also true when AdminTokenFile is set.
-func (c *Config) hasAdminToken() bool { return c.AdminToken != "" }
+func (c *Config) hasAdminToken() bool { return c.AdminToken != "" || c.AdminTokenFile != "" }
 
 // isLoopbackHost: "localhost" or a loopback IP. An empty host or an
 // unspecified address (0.0.0.0, ::) binds every interface; any other name
@@ -113,7 +112,7 @@ func (n *Node) raftTLS() raftstore.TLSConfigs {
 
 // forwarder sends writes to the leader: over mutual TLS when TLS is on.
 func (n *Node) forwarder() raftstore.Forwarder {
-	f := &transport.Forwarder{Token: n.cfg.AdminToken}
+	f := &transport.Forwarder{Tokens: n.tokens}
 	if n.tls == nil {
 		return f
 	}
@@ -136,9 +135,9 @@ func (h httpsForwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string,
 // peerClient reaches another node's API (?scope=cluster, the status page).
 func (n *Node) peerClient(addr string) *transport.Client {
 	if n.tls != nil {
-		return transport.NewTLSClient(addr, n.cfg.AdminToken, n.peerHC)
+		return transport.NewTLSClient(addr, n.tokens.Set().Outgoing(), n.peerHC)
 	}
-	return transport.NewClient(addr, n.cfg.AdminToken, nil)
+	return transport.NewClient(addr, n.tokens.Set().Outgoing(), nil)
 }
 
 // closeTLS stops the poller and the peer connections. Idempotent.

@@ -76,11 +76,11 @@ func (s *Server) registerRoutes() {
 	if s.deps.Store != nil {
 		s.configRoutes()
 		s.endpointRoutes()
-		s.handle("POST /internal/v1/apply", s.internalApply)
-		s.handle("GET /v1/cluster/raft", s.clusterRaft)
+		s.handle("POST /internal/v1/apply", needNode, s.internalApply)
+		s.handle("GET /v1/cluster/raft", needRead, s.clusterRaft)
 	}
 	if s.deps.Members != nil {
-		s.handle("GET /v1/cluster/members", s.clusterMembers)
+		s.handle("GET /v1/cluster/members", needRead, s.clusterMembers)
 	}
 	if s.deps.Breakers != nil {
 		s.breakerRoutes()

@@ -19,10 +19,10 @@ const peerTimeout = 3 * time.Second
 const maxForceDuration = 7 * 24 * time.Hour
 
 func (s *Server) breakerRoutes() {
-	s.handle("GET /v1/breakers", s.breakerList)
+	s.handle("GET /v1/breakers", needRead, s.breakerList)
 	if s.deps.Store != nil {
-		s.handle("GET /v1/breakers/forced", s.breakerForcedList)
-		s.handle("POST /v1/breakers/force", s.breakerForce)
+		s.handle("GET /v1/breakers/forced", needRead, s.breakerForcedList)
+		s.handle("POST /v1/breakers/force", needAdmin, s.breakerForce)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"fusebox/internal/authtoken"
 	"fusebox/raftstore"
 )
 
@@ -92,13 +93,21 @@ func (s *Server) internalApply(w http.ResponseWriter, r *http.Request) error {
 // on the follower.
 type Forwarder struct {
 	// Token is the admin token, when the cluster has one.
-	Token  string
+	Token string
+	// Tokens, when set, wins over Token: the set in force at each call
+	// gives the node's outgoing token (its first node token, else its
+	// first admin token), so a reload applies to the next forward.
+	Tokens *authtoken.Store
 	Client *http.Client
 }
 
 // ForwardApply implements raftstore.Forwarder.
 func (f *Forwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*raftstore.ApplyResult, error) {
-	c := NewClient(leaderHTTPAddr, f.Token, f.Client)
+	tok := f.Token
+	if f.Tokens != nil {
+		tok = f.Tokens.Set().Outgoing()
+	}
+	c := NewClient(leaderHTTPAddr, tok, f.Client)
 	var res raftstore.ApplyResult
 	err := c.Do(ctx, http.MethodPost, "/internal/v1/apply", nil, applyRequest{Command: cmd, RequestID: requestID}, &res)
 	var e *Error

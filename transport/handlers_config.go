@@ -15,11 +15,11 @@ import (
 const readYourWritesWait = 5 * time.Second
 
 func (s *Server) configRoutes() {
-	s.handle("GET /v1/config", s.configList)
-	s.handle("GET /v1/config/_history", s.configHistory)
-	s.handle("GET /v1/config/{key}", s.configGet)
-	s.handle("PUT /v1/config/{key}", s.configPut)
-	s.handle("DELETE /v1/config/{key}", s.configDelete)
+	s.handle("GET /v1/config", needRead, s.configList)
+	s.handle("GET /v1/config/_history", needRead, s.configHistory)
+	s.handle("GET /v1/config/{key}", needRead, s.configGet)
+	s.handle("PUT /v1/config/{key}", needAdmin, s.configPut)
+	s.handle("DELETE /v1/config/{key}", needAdmin, s.configDelete)
 }
 
 func toConfigEntry(e raftstore.ConfigEntry) ConfigEntry {
@@ -115,14 +115,13 @@ func (s *Server) configHistory(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// meta stamps a command with the proposer's clock and the author: the
-// X-Fusebox-Author header (the CLI sends user@host) or the client address.
+// meta stamps a command with the proposer's clock and the author: the name
+// of the token that authorised the request ("anonymous" without tokens),
+// never a client-supplied header. It is set here, before proposing, so a
+// write a follower forwards to the leader carries its caller's name inside
+// the command.
 func (s *Server) meta(r *http.Request) raftstore.CommandMeta {
-	author := r.Header.Get("X-Fusebox-Author")
-	if author == "" || len(author) > 128 {
-		author = r.RemoteAddr
-	}
-	return raftstore.CommandMeta{At: time.Now().UTC(), Author: author, RequestID: r.Header.Get("X-Request-Id")}
+	return raftstore.CommandMeta{At: time.Now().UTC(), Author: CallerName(r.Context()), RequestID: r.Header.Get("X-Request-Id")}
 }
 
 // waitApplied gives read-your-writes on this node: the answer to a write

@@ -7,10 +7,10 @@ import (
 )
 
 func (s *Server) endpointRoutes() {
-	s.handle("GET /v1/endpoints", s.endpointList)
-	s.handle("GET /v1/endpoints/{name}", s.endpointGet)
-	s.handle("PUT /v1/endpoints/{name}", s.endpointPut)
-	s.handle("DELETE /v1/endpoints/{name}", s.endpointDelete)
+	s.handle("GET /v1/endpoints", needRead, s.endpointList)
+	s.handle("GET /v1/endpoints/{name}", needRead, s.endpointGet)
+	s.handle("PUT /v1/endpoints/{name}", needAdmin, s.endpointPut)
+	s.handle("DELETE /v1/endpoints/{name}", needAdmin, s.endpointDelete)
 }
 
 func toEndpoint(e raftstore.Endpoint) Endpoint {

@@ -7,20 +7,13 @@ import (
 
 // registerPprof serves Go's runtime profiles under /debug/pprof/ when
 // Config.EnablePprof is set (off by default: a CPU profile or a trace costs
-// the node CPU while it runs, and the profiles show its internals). With an
-// admin token configured, every profile needs it, reads included.
+// the node CPU while it runs, and the profiles show its internals). With
+// tokens configured, every profile needs the admin role, reads included.
 func (s *Server) registerPprof() {
-	guard := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if s.authorized(w, r) {
-				h(w, r)
-			}
-		}
-	}
-	s.mux.HandleFunc("GET /debug/pprof/", guard(pprof.Index)) // heap, goroutine, allocs, block, mutex, …
-	s.mux.HandleFunc("GET /debug/pprof/cmdline", guard(pprof.Cmdline))
-	s.mux.HandleFunc("GET /debug/pprof/profile", guard(pprof.Profile))
-	s.mux.HandleFunc("GET /debug/pprof/symbol", guard(pprof.Symbol))
-	s.mux.HandleFunc("POST /debug/pprof/symbol", guard(pprof.Symbol))
-	s.mux.HandleFunc("GET /debug/pprof/trace", guard(pprof.Trace))
+	s.handleHTTP("GET /debug/pprof/", needAdmin, http.HandlerFunc(pprof.Index)) // heap, goroutine, allocs, block, mutex, …
+	s.handleHTTP("GET /debug/pprof/cmdline", needAdmin, http.HandlerFunc(pprof.Cmdline))
+	s.handleHTTP("GET /debug/pprof/profile", needAdmin, http.HandlerFunc(pprof.Profile))
+	s.handleHTTP("GET /debug/pprof/symbol", needAdmin, http.HandlerFunc(pprof.Symbol))
+	s.handleHTTP("POST /debug/pprof/symbol", needAdmin, http.HandlerFunc(pprof.Symbol))
+	s.handleHTTP("GET /debug/pprof/trace", needAdmin, http.HandlerFunc(pprof.Trace))
 }

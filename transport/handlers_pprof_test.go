@@ -38,7 +38,7 @@ func TestPprofOptInAndGuarded(t *testing.T) {
 		{"off by default", Config{}, "", http.StatusNotFound, `"not_found"`},
 		{"on", Config{EnablePprof: true}, "", http.StatusOK, "goroutine profile: total"},
 		{"on, token set, none given", Config{EnablePprof: true, AdminToken: "tok"}, "", http.StatusUnauthorized, CodeUnauthenticated},
-		{"on, token set, wrong", Config{EnablePprof: true, AdminToken: "tok"}, "nope", http.StatusForbidden, CodePermission},
+		{"on, token set, wrong", Config{EnablePprof: true, AdminToken: "tok"}, "nope", http.StatusUnauthorized, CodeUnauthenticated},
 		{"on, token set, given", Config{EnablePprof: true, AdminToken: "tok"}, "tok", http.StatusOK, "goroutine profile: total"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,14 +27,14 @@ type ShardAdmin interface {
 }
 
 func (s *Server) shardRoutes() {
-	s.handle("GET /v1/shards", s.shardList)
-	s.handle("GET /v1/shards/{id}", s.shardGet)
-	s.handle("POST /v1/shards/{id}/move", s.shardMove)
-	s.handle("POST /v1/shards/{id}/unpin", s.shardUnpin)
-	s.handle("POST /v1/shards/{id}/close", s.shardClose)
-	s.handle("GET /v1/nodes/{id}/shards", s.nodeShards)
-	s.handle("POST /v1/nodes/{id}/drain", s.nodeDrain)
-	s.handle("DELETE /v1/nodes/{id}/drain", s.nodeUndrain)
+	s.handle("GET /v1/shards", needRead, s.shardList)
+	s.handle("GET /v1/shards/{id}", needRead, s.shardGet)
+	s.handle("POST /v1/shards/{id}/move", needAdmin, s.shardMove)
+	s.handle("POST /v1/shards/{id}/unpin", needAdmin, s.shardUnpin)
+	s.handle("POST /v1/shards/{id}/close", needAdmin, s.shardClose)
+	s.handle("GET /v1/nodes/{id}/shards", needRead, s.nodeShards)
+	s.handle("POST /v1/nodes/{id}/drain", needAdmin, s.nodeDrain)
+	s.handle("DELETE /v1/nodes/{id}/drain", needAdmin, s.nodeUndrain)
 }
 
 // shardState is the committed map and the draining set, or 503 if there is

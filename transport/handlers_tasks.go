@@ -49,12 +49,12 @@ const (
 // it when Deps.Tasks is set.
 func (s *Server) taskRoutes(svc TaskService) {
 	h := &taskHandlers{s: s, svc: svc}
-	s.handle("POST /v1/tasks", h.submit)
-	s.handle("POST /v1/tasks:batch", h.submitBatch)
-	s.handle("GET /v1/tasks/{id}", h.get)
-	s.handle("GET /v1/tasks", h.list)
-	s.handle("GET /v1/dlq", h.dlq)
-	s.handle("POST /v1/dlq/redrive", h.redrive)
+	s.handle("POST /v1/tasks", needSubmit, h.submit)
+	s.handle("POST /v1/tasks:batch", needSubmit, h.submitBatch)
+	s.handle("GET /v1/tasks/{id}", needTaskRead, h.get)
+	s.handle("GET /v1/tasks", needRead, h.list)
+	s.handle("GET /v1/dlq", needRead, h.dlq)
+	s.handle("POST /v1/dlq/redrive", needAdmin, h.redrive)
 }
 
 type taskHandlers struct {

@@ -6,7 +6,6 @@ package transport
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,12 +13,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"fusebox/internal/authtoken"
 )
 
 // DefaultMaxBodyBytes bounds every request body the API reads.
@@ -29,27 +29,41 @@ const DefaultMaxBodyBytes = 1 << 20
 type Config struct {
 	// Addr is host:port to listen on; port 0 picks a free port (see Addr()).
 	Addr string
-	// AdminToken, when non-empty, is required as "Authorization: Bearer
-	// <token>" on every mutating call.
+	// Tokens is the token set in force, read on every request so a reload
+	// applies to the next one. With tokens, every route but the public ones
+	// (/healthz, /readyz, the status page's static files) needs
+	// "Authorization: Bearer <token>" of a role the route accepts (auth.go).
+	Tokens *authtoken.Store
+	// AdminToken, used when Tokens is nil, is a single admin token (tests).
 	AdminToken string
+	// MetricsPublic serves /metrics without a token; otherwise it needs
+	// the read role when tokens are configured.
+	MetricsPublic bool
 	// MaxBodyBytes bounds request bodies (default 1 MiB).
 	MaxBodyBytes int64
-	// EnablePprof serves Go's profiles under /debug/pprof/ (behind
-	// AdminToken when one is set).
+	// EnablePprof serves Go's profiles under /debug/pprof/ (admin role).
 	EnablePprof bool
+	// Limits are the timeouts and the connection cap (limits.go).
+	Limits Limits
+	// Registerer takes the server's metrics; nil leaves them unregistered.
+	Registerer prometheus.Registerer
 }
 
 // Server serves the API. Build with New, then Start; Close shuts down
 // gracefully.
 type Server struct {
-	cfg    Config
-	deps   Deps
-	log    *slog.Logger
-	mux    *http.ServeMux
-	srv    *http.Server
-	ln     net.Listener
-	done   chan struct{}
-	closed sync.Once
+	cfg     Config
+	deps    Deps
+	log     *slog.Logger
+	mux     *http.ServeMux
+	srv     *http.Server
+	ln      net.Listener
+	done    chan struct{}
+	closed  sync.Once
+	single  *authtoken.Set // Config.AdminToken as a set
+	lim     Limits
+	table   []Route
+	metrics *serverMetrics
 }
 
 // New builds a server; routes are registered for the dependencies given.
@@ -60,18 +74,24 @@ func New(cfg Config, deps Deps, logger *slog.Logger) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	s := &Server{cfg: cfg, deps: deps, log: logger, mux: http.NewServeMux(), done: make(chan struct{})}
+	s := &Server{cfg: cfg, deps: deps, log: logger, mux: http.NewServeMux(), done: make(chan struct{}),
+		single: authtoken.Single(cfg.AdminToken), lim: cfg.Limits.withDefaults(), metrics: newServerMetrics(cfg.Registerer, logger)}
 	s.routes()
+	gate := &connGate{lim: s.lim, m: s.metrics}
 	s.srv = &http.Server{
 		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: s.lim.ReadHeaderTimeout,
+		IdleTimeout:       s.lim.IdleTimeout,
+		MaxHeaderBytes:    s.lim.MaxHeaderBytes,
+		ConnContext:       gate.connContext,
+		ConnState:         gate.connState,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
 	return s
 }
 
-// Handler exposes the routes, for tests that use httptest.
+// Handler exposes the routes, for tests that use httptest (no connection
+// cap: that lives in the http.Server's connection hooks).
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // Start binds Config.Addr and serves in the background.
@@ -85,7 +105,9 @@ func (s *Server) Start() error {
 }
 
 // Serve serves on a listener the caller bound (so the node can learn its
-// port before the rest of it starts), in the background.
+// port before the rest of it starts; a TLS listener serves HTTPS), in the
+// background, capped at Limits.MaxConns connections plus the health
+// reserve.
 func (s *Server) Serve(ln net.Listener) {
 	s.ln = ln
 	go func() {
@@ -121,63 +143,41 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
-func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	var g prometheus.Gatherer = prometheus.NewRegistry()
-	if s.deps.Gatherer != nil {
-		g = s.deps.Gatherer
-	}
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	s.registerRoutes()
-	if s.cfg.EnablePprof {
-		s.registerPprof()
-	}
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, Errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
-	})
+// serverMetrics are the server's own series (docs/metrics.md).
+type serverMetrics struct {
+	authDenied   *prometheus.CounterVec
+	conns        prometheus.Gauge
+	connsOverCap *prometheus.CounterVec
+	bodyTimeouts prometheus.Counter
 }
 
-// handle registers an API route. Mutating methods go through the admin
-// token check; every handler returns an error that is written in the API's
-// error format.
-func (s *Server) handle(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
-	mutating := !strings.HasPrefix(pattern, "GET ")
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if mutating && !s.authorized(w, r) {
-			return
-		}
-		if e := checkRequestText(r); e != nil {
-			writeError(w, e)
-			return
-		}
-		if r.URL.Query().Has("pretty") {
-			w = prettyWriter{w}
-		}
-		if err := h(w, r); err != nil {
-			writeError(w, s.mapError(err))
-		}
-	})
-}
-
-// authorized checks the bearer token in constant time: 401 without one,
-// 403 with a wrong one.
-func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if s.cfg.AdminToken == "" {
-		return true
+func newServerMetrics(reg prometheus.Registerer, log *slog.Logger) *serverMetrics {
+	m := &serverMetrics{
+		authDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fusebox_http_auth_denied_total",
+			Help: "API requests refused by authorisation: unauthenticated (401: no or unknown token) or forbidden (403: the token's role does not cover the route).",
+		}, []string{"reason"}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fusebox_http_connections",
+			Help: "Open API connections counted against --max-conns (the health reserve excluded).",
+		}),
+		connsOverCap: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fusebox_http_connections_over_cap_total",
+			Help: "Connections accepted over --max-conns: reserve (served only /healthz and /readyz) or closed (the reserve was full too).",
+		}, []string{"outcome"}),
+		bodyTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fusebox_http_body_timeouts_total",
+			Help: "Requests whose body did not arrive within --http-body-timeout (answered 408).",
+		}),
 	}
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || tok == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="fusebox"`)
-		writeError(w, Errorf(http.StatusUnauthorized, CodeUnauthenticated, "this call needs Authorization: Bearer <admin token>"))
-		return false
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.authDenied, m.conns, m.connsOverCap, m.bodyTimeouts} {
+			if err := reg.Register(c); err != nil {
+				log.Warn("http metrics not registered", "err", err)
+			}
+		}
 	}
-	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) != 1 {
-		writeError(w, Errorf(http.StatusForbidden, CodePermission, "the admin token is not valid"))
-		return false
-	}
-	return true
+	return m
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -213,6 +213,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // prettyWriter marks a response to indent (the request had ?pretty).
 type prettyWriter struct{ http.ResponseWriter }
 
+// Unwrap lets http.ResponseController reach the connection.
+func (p prettyWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
 // readJSON decodes a bounded body into v, rejecting unknown fields and
 // trailing data; errors name the problem.
 func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
@@ -221,6 +224,10 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(io.TeeReader(body, &raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.metrics.bodyTimeouts.Inc()
+			return Errorf(http.StatusRequestTimeout, CodeInvalidArgument, "request body not received within %v", s.lim.BodyTimeout)
+		}
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {

@@ -80,7 +80,7 @@ func TestMapErrorRoundTrip(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New(Config{}, Deps{}, nil)
-			s.handle("GET /x", func(w http.ResponseWriter, r *http.Request) error { return tc.err })
+			s.handle("GET /x", needNothing, func(w http.ResponseWriter, r *http.Request) error { return tc.err })
 			hs := httptest.NewServer(s.Handler())
 			defer hs.Close()
 			err := NewClient(hs.URL, "", nil).Do(context.Background(), http.MethodGet, "/x", nil, nil, nil)
@@ -95,10 +95,12 @@ func TestMapErrorRoundTrip(t *testing.T) {
 	}
 }
 
-func TestAuth(t *testing.T) {
+// A bare AdminToken is a one-admin-token set: no token or an unknown one
+// is 401 with WWW-Authenticate, and reads need it too.
+func TestAuthWithSingleAdminToken(t *testing.T) {
 	s := New(Config{AdminToken: "tok"}, Deps{}, nil)
-	s.handle("POST /w", func(w http.ResponseWriter, r *http.Request) error { w.WriteHeader(204); return nil })
-	s.handle("GET /r", func(w http.ResponseWriter, r *http.Request) error { w.WriteHeader(204); return nil })
+	s.handle("POST /w", needAdmin, func(w http.ResponseWriter, r *http.Request) error { w.WriteHeader(204); return nil })
+	s.handle("GET /r", needRead, func(w http.ResponseWriter, r *http.Request) error { w.WriteHeader(204); return nil })
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
 	ctx := context.Background()
@@ -107,9 +109,11 @@ func TestAuth(t *testing.T) {
 		code                string
 	}{
 		{"", "POST", "/w", CodeUnauthenticated},
-		{"nope", "POST", "/w", CodePermission},
+		{"nope", "POST", "/w", CodeUnauthenticated},
 		{"tok", "POST", "/w", ""},
-		{"", "GET", "/r", ""},
+		{"", "GET", "/r", CodeUnauthenticated},
+		{"tok", "GET", "/r", ""},
+		{"", "GET", "/healthz", ""},
 	} {
 		err := NewClient(hs.URL, tc.token, nil).Do(ctx, tc.method, tc.path, nil, nil, nil)
 		var e *Error
@@ -120,12 +124,21 @@ func TestAuth(t *testing.T) {
 			t.Errorf("%s %s with %q: %v; want %s", tc.method, tc.path, tc.token, err, tc.code)
 		}
 	}
+	req, _ := http.NewRequest("POST", hs.URL+"/w", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("no token: %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
 }
 
 // Bodies are bounded and strictly decoded; errors name the problem.
 func TestReadJSON(t *testing.T) {
 	s := New(Config{MaxBodyBytes: 64}, Deps{}, nil)
-	s.handle("POST /j", func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("POST /j", needNothing, func(w http.ResponseWriter, r *http.Request) error {
 		var v struct {
 			Name  string `json:"name"`
 			Count int    `json:"count"`
@@ -184,7 +197,7 @@ func TestDecodeErrorOfNonJSONBody(t *testing.T) {
 // Responses are compact JSON unless the request asks for ?pretty.
 func TestPrettyOnRequest(t *testing.T) {
 	s := New(Config{}, Deps{}, nil)
-	s.handle("GET /v", func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("GET /v", needNothing, func(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]int{"a": 1})
 		return nil
 	})

@@ -78,17 +78,28 @@ func tail(s string) string {
 // real sockets, fast timings) and waits until each is ready.
 func startCluster(t *testing.T, n int) []*node.Node {
 	t.Helper()
+	return startClusterWith(t, n, nil)
+}
+
+// startClusterWith is startCluster with each node's Config adjusted by
+// mutate (nil: none).
+func startClusterWith(t *testing.T, n int, mutate func(*node.Config)) []*node.Node {
+	t.Helper()
 	var (
 		nodes []*node.Node
 		join  []string
 	)
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("n%d", i)
-		nd, err := node.New(node.Config{
+		cfg := node.Config{
 			NodeID: id, DataDir: filepath.Join(t.TempDir(), id),
 			HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0",
 			Join: join, BootstrapExpect: n, Shards: node.DefaultShards, Timing: "fast", Version: "test",
-		}, nil)
+		}
+		if mutate != nil {
+			mutate(&cfg)
+		}
+		nd, err := node.New(cfg, nil)
 		if err != nil {
 			t.Fatalf("node %s: %v", id, err)
 		}

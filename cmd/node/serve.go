@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"fusebox/node"
+	"fusebox/transport"
 )
 
 // serveFlags are the contract's flags (DESIGN.md "External contract"); each
@@ -34,6 +35,9 @@ type serveFlags struct {
 	enablePprof     bool
 	tls             tlsFlags // tls.go
 	rejoinEmpty     bool
+	metricsPublic   bool
+	maxConns        int
+	httpBodyTimeout time.Duration
 }
 
 func serveCmd() *cobra.Command {
@@ -87,13 +91,16 @@ localhost, including 0.0.0.0) serve refuses to start without TLS and
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "number of servers that bootstrap a new cluster together once they see each other (0: 1 when --join is empty, else join an existing cluster)")
 	fl.IntVar(&f.shards, "shards", node.DefaultShards, "number of shards, fixed when the cluster is created; later values must match (production: 4–8× the largest node count you expect)")
 	fl.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "file of base64 AES keys (16, 24 or 32 bytes), one per line, first is used to encrypt; without the key a node can neither join nor be heard")
-	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding the bearer token that mutating API calls must present (Authorization: Bearer <token>)")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file of named API tokens, one '<name> <role> <token>' a line (roles submit, read, node, admin; a file of one bare token is an admin token); every route but /healthz and /readyz then needs Authorization: Bearer <token> of its role; re-read when it changes (docs/operations.md)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.timing, "timing", "lan", "failure-detection and election timings: lan (production) or fast (tests and demos on one host)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take before the node stops anyway")
 	fl.BoolVar(&f.rejoinEmpty, "rejoin-empty", false, "start even though --data-dir lost its Raft log (raft.db missing or empty): leave the Raft configuration and rejoin as a new member that copies the state from the leader; needs a running cluster (docs/operations.md)")
-	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the HTTP API (behind the admin token when one is set)")
+	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the HTTP API (admin role when tokens are set)")
+	fl.BoolVar(&f.metricsPublic, "metrics-public", false, "serve /metrics without a token (by default it needs the read role when tokens are set)")
+	fl.IntVar(&f.maxConns, "max-conns", transport.DefaultMaxConns, fmt.Sprintf("most HTTP API connections served at once; over it %d more are kept to answer /healthz and /readyz only, the rest are closed (keep it well below the fd limit, ulimit -n)", transport.DefaultHealthReserve))
+	fl.DurationVar(&f.httpBodyTimeout, "http-body-timeout", transport.DefaultBodyTimeout, "how long a client may take to send a request body; a slower one gets 408 and its connection is closed")
 	f.tls.register(fl)
 	return cmd
 }
@@ -162,10 +169,6 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	token, err := readSecretFile("--admin-token-file", f.adminTokenFile)
-	if err != nil {
-		return err
-	}
 	cfg := node.Config{
 		NodeID:          f.nodeID,
 		DataDir:         f.dataDir,
@@ -176,8 +179,10 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 		BootstrapExpect: f.bootstrapExpect,
 		Shards:          f.shards,
 		GossipKeyFile:   f.gossipKeyFile,
-		AdminToken:      token,
+		AdminTokenFile:  f.adminTokenFile,
 		EnablePprof:     f.enablePprof,
+		MetricsPublic:   f.metricsPublic,
+		HTTPLimits:      transport.Limits{MaxConns: f.maxConns, BodyTimeout: f.httpBodyTimeout},
 		Timing:          f.timing,
 		Version:         version,
 		TLSCertFile:     f.tls.certFile,

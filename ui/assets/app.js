@@ -16,6 +16,35 @@
 
   const $ = (id) => document.getElementById(id);
 
+  // The API token, when the node has tokens: typed into the header's
+  // prompt, or handed over once as /ui/#token=… (the fragment never
+  // reaches a server and is wiped from the address bar at once). It lives
+  // in sessionStorage — this tab only, gone when it closes — and is sent
+  // as a bearer header, never in a URL.
+  const TOKEN_KEY = 'fusebox.token';
+  function readToken() {
+    try { return sessionStorage.getItem(TOKEN_KEY) || ''; } catch (e) { return ''; }
+  }
+  function storeToken(tok) {
+    try {
+      if (tok) sessionStorage.setItem(TOKEN_KEY, tok); else sessionStorage.removeItem(TOKEN_KEY);
+    } catch (e) { /* storage disabled: the token lasts until reload */ }
+    token = tok;
+  }
+  let token = readToken();
+  const fromFragment = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  if (fromFragment) {
+    storeToken(decodeURIComponent(fromFragment[1]));
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+
+  // showAuth shows the token prompt (why: a message) or hides it.
+  function showAuth(why) {
+    $('auth').hidden = !why;
+    $('token-forget').hidden = !token || !!why;
+    if (why) $('token-input').setAttribute('aria-description', why);
+  }
+
   // el builds an element: props are assigned as DOM properties (className,
   // title, ...) except dataset, which is merged; children are nodes or
   // strings (as text).
@@ -37,11 +66,15 @@
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), FETCH_TIMEOUT_MS);
     try {
-      const resp = await fetch(path, { signal: ctl.signal, headers: { Accept: 'application/json' }, cache: 'no-store' });
+      const headers = { Accept: 'application/json' };
+      if (token) headers.Authorization = `Bearer ${token}`;
+      const resp = await fetch(path, { signal: ctl.signal, headers, cache: 'no-store' });
       const body = await resp.json().catch(() => null);
       if (!resp.ok) {
         const msg = body && body.error ? `${body.error.code}: ${body.error.message}` : `HTTP ${resp.status}`;
-        throw new Error(`${path}: ${msg}`);
+        const err = new Error(`${path}: ${msg}`);
+        err.auth = resp.status === 401 || resp.status === 403;
+        throw err;
       }
       return body;
     } catch (err) {
@@ -232,10 +265,29 @@
     if (!showError('history-error', history)) renderHistory(val(history)); else failed++;
 
     const status = $('status');
-    status.textContent = `Updated ${new Date().toLocaleTimeString()}` + (failed ? ` — ${failed} section${failed === 1 ? '' : 's'} could not load` : '');
-    status.className = failed ? 'degraded' : 'ok';
+    const denied = [members, raft, shards, breakers, forced, timeline, history].find((r) => r.status === 'rejected' && r.reason && r.reason.auth);
+    if (denied) {
+      status.textContent = token ? 'This token may not read the cluster: enter one with the read role.' : 'This node needs an API token: enter one with the read role.';
+      status.className = 'degraded';
+      showAuth(denied.reason.message);
+    } else {
+      status.textContent = `Updated ${new Date().toLocaleTimeString()}` + (failed ? ` — ${failed} section${failed === 1 ? '' : 's'} could not load` : '');
+      status.className = failed ? 'degraded' : 'ok';
+      showAuth('');
+    }
     document.body.dataset.loaded = 'true';
   }
+
+  let timer = null;
+  function useToken(tok) {
+    storeToken(tok);
+    $('token-input').value = '';
+    clearTimeout(timer);
+    loop();
+  }
+  $('token-save').addEventListener('click', () => useToken($('token-input').value.trim()));
+  $('token-input').addEventListener('keydown', (e) => { if (e.key === 'Enter') useToken($('token-input').value.trim()); });
+  $('token-forget').addEventListener('click', () => useToken(''));
 
   async function loop() {
     try {
@@ -245,7 +297,8 @@
       status.textContent = `Refresh failed: ${err && err.message ? err.message : err}`;
       status.className = 'degraded';
     }
-    setTimeout(loop, REFRESH_MS);
+    clearTimeout(timer); // a loop started by useToken while one was in flight: keep one chain
+    timer = setTimeout(loop, REFRESH_MS);
   }
 
   loop();
