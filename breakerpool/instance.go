@@ -95,6 +95,21 @@ func (b *Breaker) newInstance(s *Settings) *instance {
 	return inst
 }
 
+// counts returns the instance's counts for the window in force now.
+// gobreaker's Counts does not advance the window; its State does, as its
+// own Allow would: a closed fixed window (Interval without BucketPeriod)
+// that ended starts a new generation with zero counts, and a rolling window
+// drops the buckets that aged out. So a read after a quiet Interval shows
+// what the next call will be counted against, not the expired window.
+// Nothing to advance with Interval 0 (the default); and a tripped instance
+// is left alone, since State could move it on to half-open.
+func (inst *instance) counts() gobreaker.Counts {
+	if inst.interval > 0 && inst.trip.Load() == tripNone {
+		inst.cb.State()
+	}
+	return inst.cb.Counts()
+}
+
 // readyToTrip is the trip policy: FailureThreshold consecutive failures, or
 // a failure rate over at least MinRequests completed calls in the window.
 // It never trips while the breaker is forced closed or disabled.
