@@ -374,7 +374,11 @@ func (b *Breaker) State() gobreaker.State {
 // half-open, zero while open.
 func (b *Breaker) Counts() gobreaker.Counts {
 	if b.flags.Load()&flagGate == 0 {
-		return b.cur.Load().counts()
+		inst := b.cur.Load()
+		if inst.interval != 0 {
+			return inst.windowCounts()
+		}
+		return inst.cb.Counts()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -389,7 +393,11 @@ func (b *Breaker) countsLocked() gobreaker.Counts {
 	case gateHalfOpen:
 		return gobreaker.Counts{Requests: b.probeAdmitted, TotalSuccesses: b.probeSuccess, ConsecutiveSuccesses: b.probeSuccess}
 	default:
-		return b.cur.Load().counts()
+		inst := b.cur.Load()
+		if inst.interval != 0 {
+			return inst.windowCounts()
+		}
+		return inst.cb.Counts()
 	}
 }
 

@@ -95,18 +95,25 @@ func (b *Breaker) newInstance(s *Settings) *instance {
 	return inst
 }
 
-// counts returns the instance's counts for the window in force now.
+// windowCounts returns the counts of an instance with an Interval for the
+// window in force now.
 // gobreaker's Counts does not advance the window; its State does, as its
 // own Allow would: a closed fixed window (Interval without BucketPeriod)
 // that ended starts a new generation with zero counts, and a rolling window
 // drops the buckets that aged out. So a read after a quiet Interval shows
 // what the next call will be counted against, not the expired window.
-// Nothing to advance with Interval 0 (the default); and a tripped instance
-// is left alone, since State could move it on to half-open.
-func (inst *instance) counts() gobreaker.Counts {
-	if inst.interval > 0 && inst.trip.Load() == tripNone {
-		inst.cb.State()
+// An empty window needs no advancing (an idle breaker's steady state once a
+// read has rolled it: one lock, as before), and a tripped instance is left
+// alone, since State could move it on to half-open. With Interval 0 (the
+// default) there is never anything to advance: callers test inst.interval
+// and read gobreaker directly, so that read stays the one inlined call it
+// was.
+func (inst *instance) windowCounts() gobreaker.Counts {
+	c := inst.cb.Counts()
+	if c == (gobreaker.Counts{}) || inst.trip.Load() != tripNone {
+		return c
 	}
+	inst.cb.State()
 	return inst.cb.Counts()
 }
 
