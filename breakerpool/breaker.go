@@ -368,11 +368,17 @@ func (b *Breaker) State() gobreaker.State {
 	return b.state
 }
 
-// Counts returns the current generation's counts: gobreaker's while closed,
-// the probes' while half-open, zero while open.
+// Counts returns the current generation's counts: gobreaker's while closed
+// (for the window in force now: an Interval that ended with no call reads as
+// a new, empty window, as gobreaker's State sees it), the probes' while
+// half-open, zero while open.
 func (b *Breaker) Counts() gobreaker.Counts {
 	if b.flags.Load()&flagGate == 0 {
-		return b.cur.Load().cb.Counts()
+		inst := b.cur.Load()
+		if inst.interval != 0 {
+			return inst.windowCounts()
+		}
+		return inst.cb.Counts()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -387,7 +393,11 @@ func (b *Breaker) countsLocked() gobreaker.Counts {
 	case gateHalfOpen:
 		return gobreaker.Counts{Requests: b.probeAdmitted, TotalSuccesses: b.probeSuccess, ConsecutiveSuccesses: b.probeSuccess}
 	default:
-		return b.cur.Load().cb.Counts()
+		inst := b.cur.Load()
+		if inst.interval != 0 {
+			return inst.windowCounts()
+		}
+		return inst.cb.Counts()
 	}
 }
 

@@ -95,6 +95,28 @@ func (b *Breaker) newInstance(s *Settings) *instance {
 	return inst
 }
 
+// windowCounts returns the counts of an instance with an Interval for the
+// window in force now.
+// gobreaker's Counts does not advance the window; its State does, as its
+// own Allow would: a closed fixed window (Interval without BucketPeriod)
+// that ended starts a new generation with zero counts, and a rolling window
+// drops the buckets that aged out. So a read after a quiet Interval shows
+// what the next call will be counted against, not the expired window.
+// An empty window needs no advancing (an idle breaker's steady state once a
+// read has rolled it: one lock, as before), and a tripped instance is left
+// alone, since State could move it on to half-open. With Interval 0 (the
+// default) there is never anything to advance: callers test inst.interval
+// and read gobreaker directly, so that read stays the one inlined call it
+// was.
+func (inst *instance) windowCounts() gobreaker.Counts {
+	c := inst.cb.Counts()
+	if c == (gobreaker.Counts{}) || inst.trip.Load() != tripNone {
+		return c
+	}
+	inst.cb.State()
+	return inst.cb.Counts()
+}
+
 // readyToTrip is the trip policy: FailureThreshold consecutive failures, or
 // a failure rate over at least MinRequests completed calls in the window.
 // It never trips while the breaker is forced closed or disabled.

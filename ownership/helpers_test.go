@@ -105,6 +105,7 @@ type node struct {
 	id    string
 	store *raftstore.Store
 	own   *Manager
+	reg   *prometheus.Registry
 }
 
 type cluster struct {
@@ -146,8 +147,9 @@ func (c *cluster) start(id string, expect, shards int) *node {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	reg := prometheus.NewRegistry()
 	own, err := New(Config{NodeID: id, Shards: shards, Backstop: 500 * time.Millisecond, DrainTimeout: 10 * time.Second,
-		AdminWait: 5 * time.Second, Registerer: prometheus.NewRegistry()}, s, c.members)
+		AdminWait: 5 * time.Second, Registerer: reg}, s, c.members)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -155,7 +157,7 @@ func (c *cluster) start(id string, expect, shards int) *node {
 		c.t.Fatal(err)
 	}
 	c.addrs[id] = s.RaftAddr()
-	n := &node{id: id, store: s, own: own}
+	n := &node{id: id, store: s, own: own, reg: reg}
 	c.nodes[id] = n
 	c.fwd.mu.Lock()
 	c.fwd.stores["http-"+id] = s

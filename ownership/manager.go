@@ -76,12 +76,13 @@ func New(cfg Config, store Store, members Members) (*Manager, error) {
 	if store == nil || members == nil {
 		return nil, errors.New("ownership: store and members are required")
 	}
-	met, err := newMetrics(cfg.Registerer)
+	m := &Manager{cfg: cfg, store: store, members: members, log: cfg.Logger.With("component", "ownership"),
+		changed: make(chan struct{})}
+	met, err := newMetrics(cfg.Registerer, m.unownedShards)
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, store: store, members: members, log: cfg.Logger.With("component", "ownership"), metrics: met,
-		changed: make(chan struct{})}
+	m.metrics = met
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	store.OnLeader(m.runLeader)
 	return m, nil

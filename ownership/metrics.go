@@ -4,6 +4,9 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/raftstore"
+	"fusebox/shardmap"
 )
 
 type metrics struct {
@@ -12,7 +15,9 @@ type metrics struct {
 	commits *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics builds the metrics and registers them on reg (if not nil);
+// unowned computes fusebox_shards_unowned at scrape time.
+func newMetrics(reg prometheus.Registerer, unowned func() float64) (*metrics, error) {
 	m := &metrics{
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fusebox_shards_owned",
@@ -30,10 +35,46 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.owned, m.version, m.commits} {
+	unownedGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fusebox_shards_unowned",
+		Help: "Shards of the committed shard map with no owner, or whose owner is not an alive (or suspect) member, as this node sees them.",
+	}, unowned)
+	for _, c := range []prometheus.Collector{m.owned, m.version, m.commits, unownedGauge} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("ownership: metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// unownedShards is fusebox_shards_unowned: the shards of the committed map
+// (as this node follows it) that no live member owns — owner "" (released,
+// or placed while nobody was live) or a member that gossip reports failed
+// or left, or does not know. Alive and suspect members count as live, as
+// for placement: a suspect keeps its shards. Computed at scrape time from
+// the holder and the membership, so it is current without a goroutine; 0
+// before the first map (the alert's other branch covers a cluster where
+// nobody owns anything).
+func (m *Manager) unownedShards() float64 {
+	return float64(unowned(m.holder.Load(), m.members.Members()))
+}
+
+// unowned counts the shards of sm whose owner is not a live member.
+func unowned(sm *shardmap.Map, members []raftstore.Member) int {
+	if sm == nil {
+		return 0
+	}
+	live := make(map[string]bool, len(members))
+	for _, mb := range members {
+		if mb.ID != "" && (mb.Status == raftstore.MemberAlive || mb.Status == raftstore.MemberSuspect) {
+			live[mb.ID] = true
+		}
+	}
+	n := 0
+	for _, a := range sm.Shards {
+		if !live[a.Owner] { // "" is never live
+			n++
+		}
+	}
+	return n
 }

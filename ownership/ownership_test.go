@@ -61,11 +61,25 @@ func TestPlacementFollowsMembership(t *testing.T) {
 	if _, err := c.nodes["a"].own.Unpin(ctxT(t), aShard, "test"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "unpinned shard back on a", func() bool {
-		return c.converged("a", "b", "c") && c.nodes["a"].own.Owned()[aShard] != 0
+	// Placement is balanced (each of a, b, c owns 10 or 11 of the 32) once
+	// the leader has placed after the unpin; the shard may stay on b.
+	waitFor(t, 10*time.Second, "unpinned and balanced again", func() bool {
+		if !c.converged("a", "b", "c") {
+			return false
+		}
+		m := c.nodes["a"].own.Holder().Load()
+		for _, id := range []string{"a", "b", "c"} {
+			if n := len(m.OwnedBy(id)); n < 10 || n > 11 {
+				return false
+			}
+		}
+		return m.Shards[aShard].Pinned == ""
 	})
-	if got := c.nodes["a"].own.Holder().Load().OwnedBy("c"); len(got) != len(before.OwnedBy("c")) {
-		t.Fatalf("suspect c lost shards: %v → %v", before.OwnedBy("c"), got)
+	placed := c.nodes["a"].own.Holder().Load()
+	for _, s := range before.OwnedBy("c") {
+		if a := placed.Shards[s]; a.Owner != "c" || a.Epoch != before.Shards[s].Epoch {
+			t.Fatalf("suspect c lost shard %d: %+v → %+v", s, before.Shards[s], a)
+		}
 	}
 	c.members.setStatus("c", raftstore.MemberAlive)
 

@@ -2,9 +2,10 @@
 //
 // ShardOf hashes a (namespaceID, workflowID) pair to one of the cluster's
 // fixed number of shards with a hash that never changes across releases. The
-// Raft leader builds versioned Maps with New, Rebalance (rendezvous hashing
-// over the live members, with operator pins), Release (the admin "close") and
-// Drain, and commits them; every node keeps the newest committed Map in a
+// Raft leader builds versioned Maps with New, Rebalance (a sticky,
+// bounded-load placement over the live members: every member owns ⌊S/N⌋ or
+// ⌈S/N⌉ shards, ranked by rendezvous hashing, with operator pins), Release
+// (the admin "close") and Drain, and commits them; every node keeps the newest committed Map in a
 // Holder and reads it without locks on the hot path. Each shard carries an
 // epoch that increases whenever its owner changes; CheckEpoch refuses work
 // from anyone but the current owner at the current epoch with a

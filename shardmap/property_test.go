@@ -1,6 +1,7 @@
 package shardmap
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -61,6 +62,7 @@ func TestRebalanceProperties(t *testing.T) {
 				t.Fatal("Rebalance of its own result changed the map")
 			}
 			checkOwners(t, next, ms, pins)
+			checkFreeBalanced(t, next, ms, pins)
 			cur = next
 		}
 
@@ -73,6 +75,12 @@ func TestRebalanceProperties(t *testing.T) {
 				before := cur
 				live[id] = true
 				rebalance(t, members())
+				if slices.Contains(slices.Collect(maps.Values(pins)), id) {
+					// A pin to the joiner takes effect: that shard leaves
+					// the balanced set, and restoring the balance may
+					// move one shard between old members.
+					return
+				}
 				for i, a := range cur.Shards {
 					if a.Owner != before.Shards[i].Owner && before.Shards[i].Owner != "" && a.Owner != id && a.Owner != pins[i] {
 						t.Fatalf("join of %s moved shard %d %s→%s", id, i, before.Shards[i].Owner, a.Owner)
@@ -197,4 +205,88 @@ func checkOwners(t *rapid.T, m *Map, members []string, pins map[int]string) {
 	if len(members) > 0 && total != m.NumShards {
 		t.Fatalf("OwnedBy over live members covers %d of %d shards", total, m.NumShards)
 	}
+}
+
+// checkFreeBalanced checks the balance bound with pins: the shards not
+// pinned to a live member are spread so that every live member owns
+// ⌊F/k⌋ or ⌈F/k⌉ of them.
+func checkFreeBalanced(t *rapid.T, m *Map, members []string, pins map[int]string) {
+	if len(members) == 0 {
+		return
+	}
+	free := map[string]int{}
+	total := 0
+	for i, a := range m.Shards {
+		if p := pins[i]; p != "" && slices.Contains(members, p) {
+			continue
+		}
+		free[a.Owner]++
+		total++
+	}
+	lo, hi := total/len(members), (total+len(members)-1)/len(members)
+	for _, id := range members {
+		if c := free[id]; c < lo || c > hi {
+			t.Fatalf("%s owns %d unpinned shards, want %d..%d (%v)", id, c, lo, hi, free)
+		}
+	}
+}
+
+// TestPlacementBoundsProperty checks the placement bounds for random shard
+// counts, cluster sizes and node names, through a random sequence of joins
+// and leaves: after every step each member owns ⌊S/N⌋ or ⌈S/N⌉ shards (so
+// max/mean ≤ ⌈S/N⌉/(S/N)); a join moves shards only to the joiner, and
+// only its share; a leave moves exactly the leaver's shards; the result
+// does not depend on member order; and the same inputs give the same map.
+func TestPlacementBoundsProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.IntRange(1, 2048).Draw(t, "shards")
+		name := rapid.StringMatching(`[a-z0-9][a-z0-9.:-]{0,20}`)
+		members := rapid.SliceOfNDistinct(name, 1, 24, rapid.ID[string]).Draw(t, "members")
+		cur := mustRebalance(t, mustNew(t, s), members, nil)
+		checkBalanced(t, ownersOf(cur), members)
+
+		for step := range rapid.IntRange(1, 6).Draw(t, "steps") {
+			prev, before := cur, slices.Clone(members)
+			join := len(members) == 1 || rapid.Bool().Draw(t, "join")
+			var who string
+			if join {
+				who = name.Filter(func(id string) bool { return !slices.Contains(members, id) }).Draw(t, "joiner")
+				members = append(members, who)
+			} else {
+				i := rapid.IntRange(0, len(members)-1).Draw(t, "leaver")
+				who = members[i]
+				members = slices.Delete(members, i, i+1)
+			}
+			cur = mustRebalance(t, prev, members, nil)
+			owners := ownersOf(cur)
+			checkBalanced(t, owners, members)
+
+			moved := 0
+			for i, a := range cur.Shards {
+				was := prev.Shards[i].Owner
+				if a.Owner == was {
+					continue
+				}
+				moved++
+				if join && a.Owner != who {
+					t.Fatalf("step %d: join of %s moved shard %d %s → %s", step, who, i, was, a.Owner)
+				}
+				if !join && was != who {
+					t.Fatalf("step %d: leave of %s moved shard %d %s → %s", step, who, i, was, a.Owner)
+				}
+			}
+			if share := loads(ownersOf(prev))[who]; !join && moved != share {
+				t.Fatalf("step %d: leave of %s moved %d shards, it owned %d", step, who, moved, share)
+			}
+			if join && (moved != loads(owners)[who] || moved > (s+len(members)-1)/len(members)) {
+				t.Fatalf("step %d: join of %s moved %d shards to a node now owning %d (S=%d, N=%d)", step, who, moved, loads(owners)[who], s, len(members))
+			}
+
+			shuffled := rapid.Permutation(members).Draw(t, "order")
+			again, _, err := Rebalance(prev, append(shuffled, shuffled[0], ""), nil)
+			if err != nil || !again.Equal(cur) {
+				t.Fatalf("step %d: placement depends on member order (%v vs %v)", step, before, shuffled)
+			}
+		}
+	})
 }

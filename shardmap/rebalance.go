@@ -12,11 +12,15 @@ import (
 //
 // For every shard:
 //   - if pins names a node for it and that node is among members, the node
-//     owns the shard;
-//   - otherwise the rendezvous (HRW) winner among members owns it, so a
-//     member joining takes over only the shards it wins and a member leaving
-//     gives up only the shards it owned; a pin to a node that is not live
-//     falls back to placement and takes effect again when the node returns;
+//     owns the shard (a pin to a node that is not live falls back to
+//     placement and takes effect again when the node returns);
+//   - otherwise placement is sticky and balanced: the unpinned shards are
+//     spread so that every member owns ⌊F/k⌋ or ⌈F/k⌉ of them (F unpinned
+//     shards, k members), a shard stays with its previous owner while that
+//     owner is live and within its share, and the rest go to the
+//     rendezvous-best member with room (see place). So a member joining
+//     takes only what the new balance requires and only from members above
+//     it, and a member leaving gives up only the shards it owned;
 //   - with no members at all, the owner is "";
 //   - Epoch is incremented exactly when the owner changes (also to or from
 //     ""), which fences the previous owner;
@@ -39,18 +43,12 @@ func Rebalance(prev *Map, members []string, pins map[int]string) (next *Map, cha
 			return nil, false, err
 		}
 	}
-	cs := candidates(members)
+	owners := place(prev, candidates(members), pins)
 	next = prev.clone()
 	for i := range next.Shards {
 		a := &next.Shards[i]
 		a.Pinned = pins[i]
-		var owner string
-		if a.Pinned != "" && contains(cs, a.Pinned) {
-			owner = a.Pinned
-		} else {
-			owner = hrw(i, cs)
-		}
-		if owner != a.Owner {
+		if owner := owners[i]; owner != a.Owner {
 			a.Owner = owner
 			a.Epoch++
 		}
