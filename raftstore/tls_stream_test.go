@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -149,7 +150,7 @@ func TestTLSStreamRefusesPlainRaftAndStalledHandshakes(t *testing.T) {
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "f"}, []string{"direction"})
 	layer := newTLSStreamLayer(ln, ln.Addr(), peer, time.Second, failures, c.nodes["n1"].logger)
 	good := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: layer, MaxPool: 1, Timeout: 2 * time.Second})
-	defer good.Close()
+	defer func() { good.CloseStreams(); _ = good.Close() }() // Close leaves pooled conns open
 	var vote raft.RequestVoteResponse
 	start := time.Now()
 	err = good.RequestVote("n1", raft.ServerAddress(s.RaftAddr()), &raft.RequestVoteRequest{
@@ -158,8 +159,11 @@ func TestTLSStreamRefusesPlainRaftAndStalledHandshakes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a peer with a CA certificate was not answered: %v", err)
 	}
-	if d := time.Since(start); d > 400*time.Millisecond {
-		t.Errorf("the real peer's RPC took %v with a stalled handshake pending", d)
+	// The stalled handshake is still pending (its timeout has not passed):
+	// the peer was served beside it, not after it.
+	_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	if _, err := stalled.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("stalled connection closed before the peer's RPC was answered (%v after %v): the peer waited for it", err, time.Since(start))
 	}
 
 	// The stalled connection is closed after the handshake timeout.
@@ -168,9 +172,13 @@ func TestTLSStreamRefusesPlainRaftAndStalledHandshakes(t *testing.T) {
 		t.Fatalf("stalled connection: read %v, want EOF (closed by the node)", err)
 	}
 
+	// Raft adopts a higher term from any AppendEntries it decodes, before
+	// it looks at the entries: an unchanged term means the stranger's RPC
+	// was never read. (The last index may grow meanwhile by the leader's
+	// own writes, so it proves nothing.)
 	after := s.Stats()
-	if after.Term != before.Term || after.LastIndex != before.LastIndex {
-		t.Fatalf("the stranger changed raft: term %d→%d, last index %d→%d", before.Term, after.Term, before.LastIndex, after.LastIndex)
+	if after.Term != before.Term || after.State != "Leader" {
+		t.Fatalf("the stranger changed raft: term %d→%d, state %s", before.Term, after.Term, after.State)
 	}
 	if n := testutil.ToFloat64(mustCounter(t, c.regs["n1"], "inbound")); n < 2 {
 		t.Fatalf("fusebox_raft_tls_handshake_failures_total{direction=inbound} = %v, want ≥ 2 (stranger, stalled)", n)

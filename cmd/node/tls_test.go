@@ -90,6 +90,8 @@ func TestTLSToolingAndAdminOverHTTPS(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	// Reads need a token too (the read role) once the node has tokens.
+	t.Setenv("FUSEBOX_TOKEN", "tok-123")
 	if out, err := runCLI(t, ctx, "admin", "members", "--addr", "https://"+addr, "--ca-file", p("fusebox-ca.pem")); err != nil || !strings.Contains(out, "n1") {
 		t.Fatalf("admin over https with --ca-file: %v\n%s", err, out)
 	}
@@ -119,6 +121,7 @@ func TestTLSToolingAndAdminOverHTTPS(t *testing.T) {
 	// Tokens: none → refused; FUSEBOX_TOKEN (the value); the deprecated
 	// FUSEBOX_ADMIN_TOKEN_FILE still works, with a warning.
 	put := []string{"admin", "endpoints", "put", "ep1", "http://127.0.0.1:9/nexus"}
+	os.Unsetenv("FUSEBOX_TOKEN")
 	wantExit(3, "Bearer", put...)
 	t.Setenv("FUSEBOX_TOKEN", "tok-123")
 	if out, err := runCLI(t, ctx, put...); err != nil {

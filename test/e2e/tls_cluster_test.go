@@ -251,7 +251,8 @@ func TestTLSRaftRefusesStrangers(t *testing.T) {
 		t.Logf("HTTPS API, client certificate from %s: refused: %v", name, err)
 		hc.CloseIdleConnections()
 	}
-	hc := &http.Client{Timeout: apiTimeout, Transport: &http.Transport{TLSClientConfig: pki.client}}
+	// (GET /v1/cluster/raft needs the read role: the token, as always.)
+	hc := &http.Client{Timeout: apiTimeout, Transport: bearer{victim.cfg.AdminToken, &http.Transport{TLSClientConfig: pki.client}}}
 	resp2, err := hc.Get(url)
 	if err != nil {
 		t.Fatalf("HTTPS API with the cluster CA's client certificate: %v", err)
