@@ -104,8 +104,9 @@ func (q *Queue) process(g *group, it *item) {
 	if req.RequestID == "" {
 		req.RequestID = t.ID // idempotency key: a redelivery after a shard move carries the same id
 	}
+	key := t.Key()
 	if req.Timeout == 0 {
-		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, t.Destination), outbound.MaxTimeout)
+		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, key.Destination), outbound.MaxTimeout)
 	}
 	resolved := false
 	if isNexus(t.TaskGroup) && q.resolver != nil {
@@ -128,6 +129,21 @@ func (q *Queue) process(g *group, it *item) {
 			sh.finish(it, q.dlq(t, "poison task: "+err.Error()))
 		}
 		return
+	}
+	if q.policy != nil {
+		// The allowlist is checked again at every attempt, so a narrowed
+		// list stops tasks accepted under the old one. Such a task is
+		// dead-lettered with the reason (no call, no breaker verdict);
+		// once the list allows it again, POST /v1/dlq/redrive resumes it.
+		ns := t.NamespaceID
+		if isNexus(t.TaskGroup) {
+			ns = "" // endpoints are registered cluster-wide: the global list
+		}
+		if err := q.policy.Allowed(ns, req.URL); err != nil {
+			q.m.rejections.WithLabelValues("destination_not_allowed").Inc()
+			sh.finish(it, q.dlq(t, err.Error()))
+			return
+		}
 	}
 	q.attempt(g, it, req)
 }
