@@ -141,7 +141,8 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.store.Start(context.Background()); err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
-	if n.deliver, err = n.startDeliveries(n.shards); err != nil {
+	policy := n.newDestinationPolicy()
+	if n.deliver, err = n.startDeliveries(n.shards, policy); err != nil {
 		return fmt.Errorf("queue: %w", err)
 	}
 
@@ -157,7 +158,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Store:    n.store,
 		Members:  apiMembers{n.members},
 		Breakers: n.pool,
-		Tasks:    NewTaskAPI(n.store, n.config),
+		Tasks:    &TaskAPI{Store: n.store, config: n.config, Policy: policy},
 		Shards:   n.shards,
 		Peers:    peers,
 		UI: ui.New(ui.Deps{NodeID: cfg.NodeID, Recorder: n.uiRec, Members: apiMembers{n.members}, Peers: peers},

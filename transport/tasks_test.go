@@ -27,9 +27,19 @@ const testShards = 4
 type taskService struct {
 	*raftstore.Store
 	max atomic.Int64
+	// policy decides destinations (nil allows all); names are the extra
+	// header names to redact.
+	policy *outbound.Policy
+	names  []string
 }
 
 func (s *taskService) MaxShardBacklog() int { return int(s.max.Load()) }
+
+func (s *taskService) RedactHeaderNames(string, string) []string { return s.names }
+
+func (s *taskService) CheckDestination(ctx context.Context, ns, raw string) error {
+	return s.policy.Check(ctx, ns, raw)
+}
 
 // newTaskServer serves the task routes over a real one-node raft store and
 // a real loopback HTTP server. It checks for leaked goroutines at the end.
