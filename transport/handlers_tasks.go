@@ -376,4 +376,3 @@ func (h *taskHandlers) redrive(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }
-

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"syscall"
 )
 
@@ -45,7 +46,8 @@ func ConnClass(err error) string {
 		return ConnDNS
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ConnRefused
-	case errors.As(err, &recErr), errors.As(err, &alert), errors.As(err, &verify),
+	case errors.Is(err, http.ErrSchemeMismatch), // https to a plain HTTP server
+		errors.As(err, &recErr), errors.As(err, &alert), errors.As(err, &verify),
 		errors.As(err, &unknown), errors.As(err, &host), errors.As(err, &invalid):
 		return ConnTLS
 	case isTimeout(err):
