@@ -368,3 +368,35 @@ func TestMemberAddressesRefused(t *testing.T) {
 		t.Fatalf("last answer %+v; want the dialer's refusal", tk.LastAnswer)
 	}
 }
+
+// A forced breaker stored with a full callback URL (before callback keys
+// were scheme://host) applies to its host's breaker, is listed as the host
+// (no query), and "auto" on the host clears it.
+func TestLegacyForcedBreakerAppliesToHost(t *testing.T) {
+	n, _ := secureNode(t)
+	host := "http://127.0.0.1:9"
+	if _, _, err := n.store.ForceBreaker(ctxT(t), raftstore.ForceBreakerCommand{TaskGroup: breakerpool.TaskGroupCallback,
+		NamespaceID: deliveryNS, Destination: host + "/cb/7?sig=legacy-secret", Mode: raftstore.ForceOpen}); err != nil {
+		t.Fatal(err)
+	}
+	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: host}
+	waitFor(t, 10*time.Second, "the host's breaker forced open", func() bool {
+		b, ok := n.pool.Lookup(key)
+		return ok && b.Status().Mode == breakerpool.ModeForcedOpen
+	})
+	fb, err := n.client().ForcedBreakers(ctxT(t))
+	if err != nil || len(fb) != 1 || fb[0].Destination != host {
+		t.Fatalf("forced = %+v, %v; want the legacy row listed as %s", fb, err, host)
+	}
+	if _, err := n.client().ForceBreaker(ctxT(t), transport.BreakerForce{TaskGroup: breakerpool.TaskGroupCallback,
+		Namespace: deliveryNS, Destination: host, Mode: "auto"}); err != nil {
+		t.Fatal(err)
+	}
+	if fb, err := n.client().ForcedBreakers(ctxT(t)); err != nil || len(fb) != 0 {
+		t.Fatalf("forced after auto = %+v, %v; want none", fb, err)
+	}
+	waitFor(t, 10*time.Second, "the host's breaker back to auto", func() bool {
+		b, ok := n.pool.Lookup(key)
+		return ok && b.Status().Mode == breakerpool.ModeAuto
+	})
+}

@@ -121,8 +121,12 @@ func (s *Server) clusterBreakers(ctx context.Context) BreakerList {
 	return out
 }
 
+// toForced renders a forced breaker with the key it applies to: a row
+// stored with a full callback URL (before callback keys were
+// scheme://host) shows, and applies to, its host.
 func toForced(f raftstore.ForcedBreaker) ForcedBreaker {
-	return ForcedBreaker{TaskGroup: f.TaskGroup, Namespace: f.NamespaceID, Destination: outbound.RedactURL(f.Destination), Mode: f.Mode,
+	return ForcedBreaker{TaskGroup: f.TaskGroup, Namespace: f.NamespaceID,
+		Destination: outbound.RedactURL(outbound.BreakerDestination(f.TaskGroup, f.Destination)), Mode: f.Mode,
 		Until: f.Until, Reason: f.Reason, Index: f.Index, Author: f.Author}
 }
 
@@ -172,6 +176,11 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 		}
 		cmd.Until = meta.At.Add(d)
 	}
+	if cmd.Mode == raftstore.ForceAuto {
+		if err := s.clearLegacyForced(r.Context(), cmd); err != nil {
+			return err
+		}
+	}
 	fb, idx, err := s.deps.Store.ForceBreaker(r.Context(), cmd)
 	if err != nil {
 		return err
@@ -184,5 +193,24 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 	}
 	fb.Index = idx
 	writeJSON(w, http.StatusOK, toForced(fb))
+	return nil
+}
+
+// clearLegacyForced clears, with the key, the forced rows stored with a
+// full callback URL of the same host (written before callback breakers were
+// keyed by scheme://host), so "auto" on the host clears what applies to it.
+func (s *Server) clearLegacyForced(ctx context.Context, cmd raftstore.ForceBreakerCommand) error {
+	for _, f := range s.deps.Store.ForcedBreakers() {
+		if f.TaskGroup != cmd.TaskGroup || f.NamespaceID != cmd.NamespaceID || f.Destination == cmd.Destination ||
+			outbound.BreakerDestination(f.TaskGroup, f.Destination) != cmd.Destination {
+			continue
+		}
+		legacy := cmd
+		legacy.RequestID = "" // its own command
+		legacy.Destination = f.Destination
+		if _, _, err := s.deps.Store.ForceBreaker(ctx, legacy); err != nil {
+			return err
+		}
+	}
 	return nil
 }
