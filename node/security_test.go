@@ -400,3 +400,24 @@ func TestLegacyForcedBreakerAppliesToHost(t *testing.T) {
 		return ok && b.Status().Mode == breakerpool.ModeAuto
 	})
 }
+
+// A config value constrained to a full callback URL (written before callback
+// keys were scheme://host) applies to its host; one written for the host
+// itself wins over it.
+func TestLegacyConfigDestinationAppliesToHost(t *testing.T) {
+	key := dynconfig.KeyGroupLimiterConcurrency
+	s, err := dynconfig.NewSnapshot(configEntries([]raftstore.ConfigEntry{
+		{Key: key, Destination: "http://h:1", Value: json.RawMessage(`7`)},
+		{Key: key, Destination: "http://H:1/cb?sig=x", Value: json.RawMessage(`3`)},
+		{Key: key, Destination: "https://other/cb", Value: json.RawMessage(`5`)},
+	}))
+	if err == nil || !strings.Contains(err.Error(), "more than once") {
+		t.Errorf("the shadowed legacy value is not reported: %v", err)
+	}
+	if got := s.Concurrency("", "http://h:1"); got != 7 {
+		t.Errorf("host value = %d, want the host's own 7", got)
+	}
+	if got := s.Concurrency("", "https://other"); got != 5 {
+		t.Errorf("legacy value for https://other = %d, want 5", got)
+	}
+}
