@@ -77,7 +77,10 @@ func (n *Node) newDestinationPolicy() *outbound.Policy {
 }
 
 // CheckDestination is transport.TaskService's destination check (Policy).
-func (a *TaskAPI) CheckDestination(ctx context.Context, namespace, rawURL string) error {
+func (a *TaskAPI) CheckDestination(ctx context.Context, namespace, rawURL string, allowlist bool) error {
+	if !allowlist {
+		return a.Policy.CheckMembers(ctx, rawURL)
+	}
 	return a.Policy.Check(ctx, namespace, rawURL)
 }
 

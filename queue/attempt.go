@@ -130,16 +130,13 @@ func (q *Queue) process(g *group, it *item) {
 		}
 		return
 	}
-	if q.policy != nil {
-		// The allowlist is checked again at every attempt, so a narrowed
-		// list stops tasks accepted under the old one. Such a task is
-		// dead-lettered with the reason (no call, no breaker verdict);
+	if q.policy != nil && t.TaskGroup == breakerpool.TaskGroupCallback {
+		// A callback's allowlist is checked again at every attempt, so a
+		// narrowed list stops tasks accepted under the old one. Such a task
+		// is dead-lettered with the reason (no call, no breaker verdict);
 		// once the list allows it again, POST /v1/dlq/redrive resumes it.
-		ns := t.NamespaceID
-		if isNexus(t.TaskGroup) {
-			ns = "" // endpoints are registered cluster-wide: the global list
-		}
-		if err := q.policy.Allowed(ns, req.URL); err != nil {
+		// (Endpoint URLs are checked when an operator registers them.)
+		if err := q.policy.Allowed(t.NamespaceID, req.URL); err != nil {
 			q.m.rejections.WithLabelValues("destination_not_allowed").Inc()
 			sh.finish(it, q.dlq(t, err.Error()))
 			return

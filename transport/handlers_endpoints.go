@@ -85,7 +85,7 @@ func (s *Server) checkEndpointURL(ctx context.Context, raw string) error {
 	if s.deps.Tasks == nil {
 		return nil
 	}
-	if err := s.deps.Tasks.CheckDestination(ctx, "", raw); err != nil {
+	if err := s.deps.Tasks.CheckDestination(ctx, "", raw, true); err != nil {
 		var de *outbound.DestinationError
 		if errors.As(err, &de) {
 			return BadField("url", "%s", de.Reason)

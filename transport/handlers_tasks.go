@@ -36,9 +36,10 @@ type TaskService interface {
 	// built-in ones (dynconfig's fusebox.redaction.headerNames).
 	RedactHeaderNames(namespace, destination string) []string
 	// CheckDestination reports why rawURL may not be called for namespace
-	// (a *outbound.DestinationError: not in the allowlist, or a member's
-	// address after DNS resolution), or nil.
-	CheckDestination(ctx context.Context, namespace, rawURL string) error
+	// (a *outbound.DestinationError: a member's address after DNS
+	// resolution, or, with allowlist, not in the namespace's allowlist), or
+	// nil.
+	CheckDestination(ctx context.Context, namespace, rawURL string, allowlist bool) error
 }
 
 // Task API limits.
@@ -213,11 +214,10 @@ func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time
 		}
 		return raftstore.NewTask{}, bad("request", "%v", err)
 	}
-	policyNS := in.NamespaceID
-	if in.TaskGroup != breakerpool.TaskGroupCallback {
-		policyNS = "" // endpoints are cluster-wide: the global allowlist
-	}
-	if err := h.svc.CheckDestination(ctx, policyNS, check.URL); err != nil {
+	// A callback URL must be in its namespace's allowlist; an endpoint's
+	// URL was checked against the global list when an operator registered
+	// it. Neither may reach a member.
+	if err := h.svc.CheckDestination(ctx, in.NamespaceID, check.URL, in.TaskGroup == breakerpool.TaskGroupCallback); err != nil {
 		var de *outbound.DestinationError
 		if errors.As(err, &de) {
 			return raftstore.NewTask{}, bad("destination", "%s", de.Reason)

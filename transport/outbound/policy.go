@@ -84,18 +84,27 @@ func (p *Policy) Allowed(namespace, rawURL string) error {
 	return nil
 }
 
-// Check is Allowed plus the member rule: the URL's host is resolved and
-// every address it resolves to is compared with the members' addresses. A
-// name that does not resolve is let through here; the dialer checks again
-// with the address it really connects to.
+// Check is Allowed plus CheckMembers: the check at submit (callbacks) and
+// at endpoint PUT.
 func (p *Policy) Check(ctx context.Context, namespace, rawURL string) error {
 	if err := p.Allowed(namespace, rawURL); err != nil {
 		return err
 	}
+	return p.CheckMembers(ctx, rawURL)
+}
+
+// CheckMembers applies the member rule alone: the URL's host is resolved
+// and every address it resolves to is compared with the members'
+// addresses. A name that does not resolve is let through here; the dialer
+// checks again with the address it really connects to.
+func (p *Policy) CheckMembers(ctx context.Context, rawURL string) error {
 	if p == nil || p.Members == nil {
 		return nil
 	}
-	u, _ := url.Parse(rawURL) // parsed by Allowed
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return &DestinationError{Reason: "not an absolute URL"}
+	}
 	port, err := urlPort(u)
 	if err != nil {
 		return &DestinationError{Reason: err.Error()}
