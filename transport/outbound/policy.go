@@ -54,7 +54,21 @@ type Policy struct {
 	mu       sync.Mutex
 	localIPs []net.IP
 	localAt  time.Time
+	resolved map[string]resolvedHost // CheckMembers' lookups, by host
 }
+
+// resolvedHost is a cached lookup: a batch of submits to one host resolves
+// it once. Safe to cache briefly: the dialer checks every real connection.
+type resolvedHost struct {
+	ips []net.IP
+	at  time.Time
+}
+
+// Bounds of the lookup cache.
+const (
+	resolveTTL     = 5 * time.Second
+	resolveEntries = 1024
+)
 
 // Allowed checks rawURL against the namespace's allowlist only (no DNS):
 // the check the queue repeats before every attempt, so a changed list takes
@@ -113,6 +127,23 @@ func (p *Policy) CheckMembers(ctx context.Context, rawURL string) error {
 	if ip := net.ParseIP(host); ip != nil {
 		return p.checkIP(ip, port, host)
 	}
+	for _, ip := range p.lookup(ctx, strings.ToLower(host)) {
+		if err := p.checkIP(ip, port, host); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lookup resolves host (bounded by ResolveTimeout), through a small cache;
+// nil when it does not resolve.
+func (p *Policy) lookup(ctx context.Context, host string) []net.IP {
+	p.mu.Lock()
+	if r, ok := p.resolved[host]; ok && time.Since(r.at) < resolveTTL {
+		p.mu.Unlock()
+		return r.ips
+	}
+	p.mu.Unlock()
 	to := p.ResolveTimeout
 	if to <= 0 {
 		to = 2 * time.Second
@@ -123,12 +154,17 @@ func (p *Policy) CheckMembers(ctx context.Context, rawURL string) error {
 	if err != nil {
 		return nil
 	}
-	for _, a := range addrs {
-		if err := p.checkIP(a.IP, port, host); err != nil {
-			return err
-		}
+	ips := make([]net.IP, len(addrs))
+	for i, a := range addrs {
+		ips[i] = a.IP
 	}
-	return nil
+	p.mu.Lock()
+	if p.resolved == nil || len(p.resolved) >= resolveEntries {
+		p.resolved = make(map[string]resolvedHost)
+	}
+	p.resolved[host] = resolvedHost{ips: ips, at: time.Now()}
+	p.mu.Unlock()
+	return ips
 }
 
 func (p *Policy) checkIP(ip net.IP, port int, host string) error {
