@@ -256,6 +256,7 @@ func TestCallbackPathsShareOneBreaker(t *testing.T) {
 	// One breaker: at most one failure per task before it opened (they may
 	// all be in flight together), where a breaker per path would take six
 	// failures from each.
+	t.Logf("%d paths on one dead host: 1 breaker, %v failures before it opened", k, failures)
 	if failures < 1 || failures > k {
 		t.Errorf("the dead host cost %v failures through %d paths; want 1..%d", failures, k, k)
 	}

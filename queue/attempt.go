@@ -104,9 +104,9 @@ func (q *Queue) process(g *group, it *item) {
 	if req.RequestID == "" {
 		req.RequestID = t.ID // idempotency key: a redelivery after a shard move carries the same id
 	}
-	key := t.Key()
 	if req.Timeout == 0 {
-		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, key.Destination), outbound.MaxTimeout)
+		// g.key is t.Key(), derived once when the task joined its group.
+		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, g.key.Destination), outbound.MaxTimeout)
 	}
 	resolved := false
 	if isNexus(t.TaskGroup) && q.resolver != nil {
@@ -185,7 +185,7 @@ func (q *Queue) attempt(g *group, it *item, req outbound.Request) {
 		res, xerr = q.exec.Execute(ctx, req)
 		return xerr
 	})
-	err = q.guarded(sh.ctx, breakerpool.NewCircuitBreakerExecutable(q.breakers.Breaker(t.Key()), exec))
+	err = q.guarded(sh.ctx, breakerpool.NewCircuitBreakerExecutable(q.breakers.Breaker(g.key), exec))
 	release()
 
 	var perr *panicError
