@@ -2,6 +2,7 @@ package outbound_test
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -81,4 +82,30 @@ func TestBreakerDestination(t *testing.T) {
 			t.Errorf("BreakerDestination(%s, %q) = %q, want %q", c.group, c.in, got, c.want)
 		}
 	}
+}
+
+// FuzzRedactURL: whatever the input, a shown URL carries no query and no
+// credentials — anything after '?' is exactly "<redacted>" (and a redacted
+// fragment), and a URL with credentials shows "<redacted>@" instead.
+func FuzzRedactURL(f *testing.F) {
+	for _, s := range []string{"https://u:p@h/cb?sig=1#f", "http://h/a@b?x", "ep-name", "a?b?c", "http://[::1]:80/?", "::", "http://h%20/x?y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		out := outbound.RedactURL(raw)
+		if i := strings.IndexByte(out, '?'); i >= 0 {
+			rest := out[i+1:]
+			if rest != outbound.Redacted && rest != outbound.Redacted+"#"+outbound.Redacted {
+				t.Fatalf("RedactURL(%q) = %q: the query is not redacted", raw, out)
+			}
+		}
+		if u, err := url.Parse(raw); err == nil && u.Host != "" && strings.Contains(raw, "://") && u.User != nil {
+			if !strings.Contains(out, outbound.Redacted+"@") {
+				t.Fatalf("RedactURL(%q) = %q: credentials not redacted", raw, out)
+			}
+			if p, ok := u.User.Password(); ok && len(p) > 3 && !strings.Contains(u.Host+u.EscapedPath(), p) && strings.Contains(out, p) {
+				t.Fatalf("RedactURL(%q) = %q shows the password", raw, out)
+			}
+		}
+	})
 }
