@@ -225,6 +225,10 @@ func (p *Policy) isMember(ip net.IP, port int) bool {
 		}
 		mip := net.ParseIP(h)
 		switch {
+		case ip.IsUnspecified():
+			// Connecting to 0.0.0.0 or :: reaches this host, whatever
+			// address the member is bound to: refuse the port outright.
+			return true
 		case h == "" || (mip != nil && mip.IsUnspecified()):
 			if p.isLocal(ip) {
 				return true

@@ -41,6 +41,7 @@ func TestPolicyRefusesMembersAtSubmit(t *testing.T) {
 		"http://" + addr + "/v1/breakers/force",
 		"http://localhost:" + port + "/v1/breakers/force", // a name that resolves to loopback
 		"http://LOCALHOST:" + port + "/x",
+		"http://0.0.0.0:" + port + "/x", // connects to this host
 	} {
 		var de *outbound.DestinationError
 		if err := p.Check(ctx, "ns", u); !errors.As(err, &de) {
