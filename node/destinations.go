@@ -84,6 +84,11 @@ func (a *TaskAPI) CheckDestination(ctx context.Context, namespace, rawURL string
 	return a.Policy.Check(ctx, namespace, rawURL)
 }
 
+// CheckEndpointURL is transport.TaskService's endpoint check.
+func (a *TaskAPI) CheckEndpointURL(ctx context.Context, rawURL string) error {
+	return a.Policy.CheckEndpoint(ctx, rawURL)
+}
+
 // RedactHeaderNames is fusebox.redaction.headerNames for (namespace,
 // destination).
 func (a *TaskAPI) RedactHeaderNames(namespace, destination string) []string {

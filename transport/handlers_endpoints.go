@@ -76,8 +76,9 @@ func (s *Server) endpointDelete(w http.ResponseWriter, r *http.Request) error {
 
 // checkEndpointURL refuses, with a 400 naming url, an endpoint URL that
 // carries credentials (send them as headers: a URL is shown and logged) or
-// that the destination policy refuses (the global allowlist, members'
-// addresses). raftstore checks the rest (scheme, host, length).
+// that the destination policy refuses (a member's address; the global
+// allowlist when one is set). raftstore checks the rest (scheme, host,
+// length).
 func (s *Server) checkEndpointURL(ctx context.Context, raw string) error {
 	if u, err := url.Parse(raw); err == nil && u.User != nil {
 		return BadField("url", "must not carry credentials (user:password@); send them as request headers")
@@ -85,7 +86,7 @@ func (s *Server) checkEndpointURL(ctx context.Context, raw string) error {
 	if s.deps.Tasks == nil {
 		return nil
 	}
-	if err := s.deps.Tasks.CheckDestination(ctx, "", raw, true); err != nil {
+	if err := s.deps.Tasks.CheckEndpointURL(ctx, raw); err != nil {
 		var de *outbound.DestinationError
 		if errors.As(err, &de) {
 			return BadField("url", "%s", de.Reason)

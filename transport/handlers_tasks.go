@@ -40,6 +40,9 @@ type TaskService interface {
 	// resolution, or, with allowlist, not in the namespace's allowlist), or
 	// nil.
 	CheckDestination(ctx context.Context, namespace, rawURL string, allowlist bool) error
+	// CheckEndpointURL is the check of an endpoint URL on PUT
+	// (outbound.Policy.CheckEndpoint).
+	CheckEndpointURL(ctx context.Context, rawURL string) error
 }
 
 // Task API limits.

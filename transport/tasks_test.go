@@ -37,6 +37,10 @@ func (s *taskService) MaxShardBacklog() int { return int(s.max.Load()) }
 
 func (s *taskService) RedactHeaderNames(string, string) []string { return s.names }
 
+func (s *taskService) CheckEndpointURL(ctx context.Context, raw string) error {
+	return s.policy.CheckEndpoint(ctx, raw)
+}
+
 func (s *taskService) CheckDestination(ctx context.Context, ns, raw string, allowlist bool) error {
 	if !allowlist {
 		return s.policy.CheckMembers(ctx, raw)

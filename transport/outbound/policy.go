@@ -107,6 +107,24 @@ func (p *Policy) Check(ctx context.Context, namespace, rawURL string) error {
 	return p.CheckMembers(ctx, rawURL)
 }
 
+// CheckEndpoint is the check of a Nexus endpoint URL at registration: the
+// global allowlist when one is configured (an operator registers
+// endpoints, so the node's deny-by-default does not apply), and the member
+// rule always.
+func (p *Policy) CheckEndpoint(ctx context.Context, rawURL string) error {
+	if p == nil {
+		return nil
+	}
+	if p.Allowlist != nil {
+		if _, set := p.Allowlist(""); set {
+			if err := p.Allowed("", rawURL); err != nil {
+				return err
+			}
+		}
+	}
+	return p.CheckMembers(ctx, rawURL)
+}
+
 // CheckMembers applies the member rule alone: the URL's host is resolved
 // and every address it resolves to is compared with the members'
 // addresses. A name that does not resolve is let through here; the dialer

@@ -125,3 +125,27 @@ func TestDialerRefusesMembers(t *testing.T) {
 		t.Fatalf("non-member: %+v %v (hits %d)", res, err, otherHits.Load())
 	}
 }
+
+// An endpoint URL (registered by an operator) is checked against the global
+// list only when one is set; a member's address is always refused.
+func TestPolicyCheckEndpoint(t *testing.T) {
+	ctx := context.Background()
+	addr, _, _ := memberServer(t)
+	var global hostRules
+	p := &outbound.Policy{Members: staticMembers{addr}, Allowlist: func(ns string) (outbound.AddressMatcher, bool) {
+		return global, ns == "" && global != nil
+	}}
+	if err := p.CheckEndpoint(ctx, "https://nexus.example.com/ep"); err != nil {
+		t.Fatalf("no global list, deny-by-default node: endpoint refused: %v", err)
+	}
+	if err := p.CheckEndpoint(ctx, "http://"+addr+"/nexus"); err == nil {
+		t.Fatal("an endpoint at a member's address is allowed")
+	}
+	global = hostRules{"https://nexus.example.com": true}
+	if err := p.CheckEndpoint(ctx, "https://nexus.example.com/ep"); err != nil {
+		t.Fatalf("listed endpoint refused: %v", err)
+	}
+	if err := p.CheckEndpoint(ctx, "https://other.example.com/ep"); err == nil {
+		t.Fatal("an endpoint outside a configured global list is allowed")
+	}
+}
