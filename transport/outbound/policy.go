@@ -98,8 +98,7 @@ func (p *Policy) Allowed(namespace, rawURL string) error {
 	return nil
 }
 
-// Check is Allowed plus CheckMembers: the check at submit (callbacks) and
-// at endpoint PUT.
+// Check is Allowed plus CheckMembers: the check of a callback at submit.
 func (p *Policy) Check(ctx context.Context, namespace, rawURL string) error {
 	if err := p.Allowed(namespace, rawURL); err != nil {
 		return err
