@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,8 +38,8 @@ func newDefinition(name, typ, desc string, scope Scope, def any,
 	return d
 }
 
-// equalValue compares decoded values; all of them are comparable.
-func equalValue(a, b any) bool { return a == b }
+// equalValue compares decoded values (lists included).
+func equalValue(a, b any) bool { return reflect.DeepEqual(a, b) }
 
 func bad(reason string, args ...any) *ValidationError {
 	return &ValidationError{Reason: fmt.Sprintf(reason, args...)}

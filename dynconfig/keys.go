@@ -43,6 +43,12 @@ const (
 	// KeyTaskMaxShardBacklog is how many pending tasks a shard may hold
 	// before submits to it are refused with 429; 0 means no limit.
 	KeyTaskMaxShardBacklog = "fusebox.tasks.maxShardBacklog"
+	// KeyRedactHeaderNames lists request header names whose values are
+	// shown as "<redacted>", on top of the built-in secret names.
+	KeyRedactHeaderNames = "fusebox.redaction.headerNames"
+	// KeyCallbackAllowedAddresses is Temporal's per-namespace destination
+	// allowlist: [{"Pattern": "host[:port] glob", "AllowInsecure": bool}].
+	KeyCallbackAllowedAddresses = "component.callbacks.allowedAddresses"
 )
 
 // Defaults of the scalar keys (Temporal's, see REFERENCE.md).
@@ -80,6 +86,10 @@ var registry = []*definition{
 		"how long succeeded and failed tasks stay readable before they are collected"),
 	intKey(KeyTaskMaxShardBacklog, DefaultTaskMaxShardBacklog, 0, 10_000_000, GlobalOnly,
 		"pending tasks a shard may hold before submits to it get 429; 0 means no limit"),
+	headerNamesKey(KeyRedactHeaderNames, PerNamespaceDestination,
+		"request header names whose values every read shows as <redacted>, besides Authorization, Cookie, X-Api-Key and names containing token, secret, key, signature or auth"),
+	allowedAddressesKey(KeyCallbackAllowedAddresses, PerNamespace,
+		`destinations a namespace may call: [{"Pattern":"host[:port] glob","AllowInsecure":false}]; unset: the node's default (docs/security.md); members' addresses are always refused`),
 }
 
 // byName maps a key name to its index in registry.
@@ -96,14 +106,16 @@ var byName = func() map[string]int {
 
 // Indexes of the keys the typed getters read.
 var (
-	idxBreakerSettings = byName[KeyBreakerSettings]
-	idxBatchSize       = byName[KeyOutboundTaskBatchSize]
-	idxBufferSize      = byName[KeyGroupLimiterBufferSize]
-	idxConcurrency     = byName[KeyGroupLimiterConcurrency]
-	idxMaxTaskRPS      = byName[KeyHostSchedulerMaxTaskRPS]
-	idxHintPolicy      = byName[KeyBreakerHintPolicy]
-	idxNexusTimeout    = byName[KeyNexusRequestTimeout]
-	idxCallbackTimeout = byName[KeyCallbackRequestTimeout]
+	idxBreakerSettings  = byName[KeyBreakerSettings]
+	idxBatchSize        = byName[KeyOutboundTaskBatchSize]
+	idxBufferSize       = byName[KeyGroupLimiterBufferSize]
+	idxConcurrency      = byName[KeyGroupLimiterConcurrency]
+	idxMaxTaskRPS       = byName[KeyHostSchedulerMaxTaskRPS]
+	idxHintPolicy       = byName[KeyBreakerHintPolicy]
+	idxNexusTimeout     = byName[KeyNexusRequestTimeout]
+	idxCallbackTimeout  = byName[KeyCallbackRequestTimeout]
+	idxRedactHeaders    = byName[KeyRedactHeaderNames]
+	idxAllowedAddresses = byName[KeyCallbackAllowedAddresses]
 )
 
 // KeyInfo describes one registered key; the API serves the list.

@@ -126,6 +126,29 @@ func validateCases() []validateCase {
 		{name: "callback timeout", e: ent(KeyCallbackRequestTimeout, "", "d", `"2m"`), canon: `"2m0s"`},
 		{name: "callback timeout garbage", e: ent(KeyCallbackRequestTimeout, "", "", `"soon"`), want: "invalid duration"},
 
+		// fusebox.redaction.headerNames: a list of header names.
+		{name: "redact names canonical", e: ent(KeyRedactHeaderNames, "ns", "", ` ["X-Sig", "x-tenant", "X-SIG"] `), canon: `["x-sig","x-tenant"]`},
+		{name: "redact names empty", e: ent(KeyRedactHeaderNames, "", "", `[]`), canon: `[]`},
+		{name: "redact names not a list", e: ent(KeyRedactHeaderNames, "", "", `"X-Sig"`), want: "want a JSON array"},
+		{name: "redact names bad name", e: ent(KeyRedactHeaderNames, "", "", `["ok","bad name"]`), field: "[1]", want: "not an HTTP header name"},
+		{name: "redact names number", e: ent(KeyRedactHeaderNames, "", "", `[1]`), field: "[0]", want: "want a header name string"},
+		{name: "redact names too many", e: ent(KeyRedactHeaderNames, "", "", `[`+strings.TrimSuffix(strings.Repeat(`"a",`, MaxListEntries+1), ",")+`]`), want: "limit 100"},
+
+		// component.callbacks.allowedAddresses: Temporal's shape.
+		{name: "allowlist canonical", e: ent(KeyCallbackAllowedAddresses, "ns", "", `[{"Pattern":"*.Example.com"},{"AllowInsecure":true,"Pattern":"127.0.0.1:*"}]`),
+			canon: `[{"Pattern":"*.example.com","AllowInsecure":false},{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`},
+		{name: "allowlist ipv6", e: ent(KeyCallbackAllowedAddresses, "", "", `[{"Pattern":"[::1]:8080"}]`), canon: `[{"Pattern":"[::1]:8080","AllowInsecure":false}]`},
+		{name: "allowlist empty refuses all", e: ent(KeyCallbackAllowedAddresses, "", "", `[]`), canon: `[]`},
+		{name: "allowlist missing pattern", e: ent(KeyCallbackAllowedAddresses, "", "", `[{"AllowInsecure":true}]`), field: "[0].Pattern", want: "required"},
+		{name: "allowlist empty pattern", e: ent(KeyCallbackAllowedAddresses, "", "", `[{"Pattern":""}]`), field: "[0].Pattern", want: "required"},
+		{name: "allowlist scheme in pattern", e: ent(KeyCallbackAllowedAddresses, "", "", `[{"Pattern":"a.com"},{"Pattern":"https://b.com"}]`), field: "[1].Pattern", want: "no scheme"},
+		{name: "allowlist wrong case field", e: ent(KeyCallbackAllowedAddresses, "", "", `[{"pattern":"a.com"}]`), field: "[0].pattern", want: "case-sensitive"},
+		{name: "allowlist unknown field", e: ent(KeyCallbackAllowedAddresses, "", "", `[{"Pattern":"a.com","Port":1}]`), field: "[0].Port", want: "unknown field"},
+		{name: "allowlist duplicate field", e: ent(KeyCallbackAllowedAddresses, "", "", `[{"Pattern":"a.com","Pattern":"b.com"}]`), field: "[0].Pattern", want: "more than once"},
+		{name: "allowlist insecure not bool", e: ent(KeyCallbackAllowedAddresses, "", "", `[{"Pattern":"a.com","AllowInsecure":"yes"}]`), field: "[0].AllowInsecure", want: "true or false"},
+		{name: "allowlist not objects", e: ent(KeyCallbackAllowedAddresses, "", "", `["a.com"]`), field: "[0]", want: "want an object"},
+		{name: "allowlist per destination refused", e: ent(KeyCallbackAllowedAddresses, "", "d", `[]`), field: "destination", want: "not accepted"},
+
 		// Constraints are untrusted too.
 		{name: "namespace control char", e: ent(KeyGroupLimiterBufferSize, "ns\n", "", `1`), field: "namespace", want: "non-printable"},
 		{name: "destination too long", e: ent(KeyGroupLimiterBufferSize, "", strings.Repeat("d", MaxNameBytes+1), `1`), field: "destination", want: "too long"},
@@ -213,16 +236,18 @@ func TestKeys(t *testing.T) {
 		def         string
 		constraints string
 	}{
-		KeyBreakerSettings:         {"object", defaultSettingsJSON, "global,namespace,destination,namespace+destination"},
-		KeyOutboundTaskBatchSize:   {"int", "100", "global"},
-		KeyGroupLimiterBufferSize:  {"int", "100", "global,namespace,destination,namespace+destination"},
-		KeyGroupLimiterConcurrency: {"int", "100", "global,namespace,destination,namespace+destination"},
-		KeyHostSchedulerMaxTaskRPS: {"float", "100", "global,namespace,destination,namespace+destination"},
-		KeyBreakerHintPolicy:       {"enum(probe|adopt|off)", `"probe"`, "global,namespace,destination,namespace+destination"},
-		KeyNexusRequestTimeout:     {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
-		KeyCallbackRequestTimeout:  {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
-		KeyTaskRetention:           {"duration", `"24h0m0s"`, "global"},
-		KeyTaskMaxShardBacklog:     {"int", "10000", "global"},
+		KeyBreakerSettings:          {"object", defaultSettingsJSON, "global,namespace,destination,namespace+destination"},
+		KeyOutboundTaskBatchSize:    {"int", "100", "global"},
+		KeyGroupLimiterBufferSize:   {"int", "100", "global,namespace,destination,namespace+destination"},
+		KeyGroupLimiterConcurrency:  {"int", "100", "global,namespace,destination,namespace+destination"},
+		KeyHostSchedulerMaxTaskRPS:  {"float", "100", "global,namespace,destination,namespace+destination"},
+		KeyBreakerHintPolicy:        {"enum(probe|adopt|off)", `"probe"`, "global,namespace,destination,namespace+destination"},
+		KeyNexusRequestTimeout:      {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
+		KeyCallbackRequestTimeout:   {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
+		KeyTaskRetention:            {"duration", `"24h0m0s"`, "global"},
+		KeyTaskMaxShardBacklog:      {"int", "10000", "global"},
+		KeyRedactHeaderNames:        {"list(string)", "[]", "global,namespace,destination,namespace+destination"},
+		KeyCallbackAllowedAddresses: {"list(object)", "[]", "global,namespace"},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("Keys() has %d keys, want %d", len(keys), len(want))

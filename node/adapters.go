@@ -2,11 +2,14 @@ package node
 
 import (
 	"encoding/json"
+	"strings"
 
+	"fusebox/breakerpool"
 	"fusebox/cluster"
 	"fusebox/dynconfig"
 	"fusebox/raftstore"
 	"fusebox/transport"
+	"fusebox/transport/outbound"
 )
 
 // raftMembers shows the gossip membership to the Raft store.
@@ -53,11 +56,25 @@ func (configValidator) Validate(key, namespace, destination string, value json.R
 	return dynconfig.Canonical(dynconfig.Entry{Key: key, Namespace: namespace, Destination: destination, Value: value})
 }
 
-// configEntries converts the replicated config table for the live collection.
+// configEntries converts the replicated config table for the live
+// collection. A destination constraint written as a full callback URL
+// (before callback keys were scheme://host) is looked up as its
+// scheme://host, the key the queue and the breakers now use; such legacy
+// entries go first, so a value written for the host itself wins over them.
 func configEntries(es []raftstore.ConfigEntry) []dynconfig.Entry {
-	out := make([]dynconfig.Entry, len(es))
-	for i, e := range es {
-		out[i] = dynconfig.Entry{Key: e.Key, Namespace: e.Namespace, Destination: e.Destination, Value: e.Value}
+	out := make([]dynconfig.Entry, 0, len(es))
+	var exact []dynconfig.Entry
+	for _, e := range es {
+		d := e.Destination
+		if strings.Contains(d, "://") {
+			d = outbound.BreakerDestination(breakerpool.TaskGroupCallback, d)
+		}
+		ce := dynconfig.Entry{Key: e.Key, Namespace: e.Namespace, Destination: d, Value: e.Value}
+		if d != e.Destination {
+			out = append(out, ce)
+		} else {
+			exact = append(exact, ce)
+		}
 	}
-	return out
+	return append(out, exact...)
 }

@@ -18,6 +18,7 @@ import (
 	"fusebox/raftstore"
 	"fusebox/shardmap"
 	"fusebox/transport"
+	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -373,8 +374,10 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Trip on the second failure, probe again after a second.
-		setConfig(t, c.nodes, dynconfig.KeyBreakerSettings, dest.CallbackURL(), `{"Timeout":"1s","FailureThreshold":2}`)
-		key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: dest.CallbackURL()}
+		// A callback's breaker (and config) key is its scheme://host.
+		host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
+		setConfig(t, c.nodes, dynconfig.KeyBreakerSettings, host, `{"Timeout":"1s","FailureThreshold":2}`)
+		key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: host}
 
 		sub := newSubmitter(t, c.nodes)
 		var ids []string

@@ -159,7 +159,8 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.store.Start(ctx); err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
-	if n.deliver, err = n.startDeliveries(n.shards); err != nil {
+	policy := n.newDestinationPolicy()
+	if n.deliver, err = n.startDeliveries(n.shards, policy); err != nil {
 		return fmt.Errorf("queue: %w", err)
 	}
 
@@ -176,7 +177,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Store:    n.store,
 		Members:  apiMembers{n.members},
 		Breakers: n.pool,
-		Tasks:    NewTaskAPI(n.store, n.config),
+		Tasks:    &TaskAPI{Store: n.store, config: n.config, Policy: policy},
 		Shards:   n.shards,
 		Peers:    peers,
 		UI: ui.New(ui.Deps{NodeID: cfg.NodeID, Recorder: n.uiRec, Members: apiMembers{n.members}, Peers: peers},

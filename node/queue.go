@@ -16,8 +16,8 @@ type deliveries struct {
 
 // startDeliveries builds the executor and the queue over the replicated task
 // table and starts reading the shards in owned.
-func (n *Node) startDeliveries(owned queue.Ownership) (*deliveries, error) {
-	exec, err := outbound.New(outbound.Options{Logger: n.log.With("component", "outbound"), Registerer: n.reg})
+func (n *Node) startDeliveries(owned queue.Ownership, policy *outbound.Policy) (*deliveries, error) {
+	exec, err := outbound.New(outbound.Options{Logger: n.log.With("component", "outbound"), Registerer: n.reg, Policy: policy})
 	if err != nil {
 		return nil, err
 	}
@@ -28,6 +28,7 @@ func (n *Node) startDeliveries(owned queue.Ownership) (*deliveries, error) {
 		Breakers:   queue.PoolBreakers(n.pool),
 		Executor:   exec,
 		Resolver:   endpointResolver{n.store},
+		Policy:     policy,
 		Registerer: n.reg,
 		Logger:     n.log.With("component", "queue"),
 	})

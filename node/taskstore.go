@@ -99,6 +99,9 @@ func truncate(s string, n int) string {
 type TaskAPI struct {
 	*raftstore.Store
 	config *dynconfig.Collection
+	// Policy checks destinations at submit and endpoint PUT; nil allows
+	// all (destinations.go).
+	Policy *outbound.Policy
 }
 
 var _ transport.TaskService = (*TaskAPI)(nil)

@@ -47,7 +47,7 @@ func TestTaskStoreServesTheQueue(t *testing.T) {
 	if !known || !next.IsZero() {
 		t.Fatalf("Due's next = %v, %v; want known and none (every task is due)", next, known)
 	}
-	if len(due) != 2 || due[0].ID != out[0].TaskID || due[0].Status != queue.StatusPending || due[0].Key().Destination != req.URL ||
+	if len(due) != 2 || due[0].ID != out[0].TaskID || due[0].Status != queue.StatusPending || due[0].Key().Destination != "http://127.0.0.1:9" || // the breaker key is the host
 		string(due[0].Request.Body) != "hi" || due[0].Request.URL != req.URL {
 		t.Fatalf("due = %+v", due)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/raftstore"
+	"fusebox/transport/outbound"
 )
 
 // forcedRecheck is the backstop period of the forced-breaker watcher: a
@@ -52,7 +53,10 @@ func (n *Node) applyForced(prev map[breakerpool.Key]uint64) map[breakerpool.Key]
 	now := time.Now()
 	next := make(map[breakerpool.Key]uint64)
 	for _, f := range n.store.ForcedBreakers() {
-		k := breakerpool.Key{TaskGroup: f.TaskGroup, NamespaceID: f.NamespaceID, Destination: f.Destination}
+		// Rows written before callback keys were scheme://host (with a
+		// full URL) apply to their host's breaker.
+		k := breakerpool.Key{TaskGroup: f.TaskGroup, NamespaceID: f.NamespaceID,
+			Destination: outbound.BreakerDestination(f.TaskGroup, f.Destination)}
 		if !f.Until.IsZero() && !now.Before(f.Until) {
 			continue // expired: treated as cleared below
 		}

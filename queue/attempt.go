@@ -105,7 +105,8 @@ func (q *Queue) process(g *group, it *item) {
 		req.RequestID = t.ID // idempotency key: a redelivery after a shard move carries the same id
 	}
 	if req.Timeout == 0 {
-		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, t.Destination), outbound.MaxTimeout)
+		// g.key is t.Key(), derived once when the task joined its group.
+		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, g.key.Destination), outbound.MaxTimeout)
 	}
 	resolved := false
 	if isNexus(t.TaskGroup) && q.resolver != nil {
@@ -128,6 +129,18 @@ func (q *Queue) process(g *group, it *item) {
 			sh.finish(it, q.dlq(t, "poison task: "+err.Error()))
 		}
 		return
+	}
+	if q.policy != nil && t.TaskGroup == breakerpool.TaskGroupCallback {
+		// A callback's allowlist is checked again at every attempt, so a
+		// narrowed list stops tasks accepted under the old one. Such a task
+		// is dead-lettered with the reason (no call, no breaker verdict);
+		// once the list allows it again, POST /v1/dlq/redrive resumes it.
+		// (Endpoint URLs are checked when an operator registers them.)
+		if err := q.policy.Allowed(t.NamespaceID, req.URL); err != nil {
+			q.m.rejections.WithLabelValues("destination_not_allowed").Inc()
+			sh.finish(it, q.dlq(t, err.Error()))
+			return
+		}
 	}
 	q.attempt(g, it, req)
 }
@@ -172,7 +185,7 @@ func (q *Queue) attempt(g *group, it *item, req outbound.Request) {
 		res, xerr = q.exec.Execute(ctx, req)
 		return xerr
 	})
-	err = q.guarded(sh.ctx, breakerpool.NewCircuitBreakerExecutable(q.breakers.Breaker(t.Key()), exec))
+	err = q.guarded(sh.ctx, breakerpool.NewCircuitBreakerExecutable(q.breakers.Breaker(g.key), exec))
 	release()
 
 	var perr *panicError

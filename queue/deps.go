@@ -97,16 +97,24 @@ type Resolver interface {
 // is not registered.
 var ErrUnknownEndpoint = errors.New("unknown nexus endpoint")
 
+// DestinationPolicy is the destination allowlist (*outbound.Policy):
+// Allowed reports why rawURL may not be called for namespace, or nil.
+type DestinationPolicy interface {
+	Allowed(namespace, rawURL string) error
+}
+
 // Deps are the queue's collaborators. Store, Ownership, Limits, Breakers
 // and Executor are required; Resolver may be nil (Nexus requests then carry
 // their URL); Registerer nil registers no metrics; Logger nil discards.
 type Deps struct {
-	Store      Store
-	Ownership  Ownership
-	Limits     LimitsSource
-	Breakers   Breakers
-	Executor   Executor
-	Resolver   Resolver
+	Store     Store
+	Ownership Ownership
+	Limits    LimitsSource
+	Breakers  Breakers
+	Executor  Executor
+	Resolver  Resolver
+	// Policy, when set, is checked before every attempt; nil allows all.
+	Policy     DestinationPolicy
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 }

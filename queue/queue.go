@@ -18,6 +18,7 @@ type Queue struct {
 	breakers Breakers
 	exec     Executor
 	resolver Resolver
+	policy   DestinationPolicy
 	log      *slog.Logger
 	m        *metrics
 	sched    *scheduler
@@ -51,7 +52,7 @@ func New(cfg Config, deps Deps) (*Queue, error) {
 	}
 	q := &Queue{
 		cfg: cfg, store: deps.Store, own: deps.Ownership, limits: deps.Limits, breakers: deps.Breakers,
-		exec: deps.Executor, resolver: deps.Resolver, log: log.With("component", "queue"),
+		exec: deps.Executor, resolver: deps.Resolver, policy: deps.Policy, log: log.With("component", "queue"),
 		shards: make(map[int]*shard), stop: make(chan struct{}), closingCh: make(chan struct{}),
 	}
 	q.sched = newScheduler(q)

@@ -43,7 +43,7 @@ type Task struct {
 	// TaskGroup is one of breakerpool.TaskGroup*; anything else is poison.
 	TaskGroup string `json:"task_group"`
 	// Destination is the Nexus endpoint name (Nexus task groups) or the
-	// callback destination; it is the breaker key's third part.
+	// callback URL; Key derives the breaker key's third part from it.
 	Destination string `json:"destination"`
 	// Request is the call to make. For the Nexus task groups its URL is
 	// resolved from Destination at every attempt when the queue has a
@@ -66,9 +66,14 @@ type Task struct {
 	Output      json.RawMessage `json:"output,omitempty"`
 }
 
-// Key is the task's scheduler group and breaker key.
+// Key is the task's scheduler group and breaker key. Its Destination is
+// outbound.BreakerDestination: the endpoint name, or a callback URL's
+// scheme://host[:port] — never a path or a query (Temporal's key). This is
+// the one place a task's key is derived; the limits and timeouts the queue
+// looks up in dynamic config use the same destination.
 func (t *Task) Key() breakerpool.Key {
-	return breakerpool.Key{TaskGroup: t.TaskGroup, NamespaceID: t.NamespaceID, Destination: t.Destination}
+	return breakerpool.Key{TaskGroup: t.TaskGroup, NamespaceID: t.NamespaceID,
+		Destination: outbound.BreakerDestination(t.TaskGroup, t.Destination)}
 }
 
 // Result is the outcome of one dispatch of a task, written back through

@@ -10,6 +10,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/raftstore"
+	"fusebox/transport/outbound"
 )
 
 // peerTimeout bounds each node's answer to a cluster-scope breaker list.
@@ -41,7 +42,7 @@ func stateName(code int) string {
 func toBreaker(st breakerpool.Status) Breaker {
 	settings, _ := json.Marshal(st.Settings)
 	return Breaker{
-		TaskGroup: st.Key.TaskGroup, Namespace: st.Key.NamespaceID, Destination: st.Key.Destination,
+		TaskGroup: st.Key.TaskGroup, Namespace: st.Key.NamespaceID, Destination: outbound.RedactURL(st.Key.Destination),
 		State: stateName(int(st.State)), StateCode: int(st.State),
 		Counts: BreakerCounts{
 			Requests: st.Counts.Requests, TotalSuccesses: st.Counts.TotalSuccesses, TotalFailures: st.Counts.TotalFailures,
@@ -103,6 +104,7 @@ func (s *Server) clusterBreakers(ctx context.Context) BreakerList {
 			}
 			for _, b := range list.Breakers {
 				b.Node = m.ID
+				b.Destination = outbound.RedactURL(b.Destination) // a peer of an older version may not redact
 				out.Breakers = append(out.Breakers, b)
 			}
 		}(m)
@@ -119,8 +121,12 @@ func (s *Server) clusterBreakers(ctx context.Context) BreakerList {
 	return out
 }
 
+// toForced renders a forced breaker with the key it applies to: a row
+// stored with a full callback URL (before callback keys were
+// scheme://host) shows, and applies to, its host.
 func toForced(f raftstore.ForcedBreaker) ForcedBreaker {
-	return ForcedBreaker{TaskGroup: f.TaskGroup, Namespace: f.NamespaceID, Destination: f.Destination, Mode: f.Mode,
+	return ForcedBreaker{TaskGroup: f.TaskGroup, Namespace: f.NamespaceID,
+		Destination: outbound.RedactURL(outbound.BreakerDestination(f.TaskGroup, f.Destination)), Mode: f.Mode,
 		Until: f.Until, Reason: f.Reason, Index: f.Index, Author: f.Author}
 }
 
@@ -147,8 +153,11 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 		return BadField("destination", "missing destination")
 	}
 	meta := s.meta(r)
+	// A callback breaker is keyed by scheme://host[:port]: a full callback
+	// URL given here forces the breaker of its host, and only the key is
+	// stored (no path or query secret reaches the forced-breaker table).
 	cmd := raftstore.ForceBreakerCommand{CommandMeta: meta, TaskGroup: in.TaskGroup, NamespaceID: in.Namespace,
-		Destination: in.Destination, Reason: in.Reason}
+		Destination: outbound.BreakerDestination(in.TaskGroup, in.Destination), Reason: in.Reason}
 	switch in.Mode {
 	case "open":
 		cmd.Mode = raftstore.ForceOpen
@@ -169,6 +178,11 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 		}
 		cmd.Until = meta.At.Add(d)
 	}
+	if cmd.Mode == raftstore.ForceAuto {
+		if err := s.clearLegacyForced(r.Context(), cmd); err != nil {
+			return err
+		}
+	}
 	fb, idx, err := s.deps.Store.ForceBreaker(r.Context(), cmd)
 	if err != nil {
 		return err
@@ -181,5 +195,24 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 	}
 	fb.Index = idx
 	writeJSON(w, http.StatusOK, toForced(fb))
+	return nil
+}
+
+// clearLegacyForced clears, with the key, the forced rows stored with a
+// full callback URL of the same host (written before callback breakers were
+// keyed by scheme://host), so "auto" on the host clears what applies to it.
+func (s *Server) clearLegacyForced(ctx context.Context, cmd raftstore.ForceBreakerCommand) error {
+	for _, f := range s.deps.Store.ForcedBreakers() {
+		if f.TaskGroup != cmd.TaskGroup || f.NamespaceID != cmd.NamespaceID || f.Destination == cmd.Destination ||
+			outbound.BreakerDestination(f.TaskGroup, f.Destination) != cmd.Destination {
+			continue
+		}
+		legacy := cmd
+		legacy.RequestID = "" // its own command
+		legacy.Destination = f.Destination
+		if _, _, err := s.deps.Store.ForceBreaker(ctx, legacy); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -1,9 +1,13 @@
 package transport
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"net/url"
 
 	"fusebox/raftstore"
+	"fusebox/transport/outbound"
 )
 
 func (s *Server) endpointRoutes() {
@@ -13,8 +17,10 @@ func (s *Server) endpointRoutes() {
 	s.handle("DELETE /v1/endpoints/{name}", needAdmin, s.endpointDelete)
 }
 
+// toEndpoint renders an endpoint; its URL's credentials and query are
+// redacted (one stored before credentials were refused must not show them).
 func toEndpoint(e raftstore.Endpoint) Endpoint {
-	return Endpoint{Name: e.Name, URL: e.URL, Description: e.Description, Index: e.Index, UpdatedAt: e.UpdatedAt, Author: e.Author}
+	return Endpoint{Name: e.Name, URL: outbound.RedactURL(e.URL), Description: e.Description, Index: e.Index, UpdatedAt: e.UpdatedAt, Author: e.Author}
 }
 
 func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
@@ -44,6 +50,9 @@ func (s *Server) endpointPut(w http.ResponseWriter, r *http.Request) error {
 	if in.Name != "" && in.Name != name {
 		return BadField("name", "body names endpoint %q but the path names %q", in.Name, name)
 	}
+	if err := s.checkEndpointURL(r.Context(), in.URL); err != nil {
+		return err
+	}
 	e, err := s.deps.Store.PutEndpoint(r.Context(), raftstore.PutEndpointCommand{
 		CommandMeta: s.meta(r), Name: name, URL: in.URL, Description: in.Description,
 	})
@@ -62,5 +71,27 @@ func (s *Server) endpointDelete(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.waitApplied(r.Context(), idx)
 	writeJSON(w, http.StatusOK, WriteResult{Index: idx})
+	return nil
+}
+
+// checkEndpointURL refuses, with a 400 naming url, an endpoint URL that
+// carries credentials (send them as headers: a URL is shown and logged) or
+// that the destination policy refuses (a member's address; the global
+// allowlist when one is set). raftstore checks the rest (scheme, host,
+// length).
+func (s *Server) checkEndpointURL(ctx context.Context, raw string) error {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		return BadField("url", "must not carry credentials (user:password@); send them as request headers")
+	}
+	if s.deps.Tasks == nil {
+		return nil
+	}
+	if err := s.deps.Tasks.CheckEndpointURL(ctx, raw); err != nil {
+		var de *outbound.DestinationError
+		if errors.As(err, &de) {
+			return BadField("url", "%s", de.Reason)
+		}
+		return err
+	}
 	return nil
 }

@@ -31,6 +31,18 @@ type TaskService interface {
 	Sync(ctx context.Context) error
 	// MaxShardBacklog is the pending-task limit per shard; 0: none.
 	MaxShardBacklog() int
+	// RedactHeaderNames are the header names redacted on reads for a
+	// namespace and breaker destination, beyond outbound.SecretHeader's
+	// built-in ones (dynconfig's fusebox.redaction.headerNames).
+	RedactHeaderNames(namespace, destination string) []string
+	// CheckDestination reports why rawURL may not be called for namespace
+	// (a *outbound.DestinationError: a member's address after DNS
+	// resolution, or, with allowlist, not in the namespace's allowlist), or
+	// nil.
+	CheckDestination(ctx context.Context, namespace, rawURL string, allowlist bool) error
+	// CheckEndpointURL is the check of an endpoint URL on PUT
+	// (outbound.Policy.CheckEndpoint).
+	CheckEndpointURL(ctx context.Context, rawURL string) error
 }
 
 // Task API limits.
@@ -205,6 +217,16 @@ func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time
 		}
 		return raftstore.NewTask{}, bad("request", "%v", err)
 	}
+	// A callback URL must be in its namespace's allowlist; an endpoint's
+	// URL was checked against the global list when an operator registered
+	// it. Neither may reach a member.
+	if err := h.svc.CheckDestination(ctx, in.NamespaceID, check.URL, in.TaskGroup == breakerpool.TaskGroupCallback); err != nil {
+		var de *outbound.DestinationError
+		if errors.As(err, &de) {
+			return raftstore.NewTask{}, bad("destination", "%s", de.Reason)
+		}
+		return raftstore.NewTask{}, err
+	}
 	raw, err := json.Marshal(req)
 	if err != nil {
 		return raftstore.NewTask{}, bad("request", "%v", err)
@@ -264,7 +286,7 @@ func (h *taskHandlers) get(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return Errorf(http.StatusNotFound, CodeNotFound, "no task %q (terminal tasks are collected after the retention period)", r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, toTask(t, true))
+	writeJSON(w, http.StatusOK, toTask(t, true, h.svc))
 	return nil
 }
 
@@ -316,7 +338,7 @@ func (h *taskHandlers) writeList(w http.ResponseWriter, q raftstore.TaskQuery) {
 	ts, next := h.svc.ListTasksPage(q)
 	out := TaskList{Tasks: make([]Task, len(ts)), Next: next}
 	for i, t := range ts {
-		out.Tasks[i] = toTask(t, false)
+		out.Tasks[i] = toTask(t, false, h.svc)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -356,22 +378,4 @@ func (h *taskHandlers) redrive(w http.ResponseWriter, r *http.Request) error {
 	res.Count = len(res.Redriven)
 	writeJSON(w, http.StatusOK, res)
 	return nil
-}
-
-func toTask(t raftstore.Task, withRequest bool) Task {
-	out := Task{
-		ID: t.ID, Shard: t.Shard, NamespaceID: t.NamespaceID, WorkflowID: t.WorkflowID, TaskGroup: t.TaskGroup,
-		Destination: t.Destination, RequestID: t.RequestID, Status: t.Status, Attempts: t.Attempts,
-		CreatedAt: t.CreatedAt, CompletedAt: t.CompletedAt, OperationID: t.OperationID, Output: t.Output,
-	}
-	if t.Status == raftstore.TaskPending {
-		out.NextAttemptAt = t.NextAttemptAt
-	}
-	if t.HTTPStatus != 0 || t.Message != "" {
-		out.LastAnswer = &TaskAnswer{HTTPStatus: t.HTTPStatus, Message: t.Message}
-	}
-	if withRequest {
-		out.Request = t.Request
-	}
-	return out
 }

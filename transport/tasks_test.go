@@ -27,9 +27,26 @@ const testShards = 4
 type taskService struct {
 	*raftstore.Store
 	max atomic.Int64
+	// policy decides destinations (nil allows all); names are the extra
+	// header names to redact.
+	policy *outbound.Policy
+	names  []string
 }
 
 func (s *taskService) MaxShardBacklog() int { return int(s.max.Load()) }
+
+func (s *taskService) RedactHeaderNames(string, string) []string { return s.names }
+
+func (s *taskService) CheckEndpointURL(ctx context.Context, raw string) error {
+	return s.policy.CheckEndpoint(ctx, raw)
+}
+
+func (s *taskService) CheckDestination(ctx context.Context, ns, raw string, allowlist bool) error {
+	if !allowlist {
+		return s.policy.CheckMembers(ctx, raw)
+	}
+	return s.policy.Check(ctx, ns, raw)
+}
 
 // newTaskServer serves the task routes over a real one-node raft store and
 // a real loopback HTTP server. It checks for leaked goroutines at the end.

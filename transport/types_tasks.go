@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"fusebox/raftstore"
 	"fusebox/transport/outbound"
 )
 
@@ -140,4 +141,54 @@ type RedriveResult struct {
 	Count    int      `json:"count"`
 	// More is set when "all" stopped before the DLQ was empty.
 	More bool `json:"more,omitempty"`
+}
+
+// redactNames gives the extra header names to redact for a task.
+type redactNames interface {
+	RedactHeaderNames(namespace, destination string) []string
+}
+
+// toTask renders a stored task for every read (get, list, DLQ): the
+// destination with its query and credentials redacted, and, with
+// withRequest, the request with secret header values and URL queries
+// redacted (outbound.Request.Redacted). Nothing read back carries a secret
+// that was submitted; the executor still sends the stored values.
+func toTask(t raftstore.Task, withRequest bool, names redactNames) Task {
+	out := Task{
+		ID: t.ID, Shard: t.Shard, NamespaceID: t.NamespaceID, WorkflowID: t.WorkflowID, TaskGroup: t.TaskGroup,
+		Destination: outbound.RedactURL(t.Destination), RequestID: t.RequestID, Status: t.Status, Attempts: t.Attempts,
+		CreatedAt: t.CreatedAt, CompletedAt: t.CompletedAt, OperationID: t.OperationID, Output: t.Output,
+	}
+	if t.Status == raftstore.TaskPending {
+		out.NextAttemptAt = t.NextAttemptAt
+	}
+	if t.HTTPStatus != 0 || t.Message != "" {
+		out.LastAnswer = &TaskAnswer{HTTPStatus: t.HTTPStatus, Message: t.Message}
+	}
+	if withRequest {
+		out.Request = redactRequest(t, names)
+	}
+	return out
+}
+
+// redactRequest re-encodes a stored request with its secrets redacted. A
+// request that does not decode (written by another version) is not shown
+// at all: showing it raw could show a secret.
+func redactRequest(t raftstore.Task, names redactNames) json.RawMessage {
+	if len(t.Request) == 0 {
+		return nil
+	}
+	var req outbound.Request
+	if err := json.Unmarshal(t.Request, &req); err != nil {
+		return json.RawMessage(`{"error":"the stored request does not decode; not shown"}`)
+	}
+	var extra []string
+	if names != nil {
+		extra = names.RedactHeaderNames(t.NamespaceID, outbound.BreakerDestination(t.TaskGroup, t.Destination))
+	}
+	b, err := json.Marshal(req.Redacted(extra))
+	if err != nil {
+		return json.RawMessage(`{"error":"the stored request does not encode; not shown"}`)
+	}
+	return b
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"fusebox/transport/outbound"
 )
 
 // PeerTimeout bounds each peer's answer when the cluster timeline is merged
@@ -128,6 +130,7 @@ func sanitize(ts []Transition, node string) []Transition {
 			continue
 		}
 		t.Node = node
+		t.Destination = outbound.RedactURL(t.Destination) // a peer of an older version may not redact
 		out = append(out, t)
 	}
 	return out

@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 	"unicode"
@@ -27,6 +26,12 @@ const statusOperationFailed = http.StatusFailedDependency
 
 // maxMessage bounds Result.Message.
 const maxMessage = 1 << 10
+
+// MaxAnswerBytes bounds how much of a destination's own words (its body, a
+// Nexus failure message) an attempt records in Result.Message, hence in a
+// task's last_answer: an answer is evidence for an operator, not a channel
+// for reading whatever a URL serves.
+const MaxAnswerBytes = 512
 
 // IsDownStatus reports whether an HTTP status means "destination down" before
 // any nexus-request-retryable override: 408, 429, 5xx except 501, and every
@@ -62,16 +67,24 @@ func classify(ctx context.Context, timeout time.Duration, c *capture, err error)
 		// Nothing reached the wire: the request could not be built.
 		return failed(res, "invalid request: "+err.Error(), err)
 	}
+	var blocked *DestinationError
+	if !c.responded && errors.As(err, &blocked) {
+		// fusebox refused the address itself (a member's): no call was
+		// made, the destination is not down, and retrying cannot help.
+		return failed(res, "transport error: "+ConnBlocked+": "+blocked.Reason, err)
+	}
 	if !c.responded || (c.bodyErr != nil && !c.tooLarge) {
 		// No answer, or an answer cut off mid-body: unhealthy, whatever the status.
+		// The message is a class, never the raw error: a dial error names
+		// internal addresses and ports, which a caller must not learn.
 		var msg string
 		switch {
 		case isTimeout(err) || isTimeout(c.bodyErr):
-			msg = fmt.Sprintf("no complete response within %s", timeout)
+			msg = fmt.Sprintf("transport error: %s: no complete response within %s", ConnTimeout, timeout)
 		case c.responded:
-			msg = fmt.Sprintf("HTTP %d: reading response body: %s", c.status, causeText(err))
+			msg = fmt.Sprintf("HTTP %d: reading response body: %s", c.status, ConnClass(errors.Join(c.bodyErr, err)))
 		default:
-			msg = "transport error: " + causeText(err)
+			msg = "transport error: " + ConnClass(err)
 		}
 		res.Outcome = OutcomeDown
 		res.Message = clip(msg)
@@ -105,16 +118,6 @@ func down(res Result, msg string, cause *StatusError) (Result, error) {
 	return res, breakerpool.NewDestinationDownError("", cause)
 }
 
-// causeText is err without net/http's "Post <url>:" prefix, which may carry
-// secrets in the URL's path or query.
-func causeText(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return err.Error()
-}
-
 func failed(res Result, msg string, cause error) (Result, error) {
 	res.Outcome = OutcomeFailed
 	res.Message = clip(msg)
@@ -144,13 +147,13 @@ func describe(status int, c *capture, err error) string {
 	}
 	var opErr *nexus.OperationError
 	if errors.As(err, &opErr) {
-		return prefix + ": " + opErr.Error()
+		return prefix + ": " + clipN(opErr.Error(), MaxAnswerBytes)
 	}
 	if status/100 == 2 && err != nil {
-		return prefix + ": invalid response: " + err.Error()
+		return prefix + ": invalid response: " + clipN(err.Error(), MaxAnswerBytes)
 	}
 	if m := bodyMessage(c); m != "" {
-		return prefix + ": " + m
+		return prefix + ": " + clipN(m, MaxAnswerBytes)
 	}
 	return prefix
 }
@@ -185,9 +188,12 @@ func printable(s string) string {
 	return clip(strings.TrimSpace(s))
 }
 
-func clip(s string) string {
-	if len(s) <= maxMessage {
+func clip(s string) string { return clipN(s, maxMessage) }
+
+// clipN bounds s to n bytes (plus an ellipsis), on a rune boundary.
+func clipN(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	return strings.ToValidUTF8(s[:maxMessage], "") + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

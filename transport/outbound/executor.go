@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -35,6 +34,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the executor's metrics. Nil registers none.
 	Registerer prometheus.Registerer
+	// Policy, when set, guards the executor-owned client's dialer: a
+	// connection to a cluster member's address is refused after DNS
+	// resolution (Policy.DialControl). Ignored with a caller's HTTPClient.
+	Policy *Policy
 }
 
 // Executor performs outbound calls and classifies their outcomes. It is safe
@@ -65,7 +68,7 @@ func New(opts Options) (*Executor, error) {
 		e.log = slog.New(slog.DiscardHandler)
 	}
 	if e.client == nil {
-		e.client = NewHTTPClient()
+		e.client = newHTTPClient(opts.Policy)
 		e.ownsHTTP = true
 	}
 	m, err := newMetrics(opts.Registerer)
@@ -80,8 +83,14 @@ func New(opts Options) (*Executor, error) {
 // pooled transport (keep-alives, up to 100 idle connections per host,
 // HTTP/2 when offered over TLS, proxies from the environment) that does not
 // follow redirects — a 3xx is an answer like any other status.
-func NewHTTPClient() *http.Client {
+func NewHTTPClient() *http.Client { return newHTTPClient(nil) }
+
+// newHTTPClient is NewHTTPClient whose dialer refuses what policy refuses.
+func newHTTPClient(policy *Policy) *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if policy != nil {
+		dialer.Control = policy.DialControl
+	}
 	tr := &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
 		DialContext:            dialer.DialContext,
@@ -127,7 +136,7 @@ func (e *Executor) Execute(ctx context.Context, r Request) (Result, error) {
 	e.metrics.observe(r.TaskGroup, res.Outcome, time.Since(start))
 	e.log.LogAttrs(ctx, slog.LevelDebug, "outbound attempt",
 		slog.String("task_group", r.TaskGroup),
-		slog.String("destination", redactURL(r.URL)),
+		slog.String("destination", BreakerDestination(breakerpool.TaskGroupCallback, r.URL)), // scheme://host only
 		slog.String("request_id", r.RequestID),
 		slog.Int("status", res.Status),
 		slog.String("outcome", res.Outcome.String()),
@@ -214,14 +223,6 @@ func (e *Executor) do(req *http.Request) (*http.Response, error) {
 		over:      resp.ContentLength > e.maxBody,
 	}
 	return resp, nil
-}
-
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host
 }
 
 var errAborted = errors.New("outbound call aborted by caller")

@@ -1,0 +1,117 @@
+package node
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"fusebox/dynconfig"
+	"fusebox/raftstore"
+	"fusebox/transport"
+	"fusebox/transport/outbound/outboundtest"
+)
+
+// The allowlist is checked at submit (400 naming destination) and again at
+// every attempt: narrowing it dead-letters a pending task with the reason
+// (shown redacted in the DLQ), and widening it again lets a redrive
+// deliver it.
+func TestAllowlistAtSubmitAndAttempt(t *testing.T) {
+	n, _ := secureNode(t)
+	const ns = "ns-allow"
+	dest := outboundtest.NewDestination(t)
+	if err := dest.SetMode(outboundtest.ModeRefuse); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(dest.Addr())
+	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
+
+	submit := func(url, wf string) (transport.TaskAccepted, error) {
+		ts := callbackTask(url, wf, wf)
+		ts.NamespaceID = ns
+		return n.client().SubmitTask(ctxT(t), ts)
+	}
+	_, err := submit("http://localhost:"+port+"/callback", "wf-not-listed")
+	wantField(t, err, "destination")
+	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*"}]`)
+	_, err = submit(dest.CallbackURL(), "wf-insecure")
+	wantField(t, err, "destination") // http needs AllowInsecure
+	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
+
+	acc, err := submit(dest.CallbackURL()+"?sig=dlq-secret", "wf-pending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, n, acc.TaskID, "tried", func(tk transport.Task) bool { return tk.Attempts >= 1 })
+	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"hooks.example.com"}]`)
+	tk := waitTask(t, n, acc.TaskID, "dead-lettered", func(tk transport.Task) bool { return tk.Status == raftstore.TaskDLQ })
+	if tk.LastAnswer == nil || !strings.Contains(tk.LastAnswer.Message, dynconfig.KeyCallbackAllowedAddresses) {
+		t.Fatalf("last answer %+v does not say the allowlist refused it", tk.LastAnswer)
+	}
+	dlq := getRaw(t, n, "/v1/dlq")
+	if !strings.Contains(dlq, acc.TaskID) || strings.Contains(dlq, "dlq-secret") {
+		t.Fatalf("DLQ listing (want the task, redacted): %s", dlq)
+	}
+
+	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
+	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.client().Redrive(ctxT(t), transport.Redrive{IDs: []string{acc.TaskID}}); err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, n, acc.TaskID, "succeeded after the redrive", func(tk transport.Task) bool { return tk.Status == raftstore.TaskSucceeded })
+}
+
+// A callback or endpoint aimed at the node's own API, Raft or gossip port is
+// refused at submit, also through a name that resolves to loopback; an
+// endpoint re-pointed at the node behind the API's back is refused by the
+// dialer, and the task fails as blocked without reaching it.
+func TestMemberAddressesRefused(t *testing.T) {
+	n, _ := secureNode(t)
+	for _, addr := range []string{n.HTTPAddr(), n.RaftAddr(), n.GossipAddr()} {
+		_, port, _ := net.SplitHostPort(addr)
+		for _, url := range []string{"http://" + addr + "/v1/breakers/force", "http://localhost:" + port + "/v1/breakers/force"} {
+			_, err := n.client().SubmitTask(ctxT(t), callbackTask(url, "wf-self", "self"))
+			wantField(t, err, "destination")
+			if !strings.Contains(err.Error(), "member") {
+				t.Errorf("%s: error %v does not say why", url, err)
+			}
+		}
+	}
+	_, apiPort, _ := net.SplitHostPort(n.HTTPAddr())
+	_, err := n.client().PutEndpoint(ctxT(t), transport.Endpoint{Name: "self", URL: "http://localhost:" + apiPort + "/nexus"})
+	wantField(t, err, "url")
+	_, err = n.client().PutEndpoint(ctxT(t), transport.Endpoint{Name: "creds", URL: "http://user:password@127.0.0.1:9/nexus"})
+	wantField(t, err, "url")
+
+	// An endpoint stored with credentials before they were refused is
+	// listed without them.
+	if _, err := n.store.PutEndpoint(ctxT(t), raftstore.PutEndpointCommand{Name: "legacy", URL: "http://user:password@127.0.0.1:9/nexus"}); err != nil {
+		t.Fatal(err)
+	}
+	if eps := getRaw(t, n, "/v1/endpoints"); strings.Contains(eps, "password") || !strings.Contains(eps, "legacy") {
+		t.Fatalf("endpoint list: %s", eps)
+	}
+
+	// At dial: the endpoint is valid at submit, then re-pointed (directly in
+	// the store, as a DNS change would) at the node's own API.
+	dest := outboundtest.NewDestination(t)
+	if err := dest.SetMode(outboundtest.ModeRefuse); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.client().PutEndpoint(ctxT(t), transport.Endpoint{Name: "moving", URL: dest.NexusURL()}); err != nil {
+		t.Fatal(err)
+	}
+	acc, err := n.client().SubmitTask(ctxT(t), echoTask("moving", "wf-moving", "moving"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, n, acc.TaskID, "tried", func(tk transport.Task) bool { return tk.Attempts >= 1 })
+	if _, err := n.store.PutEndpoint(ctxT(t), raftstore.PutEndpointCommand{Name: "moving", URL: "http://localhost:" + apiPort + "/nexus"}); err != nil {
+		t.Fatal(err)
+	}
+	tk := waitTask(t, n, acc.TaskID, "failed", func(tk transport.Task) bool { return tk.Status == raftstore.TaskFailed })
+	if tk.LastAnswer == nil || !strings.Contains(tk.LastAnswer.Message, "blocked") {
+		t.Fatalf("last answer %+v; want the dialer's refusal", tk.LastAnswer)
+	}
+}

@@ -1,0 +1,103 @@
+package node
+
+import (
+	"context"
+	"net"
+
+	"fusebox/dynconfig"
+	"fusebox/transport/outbound"
+)
+
+// memberAddrs is outbound.MemberAddrs over gossip membership: every known
+// member's API, Raft and gossip address (dead and left members included:
+// a restarted node comes back on the same ports), plus this node's own
+// bound addresses, known before gossip has started. A member whose API or
+// Raft listener is bound to a wildcard address is also protected at its
+// gossip host, the address other nodes reach it by.
+type memberAddrs struct{ n *Node }
+
+func (a memberAddrs) MemberAddrs() []string {
+	n := a.n
+	out := []string{n.HTTPAddr(), n.RaftAddr(), n.GossipAddr()}
+	if n.members == nil {
+		return out
+	}
+	for _, m := range n.members.Members() {
+		out = append(out, m.GossipAddr, m.Meta.HTTPAddr, m.Meta.RaftAddr)
+		gh, _, err := net.SplitHostPort(m.GossipAddr)
+		if err != nil {
+			continue
+		}
+		for _, addr := range []string{m.Meta.HTTPAddr, m.Meta.RaftAddr} {
+			if h, p, err := net.SplitHostPort(addr); err == nil && isWildcard(h) {
+				out = append(out, net.JoinHostPort(gh, p))
+			}
+		}
+	}
+	return out
+}
+
+func isWildcard(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
+}
+
+// isLoopbackAddr reports whether a bound host:port is on a loopback address.
+func isLoopbackAddr(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// newDestinationPolicy builds the node's outbound.Policy: the allowlist
+// from dynamic config (component.callbacks.allowedAddresses), members'
+// addresses always refused, and the default when no list is set. A node
+// whose API and Raft listen on loopback only — the development set-up of
+// `make run` and `make demo` — allows every destination by default (members
+// excepted); any other node allows none until a list is configured,
+// Temporal's default (docs/security.md).
+//
+// TLS does not change this: a node whose API listens on loopback only takes
+// tasks from processes on its own host, which can reach those destinations
+// themselves; the allowlist guards a node that others can reach (put a
+// list in place before exposing a loopback API through a proxy).
+func (n *Node) newDestinationPolicy() *outbound.Policy {
+	return &outbound.Policy{
+		Members:      memberAddrs{n},
+		DefaultAllow: isLoopbackAddr(n.HTTPAddr()) && isLoopbackAddr(n.RaftAddr()),
+		Allowlist: func(ns string) (outbound.AddressMatcher, bool) {
+			rules, set := n.config.Current().AllowedAddresses(ns)
+			return rules, set
+		},
+	}
+}
+
+// CheckDestination is transport.TaskService's destination check (Policy).
+func (a *TaskAPI) CheckDestination(ctx context.Context, namespace, rawURL string, allowlist bool) error {
+	if !allowlist {
+		return a.Policy.CheckMembers(ctx, rawURL)
+	}
+	return a.Policy.Check(ctx, namespace, rawURL)
+}
+
+// CheckEndpointURL is transport.TaskService's endpoint check.
+func (a *TaskAPI) CheckEndpointURL(ctx context.Context, rawURL string) error {
+	return a.Policy.CheckEndpoint(ctx, rawURL)
+}
+
+// RedactHeaderNames is fusebox.redaction.headerNames for (namespace,
+// destination).
+func (a *TaskAPI) RedactHeaderNames(namespace, destination string) []string {
+	if a.config == nil {
+		return nil
+	}
+	return a.config.Current().RedactHeaderNames(namespace, destination)
+}
+
+var _ outbound.AddressMatcher = dynconfig.AddressRules(nil)
