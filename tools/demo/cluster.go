@@ -22,17 +22,31 @@ type cluster struct {
 	nodes   []*nodeProc
 	clients []*transport.Client
 	hc      *http.Client
+	sec     *secure // nil unless --secure
 }
 
-func newCluster(n int, bin, dir string) (*cluster, error) {
-	c := &cluster{hc: &http.Client{
-		Timeout:   apiTimeout + time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 10 * time.Second},
-	}}
+func newCluster(n int, bin, dir string, withTLS bool) (*cluster, error) {
+	tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 10 * time.Second}
+	c := &cluster{hc: &http.Client{Timeout: apiTimeout + time.Second, Transport: tr}}
+	ids := make([]string, n)
 	for i := range n {
-		p, err := newNodeProc(fmt.Sprintf("n%d", i+1), bin, dir, n)
+		ids[i] = fmt.Sprintf("n%d", i+1)
+	}
+	if withTLS {
+		var err error
+		if c.sec, err = newSecure(dir, ids); err != nil {
+			return nil, fmt.Errorf("--secure: %w", err)
+		}
+		tr.TLSClientConfig = c.sec.client
+		c.hc.Transport = bearer{c.sec.adminToken, tr}
+	}
+	for _, id := range ids {
+		p, err := newNodeProc(id, bin, dir, n)
 		if err != nil {
 			return nil, err
+		}
+		if c.sec != nil {
+			p.extra, p.scheme = c.sec.args(id), "https"
 		}
 		c.nodes = append(c.nodes, p)
 	}
@@ -51,7 +65,11 @@ func (c *cluster) setJoins() {
 				p.join = append(p.join, q.gossipAddr)
 			}
 		}
-		c.clients = append(c.clients, transport.NewClient(p.httpAddr, "", c.hc))
+		token := ""
+		if c.sec != nil {
+			token = c.sec.adminToken
+		}
+		c.clients = append(c.clients, transport.NewClient(p.scheme+"://"+p.httpAddr, token, c.hc))
 	}
 }
 

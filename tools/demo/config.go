@@ -48,6 +48,10 @@ type Config struct {
 	Plain bool
 	// Dir, when set, is used instead of a fresh temp dir (tests).
 	Dir string
+	// Secure runs the cluster as on a real network: HTTPS API, mutual TLS
+	// Raft and forwarding from a demo CA, named API tokens, gossip
+	// encryption (docs/security.md).
+	Secure bool
 }
 
 // DefaultConfig is the configuration `make demo` starts from.
@@ -135,6 +139,7 @@ Flags:
 	fs.StringVar(&c.OutageMode, "outage-mode", c.OutageMode, "how flaky fails: refuse (connection refused) or unavailable (HTTP 503)")
 	fs.DurationVar(&c.BreakerTimeout, "breaker-timeout", c.BreakerTimeout, "breaker Timeout set cluster-wide for the demo (fusebox default: 60s)")
 	fs.StringVar(&c.HintPolicy, "hint-policy", c.HintPolicy, "fusebox.breaker.hintPolicy to set: probe, adopt or off (default: leave the cluster default, probe)")
+	fs.BoolVar(&c.Secure, "secure", c.Secure, "run the cluster with TLS (HTTPS API, mutual-TLS Raft), named API tokens and gossip encryption, from a CA made for the run")
 	fs.DurationVar(&c.Refresh, "refresh", c.Refresh, "live view refresh period")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "how long the nodes may take to become ready")
 	fs.DurationVar(&c.StopTimeout, "stop-timeout", c.StopTimeout, "how long a node may take to exit after SIGTERM before it is killed")

@@ -98,7 +98,7 @@ func (d *demo) start(ctx context.Context) error {
 		d.sc.message(fmt.Sprintf("destination %s listening on %s", name, dst.Addr()))
 	}
 
-	if d.cl, err = newCluster(cfg.Nodes, bin, d.dir); err != nil {
+	if d.cl, err = newCluster(cfg.Nodes, bin, d.dir, cfg.Secure); err != nil {
 		return err
 	}
 	for _, p := range d.cl.nodes {
@@ -117,6 +117,10 @@ func (d *demo) start(ctx context.Context) error {
 		return err
 	}
 	d.sc.message(fmt.Sprintf("endpoints %s and %s registered; breaker Timeout set to %v", destHealthy, destFlaky, cfg.BreakerTimeout))
+	if s := d.cl.sec; s != nil {
+		d.sc.message(fmt.Sprintf("secure: HTTPS API and mutual-TLS Raft from the CA %s, encrypted gossip, tokens in %s", s.caFile, s.tokenFile))
+		d.sc.message(fmt.Sprintf("status page (read token; trust the CA or accept the warning): https://%s/ui/#token=%s", d.cl.nodes[0].httpAddr, s.viewerToken))
+	}
 	d.obs = newObserver(d.cl, d.dests)
 	d.out = newOutage(cfg)
 	d.wl = newWorkload(d.cl, cfg.Rate, d.logger)

@@ -55,10 +55,20 @@ func fuseboxBin(t *testing.T) string {
 // bounded time with a short outage, and checks its summary: the cluster
 // came up, healthy got its tasks, the outage was seen by the breakers and
 // measured, and nothing is left running or on disk.
+//
+// With --secure the same run goes over HTTPS with mutual-TLS Raft, named
+// tokens and gossip encryption.
 func TestDemoHeadless(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "secure"}[secure], func(t *testing.T) { testDemoHeadless(t, secure) })
+	}
+}
+
+func testDemoHeadless(t *testing.T, secure bool) {
 	bin := fuseboxBin(t)
 	cfg := DefaultConfig()
 	cfg.Bin = bin
+	cfg.Secure = secure
 	cfg.Duration = 16 * time.Second
 	cfg.OutageAt = 3 * time.Second
 	cfg.OutageFor = 7 * time.Second
@@ -124,6 +134,9 @@ func TestDemoHeadless(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "outage down") || !strings.Contains(out.String(), "flaky refuse") {
 		t.Error("the status lines never showed flaky down")
+	}
+	if secure && (!strings.Contains(out.String(), "secure: HTTPS API and mutual-TLS Raft") || !strings.Contains(out.String(), "https://")) {
+		t.Error("--secure: the output does not say the cluster runs with TLS and tokens")
 	}
 	text := sum.String()
 	for _, want := range []string{"3 of 3 came up", "all stopped cleanly", "ESTIMATE", "calls that reached the dead destination"} {

@@ -37,6 +37,10 @@ type nodeProc struct {
 	raftAddr   string
 	join       []string
 	expect     int
+	// extra are flags beyond the defaults (--secure's TLS and tokens);
+	// scheme is http or https.
+	extra  []string
+	scheme string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -52,6 +56,7 @@ func newNodeProc(id, bin, dir string, expect int) (*nodeProc, error) {
 		dataDir: filepath.Join(dir, id, "data"),
 		logPath: filepath.Join(dir, id+".log"),
 		expect:  expect,
+		scheme:  "http",
 	}
 	return p, p.assignPorts()
 }
@@ -83,7 +88,7 @@ func (p *nodeProc) args() []string {
 	if len(p.join) > 0 {
 		args = append(args, "--join", strings.Join(p.join, ","))
 	}
-	return args
+	return append(args, p.extra...)
 }
 
 // launch starts the process without waiting for it to be ready.
@@ -157,7 +162,7 @@ func (p *nodeProc) waitReady(ctx context.Context, hc *http.Client) error {
 	defer tick.Stop()
 	last := "no answer yet"
 	for {
-		code, err := get(ctx, hc, "http://"+p.httpAddr+"/readyz")
+		code, err := get(ctx, hc, p.scheme+"://"+p.httpAddr+"/readyz")
 		switch {
 		case err == nil && code == http.StatusOK:
 			return nil
