@@ -42,9 +42,10 @@ bench:
 	$(GO) run ./tools/benchreport
 
 # A longer randomized chaos schedule against real processes. The seed is
-# printed; SEED=<seed> replays it exactly.
+# printed; SEED=<seed> replays it exactly. SECURE=1 runs the cluster with TLS,
+# encrypted gossip and named tokens.
 chaos: build
-	SEED=$(SEED) FUSEBOX_CHAOS=1 FUSEBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -v -run TestChaosRandom ./test/e2e/
+	SEED=$(SEED) FUSEBOX_CHAOS=1 FUSEBOX_CHAOS_SECURE=$(SECURE) FUSEBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -v -run TestChaosRandom ./test/e2e/
 
 # Every fuzz target for FUZZTIME each (make test runs only their seed corpora).
 FUZZTIME ?= 30s

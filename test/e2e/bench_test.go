@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -38,17 +39,21 @@ type benchProcs struct {
 type lazyProcs struct {
 	parent *testing.B
 	bp     *benchProcs
+	// opts start the cluster (LogLevel is set to warn); zero: plain.
+	opts ClusterOptions
 }
 
 func (l *lazyProcs) get(b *testing.B) *benchProcs {
 	if l.bp != nil {
 		return l.bp
 	}
-	c := NewCluster(l.parent, 3, ClusterOptions{LogLevel: "warn"})
+	opts := l.opts
+	opts.LogLevel = "warn"
+	c := NewCluster(l.parent, 3, opts)
 	l.parent.Cleanup(func() { c.StopAll(l.parent) })
 	bp := &benchProcs{c: c}
 	for _, p := range c.Procs {
-		bp.clients = append(bp.clients, transport.NewClient(p.HTTPAddr(), "", nil))
+		bp.clients = append(bp.clients, benchClient(p))
 	}
 	WaitFor(b, time.Minute, "one shard map, every shard owned and worked on", c.sameShardMap)
 	bp.setConfig(b, dynconfig.KeyHostSchedulerMaxTaskRPS, "1000000")
@@ -208,6 +213,64 @@ func BenchmarkProcessDeliveryBesideDead(b *testing.B) {
 		})
 		if procs.bp != nil {
 			procs.bp.c.StopAll(b) // the next mode starts on a fresh cluster, alone
+		}
+	}
+}
+
+// benchClient is a node's client for benchmarks: transport.NewClient's
+// pooled transport for a plain node, the same pool settings over TLS (the
+// harness's CA and client certificate) and the node's token for a secure
+// one, so the two modes differ only by what security costs.
+func benchClient(p *Process) *transport.Client {
+	if p.cfg.TLS == nil {
+		return transport.NewClient(p.HTTPAddr(), p.cfg.AdminToken, nil)
+	}
+	tr := &http.Transport{
+		MaxIdleConns: 1024, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second, ForceAttemptHTTP2: true, TLSClientConfig: p.cfg.TLS.Client,
+	}
+	return transport.NewClient("https://"+p.HTTPAddr(), p.cfg.AdminToken, &http.Client{Timeout: 30 * time.Second, Transport: tr})
+}
+
+// BenchmarkProcessSecurity is what security costs (issue 15): durable
+// delivery (b.N callbacks in batches of 500) and enqueue → delivered at
+// 1,000 tasks/s on three processes with TLS (HTTPS API, mutual-TLS Raft
+// and leader forwarding), encrypted gossip and named tokens — secure —
+// beside the same workloads on a plain cluster in the same run. Each mode
+// runs on a fresh cluster of its own, stopped before the next starts.
+func BenchmarkProcessSecurity(b *testing.B) {
+	for _, mode := range []string{"plain", "secure"} {
+		procs := &lazyProcs{parent: b}
+		if mode == "secure" {
+			procs.opts = secureClusterOptions(b)
+		}
+		dest := outboundtest.NewDestination(b)
+		run := 0
+		b.Run(mode+"/delivery", func(b *testing.B) {
+			bp := procs.get(b)
+			run++
+			tasks := make([]transport.TaskSubmit, b.N)
+			for i := range tasks {
+				tasks[i] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("ps%s%d-%d", mode, run, i), true)
+			}
+			before := dest.Count("")
+			b.ResetTimer()
+			start := time.Now()
+			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
+			bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before })
+			took := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+		})
+		b.Run(mode+"/latency", func(b *testing.B) {
+			bp := procs.get(b)
+			run++
+			before := dest.Count("")
+			deliverybench.Latency(b, bp.clients, dest, 1000, fmt.Sprintf("psl%s%d", mode, run), true,
+				func(ids []string) { bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before }) })
+		})
+		if procs.bp != nil {
+			procs.bp.c.StopAll(b)
 		}
 	}
 }

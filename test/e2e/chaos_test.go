@@ -80,7 +80,12 @@ func TestChaosRandom(t *testing.T) {
 	})
 	rng := rand.New(rand.NewPCG(cp.seed, 0x5eed))
 	rng.IntN(2) // the draw that chose the cluster size
-	c := newTestCluster(t, cp.nodes)
+	var opts []ClusterOptions
+	if os.Getenv("FUSEBOX_CHAOS_SECURE") == "1" { // make chaos SECURE=1
+		t.Log("secure: TLS, encrypted gossip and named tokens")
+		opts = append(opts, secureClusterOptions(t))
+	}
+	c := newTestCluster(t, cp.nodes, opts...)
 	c.WaitForLeader(t, leaderTimeout)
 	dest := outboundtest.NewDestination(t)
 	w := NewWriter(c, "ep-", dest.NexusURL())

@@ -17,9 +17,9 @@ const keyConcurrency = "history.outboundQueue.groupLimiter.concurrency"
 // destination holding every answer hold after acting, at most 2 calls in
 // flight per (namespace, node), and a load of Nexus starts over 4
 // namespaces: a burst (backlog on every node) then a trickle.
-func busyCluster(t *testing.T, name string, hold time.Duration) (*Cluster, *Dest, *TaskLoad) {
+func busyCluster(t *testing.T, name string, hold time.Duration, opts ...ClusterOptions) (*Cluster, *Dest, *TaskLoad) {
 	t.Helper()
-	c := newTaskCluster(t, 3)
+	c := newTaskCluster(t, 3, opts...)
 	dest := NewDest(t)
 	dest.SetHold(hold)
 	putEndpoint(t, c, "ep-slow", dest.NexusURL())
@@ -160,7 +160,14 @@ func heldOn(l *TaskLoad, dest *Dest, shards map[int]uint64, ts time.Time) int {
 // and that count is reported. The killed node then comes back and the
 // cluster invariants hold.
 func TestTasksKillShardOwner(t *testing.T) {
-	c, dest, l := busyCluster(t, "kill", 200*time.Millisecond)
+	t.Run("plain", func(t *testing.T) { testTasksKillShardOwner(t) })
+	// As deployed beyond loopback: HTTPS, mutual-TLS Raft and forwarding,
+	// encrypted gossip, named tokens (the nodes use their node token).
+	t.Run("secure", func(t *testing.T) { testTasksKillShardOwner(t, secureClusterOptions(t)) })
+}
+
+func testTasksKillShardOwner(t *testing.T, opts ...ClusterOptions) {
+	c, dest, l := busyCluster(t, "kill", 200*time.Millisecond, opts...)
 	victim, owned := pickBusyFollower(t, c, l, dest, false)
 	killAt := time.Now()
 	if err := victim.Kill(); err != nil {

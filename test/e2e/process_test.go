@@ -52,6 +52,9 @@ type ProcessConfig struct {
 	Timing          string // default "fast"
 	LogLevel        string // default "debug"
 	AdminToken      string // written to a token file when set
+	// Tokens, when set, is the token file written instead (named tokens
+	// with roles); AdminToken is still what the harness presents.
+	Tokens string
 	ExtraArgs       []string
 	// Env is added to the inherited environment (KEY=VALUE).
 	Env []string
@@ -192,9 +195,13 @@ func (p *Process) args() ([]string, error) {
 	if c.BootstrapExpect > 0 {
 		args = append(args, "--bootstrap-expect", strconv.Itoa(c.BootstrapExpect))
 	}
-	if c.AdminToken != "" {
+	if c.AdminToken != "" || c.Tokens != "" {
+		content := c.Tokens
+		if content == "" {
+			content = c.AdminToken + "\n"
+		}
 		f := filepath.Join(filepath.Dir(p.logPath), c.NodeID+".token")
-		if err := os.WriteFile(f, []byte(c.AdminToken+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
 			return nil, err
 		}
 		args = append(args, "--admin-token-file", f)

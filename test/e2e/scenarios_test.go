@@ -39,9 +39,13 @@ func requireClusterAPI(t *testing.T, p *Process) {
 }
 
 // newTestCluster starts n nodes and skips if the cluster API is missing.
-func newTestCluster(t *testing.T, n int) *Cluster {
+func newTestCluster(t *testing.T, n int, opts ...ClusterOptions) *Cluster {
 	t.Helper()
-	c := NewCluster(t, n, ClusterOptions{})
+	var o ClusterOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	c := NewCluster(t, n, o)
 	requireClusterAPI(t, c.Procs[0])
 	return c
 }

@@ -63,9 +63,9 @@ func setConfig(t testing.TB, c *Cluster, key, dest, value string) {
 
 // newTaskCluster starts n nodes and waits until they agree on a shard map
 // with every shard owned, so tasks have somewhere to go.
-func newTaskCluster(t *testing.T, n int) *Cluster {
+func newTaskCluster(t *testing.T, n int, opts ...ClusterOptions) *Cluster {
 	t.Helper()
-	c := newTestCluster(t, n)
+	c := newTestCluster(t, n, opts...)
 	c.WaitForLeader(t, leaderTimeout)
 	WaitFor(t, convergeTimout, "an agreed shard map with every shard owned", c.sameShardMap)
 	return c

@@ -174,3 +174,19 @@ func (d *dialStream) Accept() (net.Conn, error) { <-d.closed; return nil, net.Er
 func (d *dialStream) Close() error { d.once.Do(func() { close(d.closed) }); return nil }
 
 func (d *dialStream) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
+
+// secureAdminToken is what the harness presents to a secure cluster.
+const secureAdminToken = "e2e-admin-0123456789abcdef0123456789abcdef"
+
+// secureClusterOptions start a cluster as it runs on a real network: TLS
+// from a test CA, gossip encryption and named tokens with roles — the
+// nodes call each other with the node token, the harness with the admin
+// token.
+func secureClusterOptions(t testing.TB) ClusterOptions {
+	pki := newTestPKI(t)
+	tokens := "# e2e\nnodes node e2e-node-0123456789abcdef0123456789abcdef\nharness admin " + secureAdminToken + "\n"
+	return ClusterOptions{AdminToken: secureAdminToken, Tweak: func(cfg *ProcessConfig) {
+		pki.Tweak(cfg)
+		cfg.Tokens = tokens
+	}}
+}
