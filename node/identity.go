@@ -17,7 +17,7 @@ const nodeIDFile = "node-id"
 // written by another node holds that node's Raft identity, and reusing it
 // under a new name would make the cluster see one server twice.
 func claimDataDir(dir, nodeID string) error {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir %s: %w", dir, err)
 	}
 	p := filepath.Join(dir, nodeIDFile)
