@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -89,7 +90,7 @@ func (s *Store) RestoreSnapshot(ctx context.Context, file io.Reader, version str
 		return RestoreResult{}, &Error{Code: CodeConflict, Field: "shard_count", Message: fmt.Sprintf(
 			"snapshot has %d shards, this cluster %d; the shard count cannot change", snap, cur)}
 	}
-	mapVersion, err := fenceShardMap(p.state, s.state.ShardMap())
+	mapVersion, err := fenceShardMap(p.state, s.state.ShardMap(), s.state.ClusterID())
 	if err != nil {
 		return RestoreResult{}, err
 	}
@@ -107,6 +108,9 @@ func (s *Store) RestoreSnapshot(ctx context.Context, file io.Reader, version str
 		timeout = max(time.Until(d), time.Millisecond)
 	}
 	if err := r.Restore(meta, &payload, timeout); err != nil {
+		if strings.Contains(err.Error(), "cannot restore snapshot now") {
+			return RestoreResult{}, unavailable("raft: %v; retry in a moment", err)
+		}
 		return RestoreResult{}, raftError(r, err)
 	}
 	s.logger.Warn("restored the cluster state from a snapshot file", "index", h.Index, "term", h.Term,
@@ -116,20 +120,54 @@ func (s *Store) RestoreSnapshot(ctx context.Context, file io.Reader, version str
 
 // fenceShardMap rewrites the snapshot's shard map (in st) so that its
 // version and each shard's epoch are above both the snapshot's and the
-// current map's. Returns the new version (0: no map in the snapshot).
-func fenceShardMap(st *State, cur *shardmap.Map) (uint64, error) {
-	db := st.db.Load()
-	txn := db.Txn(true)
+// current map's, and returns the new version. A snapshot without a map (or
+// cluster id, or shard count) taken from a cluster that had none yet keeps
+// the current cluster's, fenced the same way: nodes ignore a map whose
+// version is not above the one they hold, so the restored state must never
+// go back to "no map".
+func fenceShardMap(st *State, cur *shardmap.Map, clusterID string) (uint64, error) {
+	txn := st.db.Load().Txn(true)
 	defer txn.Abort()
-	raw, err := txn.First(string(TableMeta), "id", metaShards)
-	if err != nil || raw == nil {
+	get := func(name string) (*metaRow, error) {
+		raw, err := txn.First(string(TableMeta), "id", name)
+		if err != nil || raw == nil {
+			return nil, err
+		}
+		row := *raw.(*metaRow)
+		return &row, nil
+	}
+	if clusterID != "" {
+		if row, err := get(metaClusterID); err != nil {
+			return 0, err
+		} else if row == nil {
+			if err := txn.Insert(string(TableMeta), &metaRow{Name: metaClusterID, ClusterID: clusterID}); err != nil {
+				return 0, err
+			}
+		}
+	}
+	row, err := get(metaShards)
+	if err != nil {
 		return 0, err
 	}
-	row := *raw.(*metaRow)
-	if row.Shards == nil {
+	var base *shardmap.Map
+	switch {
+	case row != nil && row.Shards != nil:
+		base = row.Shards
+	case cur != nil:
+		base = cur
+		row = &metaRow{Name: metaShards}
+		if sc, err := get(metaShardCount); err != nil {
+			return 0, err
+		} else if sc == nil {
+			if err := txn.Insert(string(TableMeta), &metaRow{Name: metaShardCount, ShardCount: cur.NumShards}); err != nil {
+				return 0, err
+			}
+		}
+	default:
+		txn.Commit()
 		return 0, nil
 	}
-	m := &shardmap.Map{Version: row.Shards.Version + 1, NumShards: row.Shards.NumShards, Shards: append([]shardmap.Assignment(nil), row.Shards.Shards...)}
+	m := &shardmap.Map{Version: base.Version + 1, NumShards: base.NumShards, Shards: append([]shardmap.Assignment(nil), base.Shards...)}
 	if cur != nil && cur.Version >= m.Version {
 		m.Version = cur.Version + 1
 	}
@@ -143,7 +181,7 @@ func fenceShardMap(st *State, cur *shardmap.Map) (uint64, error) {
 		return 0, &Error{Code: CodeInvalidArgument, Field: "payload", Message: "snapshot shard map: " + err.Error()}
 	}
 	row.Shards = m
-	if err := txn.Insert(string(TableMeta), &row); err != nil {
+	if err := txn.Insert(string(TableMeta), row); err != nil {
 		return 0, err
 	}
 	txn.Commit()
