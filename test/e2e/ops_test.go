@@ -122,3 +122,39 @@ func TestOperatorToolkit(t *testing.T) {
 		t.Fatalf("refused connection: exit %d\n%s", code, out)
 	}
 }
+
+// Over TLS: a follower relays raft and snapshot calls to the leader over
+// mutual TLS with the caller's token, and a keyring listing fans out to
+// every member with the node's own token.
+func TestOperatorToolkitOverTLS(t *testing.T) {
+	c, _ := newTLSCluster(t)
+	defer c.StopAll(t)
+	ctx := context.Background()
+	leader := c.WaitForLeader(t, leaderTimeout)
+	f := c.Followers(t)[0]
+	var file bytes.Buffer
+	if _, err := f.Client().SaveSnapshot(ctx, &file); err != nil {
+		t.Fatalf("snapshot through follower %s: %v", f.Name(), err)
+	}
+	if !bytes.HasPrefix(file.Bytes(), []byte(`{"format":"fusebox-snapshot"`)) {
+		t.Fatalf("not a snapshot file: %.80q", file.Bytes())
+	}
+	ans, err := f.Client().Keyring(ctx, "list", "")
+	if err != nil || ans.Members != 3 || ans.Failed != 0 || len(ans.Keys) != 1 || ans.Keys[0].PrimaryOn != 3 {
+		t.Fatalf("keyring list over TLS: %+v %v", ans, err)
+	}
+	res, err := f.Client().TransferLeader(ctx, f.Name())
+	if err != nil || res.From != leader.Name() {
+		t.Fatalf("transfer-leader through %s: %+v %v", f.Name(), res, err)
+	}
+	WaitFor(t, leaderTimeout, f.Name()+" leading", func() error {
+		l, err := c.Leader()
+		if err != nil {
+			return err
+		}
+		if l != f {
+			return errors.New(l.Name() + " leads")
+		}
+		return nil
+	})
+}
