@@ -179,6 +179,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Breakers: n.pool,
 		Tasks:    &TaskAPI{Store: n.store, config: n.config, Policy: policy},
 		Shards:   n.shards,
+		Ops:      opsAPI{n},
 		Peers:    peers,
 		UI: ui.New(ui.Deps{NodeID: cfg.NodeID, Recorder: n.uiRec, Members: apiMembers{n.members}, Peers: peers},
 			n.log.With("component", "ui")),

@@ -36,6 +36,9 @@ type Deps struct {
 	// Shards is shard ownership and its admin operations
 	// (handlers_shards.go declares the interface).
 	Shards ShardAdmin
+	// Ops is the operator toolkit: raft, snapshots, keyring
+	// (handlers_ops.go declares the interface).
+	Ops Ops
 }
 
 // Store is the replicated state as the API uses it (raftstore.Store).
@@ -90,6 +93,9 @@ func (s *Server) registerRoutes() {
 	}
 	if s.deps.Tasks != nil {
 		s.taskRoutes(s.deps.Tasks)
+	}
+	if s.deps.Ops != nil && s.deps.Store != nil {
+		s.opsRoutes()
 	}
 	if s.deps.UI != nil {
 		s.mountUI(s.deps.UI)

@@ -56,7 +56,10 @@ A node started with TLS serves HTTPS only: use --addr https://HOST:PORT and
 	pf.StringVar(&o.tls.CAFile, "ca-file", "", "PEM CA certificate(s) to verify an HTTPS node with (the cluster's fusebox-ca.pem)")
 	pf.StringVar(&o.tls.CertFile, "client-cert", "", "PEM client certificate to present (\"fusebox tls cert create --client\")")
 	pf.StringVar(&o.tls.KeyFile, "client-key", "", "PEM private key of --client-cert")
-	cmd.AddCommand(membersCmd(o), raftCmd(o), configCmd(o), endpointsCmd(o))
+	rc := raftCmd(o)
+	rc.AddCommand(raftOpsCmds(o)...) // transfer-leader, remove-peer (admin_raft.go)
+	cmd.AddCommand(membersCmd(o), rc, configCmd(o), endpointsCmd(o))
+	cmd.AddCommand(snapshotCmd(o), keyringCmd(o))
 	cmd.AddCommand(shardCmds(o)...)
 	cmd.AddCommand(tasksCmd(o), dlqCmd(o), breakersCmd(o))
 	return cmd
@@ -101,7 +104,7 @@ func (o *adminOpts) call(cmd *cobra.Command, fn func(ctx context.Context, c *tra
 	defer cancel()
 	v, table, err := fn(ctx, c)
 	if err != nil {
-		return apiExit(tlsHint(c.Addr(), err))
+		return apiExit(connHint(c.Addr(), tlsHint(c.Addr(), err)))
 	}
 	return o.print(cmd.OutOrStdout(), v, table)
 }

@@ -25,7 +25,7 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	err := rootCmd().ExecuteContext(ctx)
+	err := usageExit(rootCmd().ExecuteContext(ctx))
 	stop()
 	if err != nil {
 		var ee *exitError
@@ -68,6 +68,7 @@ Talk to it:                        fusebox admin members
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), adminCmd(), tlsCmd())
+	root.AddCommand(serveCmd(), adminCmd(), tlsCmd(), versionCmd())
+	markUsageErrors(root) // bad usage exits 2 (version.go)
 	return root
 }
