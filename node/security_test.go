@@ -317,3 +317,41 @@ func TestLegacyConfigDestinationAppliesToHost(t *testing.T) {
 		t.Errorf("legacy value for https://other = %d, want 5", got)
 	}
 }
+
+// TestConfigDestinationIsTheHost: a config value constrained to a full
+// callback URL is stored under its breaker key, scheme://host, so no path
+// or query (where a signature may sit) reaches the config table, its
+// history or a listing; deleting through the same URL finds it.
+func TestConfigDestinationIsTheHost(t *testing.T) {
+	n, _ := secureNode(t)
+	full := "HTTPS://Hooks.Example.com:8443/cb/42?sig=s3cr3t-sig"
+	res, err := n.client().ConfigSet(ctxT(t), dynconfig.KeyHostSchedulerMaxTaskRPS, transport.ConfigWrite{Destination: full, Value: json.RawMessage(`7`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.store.WaitForApplied(ctxT(t), res.Index); err != nil {
+		t.Fatal(err)
+	}
+	es, err := n.client().ConfigGet(ctxT(t), dynconfig.KeyHostSchedulerMaxTaskRPS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || es[0].Destination != "https://hooks.example.com:8443" {
+		t.Fatalf("config entries %+v, want one for https://hooks.example.com:8443", es)
+	}
+	hist, err := n.client().ConfigHistory(ctxT(t), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hist {
+		if strings.Contains(h.Destination, "s3cr3t") || strings.Contains(h.Destination, "/cb/42") {
+			t.Fatalf("history shows %q", h.Destination)
+		}
+	}
+	if _, err := n.client().ConfigDelete(ctxT(t), dynconfig.KeyHostSchedulerMaxTaskRPS, "", full); err != nil {
+		t.Fatalf("delete through the full URL: %v", err)
+	}
+	if es, _ := n.client().ConfigGet(ctxT(t), dynconfig.KeyHostSchedulerMaxTaskRPS); len(es) != 0 {
+		t.Fatalf("after delete: %+v", es)
+	}
+}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/raftstore"
+	"fusebox/transport/outbound"
 )
 
 // readYourWritesWait bounds how long a write's answer waits for the local
@@ -22,8 +25,21 @@ func (s *Server) configRoutes() {
 	s.handle("DELETE /v1/config/{key}", needAdmin, s.configDelete)
 }
 
+// configDestination is what a destination constraint is stored as: a
+// callback URL constrains its breaker key, scheme://host[:port] (the path
+// and query select nothing, and may carry a secret); an endpoint name is
+// kept as given.
+func configDestination(d string) string {
+	if strings.Contains(d, "://") {
+		return outbound.BreakerDestination(breakerpool.TaskGroupCallback, d)
+	}
+	return d
+}
+
+// toConfigEntry renders a stored entry; a constraint written as a full URL
+// before they were reduced to their host is shown redacted.
 func toConfigEntry(e raftstore.ConfigEntry) ConfigEntry {
-	return ConfigEntry{Key: e.Key, Namespace: e.Namespace, Destination: e.Destination, Value: e.Value,
+	return ConfigEntry{Key: e.Key, Namespace: e.Namespace, Destination: outbound.RedactURL(e.Destination), Value: e.Value,
 		Index: e.Index, UpdatedAt: e.UpdatedAt, Author: e.Author}
 }
 
@@ -70,6 +86,7 @@ func (s *Server) configPut(w http.ResponseWriter, r *http.Request) error {
 	// Validate before proposing so a bad value costs no Raft round trip; the
 	// FSM validates again, deterministically, so nothing invalid is written
 	// even by a client that bypasses this check.
+	in.Destination = configDestination(in.Destination)
 	if err := dynconfig.Validate(dynconfig.Entry{Key: key, Namespace: in.Namespace, Destination: in.Destination, Value: in.Value}); err != nil {
 		return err
 	}
@@ -90,8 +107,14 @@ func (s *Server) configDelete(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusNotFound, CodeNotFound, "unknown config key %q (GET /v1/config lists the keys)", key)
 	}
 	q := r.URL.Query()
+	ns, dest := q.Get("namespace"), q.Get("destination")
+	// A URL names its host's entry, unless an entry written with that full
+	// URL (before constraints were reduced to the host) is still stored.
+	if d := configDestination(dest); d != dest && !s.hasConfigEntry(key, ns, dest) {
+		dest = d
+	}
 	idx, err := s.deps.Store.DeleteConfig(r.Context(), raftstore.DeleteConfigCommand{
-		CommandMeta: s.meta(r), Key: key, Namespace: q.Get("namespace"), Destination: q.Get("destination"),
+		CommandMeta: s.meta(r), Key: key, Namespace: ns, Destination: dest,
 	})
 	if err != nil {
 		return err
@@ -99,6 +122,15 @@ func (s *Server) configDelete(w http.ResponseWriter, r *http.Request) error {
 	s.waitApplied(r.Context(), idx)
 	writeJSON(w, http.StatusOK, WriteResult{Index: idx})
 	return nil
+}
+
+func (s *Server) hasConfigEntry(key, namespace, destination string) bool {
+	for _, e := range s.deps.Store.Config() {
+		if e.Key == key && e.Namespace == namespace && e.Destination == destination {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) configHistory(w http.ResponseWriter, r *http.Request) error {
@@ -109,7 +141,7 @@ func (s *Server) configHistory(w http.ResponseWriter, r *http.Request) error {
 	out := []ConfigChange{}
 	for _, h := range s.deps.Store.ConfigHistory(limit) {
 		out = append(out, ConfigChange{Index: h.Index, At: h.At, Author: h.Author, Op: h.Op, Key: h.Key,
-			Namespace: h.Namespace, Destination: h.Destination, Value: h.Value})
+			Namespace: h.Namespace, Destination: outbound.RedactURL(h.Destination), Value: h.Value})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -54,8 +54,8 @@ type ProcessConfig struct {
 	AdminToken      string // written to a token file when set
 	// Tokens, when set, is the token file written instead (named tokens
 	// with roles); AdminToken is still what the harness presents.
-	Tokens string
-	ExtraArgs       []string
+	Tokens    string
+	ExtraArgs []string
 	// Env is added to the inherited environment (KEY=VALUE).
 	Env []string
 	// Netns, when set, runs the process in that network namespace.
