@@ -54,7 +54,7 @@ func (s *Store) SaveSnapshot(ctx context.Context, version string) ([]byte, error
 type RestoreResult struct {
 	Index           uint64 `json:"index"` // the snapshot file's raft index
 	Term            uint64 `json:"term"`
-	FuseboxVersion  string `json:"fusebox_version"`
+	FuseboxVersion  string `json:"build_version"`
 	ShardMapVersion uint64 `json:"shard_map_version"` // after fencing
 }
 
@@ -78,7 +78,7 @@ func (s *Store) RestoreSnapshot(ctx context.Context, file io.Reader, version str
 	}
 	h := f.Header
 	if h.FuseboxVersion != version && !force {
-		return RestoreResult{}, &Error{Code: CodeConflict, Field: "fusebox_version", Message: fmt.Sprintf(
+		return RestoreResult{}, &Error{Code: CodeConflict, Field: "build_version", Message: fmt.Sprintf(
 			"snapshot was written by fusebox %q, this cluster runs %q; pass --force to restore it anyway", h.FuseboxVersion, version)}
 	}
 	p, _, err := parseSnapshotPayload(f.Payload)
@@ -114,7 +114,7 @@ func (s *Store) RestoreSnapshot(ctx context.Context, file io.Reader, version str
 		return RestoreResult{}, raftError(r, err)
 	}
 	s.logger.Warn("restored the cluster state from a snapshot file", "index", h.Index, "term", h.Term,
-		"fusebox_version", h.FuseboxVersion, "forced", force, "shard_map_version", mapVersion)
+		"build_version", h.FuseboxVersion, "forced", force, "shard_map_version", mapVersion)
 	return RestoreResult{Index: h.Index, Term: h.Term, FuseboxVersion: h.FuseboxVersion, ShardMapVersion: mapVersion}, nil
 }
 

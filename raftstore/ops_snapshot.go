@@ -33,7 +33,7 @@ type SnapshotFileHeader struct {
 	StateVersion   int       `json:"state_version"` // version of the payload's stream
 	Index          uint64    `json:"raft_index"`
 	Term           uint64    `json:"raft_term"`
-	FuseboxVersion string    `json:"fusebox_version"`
+	FuseboxVersion string    `json:"build_version"`
 	ClusterID      string    `json:"cluster_id,omitempty"`
 	Node           string    `json:"node"` // the leader that took it
 	CreatedAt      time.Time `json:"created_at"`

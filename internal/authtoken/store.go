@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/internal/filewatch"
 )
 
 // DefaultPollInterval is how often Watch looks at the file.
@@ -32,15 +34,14 @@ type Store struct {
 	reloads *prometheus.CounterVec
 	tokens  *prometheus.GaugeVec
 
-	watchOnce sync.Once
-	closeOnce sync.Once
-	stop      chan struct{}
-	done      chan struct{}
+	pollMu sync.Mutex
+	poller *filewatch.Poller
+	closed bool
 }
 
 // Static is a Store over a fixed set (nil: no tokens, authorisation off).
 func Static(s *Set) *Store {
-	st := &Store{log: slog.New(slog.DiscardHandler), stop: make(chan struct{}), done: make(chan struct{})}
+	st := &Store{log: slog.New(slog.DiscardHandler)}
 	st.cur.Store(s)
 	return st
 }
@@ -51,7 +52,7 @@ func Load(path string, reg prometheus.Registerer, logger *slog.Logger) (*Store, 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	st := &Store{path: path, log: logger, stop: make(chan struct{}), done: make(chan struct{})}
+	st := &Store{path: path, log: logger}
 	st.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fusebox_auth_token_reloads_total",
 		Help: "Reloads of the --admin-token-file by result (ok, error: the previous tokens stay in force).",
@@ -152,7 +153,7 @@ func (st *Store) observe(s *Set) {
 
 // Watch starts one goroutine that reloads the file when its content
 // changes, checked every interval (≤ 0: DefaultPollInterval). Close stops
-// it. Calling Watch again, or on a Static store, does nothing.
+// it. Calling Watch again, after Close, or on a Static store, does nothing.
 func (st *Store) Watch(interval time.Duration) {
 	if st.path == "" {
 		return
@@ -160,25 +161,14 @@ func (st *Store) Watch(interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
-	st.watchOnce.Do(func() {
-		go st.poll(interval)
-	})
-}
-
-func (st *Store) poll(interval time.Duration) {
-	defer close(st.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-st.stop:
-			return
-		case <-t.C:
-			if st.changed() {
-				_ = st.Reload() // logs and counts; the old set stays on error
-			}
-		}
+	st.pollMu.Lock()
+	defer st.pollMu.Unlock()
+	if st.closed || st.poller != nil {
+		return
 	}
+	st.poller = filewatch.Start(interval, st.changed, func() {
+		_ = st.Reload() // logs and counts; the old set stays on error
+	})
 }
 
 // changed reports whether the file's content differs from what is in
@@ -201,12 +191,9 @@ func (st *Store) Close() {
 	if st == nil {
 		return
 	}
-	st.closeOnce.Do(func() {
-		close(st.stop)
-		started := true
-		st.watchOnce.Do(func() { started = false }) // no Watch after Close
-		if started {
-			<-st.done
-		}
-	})
+	st.pollMu.Lock()
+	st.closed = true
+	p := st.poller
+	st.pollMu.Unlock()
+	p.Close()
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/internal/filewatch"
 )
 
 // DefaultPollInterval is how often a Holder's poller looks at its files.
@@ -28,10 +30,9 @@ type Holder struct {
 
 	reloads *prometheus.CounterVec
 
-	stopOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{} // closed when the poller ends (or at once if none)
-	started  atomic.Bool
+	pollMu sync.Mutex
+	poller *filewatch.Poller
+	closed bool
 }
 
 type fileStamp struct {
@@ -46,7 +47,7 @@ func New(f Files, reg prometheus.Registerer, logger *slog.Logger) (*Holder, erro
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Holder{files: f, log: logger, stop: make(chan struct{}), done: make(chan struct{})}
+	h := &Holder{files: f, log: logger}
 	h.stamps = h.stat()
 	m, err := Load(f)
 	if err != nil {
@@ -112,57 +113,39 @@ func (h *Holder) stat() [3]fileStamp {
 // ≤ 0) it compares the files' modification time and size with the last
 // load and reloads when one changed. A failed reload is logged and not
 // retried until a file changes again. It runs until Close; calling Watch
-// twice is an error.
+// twice, or after Close, is an error.
 func (h *Holder) Watch(interval time.Duration) error {
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
-	if !h.started.CompareAndSwap(false, true) {
+	h.pollMu.Lock()
+	defer h.pollMu.Unlock()
+	switch {
+	case h.closed:
+		return errors.New("tlsutil: Watch after Close")
+	case h.poller != nil:
 		return errors.New("tlsutil: Watch called twice")
 	}
-	select {
-	case <-h.stop:
-		close(h.done)
-		return errors.New("tlsutil: Watch after Close")
-	default:
-	}
-	go h.poll(interval)
+	h.poller = filewatch.Start(interval, h.changed, func() {
+		h.log.Info("TLS files changed on disk; reloading")
+		_ = h.Reload() // logged; the old material stays on error
+	})
 	return nil
 }
 
-func (h *Holder) poll(interval time.Duration) {
-	defer close(h.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-h.stop:
-			return
-		case <-t.C:
-		}
-		h.reloadMu.Lock()
-		changed := h.stat() != h.stamps
-		h.reloadMu.Unlock()
-		if changed {
-			h.log.Info("TLS files changed on disk; reloading")
-			_ = h.Reload() // logged; the old material stays on error
-		}
-	}
+func (h *Holder) changed() bool {
+	h.reloadMu.Lock()
+	defer h.reloadMu.Unlock()
+	return h.stat() != h.stamps
 }
 
 // Close stops the poller and waits for it. Idempotent; the material stays
 // usable (connections in flight keep working).
 func (h *Holder) Close() error {
-	h.stopOnce.Do(func() {
-		close(h.stop)
-		if !h.started.Load() {
-			// No poller will close done; a racing Watch sees stop and
-			// does not start one either.
-			if h.started.CompareAndSwap(false, true) {
-				close(h.done)
-			}
-		}
-	})
-	<-h.done
+	h.pollMu.Lock()
+	h.closed = true
+	p := h.poller
+	h.pollMu.Unlock()
+	p.Close()
 	return nil
 }
