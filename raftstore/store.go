@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -107,7 +106,7 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	if cfg.TLS != nil {
 		s.trans, err = s.newTLSTransport(adv, hl) // mutual TLS (tls_stream.go)
 	} else {
-		s.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftBindAddr, adv, 3, 10*time.Second, hl)
+		s.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftBindAddr, adv, transportConfig(hl))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: raft transport on %q: %w", cfg.RaftBindAddr, err)

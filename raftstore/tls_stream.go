@@ -80,9 +80,26 @@ func (s *Store) newTLSTransport(adv net.Addr, hl hclog.Logger) (*raft.NetworkTra
 		}
 	}
 	st := newTLSStreamLayer(ln, addr, s.cfg.TLS, s.cfg.TLSHandshakeTimeout, failures, s.logger.With("component", "raft-tls"))
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: st, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
-	}), nil
+	tc := transportConfig(hl)
+	tc.Stream = st
+	return raft.NewNetworkTransportWithConfig(tc), nil
+}
+
+// transportConfig is the NetworkTransport's configuration, TLS or not.
+//
+// MaxRPCsInFlight 1 turns raft's pipelined replication off. With the
+// default (2) the pipeline's channels are unbuffered, and a follower that
+// answers an append with Success=false (a log mismatch: after a leader
+// change, a rejoin, a restore) can deadlock it: pipelineDecode returns,
+// nothing reads the pipeline's done channel, the next send parks on the
+// in-progress channel, and pipeline.Close — deferred in the goroutine that
+// is parked — never runs. The follower then gets heartbeats but no entry
+// ever again, and Raft.Shutdown hangs (seen here as a raftstore test stuck
+// in Close; grafana/pyroscope#5518 hit the same in production). raft#541
+// measured pipelining worth little with batched appends, which fusebox's
+// group commit makes.
+func transportConfig(hl hclog.Logger) *raft.NetworkTransportConfig {
+	return &raft.NetworkTransportConfig{MaxPool: 3, Timeout: 10 * time.Second, Logger: hl, MaxRPCsInFlight: 1}
 }
 
 // newTLSStreamLayer starts the accept loop on ln; Close stops it.
