@@ -177,7 +177,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Store:    n.store,
 		Members:  apiMembers{n.members},
 		Breakers: n.pool,
-		Tasks:    &TaskAPI{Store: n.store, config: n.config, Policy: policy},
+		Tasks:    n.newTaskAPI(policy),
 		Shards:   n.shards,
 		Peers:    peers,
 		UI: ui.New(ui.Deps{NodeID: cfg.NodeID, Recorder: n.uiRec, Members: apiMembers{n.members}, Peers: peers},
