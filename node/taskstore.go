@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/queue"
 	"fusebox/raftstore"
@@ -182,4 +183,31 @@ func lookupIntFor(config *dynconfig.Collection, key, namespace, destination stri
 		return def
 	}
 	return n
+}
+
+var _ queue.BlockedStore = (*TaskStore)(nil)
+
+// Blocked implements queue.BlockedStore over raftstore.ScanBlocked: the
+// rows match k by task group, namespace and breaker destination (the row's
+// DestinationKey, or, for a row written before keys were stored, the one
+// derived from its destination).
+func (s *TaskStore) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	match := func(t *raftstore.Task) bool {
+		if t.TaskGroup != k.TaskGroup || t.NamespaceID != k.NamespaceID {
+			return false
+		}
+		d := t.DestinationKey
+		if d == "" {
+			d = outbound.BreakerDestination(t.TaskGroup, t.Destination)
+		}
+		return d == k.Destination
+	}
+	rows, done := s.store.ScanBlocked(shard, after.At, after.ID, limit, match, skip)
+	out := make([]queue.Task, len(rows))
+	var last queue.Cursor
+	for i, t := range rows {
+		out[i] = toQueueTask(t)
+		last = queue.Cursor{At: t.NextAttemptAt, ID: t.ID}
+	}
+	return out, last, done
 }
