@@ -213,8 +213,9 @@ func checkPage(t *testing.T, doc *html.Node, openKey, closedKey string) {
 		t.Errorf("forced table %q does not show the markup as text", s)
 	}
 
-	// Timeline: every node's transition, merged.
-	events := find(doc, hasAttrKey("data-event"))
+	// Timeline: every node's transition, merged (the blocked task's forced
+	// breaker has its own three).
+	events := find(doc, func(n *html.Node) bool { return hasAttrKey("data-event")(n) && attr(n, "data-key") == openKey })
 	seen := map[string]bool{}
 	for _, e := range events {
 		if attr(e, "data-key") == openKey && attr(e, "data-to") == "open" && strings.Contains(text(e), "closed → ✕ OPEN") &&
