@@ -265,10 +265,11 @@ func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time
 	}
 	// The breaker destination the backlog limits count by; the limits are
 	// resolved here and carried in the command (the FSM reads no config).
-	if key := outbound.BreakerDestination(in.TaskGroup, in.Destination); key != in.Destination {
+	key := outbound.BreakerDestination(in.TaskGroup, in.Destination)
+	if key != in.Destination {
 		nt.DestinationKey = key
 	}
-	nt.MaxDestinationBacklog, nt.MaxPendingTasks = h.svc.SubmitLimits(in.NamespaceID, outbound.BreakerDestination(in.TaskGroup, in.Destination))
+	nt.MaxDestinationBacklog, nt.MaxPendingTasks = h.svc.SubmitLimits(in.NamespaceID, key)
 	return nt, nil
 }
 

@@ -63,10 +63,15 @@ func (g *submitGuard) admitNode() error {
 }
 
 // admit is admitNode, then the backlog limits nt carries against the local
-// replica's counts (possibly stale; the FSM decides exactly).
+// replica's counts (possibly stale; the FSM decides exactly). A task with a
+// request id goes to the FSM regardless: a retry of one already accepted
+// must get its original answer (duplicate), not a 429.
 func (g *submitGuard) admit(nt *raftstore.NewTask) error {
 	if err := g.admitNode(); err != nil {
 		return err
+	}
+	if nt.RequestID != "" {
+		return nil
 	}
 	dest := breakerDestination(nt)
 	switch {

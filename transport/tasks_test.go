@@ -244,6 +244,18 @@ func TestTaskSubmitPayloadLimitAndBacklog(t *testing.T) {
 	if n := svc.DestinationBacklog("ns", "http://127.0.0.1:9"); n != 2 {
 		t.Fatalf("destination backlog = %d, want 2", n)
 	}
+	// A retry of an accepted submit (same request id) to a destination at
+	// its cap gets the original answer, not a 429.
+	svc.max.Store(1)
+	idem := callback("ns", "w-idem")
+	idem.Destination, idem.RequestID = "http://127.0.0.1:11/cb", "req-idem"
+	first, err := c.SubmitTask(ctx, idem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.SubmitTask(ctx, idem); err != nil || !again.Duplicate || again.TaskID != first.TaskID {
+		t.Fatalf("retry at the cap = %+v, %v; want the duplicate answer", again, err)
+	}
 	// The node-wide ceiling refuses every destination alike.
 	svc.max.Store(0)
 	svc.total.Store(int64(svc.PendingTasks()))
