@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -93,5 +94,35 @@ func TestReleaseFollowsTheBreakerState(t *testing.T) {
 	waitFor(t, 10*time.Second, "the rest delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if calls, _, _ := exec.stats(); calls != len(tasks) {
 		t.Fatalf("%d calls, want %d", calls, len(tasks))
+	}
+}
+
+// A refusal decided before the close but written after it (results are
+// batched; here the writes fail for a while) is not missed: the walk runs
+// again once the results recorded before the close are written.
+func TestReleaseCatchesRefusalsWrittenAfterTheClose(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	br := e.pool.Get(key("dest"))
+	br.OpenFor(time.Hour, breakerpool.SourceLocal)
+	task := callback("late", 0, "dest", "http://127.0.0.1:9/cb")
+	task.Blocked = 1 // its next refusal is written (no in-memory resubmit)
+	e.add(t, task)
+	e.store.FailCompletes(4, errors.New("raft unavailable (test)"))
+	exec := newFakeExec(false)
+	q := e.start(t, fastCfg(), exec, nil)
+	waitFor(t, 5*time.Second, "the breaker to refuse the task", func() bool {
+		return metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "retry_blocked"}) >= 1
+	})
+	if got, _ := e.store.Task(task.ID); got.Blocked != 1 {
+		t.Fatalf("the refusal was written already (blocked %d); the test needs it pending", got.Blocked)
+	}
+	br.ForceClosed(breakerpool.SourceOperator)
+	q.KeyClosed(key("dest"))
+	waitFor(t, 10*time.Second, "the late-written blocked task delivered", func() bool {
+		got, _ := e.store.Task(task.ID)
+		return got.Status == queue.StatusSucceeded
+	})
+	if rs := e.store.Results(task.ID); len(rs) != 2 || rs[0].Blocked != 2 || rs[0].NextAttemptAt.Before(time.Now().Add(time.Minute)) {
+		t.Fatalf("results = %+v; want the refusal (blocked 2, due minutes out), then the delivery", rs)
 	}
 }
