@@ -40,8 +40,10 @@ const (
 	// KeyTaskRetention is how long terminal tasks stay readable before the
 	// leader collects them.
 	KeyTaskRetention = "fusebox.tasks.retention"
-	// KeyTaskMaxShardBacklog is how many pending tasks a shard may hold
-	// before submits to it are refused with 429; 0 means no limit.
+	// KeyTaskMaxShardBacklog is retired and has no effect: a shard holds
+	// every destination's tasks, so one dead destination filled it for all.
+	// It stays registered so that stored values and old log entries still
+	// validate. KeyTaskMaxDestinationBacklog replaced it.
 	KeyTaskMaxShardBacklog = "fusebox.tasks.maxShardBacklog"
 	// KeyRedactHeaderNames lists request header names whose values are
 	// shown as "<redacted>", on top of the built-in secret names.
@@ -60,6 +62,26 @@ const (
 	DefaultRequestTimeout          = 10 * time.Second
 	DefaultTaskRetention           = 24 * time.Hour
 	DefaultTaskMaxShardBacklog     = 10_000
+)
+
+// Destination isolation and the node-wide guard (docs/operations.md,
+// "Backlog limits").
+const (
+	// KeyTaskMaxDestinationBacklog is how many pending tasks a namespace may
+	// hold for one breaker destination (a Nexus endpoint, or a callback's
+	// scheme://host) before submits for it get 429; 0 means no limit.
+	KeyTaskMaxDestinationBacklog = "fusebox.tasks.maxDestinationBacklog"
+	// KeyTaskMaxPendingTasks is how many pending tasks the whole table may
+	// hold (every node keeps them all in memory) before every submit gets
+	// 429; 0 means no limit.
+	KeyTaskMaxPendingTasks = "fusebox.tasks.maxPendingTasks"
+	// KeyTaskMinFreeDiskMB is the free space (MiB) a node's data dir must
+	// keep: below it, that node answers submits with 503; 0 turns it off.
+	KeyTaskMinFreeDiskMB = "fusebox.tasks.minFreeDiskMB"
+
+	DefaultTaskMaxDestinationBacklog = 100_000
+	DefaultTaskMaxPendingTasks       = 1_000_000
+	DefaultTaskMinFreeDiskMB         = 256
 )
 
 // registry is the registration table: one line per key. Order is the order
@@ -85,11 +107,18 @@ var registry = []*definition{
 	durationKey(KeyTaskRetention, DefaultTaskRetention, 365*24*time.Hour, GlobalOnly,
 		"how long succeeded and failed tasks stay readable before they are collected"),
 	intKey(KeyTaskMaxShardBacklog, DefaultTaskMaxShardBacklog, 0, 10_000_000, GlobalOnly,
-		"pending tasks a shard may hold before submits to it get 429; 0 means no limit"),
+		"retired, no effect: replaced by fusebox.tasks.maxDestinationBacklog (a shard holds every destination's tasks)"),
 	headerNamesKey(KeyRedactHeaderNames, PerNamespaceDestination,
 		"request header names whose values every read shows as <redacted>, besides Authorization, Cookie, X-Api-Key and names containing token, secret, key, signature or auth"),
 	allowedAddressesKey(KeyCallbackAllowedAddresses, PerNamespace,
 		`destinations a namespace may call: [{"Pattern":"host[:port] glob","AllowInsecure":false}]; unset: the node's default (docs/security.md); members' addresses are always refused`),
+	// Destination isolation and the node-wide guard.
+	intKey(KeyTaskMaxDestinationBacklog, DefaultTaskMaxDestinationBacklog, 0, 10_000_000, PerNamespaceDestination,
+		"pending tasks a namespace may hold for one breaker destination (endpoint name, or scheme://host of a callback) before submits for it get 429; 0 means no limit"),
+	intKey(KeyTaskMaxPendingTasks, DefaultTaskMaxPendingTasks, 0, 100_000_000, GlobalOnly,
+		"pending tasks the cluster may hold in all (every node keeps them in memory) before every submit gets 429; 0 means no limit"),
+	intKey(KeyTaskMinFreeDiskMB, DefaultTaskMinFreeDiskMB, 0, 100_000_000, GlobalOnly,
+		"free MiB a node's data dir must keep; below it the node answers submits with 503; 0 turns the check off"),
 }
 
 // byName maps a key name to its index in registry.

@@ -248,6 +248,10 @@ func TestKeys(t *testing.T) {
 		KeyTaskMaxShardBacklog:      {"int", "10000", "global"},
 		KeyRedactHeaderNames:        {"list(string)", "[]", "global,namespace,destination,namespace+destination"},
 		KeyCallbackAllowedAddresses: {"list(object)", "[]", "global,namespace"},
+
+		KeyTaskMaxDestinationBacklog: {"int", "100000", "global,namespace,destination,namespace+destination"},
+		KeyTaskMaxPendingTasks:       {"int", "1000000", "global"},
+		KeyTaskMinFreeDiskMB:         {"int", "256", "global"},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("Keys() has %d keys, want %d", len(keys), len(want))

@@ -31,18 +31,19 @@ type Node struct {
 	log  *slog.Logger // base with the node id
 	reg  *prometheus.Registry
 
-	httpLn  net.Listener
-	config  *dynconfig.Collection
-	pool    *breakerpool.Pool
-	members *cluster.Membership
-	hints   *cluster.Policy
-	hintFwd hintForwarder
-	uiRec   *ui.Recorder // recent breaker transitions for the status page
-	store   *raftstore.Store
-	shards  *ownership.Manager
-	deliver *deliveries
-	api     *transport.Server
-	tokens  *authtoken.Store // the API tokens in force (nil set: no authorisation)
+	httpLn   net.Listener
+	config   *dynconfig.Collection
+	pool     *breakerpool.Pool
+	members  *cluster.Membership
+	hints    *cluster.Policy
+	hintFwd  hintForwarder
+	queueFwd queueForwarder // breaker closes → the queue releases blocked tasks (queue.go)
+	uiRec    *ui.Recorder   // recent breaker transitions for the status page
+	store    *raftstore.Store
+	shards   *ownership.Manager
+	deliver  *deliveries
+	api      *transport.Server
+	tokens   *authtoken.Store // the API tokens in force (nil set: no authorisation)
 
 	tls       *tlsutil.Holder // nil without TLS (tls.go)
 	peerHC    *http.Client    // node-to-node HTTPS client (tls.go)
@@ -107,6 +108,7 @@ func (n *Node) Start(ctx context.Context) error {
 	observe := func(t breakerpool.Transition) {
 		n.hintFwd.observe(t)
 		n.uiRec.Observe(t)
+		n.queueFwd.observe(t)
 	}
 	if n.pool, err = breakerpool.New(poolConfig(observe, &n.hintFwd), n.config, n.reg, n.log.With("component", "breakerpool")); err != nil {
 		return err
@@ -177,7 +179,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Store:    n.store,
 		Members:  apiMembers{n.members},
 		Breakers: n.pool,
-		Tasks:    &TaskAPI{Store: n.store, config: n.config, Policy: policy},
+		Tasks:    n.newTaskAPI(policy),
 		Shards:   n.shards,
 		Ops:      opsAPI{n},
 		Peers:    peers,

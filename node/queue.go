@@ -2,10 +2,52 @@ package node
 
 import (
 	"errors"
+	"sync/atomic"
 
+	"github.com/sony/gobreaker/v2"
+
+	"fusebox/breakerpool"
 	"fusebox/queue"
 	"fusebox/transport/outbound"
 )
+
+// queueForwarder tells the queue when a breaker closes, from any source
+// (its own probe, a peer's hint, an operator's force), so the tasks that
+// breaker had refused are due at once (queue/DESIGN.md, "Release on
+// close"). The pool is built before the queue: transitions before the queue
+// exists are dropped (nothing is blocked yet).
+type queueForwarder struct {
+	q    atomic.Pointer[queue.Queue]
+	pool atomic.Pointer[breakerpool.Pool]
+}
+
+// observe is part of the pool's Observer; it must not block.
+func (f *queueForwarder) observe(t breakerpool.Transition) {
+	q := f.q.Load()
+	if q == nil || t.Kind != breakerpool.KindStateChange {
+		return
+	}
+	switch {
+	case t.To == gobreaker.StateClosed:
+		q.KeyClosed(t.Key)
+	case t.To == gobreaker.StateHalfOpen && t.Source != breakerpool.SourceLocal:
+		// A warm start (peer's recovery hint, operator's auto): nothing may
+		// be due for a while, so hand the breaker its probe now. A local
+		// half-open follows the open period, when the tasks it refused
+		// come due anyway.
+		q.KeyProbing(t.Key, f.probes(t.Key))
+	}
+}
+
+// probes is the key's MaxRequests: how many probes its half-open admits.
+func (f *queueForwarder) probes(k breakerpool.Key) int {
+	if p := f.pool.Load(); p != nil {
+		if b, ok := p.Lookup(k); ok {
+			return int(max(b.Settings().MaxRequests, 1))
+		}
+	}
+	return 1
+}
 
 // deliveries is the outbound side of a node: the executor that calls
 // destinations and the queue that feeds it from the shards this node owns.
@@ -37,6 +79,8 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *outbound.Policy) (
 		return nil, err
 	}
 	q.Start()
+	n.queueFwd.pool.Store(n.pool)
+	n.queueFwd.q.Store(q)
 	return &deliveries{exec: exec, queue: q}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/queue"
 	"fusebox/raftstore"
@@ -95,10 +96,11 @@ func truncate(s string, n int) string {
 }
 
 // TaskAPI is the API's transport.TaskService: the store plus the live
-// backlog limit from dynamic config.
+// backlog limits from dynamic config and the data dir's free space.
 type TaskAPI struct {
 	*raftstore.Store
 	config *dynconfig.Collection
+	disk   *dataDirSpace // nil: no free-space floor
 	// Policy checks destinations at submit and endpoint PUT; nil allows
 	// all (destinations.go).
 	Policy *outbound.Policy
@@ -111,9 +113,35 @@ func NewTaskAPI(store *raftstore.Store, config *dynconfig.Collection) *TaskAPI {
 	return &TaskAPI{Store: store, config: config}
 }
 
-// MaxShardBacklog is fusebox.tasks.maxShardBacklog (0: no limit).
-func (a *TaskAPI) MaxShardBacklog() int {
-	return lookupInt(a.config, dynconfig.KeyTaskMaxShardBacklog, dynconfig.DefaultTaskMaxShardBacklog)
+// newTaskAPI is the node's task service: its data dir's free space is
+// checked against fusebox.tasks.minFreeDiskMB and exported as a metric.
+func (n *Node) newTaskAPI(policy *outbound.Policy) *TaskAPI {
+	disk := newDataDirSpace(n.cfg.DataDir)
+	if err := disk.register(n.reg); err != nil {
+		n.log.Warn("data dir free-space metric not registered", "err", err)
+	}
+	return &TaskAPI{Store: n.store, config: n.config, disk: disk, Policy: policy}
+}
+
+// SubmitLimits are fusebox.tasks.maxDestinationBacklog for (namespace,
+// destination), most specific wins, and fusebox.tasks.maxPendingTasks; 0:
+// no limit. fusebox.tasks.maxShardBacklog is retired (no effect).
+func (a *TaskAPI) SubmitLimits(namespace, destination string) (perDestination, pending int) {
+	return lookupIntFor(a.config, dynconfig.KeyTaskMaxDestinationBacklog, namespace, destination, dynconfig.DefaultTaskMaxDestinationBacklog),
+		lookupInt(a.config, dynconfig.KeyTaskMaxPendingTasks, dynconfig.DefaultTaskMaxPendingTasks)
+}
+
+// DataDirSpace is the data dir's free space and fusebox.tasks.minFreeDiskMB
+// in bytes; an unreadable free space reports no floor.
+func (a *TaskAPI) DataDirSpace() (free, floor uint64) {
+	if a.disk == nil {
+		return 0, 0
+	}
+	free, ok := a.disk.Free()
+	if !ok {
+		return 0, 0
+	}
+	return free, minFreeDiskBytes(a.config)
 }
 
 // TaskRetention returns fusebox.tasks.retention as a function for
@@ -137,10 +165,16 @@ func TaskRetention(config *dynconfig.Collection) func() time.Duration {
 }
 
 func lookupInt(config *dynconfig.Collection, key string, def int) int {
+	return lookupIntFor(config, key, "", "", def)
+}
+
+// lookupIntFor is an int key for (namespace, destination), most specific
+// wins.
+func lookupIntFor(config *dynconfig.Collection, key, namespace, destination string, def int) int {
 	if config == nil {
 		return def
 	}
-	raw, _, ok := config.Current().Lookup(key, "", "")
+	raw, _, ok := config.Current().Lookup(key, namespace, destination)
 	if !ok {
 		return def
 	}
@@ -149,4 +183,31 @@ func lookupInt(config *dynconfig.Collection, key string, def int) int {
 		return def
 	}
 	return n
+}
+
+var _ queue.BlockedStore = (*TaskStore)(nil)
+
+// Blocked implements queue.BlockedStore over raftstore.ScanBlocked: the
+// rows match k by task group, namespace and breaker destination (the row's
+// DestinationKey, or, for a row written before keys were stored, the one
+// derived from its destination).
+func (s *TaskStore) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	match := func(t *raftstore.Task) bool {
+		if t.TaskGroup != k.TaskGroup || t.NamespaceID != k.NamespaceID {
+			return false
+		}
+		d := t.DestinationKey
+		if d == "" {
+			d = outbound.BreakerDestination(t.TaskGroup, t.Destination)
+		}
+		return d == k.Destination
+	}
+	rows, done := s.store.ScanBlocked(shard, after.At, after.ID, limit, match, skip)
+	out := make([]queue.Task, len(rows))
+	var last queue.Cursor
+	for i, t := range rows {
+		out[i] = toQueueTask(t)
+		last = queue.Cursor{At: t.NextAttemptAt, ID: t.ID}
+	}
+	return out, last, done
 }

@@ -99,18 +99,23 @@ func TestTaskAPIReadsDynamicLimits(t *testing.T) {
 	c := dynconfig.NewCollection(nil)
 	defer c.Close()
 	api := NewTaskAPI(nil, c)
-	if got := api.MaxShardBacklog(); got != dynconfig.DefaultTaskMaxShardBacklog {
-		t.Fatalf("default backlog limit = %d", got)
+	if d, p := api.SubmitLimits("ns", "ep"); d != dynconfig.DefaultTaskMaxDestinationBacklog || p != dynconfig.DefaultTaskMaxPendingTasks {
+		t.Fatalf("default limits = %d, %d", d, p)
 	}
 	if got := TaskRetention(c)(); got != dynconfig.DefaultTaskRetention {
 		t.Fatalf("default retention = %v", got)
 	}
 	c.Update([]dynconfig.Entry{
-		{Key: dynconfig.KeyTaskMaxShardBacklog, Value: json.RawMessage(`25`)},
+		{Key: dynconfig.KeyTaskMaxDestinationBacklog, Value: json.RawMessage(`25`)},
+		{Key: dynconfig.KeyTaskMaxDestinationBacklog, Destination: "http://dead.example", Value: json.RawMessage(`3`)},
+		{Key: dynconfig.KeyTaskMaxPendingTasks, Value: json.RawMessage(`1000`)},
 		{Key: dynconfig.KeyTaskRetention, Value: json.RawMessage(`"90m"`)},
 	})
-	if got := api.MaxShardBacklog(); got != 25 {
-		t.Fatalf("backlog limit = %d, want 25", got)
+	if d, p := api.SubmitLimits("ns", "ep"); d != 25 || p != 1000 {
+		t.Fatalf("limits = %d, %d, want 25, 1000", d, p)
+	}
+	if d, _ := api.SubmitLimits("ns", "http://dead.example"); d != 3 {
+		t.Fatalf("destination's own limit = %d, want 3", d)
 	}
 	if got := TaskRetention(c)(); got != 90*time.Minute {
 		t.Fatalf("retention = %v, want 90m", got)

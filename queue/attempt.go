@@ -246,6 +246,11 @@ func (q *Queue) classify(t *Task, res outbound.Result, err error) (Result, bool)
 // gentle reschedule. No attempt is counted and no rate token was used.
 func (q *Queue) blocked(it *item) {
 	t := &it.task
+	if it.rel != nil {
+		// Released at a close, refused again: the breaker reopened (or
+		// guards). Its other tasks wait for their own time again.
+		it.sh.endRelease(it.rel, "refused again")
+	}
 	n := t.Blocked + 1
 	if it.resubmitted {
 		n++

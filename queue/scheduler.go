@@ -26,6 +26,9 @@ type item struct {
 	// calling is set while the executor call is under way (duplicate
 	// accounting at a shard move).
 	calling atomic.Bool
+	// rel is the release walk that dispatched this blocked task before its
+	// time (release.go); nil for a due task.
+	rel *release
 }
 
 // scheduler is the host-wide group-by scheduler: one group per

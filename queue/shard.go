@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"fusebox/breakerpool"
 	"fusebox/shardmap"
 )
 
@@ -46,6 +47,11 @@ type shard struct {
 	results   []Result
 	called    []bool // parallel to results: the result answers a call
 	lost      bool
+	// releases are the walks over closed keys' blocked tasks (release.go);
+	// finished and written count results recorded and written, so a walk
+	// can wait for the results decided before its close.
+	releases          map[breakerpool.Key]*release
+	finished, written uint64
 
 	// Read cursor (reader goroutine only): reads start at cursor-cursorLag
 	// instead of at the shard's earliest due task, so tasks already in
@@ -75,6 +81,7 @@ func newShard(q *Queue, id int, epoch uint64) *shard {
 		readerDone: make(chan struct{}), flusherDone: make(chan struct{}),
 		wake: make(chan struct{}, 1), kick: make(chan struct{}, 1),
 		inflight: make(map[string]*item), parked: make(map[string]time.Time),
+		releases: make(map[breakerpool.Key]*release),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.fctx, s.fstop = context.WithCancel(context.Background())
@@ -116,6 +123,7 @@ func (s *shard) finish(it *item, r Result) {
 	}
 	s.results = append(s.results, r)
 	s.called = append(s.called, it.called)
+	s.finished++
 	s.mu.Unlock()
 	signal(s.kick)
 }
@@ -280,11 +288,12 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		from = s.cursor.Add(-cursorLag)
 	}
 	s.cursorRead = !from.IsZero()
-	tasks, next, known := q.store.Due(s.id, from, now, limit, func(id string) bool {
+	skip := func(id string) bool {
 		_, busy := s.inflight[id]
 		_, parked := s.parked[id]
 		return busy || parked
-	})
+	}
+	tasks, next, known := q.store.Due(s.id, from, now, limit, skip)
 	s.nextDue, s.nextKnown = next, known
 	items := make([]*item, len(tasks))
 	for i := range tasks {
@@ -294,10 +303,13 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 			s.cursor = at
 		}
 	}
+	// Blocked tasks of keys whose breaker closed, before their time (not
+	// moving the cursor: they are due later than it).
+	released := s.readReleases(limit-len(tasks), skip)
 	s.mu.Unlock()
-	refused := s.dispatch(append(retry, items...), now)
+	refused := s.dispatch(append(append(retry, items...), released...), now)
 	q.m.depth.WithLabelValues(strconv.Itoa(s.id)).Set(float64(q.store.Backlog(s.id)))
-	return len(tasks) == limit && !refused, now
+	return len(tasks)+len(released) == limit && !refused, now
 }
 
 // dispatch submits items in order; the ones a full buffer refuses are held
@@ -467,6 +479,8 @@ func (s *shard) flush(ctx context.Context) error {
 		for i := range batch {
 			delete(s.inflight, batch[i].TaskID)
 		}
+		s.written += uint64(n)
+		s.resultsWrittenLocked()
 		s.mu.Unlock()
 		signal(s.wake)
 	}

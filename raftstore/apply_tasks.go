@@ -53,14 +53,17 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 			pending = w.counter(counterPending(nt.Shard))
 			pendingOf[nt.Shard] = pending
 		}
-		if c.MaxShardBacklog > 0 && pending >= uint64(c.MaxShardBacklog) {
-			out[i] = SubmitOutcome{TaskID: nt.ID, Shard: nt.Shard, Outcome: SubmitOverloaded}
+		if reason := overloadOf(w.tasks, &c, nt, pending); reason != "" {
+			out[i] = SubmitOutcome{TaskID: nt.ID, Shard: nt.Shard, Outcome: SubmitOverloaded, Reason: reason}
 			continue
 		}
 		t := &Task{
 			ID: nt.ID, Shard: nt.Shard, NamespaceID: nt.NamespaceID, WorkflowID: nt.WorkflowID,
 			TaskGroup: nt.TaskGroup, Destination: nt.Destination, RequestID: nt.RequestID, Request: nt.Request,
 			Status: TaskPending, NextAttemptAt: c.At, CreatedAt: c.At, Index: w.index,
+		}
+		if nt.DestinationKey != nt.Destination {
+			t.DestinationKey = nt.DestinationKey
 		}
 		w.tasks.put(nil, t)
 		pendingOf[nt.Shard] = pending + 1
@@ -72,6 +75,30 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 		}
 	}
 	return out, nil
+}
+
+// overloadOf says which limit refuses nt, or "". Every input is in the log
+// (the limits in the command, the counts derived from the replicated
+// rows), so every replica decides alike. The counts include the tasks of
+// this batch inserted before nt.
+func overloadOf(tt *taskTable, c *SubmitTasksCommand, nt *NewTask, shardPending uint64) string {
+	switch {
+	case c.MaxShardBacklog > 0 && shardPending >= uint64(c.MaxShardBacklog):
+		return OverloadShard // a retired limit, kept for old log entries
+	case nt.MaxDestinationBacklog > 0 && tt.destinationBacklog(nt.NamespaceID, nt.destination()) >= nt.MaxDestinationBacklog:
+		return OverloadDestination
+	case nt.MaxPendingTasks > 0 && tt.pendingTotal >= nt.MaxPendingTasks:
+		return OverloadPending
+	}
+	return ""
+}
+
+// destination is the breaker destination nt counts against.
+func (nt *NewTask) destination() string {
+	if nt.DestinationKey != "" {
+		return nt.DestinationKey
+	}
+	return nt.Destination
 }
 
 func applyCompleteTasks(w *writer, payload []byte) (any, *Error) {

@@ -76,11 +76,32 @@ type NewTask struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Request is the opaque call to make (an outbound.Request as JSON).
 	Request json.RawMessage `json:"request"`
+
+	// DestinationKey is the breaker destination when it differs from
+	// Destination (a callback URL's scheme://host[:port]); the proposer
+	// derives it (outbound.BreakerDestination), so the log says which
+	// destination a task counts against and no replica re-derives it.
+	DestinationKey string `json:"destination_key,omitempty"`
+	// MaxDestinationBacklog > 0: the task is not inserted (overloaded,
+	// reason destination_backlog) while its namespace already has that many
+	// pending tasks for its breaker destination. The proposer resolves it
+	// from dynamic config (fusebox.tasks.maxDestinationBacklog), so every
+	// replica decides alike.
+	MaxDestinationBacklog int `json:"max_destination_backlog,omitempty"`
+	// MaxPendingTasks > 0: the task is not inserted (overloaded, reason
+	// pending_limit) while the table holds that many pending tasks in all
+	// (fusebox.tasks.maxPendingTasks).
+	MaxPendingTasks int `json:"max_pending_tasks,omitempty"`
 }
 
-// SubmitTasksCommand inserts Tasks as pending, due at At. With
-// MaxShardBacklog > 0, a task whose shard already has that many pending
-// tasks is not inserted (its outcome says so); the others are.
+// SubmitTasksCommand inserts Tasks as pending, due at At. A task over one
+// of its own limits (NewTask.MaxDestinationBacklog, MaxPendingTasks) is not
+// inserted (its outcome says so); the others are.
+//
+// MaxShardBacklog is retired: nodes no longer propose it (a shard holds
+// every destination's tasks, so one dead destination filled it for all).
+// Log entries that carry it still apply as they did: a task whose shard
+// already has that many pending tasks is not inserted.
 type SubmitTasksCommand struct {
 	CommandMeta
 	Tasks           []NewTask `json:"tasks"`
@@ -100,7 +121,21 @@ type SubmitOutcome struct {
 	TaskID  string `json:"task_id"`
 	Shard   int    `json:"shard"`
 	Outcome string `json:"outcome"`
+	// Reason says which limit refused an overloaded task.
+	Reason string `json:"reason,omitempty"`
 }
+
+// Reasons of an overloaded submit outcome.
+const (
+	// OverloadDestination: the task's namespace and breaker destination
+	// has MaxDestinationBacklog pending tasks.
+	OverloadDestination = "destination_backlog"
+	// OverloadPending: the table has MaxPendingTasks pending tasks.
+	OverloadPending = "pending_limit"
+	// OverloadShard: the shard has MaxShardBacklog pending tasks (retired
+	// limit; old log entries only).
+	OverloadShard = "shard_backlog"
+)
 
 // TaskResult is one delivery outcome (queue.Result). Status is terminal, or
 // pending for a retry at NextAttemptAt; the counters are the task's new
@@ -224,6 +259,18 @@ func (t *NewTask) validate() *Error {
 	}
 	if err := checkDestination(t.Destination); err != nil {
 		return err
+	}
+	if t.DestinationKey != "" {
+		if err := checkDestination(t.DestinationKey); err != nil {
+			err.Field = "destination_key"
+			return err
+		}
+	}
+	if t.MaxDestinationBacklog < 0 {
+		return invalidArg("max_destination_backlog", "must be >= 0, got %d", t.MaxDestinationBacklog)
+	}
+	if t.MaxPendingTasks < 0 {
+		return invalidArg("max_pending_tasks", "must be >= 0, got %d", t.MaxPendingTasks)
 	}
 	if len(t.Request) > MaxTaskRequestBytes {
 		return invalidArg("request", "%d bytes exceeds the %d byte limit", len(t.Request), MaxTaskRequestBytes)

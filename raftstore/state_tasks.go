@@ -12,14 +12,18 @@ const TableTasks Table = "tasks"
 // Task is one row of the task table. Request is opaque to raftstore: the
 // queue decodes it (an outbound.Request as JSON).
 type Task struct {
-	ID          string          `json:"id"`
-	Shard       int             `json:"shard"`
-	NamespaceID string          `json:"namespace_id"`
-	WorkflowID  string          `json:"workflow_id"`
-	TaskGroup   string          `json:"task_group"`
-	Destination string          `json:"destination"`
-	RequestID   string          `json:"request_id,omitempty"`
-	Request     json.RawMessage `json:"request"`
+	ID          string `json:"id"`
+	Shard       int    `json:"shard"`
+	NamespaceID string `json:"namespace_id"`
+	WorkflowID  string `json:"workflow_id"`
+	TaskGroup   string `json:"task_group"`
+	Destination string `json:"destination"`
+	// DestinationKey is the breaker destination (scheme://host of a
+	// callback URL) when it differs from Destination; empty otherwise and
+	// in rows written before it existed (then Destination stands in).
+	DestinationKey string          `json:"destination_key,omitempty"`
+	RequestID      string          `json:"request_id,omitempty"`
+	Request        json.RawMessage `json:"request"`
 
 	Status        string    `json:"status"`
 	Attempts      int       `json:"attempts"`
@@ -40,6 +44,20 @@ type Task struct {
 
 // Terminal reports whether the task reached a final status.
 func (t *Task) Terminal() bool { return t.Status != TaskPending }
+
+// IsBlocked reports whether the task waits because an open circuit breaker
+// refused its last attempt: it is pending and the owner's last result for it
+// was a breaker rejection (Blocked counts those since the last call; any
+// call resets it). TASKS.md, "Blocked".
+func (t *Task) IsBlocked() bool { return t.Status == TaskPending && t.Blocked > 0 }
+
+// destination is the breaker destination the backlog limits count by.
+func (t *Task) destination() string {
+	if t.DestinationKey != "" {
+		return t.DestinationKey
+	}
+	return t.Destination
+}
 
 func counterPending(shard int) string { return "tasks_pending/" + strconv.Itoa(shard) }
 
@@ -136,11 +154,22 @@ func (s *State) TaskBacklog(shard int) int {
 	return int(c.Value)
 }
 
+// DestinationBacklog returns the number of pending tasks of namespace for
+// the breaker destination, in O(log n).
+func (s *State) DestinationBacklog(namespace, destination string) int {
+	return s.tasks.Load().destinationBacklog(namespace, destination)
+}
+
+// PendingTasks returns the number of pending tasks of the whole table, in
+// O(1).
+func (s *State) PendingTasks() int { return s.tasks.Load().pendingTotal }
+
 // TaskQuery selects tasks for a listing.
 type TaskQuery struct {
 	// Shard, if not nil, keeps only that shard's tasks.
 	Shard *int
-	// Status, if not empty, keeps only tasks with that status.
+	// Status, if not empty, keeps only tasks with that status, or with
+	// TaskStatusBlocked the pending tasks that are blocked (Task.IsBlocked).
 	Status string
 	// After, if not empty, starts after this task id (the previous page's
 	// last id).
@@ -193,7 +222,7 @@ func (s *State) ListTasksPage(q TaskQuery) (out []Task, next string) {
 		if byStatus && t.Status != q.Status {
 			return false // past the status's run in the index
 		}
-		if t.ID == q.After || (q.Status != "" && t.Status != q.Status) || (q.Shard != nil && t.Shard != *q.Shard) {
+		if t.ID == q.After || !q.matchStatus(t) || (q.Shard != nil && t.Shard != *q.Shard) {
 			return true
 		}
 		out = append(out, *t)
@@ -203,4 +232,66 @@ func (s *State) ListTasksPage(q TaskQuery) (out []Task, next string) {
 		return out, next
 	}
 	return out, ""
+}
+
+// TaskStatusBlocked selects, in a TaskQuery, the pending tasks an open
+// breaker refused (Task.IsBlocked). It is not a stored status.
+const TaskStatusBlocked = "blocked"
+
+func (q *TaskQuery) matchStatus(t *Task) bool {
+	switch q.Status {
+	case "":
+		return true
+	case TaskStatusBlocked:
+		return t.IsBlocked()
+	}
+	return t.Status == q.Status
+}
+
+// ScanBlocked returns up to limit pending tasks of shard that a breaker
+// refused (Task.IsBlocked) and for which match returns true, in due order
+// after the row (afterAt, afterID) (zero: from the shard's first). Tasks
+// for which skip returns true are passed over. done is true when the walk
+// reached the shard's end. match and skip run with the read view open and
+// must not call back into the state. It walks the shard's pending tasks:
+// O(backlog) over a whole walk, for the rare breaker close (queue's
+// release of a closed key's tasks).
+func (s *State) ScanBlocked(shard int, afterAt time.Time, afterID string, limit int,
+	match func(*Task) bool, skip func(id string) bool) (out []*Task, done bool) {
+	if limit <= 0 {
+		return nil, false
+	}
+	done = true
+	pivot := &Task{Shard: shard, NextAttemptAt: afterAt, ID: afterID}
+	ascend(s.tasks.Load().due, pivot, func(t *Task) bool {
+		if t.Shard != shard {
+			return false
+		}
+		if !lessTaskDue(pivot, t) && afterID != "" {
+			return true // the pivot row itself
+		}
+		if len(out) == limit {
+			done = false
+			return false
+		}
+		if t.IsBlocked() && match(t) && (skip == nil || !skip(t.ID)) {
+			out = append(out, t)
+		}
+		return true
+	})
+	return out, done
+}
+
+// DestinationBacklog is State.DestinationBacklog on this replica.
+func (s *Store) DestinationBacklog(namespace, destination string) int {
+	return s.state.DestinationBacklog(namespace, destination)
+}
+
+// PendingTasks is State.PendingTasks on this replica.
+func (s *Store) PendingTasks() int { return s.state.PendingTasks() }
+
+// ScanBlocked is State.ScanBlocked on this replica.
+func (s *Store) ScanBlocked(shard int, afterAt time.Time, afterID string, limit int,
+	match func(*Task) bool, skip func(id string) bool) ([]*Task, bool) {
+	return s.state.ScanBlocked(shard, afterAt, afterID, limit, match, skip)
 }

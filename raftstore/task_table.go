@@ -29,6 +29,13 @@ type taskTable struct {
 	status   *btree.BTreeG[*Task] // failed and dlq (DLQ listing, redrive): Status, ID
 	terminal *btree.BTreeG[*Task] // succeeded and failed (collect): CompletedAt, ID
 
+	// pendingBy counts pending rows per destination (destinationKey);
+	// pendingTotal counts every pending row. Both are derived from the rows
+	// (rebuilt by restore), so they are identical on every replica; the
+	// submit's backlog checks read them in O(log n) (TASKS.md, "Backlog").
+	pendingBy    *btree.Map[string, int]
+	pendingTotal int
+
 	touched bool // written since clone (subscribers are woken on commit)
 }
 
@@ -83,6 +90,8 @@ func newTaskTable() *taskTable {
 		request:  btree.NewBTreeGOptions(lessTaskRequest, opts),
 		status:   btree.NewBTreeGOptions(lessTaskStatus, opts),
 		terminal: btree.NewBTreeGOptions(lessTaskTerminal, opts),
+
+		pendingBy: btree.NewMap[string, int](0),
 	}
 }
 
@@ -92,6 +101,7 @@ func (tt *taskTable) clone() *taskTable {
 	return &taskTable{
 		byID: tt.byID.Copy(), due: tt.due.Copy(), request: tt.request.Copy(),
 		status: tt.status.Copy(), terminal: tt.terminal.Copy(),
+		pendingBy: tt.pendingBy.Copy(), pendingTotal: tt.pendingTotal,
 	}
 }
 
@@ -144,7 +154,40 @@ func (tt *taskTable) reindex(old, t *Task) {
 	reindex(tt.request, inRequest, lessTaskRequest, old, t)
 	reindex(tt.status, inStatus, lessTaskStatus, old, t)
 	reindex(tt.terminal, inTerminal, lessTaskTerminal, old, t)
+	// A row's namespace and destination never change: only entering or
+	// leaving pending moves the counts.
+	oldIn, newIn := old != nil && inDue(old), t != nil && inDue(t)
+	switch {
+	case oldIn && !newIn:
+		tt.addPending(old, -1)
+	case newIn && !oldIn:
+		tt.addPending(t, 1)
+	}
 }
+
+// addPending moves t's destination count and the total by d.
+func (tt *taskTable) addPending(t *Task, d int) {
+	k := destinationKey(t.NamespaceID, t.destination())
+	n, _ := tt.pendingBy.Get(k)
+	if n += d; n <= 0 {
+		tt.pendingBy.Delete(k)
+	} else {
+		tt.pendingBy.Set(k, n)
+	}
+	tt.pendingTotal += d
+}
+
+// destinationBacklog is the number of pending tasks of namespace for
+// destination (a breaker destination: Task.destination).
+func (tt *taskTable) destinationBacklog(namespace, destination string) int {
+	n, _ := tt.pendingBy.Get(destinationKey(namespace, destination))
+	return n
+}
+
+// destinationKey joins a namespace and a breaker destination. Neither may
+// contain control characters (checkName, checkDestination), so NUL cannot
+// be part of either.
+func destinationKey(namespace, destination string) string { return namespace + "\x00" + destination }
 
 // reindex moves one index from old to t (either may be nil). An entry whose
 // key did not change is replaced in place by Set, one tree write.

@@ -82,7 +82,7 @@ func TestSubmitTasksAndIdempotency(t *testing.T) {
 	defer cancel()
 	a := newTaskFor("t1", "ns", "wf-1", "req-1")
 	out := x.submit(t0, 0, a, newTaskFor("t2", "ns", "wf-2", ""))
-	if out[0] != (SubmitOutcome{"t1", a.Shard, SubmitAccepted}) || out[1].Outcome != SubmitAccepted {
+	if out[0] != (SubmitOutcome{TaskID: "t1", Shard: a.Shard, Outcome: SubmitAccepted}) || out[1].Outcome != SubmitAccepted {
 		t.Fatalf("outcomes = %+v", out)
 	}
 	select {
@@ -98,7 +98,7 @@ func TestSubmitTasksAndIdempotency(t *testing.T) {
 	// workflow: no second task, the original id and shard.
 	dup := newTaskFor("t3", "ns", "wf-9", "req-1")
 	out = x.submit(t0.Add(time.Second), 0, dup)
-	if out[0] != (SubmitOutcome{"t1", a.Shard, SubmitDuplicate}) {
+	if out[0] != (SubmitOutcome{TaskID: "t1", Shard: a.Shard, Outcome: SubmitDuplicate}) {
 		t.Fatalf("duplicate outcome = %+v", out)
 	}
 	if _, ok := x.st.Task("t3"); ok {
@@ -109,7 +109,7 @@ func TestSubmitTasksAndIdempotency(t *testing.T) {
 		t.Fatalf("other namespace = %+v", out)
 	}
 	// Twice in one batch: the second is a duplicate of the first.
-	if out := x.submit(t0, 0, newTaskFor("t5", "ns", "wf-5", "req-2"), newTaskFor("t6", "ns", "wf-6", "req-2")); out[1] != (SubmitOutcome{"t5", out[0].Shard, SubmitDuplicate}) {
+	if out := x.submit(t0, 0, newTaskFor("t5", "ns", "wf-5", "req-2"), newTaskFor("t6", "ns", "wf-6", "req-2")); out[1] != (SubmitOutcome{TaskID: "t5", Shard: out[0].Shard, Outcome: SubmitDuplicate}) {
 		t.Fatalf("in-batch duplicate = %+v", out)
 	}
 	if tk, ok := x.st.TaskByRequestID("ns", "req-1"); !ok || tk.ID != "t1" {

@@ -29,8 +29,17 @@ type TaskService interface {
 	// Sync is a read barrier: it returns once the local replica has applied
 	// everything committed before the call.
 	Sync(ctx context.Context) error
-	// MaxShardBacklog is the pending-task limit per shard; 0: none.
-	MaxShardBacklog() int
+	// SubmitLimits are the backlog limits of a submit for namespace and a
+	// breaker destination (outbound.BreakerDestination): pending tasks per
+	// (namespace, destination) and in the whole table; 0: none.
+	SubmitLimits(namespace, destination string) (perDestination, pending int)
+	// DestinationBacklog and PendingTasks are the local replica's counts
+	// the limits apply to (the FSM enforces them exactly).
+	DestinationBacklog(namespace, destination string) int
+	PendingTasks() int
+	// DataDirSpace is this node's data-dir free space and the floor below
+	// which it refuses submits (0: no floor).
+	DataDirSpace() (free, floor uint64)
 	// RedactHeaderNames are the header names redacted on reads for a
 	// namespace and breaker destination, beyond outbound.SecretHeader's
 	// built-in ones (dynconfig's fusebox.redaction.headerNames).
@@ -60,7 +69,7 @@ const (
 // taskRoutes registers the task and DLQ routes over svc. The server calls
 // it when Deps.Tasks is set.
 func (s *Server) taskRoutes(svc TaskService) {
-	h := &taskHandlers{s: s, svc: svc}
+	h := &taskHandlers{s: s, svc: svc, guard: newSubmitGuard(svc, s.cfg.Registerer, s.log)}
 	s.handle("POST /v1/tasks", needSubmit, h.submit)
 	s.handle("POST /v1/tasks:batch", needSubmit, h.submitBatch)
 	s.handle("GET /v1/tasks/{id}", needTaskRead, h.get)
@@ -70,8 +79,9 @@ func (s *Server) taskRoutes(svc TaskService) {
 }
 
 type taskHandlers struct {
-	s   *Server
-	svc TaskService
+	s     *Server
+	svc   TaskService
+	guard *submitGuard
 }
 
 func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
@@ -84,11 +94,11 @@ func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.checkBacklog(nt.Shard); err != nil {
+	if err := h.guard.admit(&nt); err != nil {
 		return err
 	}
 	out, idx, err := h.svc.SubmitTasks(r.Context(), raftstore.SubmitTasksCommand{
-		CommandMeta: meta, Tasks: []raftstore.NewTask{nt}, MaxShardBacklog: h.svc.MaxShardBacklog(),
+		CommandMeta: meta, Tasks: []raftstore.NewTask{nt},
 	})
 	if err != nil {
 		return err
@@ -97,7 +107,7 @@ func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("submit: %d outcomes for one task", len(out))
 	}
 	if out[0].Outcome == raftstore.SubmitOverloaded {
-		return overloaded(out[0].Shard, h.svc.MaxShardBacklog())
+		return h.guard.refusedErr(&nt, out[0].Reason)
 	}
 	h.waitApplied(r.Context(), idx)
 	writeJSON(w, http.StatusAccepted, TaskAccepted{TaskID: out[0].TaskID, Shard: out[0].Shard, Duplicate: out[0].Outcome == raftstore.SubmitDuplicate})
@@ -115,6 +125,9 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 	case len(in.Tasks) > MaxTaskBatchSubmit:
 		return BadField("tasks", "%d tasks exceeds the batch limit of %d", len(in.Tasks), MaxTaskBatchSubmit)
 	}
+	if err := h.guard.admitNode(); err != nil {
+		return err
+	}
 	meta := h.s.meta(r)
 	tasks := make([]raftstore.NewTask, len(in.Tasks))
 	for i := range in.Tasks {
@@ -126,7 +139,7 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 		tasks[i] = nt
 	}
 	out, idx, err := h.svc.SubmitTasks(r.Context(), raftstore.SubmitTasksCommand{
-		CommandMeta: meta, Tasks: tasks, MaxShardBacklog: h.svc.MaxShardBacklog(),
+		CommandMeta: meta, Tasks: tasks,
 	})
 	if err != nil {
 		return err
@@ -138,13 +151,19 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 		switch o.Outcome {
 		case raftstore.SubmitOverloaded:
 			res.Results[i].TaskID = ""
+			res.Results[i].Reason = o.Reason
 			res.RetryAfter = overloadRetryAfter
+			h.guard.count(o.Reason)
 		default:
 			queued++
 		}
 	}
 	if queued == 0 {
-		return overloaded(out[0].Shard, h.svc.MaxShardBacklog())
+		for i, o := range out {
+			if o.Outcome == raftstore.SubmitOverloaded {
+				return h.guard.overloadError(&tasks[i], o.Reason)
+			}
+		}
 	}
 	h.waitApplied(r.Context(), idx)
 	writeJSON(w, http.StatusAccepted, res)
@@ -240,10 +259,18 @@ func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time
 	if n <= 0 {
 		return raftstore.NewTask{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the cluster has no shard count yet", RetryAfter: 1}
 	}
-	return raftstore.NewTask{
+	nt := raftstore.NewTask{
 		ID: id, Shard: shardmap.ShardOf(in.NamespaceID, in.WorkflowID, n), NamespaceID: in.NamespaceID, WorkflowID: in.WorkflowID,
 		TaskGroup: in.TaskGroup, Destination: in.Destination, RequestID: in.RequestID, Request: raw,
-	}, nil
+	}
+	// The breaker destination the backlog limits count by; the limits are
+	// resolved here and carried in the command (the FSM reads no config).
+	key := outbound.BreakerDestination(in.TaskGroup, in.Destination)
+	if key != in.Destination {
+		nt.DestinationKey = key
+	}
+	nt.MaxDestinationBacklog, nt.MaxPendingTasks = h.svc.SubmitLimits(in.NamespaceID, key)
+	return nt, nil
 }
 
 // apiRequestField maps an outbound.Request field onto the API body.
@@ -257,20 +284,6 @@ func apiRequestField(f string) string {
 		return "request.nexus_request_id"
 	}
 	return "request." + f
-}
-
-// checkBacklog refuses a submit to a shard over its limit before paying for
-// a raft round trip (a stale local count; the FSM enforces it exactly).
-func (h *taskHandlers) checkBacklog(shard int) error {
-	if max := h.svc.MaxShardBacklog(); max > 0 && h.svc.TaskBacklog(shard) >= max {
-		return overloaded(shard, max)
-	}
-	return nil
-}
-
-func overloaded(shard, max int) *Error {
-	return &Error{Status: http.StatusTooManyRequests, Code: CodeOverloaded, RetryAfter: overloadRetryAfter,
-		Message: fmt.Sprintf("shard %d has %d or more pending tasks; retry later", shard, max)}
 }
 
 func (h *taskHandlers) waitApplied(ctx context.Context, index uint64) {
@@ -303,10 +316,10 @@ func (h *taskHandlers) list(w http.ResponseWriter, r *http.Request) error {
 		q.Shard = &n
 	}
 	switch st := r.URL.Query().Get("status"); st {
-	case "", raftstore.TaskPending, raftstore.TaskSucceeded, raftstore.TaskFailed, raftstore.TaskDLQ:
+	case "", raftstore.TaskPending, raftstore.TaskSucceeded, raftstore.TaskFailed, raftstore.TaskDLQ, raftstore.TaskStatusBlocked:
 		q.Status = st
 	default:
-		return BadField("status", "want pending, succeeded, failed or dlq, got %q", st)
+		return BadField("status", "want pending, blocked, succeeded, failed or dlq, got %q", st)
 	}
 	h.writeList(w, q)
 	return nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -23,17 +24,22 @@ import (
 const testShards = 4
 
 // taskService is the API's TaskService over a real single-node store, with
-// a settable backlog limit.
+// settable backlog limits and data-dir space.
 type taskService struct {
 	*raftstore.Store
-	max atomic.Int64
+	max, total  atomic.Int64 // per destination, in all
+	free, floor atomic.Uint64
 	// policy decides destinations (nil allows all); names are the extra
 	// header names to redact.
 	policy *outbound.Policy
 	names  []string
 }
 
-func (s *taskService) MaxShardBacklog() int { return int(s.max.Load()) }
+func (s *taskService) SubmitLimits(string, string) (int, int) {
+	return int(s.max.Load()), int(s.total.Load())
+}
+
+func (s *taskService) DataDirSpace() (uint64, uint64) { return s.free.Load(), s.floor.Load() }
 
 func (s *taskService) RedactHeaderNames(string, string) []string { return s.names }
 
@@ -193,24 +199,27 @@ func TestTaskSubmitPayloadLimitAndBacklog(t *testing.T) {
 	_, err = c.SubmitTask(ctx, huge)
 	wantAPIError(t, err, http.StatusRequestEntityTooLarge, CodeTooLarge, "")
 
-	// Two workflows of one shard; the limit is one pending task.
-	shard := shardmap.ShardOf("ns", "w0", testShards)
-	second := ""
-	for i := 1; second == ""; i++ {
-		if w := fmt.Sprintf("w%d", i); shardmap.ShardOf("ns", w, testShards) == shard {
-			second = w
-		}
-	}
+	// One pending task per destination (scheme://host of a callback): a
+	// second task for the same host, on another path, gets a 429 naming the
+	// destination; another destination is accepted.
 	svc.max.Store(1)
 	if _, err := c.SubmitTask(ctx, callback("ns", "w0")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.SubmitTask(ctx, callback("ns", second))
-	if e := wantAPIError(t, err, http.StatusTooManyRequests, CodeOverloaded, ""); e.RetryAfter != 1 {
-		t.Fatalf("Retry-After = %d, want 1", e.RetryAfter)
+	samehost := callback("ns", "w1")
+	samehost.Destination = "http://127.0.0.1:9/other/path"
+	_, err = c.SubmitTask(ctx, samehost)
+	e := wantAPIError(t, err, http.StatusTooManyRequests, CodeOverloaded, "destination")
+	if e.RetryAfter != 1 || e.Key != "fusebox.tasks.maxDestinationBacklog" || !strings.Contains(e.Message, `"http://127.0.0.1:9"`) {
+		t.Fatalf("429 = %+v, want Retry-After 1, the key and the destination named", e)
+	}
+	other := callback("ns", "w1")
+	other.Destination = "http://127.0.0.1:10/cb"
+	if _, err := c.SubmitTask(ctx, other); err != nil {
+		t.Fatalf("another destination beside a full one: %v", err)
 	}
 	// The header itself, as any HTTP client sees it.
-	body := strings.NewReader(`{"namespace_id":"ns","workflow_id":"` + second + `","task_group":"callbacks.Invocation","destination":"http://127.0.0.1:9/cb","request":{"completion":{"state":"succeeded"}}}`)
+	body := strings.NewReader(`{"namespace_id":"ns","workflow_id":"w2","task_group":"callbacks.Invocation","destination":"http://127.0.0.1:9/cb","request":{"completion":{"state":"succeeded"}}}`)
 	resp, err := http.Post(c.Addr()+"/v1/tasks", "application/json", body)
 	if err != nil {
 		t.Fatal(err)
@@ -220,19 +229,54 @@ func TestTaskSubmitPayloadLimitAndBacklog(t *testing.T) {
 		t.Fatalf("status %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	// The FSM enforces the limit too (the API's pre-check reads a local,
-	// possibly stale count): a batch of two to the same shard gets one in.
+	// possibly stale count): a batch of two for one destination gets one in.
 	svc.max.Store(2)
-	res, err := c.SubmitTasks(ctx, []TaskSubmit{callback("ns", "w0"), callback("ns", second)})
+	res, err := c.SubmitTasks(ctx, []TaskSubmit{callback("ns", "w3"), callback("ns", "w4")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Results[0].Outcome != OutcomeAccepted || res.Results[1].Outcome != OutcomeOverloaded || res.RetryAfter != 1 {
+	if res.Results[0].Outcome != OutcomeAccepted || res.Results[1].Outcome != OutcomeOverloaded ||
+		res.Results[1].Reason != raftstore.OverloadDestination || res.RetryAfter != 1 {
 		t.Fatalf("batch = %+v", res)
 	}
-	_, err = c.SubmitTasks(ctx, []TaskSubmit{callback("ns", second)})
-	wantAPIError(t, err, http.StatusTooManyRequests, CodeOverloaded, "")
-	if n := svc.TaskBacklog(shard); n != 2 {
-		t.Fatalf("backlog = %d, want 2", n)
+	_, err = c.SubmitTasks(ctx, []TaskSubmit{callback("ns", "w5")})
+	wantAPIError(t, err, http.StatusTooManyRequests, CodeOverloaded, "destination")
+	if n := svc.DestinationBacklog("ns", "http://127.0.0.1:9"); n != 2 {
+		t.Fatalf("destination backlog = %d, want 2", n)
+	}
+	// A retry of an accepted submit (same request id) to a destination at
+	// its cap gets the original answer, not a 429.
+	svc.max.Store(1)
+	idem := callback("ns", "w-idem")
+	idem.Destination, idem.RequestID = "http://127.0.0.1:11/cb", "req-idem"
+	first, err := c.SubmitTask(ctx, idem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.SubmitTask(ctx, idem); err != nil || !again.Duplicate || again.TaskID != first.TaskID {
+		t.Fatalf("retry at the cap = %+v, %v; want the duplicate answer", again, err)
+	}
+	// The node-wide ceiling refuses every destination alike.
+	svc.max.Store(0)
+	svc.total.Store(int64(svc.PendingTasks()))
+	_, err = c.SubmitTask(ctx, other)
+	if e := wantAPIError(t, err, http.StatusTooManyRequests, CodeOverloaded, ""); e.Key != "fusebox.tasks.maxPendingTasks" {
+		t.Fatalf("ceiling 429 = %+v", e)
+	}
+	svc.total.Store(0)
+	// A data dir below its floor: 503 on this node, naming the key.
+	svc.free.Store(10 << 20)
+	svc.floor.Store(256 << 20)
+	_, err = c.SubmitTask(ctx, other)
+	if e := wantAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable, ""); e.Key != "fusebox.tasks.minFreeDiskMB" || e.RetryAfter != 5 ||
+		!strings.Contains(e.Message, "10 MiB free") {
+		t.Fatalf("disk 503 = %+v", e)
+	}
+	_, err = c.SubmitTasks(ctx, []TaskSubmit{other})
+	wantAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable, "")
+	svc.floor.Store(0)
+	if _, err := c.SubmitTask(ctx, other); err != nil {
+		t.Fatalf("floor off: %v", err)
 	}
 }
 
@@ -335,4 +379,57 @@ func TestTaskRoutesOnlyWithService(t *testing.T) {
 	defer hs.Close()
 	err := NewClient(hs.URL, "", nil).Do(context.Background(), http.MethodGet, "/v1/dlq", nil, nil, nil)
 	wantAPIError(t, err, http.StatusNotFound, CodeNotFound, "")
+}
+
+// A task whose last attempt an open breaker refused reads as blocked
+// (until its next attempt) in GET and in ?status=blocked; a task retried
+// because its destination was down does not.
+func TestTaskBlockedReadAndListing(t *testing.T) {
+	svc, c := newTaskServer(t)
+	ctx := t.Context()
+	blocked, err := c.SubmitTask(ctx, callback("ns", "w-blocked"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	down, err := c.SubmitTask(ctx, callback("ns", "w-down"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
+	complete := func(shard int, r raftstore.TaskResult) {
+		a := svc.ShardMap().Shards[shard]
+		if _, err := svc.CompleteTasks(ctx, raftstore.CompleteTasksCommand{Shard: shard, Epoch: a.Epoch, Node: a.Owner,
+			Results: []raftstore.TaskResult{r}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete(blocked.Shard, raftstore.TaskResult{TaskID: blocked.TaskID, Status: raftstore.TaskPending, Blocked: 2,
+		NextAttemptAt: until, Message: "circuit breaker open"})
+	complete(down.Shard, raftstore.TaskResult{TaskID: down.TaskID, Status: raftstore.TaskPending, Attempts: 1,
+		NextAttemptAt: until, Message: "503", HTTPStatus: 503})
+
+	got, err := c.Task(ctx, blocked.TaskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != "pending" || got.Blocked == nil || got.Blocked.Reason != "circuit breaker open" || !got.Blocked.Until.Equal(until) {
+		t.Fatalf("blocked task = %+v (blocked %+v), want blocked until %v", got, got.Blocked, until)
+	}
+	if got, err := c.Task(ctx, down.TaskID); err != nil || got.Blocked != nil {
+		t.Fatalf("down task = %+v, %v: want no blocked", got, err)
+	}
+	list, err := c.Tasks(ctx, TaskListQuery{Status: "blocked", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Tasks) != 1 || list.Tasks[0].ID != blocked.TaskID || list.Tasks[0].Blocked == nil {
+		t.Fatalf("?status=blocked = %+v", list.Tasks)
+	}
+	// Once attempted (here: it succeeded) it is no longer blocked.
+	complete(blocked.Shard, raftstore.TaskResult{TaskID: blocked.TaskID, Status: raftstore.TaskSucceeded, Attempts: 1})
+	if list, err := c.Tasks(ctx, TaskListQuery{Status: "blocked", Limit: 10}); err != nil || len(list.Tasks) != 0 {
+		t.Fatalf("after success ?status=blocked = %+v, %v", list.Tasks, err)
+	}
+	_, err = c.Tasks(ctx, TaskListQuery{Status: "stuck", Limit: 10})
+	wantAPIError(t, err, http.StatusBadRequest, CodeInvalidArgument, "status")
 }

@@ -68,8 +68,8 @@ type TaskBatchSubmit struct {
 const (
 	OutcomeAccepted  = "accepted"
 	OutcomeDuplicate = "duplicate"
-	// OutcomeOverloaded: the task's shard is over its backlog limit; the
-	// task was not queued, resubmit it later.
+	// OutcomeOverloaded: a backlog limit refused the task (Reason says
+	// which); it was not queued, resubmit it later.
 	OutcomeOverloaded = "overloaded"
 )
 
@@ -78,6 +78,9 @@ type TaskBatchItem struct {
 	TaskID  string `json:"task_id,omitempty"`
 	Shard   int    `json:"shard"`
 	Outcome string `json:"outcome"`
+	// Reason says which limit refused an overloaded task:
+	// destination_backlog or pending_limit.
+	Reason string `json:"reason,omitempty"`
 }
 
 // TaskBatchAccepted is the 202 answer of a batch submit.
@@ -90,23 +93,38 @@ type TaskBatchAccepted struct {
 // Task is GET /v1/tasks/{id} and one entry of a listing (listings leave
 // Request out).
 type Task struct {
-	ID            string          `json:"id"`
-	Shard         int             `json:"shard"`
-	NamespaceID   string          `json:"namespace_id"`
-	WorkflowID    string          `json:"workflow_id"`
-	TaskGroup     string          `json:"task_group"`
-	Destination   string          `json:"destination"`
-	RequestID     string          `json:"request_id,omitempty"`
-	Status        string          `json:"status"`
-	Attempts      int             `json:"attempts"`
-	NextAttemptAt time.Time       `json:"next_attempt_at,omitzero"`
-	CreatedAt     time.Time       `json:"created_at"`
-	CompletedAt   time.Time       `json:"completed_at,omitzero"`
-	LastAnswer    *TaskAnswer     `json:"last_answer,omitempty"`
-	OperationID   string          `json:"operation_id,omitempty"`
-	Output        json.RawMessage `json:"output,omitempty"`
-	Request       json.RawMessage `json:"request,omitempty"`
+	ID            string      `json:"id"`
+	Shard         int         `json:"shard"`
+	NamespaceID   string      `json:"namespace_id"`
+	WorkflowID    string      `json:"workflow_id"`
+	TaskGroup     string      `json:"task_group"`
+	Destination   string      `json:"destination"`
+	RequestID     string      `json:"request_id,omitempty"`
+	Status        string      `json:"status"`
+	Attempts      int         `json:"attempts"`
+	NextAttemptAt time.Time   `json:"next_attempt_at,omitzero"`
+	CreatedAt     time.Time   `json:"created_at"`
+	CompletedAt   time.Time   `json:"completed_at,omitzero"`
+	LastAnswer    *TaskAnswer `json:"last_answer,omitempty"`
+	// Blocked is set while the task waits because an open circuit breaker
+	// refused its last attempt (Temporal's BLOCKED).
+	Blocked     *TaskBlocked    `json:"blocked,omitempty"`
+	OperationID string          `json:"operation_id,omitempty"`
+	Output      json.RawMessage `json:"output,omitempty"`
+	Request     json.RawMessage `json:"request,omitempty"`
 }
+
+// TaskBlocked says why and until when a pending task is blocked: its
+// owner's breaker for the task's key refused the last attempt, and Until is
+// when the owner tries it again (the breaker's probe time, plus up to 20 %
+// spread). A close of the breaker before then makes the task due at once.
+type TaskBlocked struct {
+	Reason string    `json:"reason"`
+	Until  time.Time `json:"until"`
+}
+
+// BlockedReason is TaskBlocked.Reason.
+const BlockedReason = "circuit breaker open"
 
 // TaskAnswer is the destination's last answer (or the error instead).
 type TaskAnswer struct {
@@ -161,6 +179,9 @@ func toTask(t raftstore.Task, withRequest bool, names redactNames) Task {
 	}
 	if t.Status == raftstore.TaskPending {
 		out.NextAttemptAt = t.NextAttemptAt
+	}
+	if t.IsBlocked() {
+		out.Blocked = &TaskBlocked{Reason: BlockedReason, Until: t.NextAttemptAt}
 	}
 	if t.HTTPStatus != 0 || t.Message != "" {
 		out.LastAnswer = &TaskAnswer{HTTPStatus: t.HTTPStatus, Message: t.Message}

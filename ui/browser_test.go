@@ -78,6 +78,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 		})
 	}
 
+	blockedID := submitBlockedTask(t, api, nodes)
+
 	// Every node serves the page itself; start at n1's.
 	front := "http://" + nodes[0].HTTPAddr() + "/ui/"
 	for _, nd := range nodes {
@@ -94,6 +96,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatalf("parse the dumped DOM: %v", err)
 	}
 	checkPage(t, doc, open.String(), closed.String())
+	if rows := find(doc, hasAttrKey("data-task")); len(rows) != 1 || attr(rows[0], "data-task") != blockedID ||
+		!strings.Contains(text(rows[0]), "circuit breaker open") {
+		t.Errorf("blocked tasks table: %d rows, want task %s blocked by its open breaker", len(rows), blockedID)
+	}
 	if t.Failed() {
 		t.Logf("dumped DOM:\n%s", tail(string(dom)))
 	}
@@ -207,8 +213,9 @@ func checkPage(t *testing.T, doc *html.Node, openKey, closedKey string) {
 		t.Errorf("forced table %q does not show the markup as text", s)
 	}
 
-	// Timeline: every node's transition, merged.
-	events := find(doc, hasAttrKey("data-event"))
+	// Timeline: every node's transition, merged (the blocked task's forced
+	// breaker has its own three).
+	events := find(doc, func(n *html.Node) bool { return hasAttrKey("data-event")(n) && attr(n, "data-key") == openKey })
 	seen := map[string]bool{}
 	for _, e := range events {
 		if attr(e, "data-key") == openKey && attr(e, "data-to") == "open" && strings.Contains(text(e), "closed → ✕ OPEN") &&
@@ -219,4 +226,44 @@ func checkPage(t *testing.T, doc *html.Node, openKey, closedKey string) {
 	if len(events) != 3 || !seen["n1"] || !seen["n2"] || !seen["n3"] {
 		t.Errorf("timeline: %d events, open transitions from %v; want one from each of n1, n2, n3", len(events), seen)
 	}
+}
+
+// submitBlockedTask forces a callback destination's breaker open, submits a
+// task to it and waits until the API lists the task as blocked (its owner's
+// breaker refused it). It returns the task id.
+func submitBlockedTask(t *testing.T, api *transport.Client, nodes []*node.Node) string {
+	t.Helper()
+	const url = "http://127.0.0.1:9/cb"
+	f := transport.BreakerForce{TaskGroup: breakerpool.TaskGroupCallback, Namespace: "ns-ui", Destination: "http://127.0.0.1:9",
+		Mode: "open", Reason: "ui test: blocked task"}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := api.Do(ctx, http.MethodPost, "/v1/breakers/force", nil, f, nil); err != nil {
+		t.Fatalf("force %s open: %v", f.Destination, err)
+	}
+	for _, nd := range nodes { // every possible owner refuses it
+		c := transport.NewClient(nd.HTTPAddr(), "", testHTTPClient(t))
+		waitFor(t, 20*time.Second, nd.HTTPAddr()+" applying the force", func() bool {
+			var list transport.BreakerList
+			if err := c.Do(context.Background(), http.MethodGet, "/v1/breakers", nil, nil, &list); err != nil {
+				return false
+			}
+			for _, b := range list.Breakers {
+				if b.Destination == f.Destination && b.State == "open" {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	acc, err := api.SubmitTask(ctx, transport.TaskSubmit{NamespaceID: "ns-ui", WorkflowID: "wf-blocked", TaskGroup: breakerpool.TaskGroupCallback,
+		Destination: url, Request: transport.TaskRequest{Body: []byte("done"), ContentType: "text/plain"}})
+	if err != nil {
+		t.Fatalf("submit a task to the open destination: %v", err)
+	}
+	waitFor(t, 20*time.Second, "the task to be blocked", func() bool {
+		tk, err := api.Task(context.Background(), acc.TaskID)
+		return err == nil && tk.Blocked != nil
+	})
+	return acc.TaskID
 }

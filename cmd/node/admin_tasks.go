@@ -96,7 +96,7 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 	}
 	lf := list.Flags()
 	lf.IntVar(&shard, "shard", 0, "only this shard")
-	lf.StringVar(&q.Status, "status", "", "only this status: pending, succeeded, failed or dlq")
+	lf.StringVar(&q.Status, "status", "", "only this status: pending, blocked (pending, refused by an open circuit breaker), succeeded, failed or dlq")
 	pageFlags(list, &q.After, &q.Limit)
 	cmd.AddCommand(submit, get, list)
 	return cmd
@@ -227,7 +227,7 @@ func decodeArg(stdin io.Reader, flag, arg string, v any) error {
 func taskTable(tw *tabwriter.Writer, l transport.TaskList) {
 	fmt.Fprintln(tw, "ID\tSHARD\tSTATUS\tATTEMPTS\tTASK GROUP\tNAMESPACE\tDESTINATION\tLAST ANSWER")
 	for _, t := range l.Tasks {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, t.Shard, t.Status, t.Attempts, t.TaskGroup, t.NamespaceID,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, t.Shard, taskStatus(t), t.Attempts, t.TaskGroup, t.NamespaceID,
 			t.Destination, lastAnswer(t.LastAnswer))
 	}
 	if l.Next != "" {
@@ -243,7 +243,8 @@ func taskDetail(tw *tabwriter.Writer, t transport.Task) {
 		return ts.Format(time.RFC3339Nano)
 	}
 	rows := [][2]string{
-		{"ID", t.ID}, {"SHARD", fmt.Sprint(t.Shard)}, {"STATUS", t.Status}, {"ATTEMPTS", fmt.Sprint(t.Attempts)},
+		{"ID", t.ID}, {"SHARD", fmt.Sprint(t.Shard)}, {"STATUS", taskStatus(t)}, {"ATTEMPTS", fmt.Sprint(t.Attempts)},
+		{"BLOCKED", blockedDetail(t.Blocked, at)},
 		{"NEXT ATTEMPT", at(t.NextAttemptAt)}, {"LAST ANSWER", lastAnswer(t.LastAnswer)},
 		{"TASK GROUP", t.TaskGroup}, {"NAMESPACE", t.NamespaceID}, {"WORKFLOW", t.WorkflowID},
 		{"DESTINATION", t.Destination}, {"REQUEST ID", orDash(t.RequestID)}, {"OPERATION ID", orDash(t.OperationID)},
@@ -252,6 +253,22 @@ func taskDetail(tw *tabwriter.Writer, t transport.Task) {
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
 	}
+}
+
+// taskStatus is the status, with "(blocked)" while an open circuit breaker
+// holds a pending task (Temporal's BLOCKED).
+func taskStatus(t transport.Task) string {
+	if t.Blocked != nil {
+		return t.Status + " (blocked)"
+	}
+	return t.Status
+}
+
+func blockedDetail(b *transport.TaskBlocked, at func(time.Time) string) string {
+	if b == nil {
+		return "-"
+	}
+	return b.Reason + ", until " + at(b.Until)
 }
 
 func lastAnswer(a *transport.TaskAnswer) string {

@@ -190,6 +190,29 @@ func TestAdminTasksGetAndList(t *testing.T) {
 	}
 }
 
+// A blocked task (an open breaker refused its last attempt) says so in get
+// and list; list --status blocked asks the API for exactly those.
+func TestAdminTasksShowBlocked(t *testing.T) {
+	task := `{"id":"t-b","shard":1,"namespace_id":"ns","workflow_id":"wf","task_group":"callbacks.Invocation","destination":"http://x/cb",
+		"status":"pending","attempts":0,"next_attempt_at":"2026-01-02T03:04:05Z","created_at":"2026-01-02T03:00:00Z",
+		"blocked":{"reason":"circuit breaker open","until":"2026-01-02T03:04:05Z"}}`
+	rec, addr := newAPIRecorder(t, map[string]cannedAnswer{
+		"GET /v1/tasks/t-b": {status: 200, body: task},
+		"GET /v1/tasks":     {status: 200, body: `{"tasks":[` + task + `]}`},
+	})
+	out, err := runAdmin(t, addr, tasksCmd, "tasks", "get", "t-b")
+	if err != nil || !strings.Contains(out, "pending (blocked)") || !strings.Contains(out, "circuit breaker open, until 2026-01-02T03:04:05Z") {
+		t.Fatalf("get output = %q, %v", out, err)
+	}
+	out, err = runAdmin(t, addr, tasksCmd, "tasks", "list", "--status", "blocked")
+	if err != nil || !strings.Contains(out, "pending (blocked)") {
+		t.Fatalf("list output = %q, %v", out, err)
+	}
+	if q := rec.last(t).query; !strings.Contains(q, "status=blocked") {
+		t.Fatalf("list query = %q", q)
+	}
+}
+
 func TestAdminDLQ(t *testing.T) {
 	rec, addr := newAPIRecorder(t, map[string]cannedAnswer{
 		"GET /v1/dlq":          {status: 200, body: `{"tasks":[{"id":"d-1","shard":0,"status":"dlq","last_answer":{"message":"poison task: bad"}}]}`},

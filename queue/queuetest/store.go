@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"fusebox/breakerpool"
 	"fusebox/queue"
 	"fusebox/shardmap"
 )
@@ -282,4 +283,42 @@ func (s *Store) Refused() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.refused
+}
+
+var _ queue.BlockedStore = (*Store)(nil)
+
+// Blocked implements queue.BlockedStore: the shard's pending tasks with
+// Blocked > 0 and key k, ordered by (NextAttemptAt, ID) as raftstore's due
+// index, after the cursor.
+func (s *Store) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var match []*queue.Task
+	for _, t := range s.pending[shard] {
+		if t.Blocked > 0 && t.Key() == k {
+			match = append(match, t)
+		}
+	}
+	slices.SortFunc(match, func(a, b *queue.Task) int {
+		if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	var out []queue.Task
+	var last queue.Cursor
+	for _, t := range match {
+		if c := t.NextAttemptAt.Compare(after.At); after.ID != "" && (c < 0 || (c == 0 && t.ID <= after.ID)) {
+			continue
+		}
+		if len(out) == limit {
+			return out, last, false
+		}
+		if skip != nil && skip(t.ID) {
+			continue
+		}
+		out = append(out, *t)
+		last = queue.Cursor{At: t.NextAttemptAt, ID: t.ID}
+	}
+	return out, last, true
 }

@@ -212,6 +212,10 @@ var rows = []row{
 		Baseline: "BenchmarkProcessSecurity/plain/latency", Target: "value<=50", Time: "10000x", QuickTime: "2000x", Runs: 3},
 	{Issue: "#6", What: "healthy dest's tasks/s beside a dead one (cluster)", Pkg: "./node", Bench: "BenchmarkDeliveryBesideDead/other_dead", Metric: "tasks/s",
 		Baseline: "BenchmarkDeliveryBesideDead/both_healthy", Target: "ratio>=0.95", Time: "5000x", QuickTime: "2000x", Runs: 3},
+	{Issue: "#20", What: "recovery: last backlog task after the destination is back, over Timeout + backlog/rate + 2 s", Pkg: "./node", Bench: "BenchmarkRecoveryDrain/outage", Metric: "drain/target",
+		Baseline: "BenchmarkRecoveryDrain/no_outage", Target: "value<=1", Time: "1x", QuickTime: "1x"},
+	{Issue: "#20", What: "recovery: whole schedule's last delivery (s), vs the same schedule without the outage", Pkg: "./node", Bench: "BenchmarkRecoveryDrain/outage", Metric: "total-s",
+		Baseline: "BenchmarkRecoveryDrain/no_outage", Target: "ratio<=1.2", Time: "1x", QuickTime: "1x"},
 	{Issue: "#4", What: "hint opens every peer (adopt, N=5), p99 ms", Pkg: "./cluster", Bench: "BenchmarkHintApplied", Metric: "p99-ms", Time: "30x", QuickTime: "10x"},
 	// Early warning ("failing" hints): simultaneous onset costs about 2N+1 (probe) and 6+small (adopt) instead of 6N.
 	{Issue: "#4", What: "dead destination, N=5, probe: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestination/policy=probe", Metric: "trip-calls",

@@ -210,6 +210,25 @@
     $('forced').tBodies[0].replaceChildren(...rows);
   }
 
+  // Pending tasks an open breaker refused (GET /v1/tasks?status=blocked):
+  // Temporal's BLOCKED. A page of BLOCKED_LIMIT; "more" when there are more.
+  const BLOCKED_LIMIT = 100;
+  function renderBlocked(list) {
+    const ts = (list && list.tasks) || [];
+    const more = !!(list && list.next);
+    $('blocked-summary').textContent = ts.length
+      ? `${ts.length}${more ? '+' : ''} pending task${ts.length === 1 && !more ? '' : 's'} waiting for an open circuit breaker` +
+        (more ? ` (showing the first ${ts.length})` : '') + '; they are due at once when it closes.'
+      : 'No task is blocked by an open circuit breaker.';
+    $('blocked-summary').dataset.count = String(ts.length);
+    const rows = ts.map((t) => el('tr', { dataset: { task: t.id } },
+      el('th', { scope: 'row', className: 'mono' }, t.id),
+      el('td', {}, t.namespace_id), el('td', { className: 'mono' }, t.destination),
+      el('td', {}, (t.blocked && t.blocked.reason) || ''),
+      el('td', {}, t.blocked && t.blocked.until ? fmtTime(t.blocked.until) : '')));
+    $('blocked').tBodies[0].replaceChildren(...rows);
+  }
+
   function renderTimeline(list) {
     const ts = (list && list.transitions) || [];
     const unreachable = (list && list.unreachable) || [];
@@ -241,7 +260,7 @@
   }
 
   async function refresh() {
-    const [members, raft, shards, breakers, forced, timeline, history] = await Promise.allSettled([
+    const [members, raft, shards, breakers, forced, timeline, history, blocked] = await Promise.allSettled([
       getJSON('/v1/cluster/members'),
       getJSON('/v1/cluster/raft'),
       getJSON('/v1/shards'),
@@ -249,6 +268,7 @@
       getJSON('/v1/breakers/forced'),
       getJSON('/ui/api/transitions?scope=cluster'),
       getJSON('/v1/config/_history?limit=10'),
+      getJSON(`/v1/tasks?status=blocked&limit=${BLOCKED_LIMIT}`),
     ]);
     const val = (r) => (r.status === 'fulfilled' ? r.value : null);
     let failed = 0;
@@ -263,9 +283,10 @@
     if (!showError('forced-error', forced)) renderForced(val(forced)); else failed++;
     if (!showError('timeline-error', timeline)) renderTimeline(val(timeline)); else failed++;
     if (!showError('history-error', history)) renderHistory(val(history)); else failed++;
+    if (!showError('blocked-error', blocked)) renderBlocked(val(blocked)); else failed++;
 
     const status = $('status');
-    const denied = [members, raft, shards, breakers, forced, timeline, history].find((r) => r.status === 'rejected' && r.reason && r.reason.auth);
+    const denied = [members, raft, shards, breakers, forced, timeline, history, blocked].find((r) => r.status === 'rejected' && r.reason && r.reason.auth);
     if (denied) {
       status.textContent = token ? 'This token may not read the cluster: enter one with the read role.' : 'This node needs an API token: enter one with the read role.';
       status.className = 'degraded';

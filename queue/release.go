@@ -1,0 +1,222 @@
+package queue
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"fusebox/breakerpool"
+)
+
+// Recovery drains the backlog at once (DESIGN.md, "Release on close").
+//
+// A task an open breaker refused is rescheduled for the breaker's probe or
+// later (blockedDelay, up to 5 min), and each further refusal lengthens its
+// gentle backoff. When the key's breaker closes — its own probe, a peer's
+// hint, an operator's force — those tasks become due at once on their
+// owner: each shard reader walks its blocked tasks of the key in due order
+// (BlockedStore) and dispatches them like due tasks, so the group's buffer,
+// concurrency and rate limits pace them, not their own delays. Nothing is
+// written: a released task's next result replaces its row as usual.
+
+// Cursor is a position in a shard's due order: after the task (At, ID).
+type Cursor struct {
+	At time.Time
+	ID string
+}
+
+// BlockedStore is a Store that can list a shard's blocked tasks of one
+// key. A Store without it keeps the tasks waiting for their own time.
+type BlockedStore interface {
+	// Blocked returns up to limit pending tasks of shard that a breaker
+	// refused (Blocked > 0) and whose Key() is k, in due order after
+	// `after` (zero: from the start). skip works as in Due. last is the
+	// position of the last task returned; done is true when the walk
+	// reached the shard's end.
+	Blocked(shard int, k breakerpool.Key, after Cursor, limit int, skip func(id string) bool) (tasks []Task, last Cursor, done bool)
+}
+
+// release is one shard's walk over the blocked tasks of a closed key.
+type release struct {
+	key    breakerpool.Key
+	cursor Cursor
+	// waitFor: results recorded by the shard before the close (a refusal
+	// decided before it may still be unwritten, and land behind the
+	// cursor). Once that many are written, the walk runs once more from
+	// the start, so none is missed: at once if it had reached the end
+	// (parked), else when it does (again).
+	waitFor       uint64
+	parked, again bool
+	released      int
+	// budget, when set, bounds what the walks of every shard may release
+	// together: a probe for a half-open breaker (KeyProbing).
+	budget *atomic.Int64
+}
+
+// take reserves up to n of the budget (all n without one).
+func (r *release) take(n int) int {
+	if r.budget == nil {
+		return n
+	}
+	for {
+		have := r.budget.Load()
+		got := min(int64(n), have)
+		if got <= 0 {
+			return 0
+		}
+		if r.budget.CompareAndSwap(have, have-got) {
+			return int(got)
+		}
+	}
+}
+
+// giveBack returns an unused reservation.
+func (r *release) giveBack(n int) {
+	if r.budget != nil && n > 0 {
+		r.budget.Add(int64(n))
+	}
+}
+
+// KeyClosed tells the queue that k's breaker closed on this node (any
+// source). Every owned shard releases its blocked tasks of k. It does not
+// block: the breaker pool's observer calls it.
+func (q *Queue) KeyClosed(k breakerpool.Key) {
+	if _, ok := q.store.(BlockedStore); !ok || q.closing.Load() {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, s := range q.shards {
+		s.startRelease(k, nil)
+	}
+	q.log.Debug("breaker closed: its blocked tasks are due now", "key", k.String(), "shards", len(q.shards))
+}
+
+// KeyProbing tells the queue that k's breaker became half-open on demand (a
+// peer's recovery hint or an operator warm-started its probe): up to
+// probes blocked tasks of k (the breaker's MaxRequests) are dispatched now
+// as its probes, instead of the breaker waiting for a task to come due.
+// Their success closes the breaker, which releases the rest (KeyClosed).
+func (q *Queue) KeyProbing(k breakerpool.Key, probes int) {
+	if _, ok := q.store.(BlockedStore); !ok || q.closing.Load() || probes <= 0 {
+		return
+	}
+	budget := new(atomic.Int64)
+	budget.Store(int64(probes))
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, s := range q.shards {
+		s.startRelease(k, budget)
+	}
+}
+
+// startRelease starts (or restarts from the beginning) the walk for k,
+// bounded by budget when it is not nil.
+func (s *shard) startRelease(k breakerpool.Key, budget *atomic.Int64) {
+	s.mu.Lock()
+	if s.lost {
+		s.mu.Unlock()
+		return
+	}
+	r := s.releases[k]
+	if r == nil {
+		r = &release{key: k}
+		s.releases[k] = r
+	}
+	r.cursor, r.parked, r.again, r.budget = Cursor{}, false, false, budget
+	r.waitFor = 0
+	if s.finished > s.written {
+		r.waitFor = s.finished
+	}
+	s.mu.Unlock()
+	signal(s.wake)
+}
+
+// readReleases dispatches up to limit blocked tasks of the released keys
+// (with s.mu held, after the due read). A key whose breaker is no longer
+// closed ends its walk: its tasks wait for their own time again.
+func (s *shard) readReleases(limit int, skip func(string) bool) []*item {
+	bs, ok := s.q.store.(BlockedStore)
+	if !ok || len(s.releases) == 0 {
+		return nil
+	}
+	var items []*item
+	for k, r := range s.releases {
+		if limit <= 0 {
+			break
+		}
+		want := gobreaker.StateClosed
+		if r.budget != nil {
+			want = gobreaker.StateHalfOpen
+		}
+		if s.q.breakers.Breaker(k).State() != want {
+			s.endReleaseLocked(r, "breaker state changed")
+			continue
+		}
+		if r.parked {
+			continue // waiting for the results decided before the close
+		}
+		n := r.take(limit)
+		if n == 0 {
+			s.endReleaseLocked(r, "probes taken")
+			continue
+		}
+		tasks, last, done := bs.Blocked(s.id, k, r.cursor, n, skip)
+		r.giveBack(n - len(tasks))
+		for i := range tasks {
+			it := &item{task: tasks[i], sh: s, rel: r}
+			s.inflight[tasks[i].ID] = it
+			items = append(items, it)
+		}
+		if len(tasks) > 0 {
+			r.cursor = last
+		}
+		r.released += len(tasks)
+		limit -= len(tasks)
+		if done {
+			switch {
+			case r.waitFor > 0:
+				r.parked = true
+			case r.again:
+				r.again, r.cursor = false, Cursor{}
+			default:
+				s.endReleaseLocked(r, "all released")
+			}
+		}
+	}
+	return items
+}
+
+// resultsWrittenLocked is called by the flusher (s.mu held) after written
+// has grown: a walk whose results decided before the close are now written
+// runs once more from the start.
+func (s *shard) resultsWrittenLocked() {
+	for _, r := range s.releases {
+		if r.waitFor == 0 || s.written < r.waitFor {
+			continue
+		}
+		r.waitFor = 0
+		if r.parked {
+			r.parked, r.cursor = false, Cursor{}
+		} else {
+			r.again = true
+		}
+	}
+}
+
+// endRelease ends r's walk if it is still the current one for its key: a
+// task it released was refused by the breaker again.
+func (s *shard) endRelease(r *release, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endReleaseLocked(r, why)
+}
+
+func (s *shard) endReleaseLocked(r *release, why string) {
+	if s.releases[r.key] != r {
+		return
+	}
+	delete(s.releases, r.key)
+	s.q.log.Debug("blocked-task release ended", "key", r.key.String(), "shard", s.id, "released", r.released, "why", why)
+}

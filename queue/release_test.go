@@ -1,0 +1,128 @@
+package queue_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"fusebox/breakerpool"
+	"fusebox/queue"
+	"fusebox/queue/queuetest"
+)
+
+// blockedTasks are n tasks of dest that an open breaker refused twice and
+// rescheduled an hour out.
+func blockedTasks(n, shards int, prefix, dest string) []queue.Task {
+	out := callbacks(n, shards, prefix, dest)
+	for i := range out {
+		out[i].Blocked = 2
+		out[i].Message = "circuit breaker open"
+		out[i].NextAttemptAt = time.Now().Add(time.Hour)
+	}
+	return out
+}
+
+// Issue 20 §5: when a key's breaker closes, the tasks it had refused are
+// due at once, paced by the group's rate limit, not by their own delays
+// (an hour here); another key's blocked tasks keep waiting.
+func TestBlockedTasksReleasedWhenBreakerCloses(t *testing.T) {
+	const n, rps = 30, 20
+	lim := queuetest.DefaultLimits()
+	lim.MaxTaskRPS = rps // burst = rate: the last 10 calls wait for tokens
+	e := newEnv(t, 2, lim)
+	tasks := blockedTasks(n, 2, "dead", "dest")
+	others := blockedTasks(4, 2, "other", "other")
+	e.add(t, append(tasks, others...)...)
+	exec := newFakeExec(false)
+	q := e.start(t, fastCfg(), exec, nil)
+	waitFor(t, 5*time.Second, "the shards to start", func() bool {
+		_, ok0 := q.ShardState(0)
+		_, ok1 := q.ShardState(1)
+		return ok0 && ok1
+	})
+
+	q.KeyClosed(key("dest")) // the breaker is closed (it never opened here)
+	waitFor(t, 10*time.Second, "every released task delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	times := exec.callTimes()
+	if len(times) != n {
+		t.Fatalf("%d calls, want %d (one per released task, none for the other key)", len(times), n)
+	}
+	// Paced by the rate limiter: burst rps, then rps per second.
+	if span := times[len(times)-1].Sub(times[0]); span < time.Duration(float64(n-rps)/rps*0.9*float64(time.Second)) {
+		t.Fatalf("%d calls took %v: faster than the group's rate of %d/s allows", n, span, rps)
+	}
+	for _, o := range others {
+		if got, _ := e.store.Task(o.ID); got.Status != queue.StatusPending || got.Blocked != 2 {
+			t.Fatalf("other key's task %s = %s blocked %d; want still pending and blocked", o.ID, got.Status, got.Blocked)
+		}
+	}
+}
+
+// A close seen while the breaker is open again (it reopened before the
+// release ran) releases nothing; a warm start (half-open on demand)
+// releases exactly the breaker's probes, whose success closes it.
+func TestReleaseFollowsTheBreakerState(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	tasks := blockedTasks(10, 1, "b", "dest")
+	e.add(t, tasks...)
+	exec := newFakeExec(false)
+	q := e.start(t, fastCfg(), exec, nil)
+	waitFor(t, 5*time.Second, "the shard to start", func() bool { _, ok := q.ShardState(0); return ok })
+	br := e.pool.Get(key("dest"))
+	br.OpenFor(time.Hour, breakerpool.SourceLocal)
+
+	st, _ := q.ShardState(0)
+	q.KeyClosed(key("dest"))
+	waitFor(t, 5*time.Second, "the reader to handle the release", func() bool {
+		now, _ := q.ShardState(0)
+		return now.Wakeups > st.Wakeups
+	})
+	if calls, _, _ := exec.stats(); calls != 0 {
+		t.Fatalf("%d calls through an open breaker's release; want none", calls)
+	}
+
+	br.ProbeNow(breakerpool.SourceHint) // half-open, MaxRequests 1
+	q.KeyProbing(key("dest"), 1)
+	waitFor(t, 5*time.Second, "the probe", func() bool { calls, _, _ := exec.stats(); return calls >= 1 })
+	waitFor(t, 5*time.Second, "the probe's success to close the breaker", func() bool { return br.Status().State == 0 })
+	if calls, _, _ := exec.stats(); calls != 1 {
+		t.Fatalf("%d calls from a probe release of 1; want 1", calls)
+	}
+	// The close (the pool's observer calls KeyClosed in a node) releases
+	// the rest.
+	q.KeyClosed(key("dest"))
+	waitFor(t, 10*time.Second, "the rest delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	if calls, _, _ := exec.stats(); calls != len(tasks) {
+		t.Fatalf("%d calls, want %d", calls, len(tasks))
+	}
+}
+
+// A refusal decided before the close but written after it (results are
+// batched; here the writes fail for a while) is not missed: the walk runs
+// again once the results recorded before the close are written.
+func TestReleaseCatchesRefusalsWrittenAfterTheClose(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	br := e.pool.Get(key("dest"))
+	br.OpenFor(time.Hour, breakerpool.SourceLocal)
+	task := callback("late", 0, "dest", "http://127.0.0.1:9/cb")
+	task.Blocked = 1 // its next refusal is written (no in-memory resubmit)
+	e.add(t, task)
+	e.store.FailCompletes(4, errors.New("raft unavailable (test)"))
+	exec := newFakeExec(false)
+	q := e.start(t, fastCfg(), exec, nil)
+	waitFor(t, 5*time.Second, "the breaker to refuse the task", func() bool {
+		return metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "retry_blocked"}) >= 1
+	})
+	if got, _ := e.store.Task(task.ID); got.Blocked != 1 {
+		t.Fatalf("the refusal was written already (blocked %d); the test needs it pending", got.Blocked)
+	}
+	br.ForceClosed(breakerpool.SourceOperator)
+	q.KeyClosed(key("dest"))
+	waitFor(t, 10*time.Second, "the late-written blocked task delivered", func() bool {
+		got, _ := e.store.Task(task.ID)
+		return got.Status == queue.StatusSucceeded
+	})
+	if rs := e.store.Results(task.ID); len(rs) != 2 || rs[0].Blocked != 2 || rs[0].NextAttemptAt.Before(time.Now().Add(time.Minute)) {
+		t.Fatalf("results = %+v; want the refusal (blocked 2, due minutes out), then the delivery", rs)
+	}
+}
