@@ -7,16 +7,14 @@ import (
 
 // Config defaults.
 const (
-	DefaultFlushInterval      = 10 * time.Millisecond
-	DefaultMaxFlushBatch      = 256
-	DefaultMaxPendingPerShard = 1000
-	DefaultRejectRetry        = 250 * time.Millisecond
-	DefaultDrainTimeout       = 10 * time.Second
-	DefaultFlushTimeout       = 5 * time.Second
-	DefaultGroupIdleTTL       = 5 * time.Minute
-	// DefaultMaxUnexpectedErrors is Temporal's history.
-	// TaskDLQUnexpectedErrorAttempts, used when the limits carry none.
-	DefaultMaxUnexpectedErrors = 70
+	DefaultFlushInterval       = 10 * time.Millisecond
+	DefaultMaxFlushBatch       = 256
+	DefaultMaxPendingPerShard  = 1000
+	DefaultRejectRetry         = 250 * time.Millisecond
+	DefaultDrainTimeout        = 10 * time.Second
+	DefaultFlushTimeout        = 5 * time.Second
+	DefaultGroupIdleTTL        = 5 * time.Minute
+	DefaultMaxUnexpectedErrors = 70 // Temporal's history.TaskDLQUnexpectedErrorAttempts, when the limits carry none
 	DefaultFlushRetryMax       = 2 * time.Second
 )
 
