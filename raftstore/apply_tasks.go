@@ -62,6 +62,9 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 			TaskGroup: nt.TaskGroup, Destination: nt.Destination, RequestID: nt.RequestID, Request: nt.Request,
 			Status: TaskPending, NextAttemptAt: c.At, CreatedAt: c.At, Index: w.index,
 		}
+		if !nt.Deadline.IsZero() {
+			t.Deadline, t.ScheduleToClose = nt.Deadline, nt.Deadline.Sub(c.At)
+		}
 		w.tasks.put(nil, t)
 		pendingOf[nt.Shard] = pending + 1
 		out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitAccepted}
@@ -110,6 +113,9 @@ func applyCompleteTasks(w *writer, payload []byte) (any, *Error) {
 		}
 		if r.Status == TaskPending {
 			t.NextAttemptAt = r.NextAttemptAt
+			if !t.Deadline.IsZero() && t.NextAttemptAt.After(t.Deadline) {
+				t.NextAttemptAt = t.Deadline // due at its deadline, to fail then
+			}
 		} else {
 			t.CompletedAt = c.At
 			if pending > 0 {
@@ -163,6 +169,9 @@ func applyRedriveTasks(w *writer, payload []byte) (any, *Error) {
 		t := *o
 		t.Status, t.Attempts, t.Blocked, t.Unexpected = TaskPending, 0, 0, 0
 		t.NextAttemptAt, t.CompletedAt, t.Index = c.At, time.Time{}, w.index
+		if !t.Deadline.IsZero() { // a redrive starts the schedule-to-close timeout again
+			t.Deadline = c.At.Add(t.ScheduleToClose)
+		}
 		w.tasks.put(o, &t)
 		if err := w.setCounter(counterPending(t.Shard), w.counter(counterPending(t.Shard))+1); err != nil {
 			return nil, err

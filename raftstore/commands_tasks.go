@@ -76,6 +76,9 @@ type NewTask struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Request is the opaque call to make (an outbound.Request as JSON).
 	Request json.RawMessage `json:"request"`
+	// Deadline is the schedule-to-close deadline the proposer fixed
+	// (command time + timeout); zero: none.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // SubmitTasksCommand inserts Tasks as pending, due at At. With
