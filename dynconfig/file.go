@@ -1,10 +1,7 @@
 package dynconfig
 
 import (
-	"encoding/json"
-	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -69,72 +66,6 @@ func (f *File) Entries() []Entry {
 		out[i] = v.Entry
 	}
 	return out
-}
-
-// FileProblem is one reason a file is refused. Index is the value's
-// position in its key's list, -1 when the problem is the key's (or the
-// file's, with Key empty).
-type FileProblem struct {
-	Key    string `json:"key,omitempty"`
-	Index  int    `json:"index"`
-	Line   int    `json:"line,omitempty"`
-	Field  string `json:"field,omitempty"`
-	Reason string `json:"reason"`
-}
-
-func (p FileProblem) String() string {
-	var b strings.Builder
-	if p.Key != "" {
-		b.WriteString(p.Key)
-		if p.Index >= 0 {
-			fmt.Fprintf(&b, "[%d]", p.Index)
-		}
-	} else {
-		b.WriteString("file")
-	}
-	if p.Line > 0 {
-		fmt.Fprintf(&b, " (line %d)", p.Line)
-	}
-	b.WriteString(": ")
-	if p.Field != "" {
-		b.WriteString(p.Field + ": ")
-	}
-	b.WriteString(p.Reason)
-	return b.String()
-}
-
-// FileError refuses a whole file: nothing of it may be applied.
-type FileError struct {
-	Problems []FileProblem
-	// More counts problems beyond those listed.
-	More int
-}
-
-func (e *FileError) Error() string {
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		parts[i] = p.String()
-	}
-	s := "dynamic config file refused: " + strings.Join(parts, "; ")
-	if e.More > 0 {
-		s += fmt.Sprintf(" (and %d more)", e.More)
-	}
-	return s
-}
-
-// fileParser collects problems while reading a file.
-type fileParser struct {
-	problems []FileProblem
-	more     int
-}
-
-func (p *fileParser) add(key string, index, line int, field, format string, args ...any) {
-	if len(p.problems) >= maxFileProblems {
-		p.more++
-		return
-	}
-	p.problems = append(p.problems, FileProblem{Key: key, Index: index, Line: line, Field: field,
-		Reason: truncate(fmt.Sprintf(format, args...), 4*maxEcho)})
 }
 
 // temporalAliases are the names newer Temporal releases give the same
@@ -299,103 +230,4 @@ func (p *fileParser) readValue(key string, index int, n *yaml.Node) (FileValue, 
 	}
 	fv.Value = canon
 	return fv, true
-}
-
-// temporalConstraints are Temporal's constraint names fusebox has no
-// equivalent for (lower case).
-var temporalConstraints = []string{"namespaceid", "taskqueuename", "tasktype", "historytasktype", "shardid", "chasmtasktype"}
-
-func (p *fileParser) readConstraints(key string, index int, n *yaml.Node, e *Entry) bool {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return true
-	}
-	if n.Kind != yaml.MappingNode {
-		p.add(key, index, n.Line, "constraints", "want a mapping such as {namespace: ns, destination: ep}")
-		return false
-	}
-	ok := true
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		kn, vn := n.Content[i], n.Content[i+1]
-		name := strings.ToLower(kn.Value)
-		var target *string
-		switch {
-		case name == "namespace":
-			target = &e.Namespace
-		case name == "destination":
-			target = &e.Destination
-		case slices.Contains(temporalConstraints, name):
-			p.add(key, index, kn.Line, "constraints."+kn.Value, "fusebox supports only the namespace and destination constraints")
-			ok = false
-			continue
-		default:
-			p.add(key, index, kn.Line, "constraints."+truncate(kn.Value, maxEcho), "unknown constraint (want namespace or destination)")
-			ok = false
-			continue
-		}
-		if vn.Kind != yaml.ScalarNode || vn.Tag != "!!str" {
-			p.add(key, index, vn.Line, "constraints."+name, "must be a string")
-			ok = false
-			continue
-		}
-		*target = vn.Value
-	}
-	return ok
-}
-
-// yamlToJSON converts a YAML value to JSON. Mappings need string keys.
-func yamlToJSON(n *yaml.Node) (json.RawMessage, error) {
-	var v any
-	if err := n.Decode(&v); err != nil {
-		return nil, err
-	}
-	v, err := stringKeys(v, 0)
-	if err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("not representable as JSON: %v", err)
-	}
-	return b, nil
-}
-
-func stringKeys(v any, depth int) (any, error) {
-	if depth > MaxValueDepth {
-		return nil, fmt.Errorf("value nested too deeply: limit %d levels", MaxValueDepth)
-	}
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			y, err := stringKeys(x, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			t[k] = y
-		}
-		return t, nil
-	case map[any]any:
-		m := make(map[string]any, len(t))
-		for k, x := range t {
-			ks, ok := k.(string)
-			if !ok {
-				return nil, fmt.Errorf("mapping key %s is not a string", strconv.Quote(truncate(fmt.Sprint(k), maxEcho)))
-			}
-			y, err := stringKeys(x, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			m[ks] = y
-		}
-		return m, nil
-	case []any:
-		for i, x := range t {
-			y, err := stringKeys(x, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			t[i] = y
-		}
-		return t, nil
-	}
-	return v, nil
 }
