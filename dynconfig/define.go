@@ -102,15 +102,28 @@ func floatKey(name string, def, hi float64, scope Scope, desc string) *definitio
 	return newDefinition(name, "float", desc, scope, def, decode, mustMarshal)
 }
 
-// durationKey registers a duration-string key with value in (0, hi].
+// durationKey registers a duration key with value in (0, hi].
 func durationKey(name string, def, hi time.Duration, scope Scope, desc string) *definition {
+	return durationRangeKey(name, def, 0, hi, false, scope, desc)
+}
+
+// durationZeroKey registers a duration key with value in [0, hi], where 0
+// has a meaning of its own (none, no limit).
+func durationZeroKey(name string, def, hi time.Duration, scope Scope, desc string) *definition {
+	return durationRangeKey(name, def, 0, hi, true, scope, desc)
+}
+
+func durationRangeKey(name string, def, lo, hi time.Duration, loIncluded bool, scope Scope, desc string) *definition {
 	decode := func(raw []byte) (any, *ValidationError) {
 		d, err := decodeDuration(raw)
 		if err != nil {
 			return nil, err
 		}
-		if d <= 0 || d > hi {
-			return nil, bad("must be in (0, %v], got %v", hi, d)
+		if loIncluded && (d < lo || d > hi) {
+			return nil, bad("must be in [%s, %v], got %v", fmtLow(lo), hi, d)
+		}
+		if !loIncluded && (d <= lo || d > hi) {
+			return nil, bad("must be in (%s, %v], got %v", fmtLow(lo), hi, d)
 		}
 		return d, nil
 	}
@@ -118,18 +131,12 @@ func durationKey(name string, def, hi time.Duration, scope Scope, desc string) *
 	return newDefinition(name, "duration", desc, scope, def, decode, encode)
 }
 
-// decodeDuration parses a Go duration string ("10s", "1m30s"). Numbers are
-// refused: 10 could mean seconds or nanoseconds.
-func decodeDuration(raw []byte) (time.Duration, *ValidationError) {
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return 0, bad(`want a duration string such as "10s", got %s`, echo(raw))
+// fmtLow prints a range's low end, 0 as "0".
+func fmtLow(d time.Duration) string {
+	if d == 0 {
+		return "0"
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, bad("invalid duration %s", strconv.Quote(truncate(s, maxEcho)))
-	}
-	return d, nil
+	return d.String()
 }
 
 // enumKey registers a string key whose value is one of allowed.

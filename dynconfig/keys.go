@@ -51,6 +51,27 @@ const (
 	// KeyCallbackAllowedAddresses is Temporal's per-namespace destination
 	// allowlist: [{"Pattern": "host[:port] glob", "AllowInsecure": bool}].
 	KeyCallbackAllowedAddresses = "component.callbacks.allowedAddresses"
+
+	// Temporal's retry policies of outbound calls (components/nexusoperations
+	// and components/callbacks config.go): the first delay after a failed
+	// attempt and the cap of the exponential backoff (coefficient 2).
+	KeyNexusRetryInitialInterval    = "component.nexusoperations.retryPolicy.initialInterval"
+	KeyNexusRetryMaxInterval        = "component.nexusoperations.retryPolicy.maxInterval"
+	KeyCallbackRetryInitialInterval = "component.callbacks.retryPolicy.initialInterval"
+	KeyCallbackRetryMaxInterval     = "component.callbacks.retryPolicy.maxInterval"
+	// KeyNexusMinRequestTimeout is Temporal's MinRequestTimeout: a Nexus
+	// call is not made when less than this remains before the task's
+	// deadline; the task fails "deadline exceeded" instead.
+	KeyNexusMinRequestTimeout = "component.nexusoperations.limit.request.timeout.min"
+	// KeyTaskDLQUnexpectedErrorAttempts is how many unexpected errors send a
+	// task to the DLQ (Temporal's history.TaskDLQUnexpectedErrorAttempts).
+	KeyTaskDLQUnexpectedErrorAttempts = "history.TaskDLQUnexpectedErrorAttempts"
+	// KeyNexusMaxScheduleToCloseTimeout is Temporal's cap on a Nexus
+	// operation's schedule-to-close timeout (0: no cap).
+	KeyNexusMaxScheduleToCloseTimeout = "component.nexusoperations.limit.scheduleToCloseTimeout"
+	// KeyTaskScheduleToCloseTimeout is fusebox's default schedule-to-close
+	// timeout of a task submitted without one (0: no deadline).
+	KeyTaskScheduleToCloseTimeout = "fusebox.tasks.defaultScheduleToCloseTimeout"
 )
 
 // Defaults of the scalar keys (Temporal's, see REFERENCE.md).
@@ -62,6 +83,22 @@ const (
 	DefaultRequestTimeout          = 10 * time.Second
 	DefaultTaskRetention           = 24 * time.Hour
 	DefaultTaskMaxShardBacklog     = 10_000
+	// Temporal's retry policy defaults for Nexus operations and callbacks.
+	DefaultRetryInitialInterval = time.Second
+	DefaultRetryMaxInterval     = time.Hour
+	// DefaultNexusMinRequestTimeout is Temporal's (1.5s).
+	DefaultNexusMinRequestTimeout = 1500 * time.Millisecond
+	// DefaultTaskDLQUnexpectedErrorAttempts is Temporal's default. Retried
+	// with the task's retry policy (1s × 2ⁿ, ≤ 1h), 70 errors span about
+	// 59 hours; the 5 fusebox used before sent a task to the DLQ in ~30 s.
+	DefaultTaskDLQUnexpectedErrorAttempts = 70
+	// DefaultTaskScheduleToCloseTimeout bounds a task submitted without a
+	// deadline: a week outlasts any outage worth waiting for (~170 attempts
+	// at the 1h cap) yet ends tasks that would otherwise retry forever (a
+	// destination answering 3xx). DESIGN.md says why.
+	DefaultTaskScheduleToCloseTimeout = 7 * 24 * time.Hour
+	// MaxScheduleToCloseTimeout bounds every schedule-to-close timeout.
+	MaxScheduleToCloseTimeout = 3650 * 24 * time.Hour
 )
 
 // Destination isolation and the node-wide guard (docs/operations.md,
@@ -119,6 +156,23 @@ var registry = []*definition{
 		"pending tasks the cluster may hold in all (every node keeps them in memory) before every submit gets 429; 0 means no limit"),
 	intKey(KeyTaskMinFreeDiskMB, DefaultTaskMinFreeDiskMB, 0, 100_000_000, GlobalOnly,
 		"free MiB a node's data dir must keep; below it the node answers submits with 503; 0 turns the check off"),
+	// Appended (issue 20 §6); never reorder: a key's index is its slot.
+	durationKey(KeyNexusRetryInitialInterval, DefaultRetryInitialInterval, 24*time.Hour, PerNamespaceDestination,
+		"first retry delay of a Nexus start/cancel whose destination was down or that hit an unexpected error; doubles per attempt"),
+	durationKey(KeyNexusRetryMaxInterval, DefaultRetryMaxInterval, 30*24*time.Hour, PerNamespaceDestination,
+		"cap of the Nexus retry delay"),
+	durationKey(KeyCallbackRetryInitialInterval, DefaultRetryInitialInterval, 24*time.Hour, PerNamespaceDestination,
+		"first retry delay of a completion callback whose destination was down or that hit an unexpected error; doubles per attempt"),
+	durationKey(KeyCallbackRetryMaxInterval, DefaultRetryMaxInterval, 30*24*time.Hour, PerNamespaceDestination,
+		"cap of the callback retry delay"),
+	durationZeroKey(KeyNexusMinRequestTimeout, DefaultNexusMinRequestTimeout, 24*time.Hour, PerNamespace,
+		"a Nexus call is not made when less than this remains before the task's deadline: the task fails with deadline exceeded"),
+	intKey(KeyTaskDLQUnexpectedErrorAttempts, DefaultTaskDLQUnexpectedErrorAttempts, 1, 1_000_000, GlobalOnly,
+		"unexpected errors (resolver errors, executor panics, unclassified errors) after which a task goes to the DLQ"),
+	durationZeroKey(KeyNexusMaxScheduleToCloseTimeout, 0, MaxScheduleToCloseTimeout, PerNamespace,
+		"cap of a Nexus task's schedule-to-close timeout, given or defaulted; 0 means no cap"),
+	durationZeroKey(KeyTaskScheduleToCloseTimeout, DefaultTaskScheduleToCloseTimeout, MaxScheduleToCloseTimeout, PerNamespaceDestination,
+		"schedule-to-close timeout of a task submitted without one: undelivered by then, it fails with deadline exceeded; 0 means no deadline"),
 }
 
 // byName maps a key name to its index in registry.
@@ -145,6 +199,14 @@ var (
 	idxCallbackTimeout  = byName[KeyCallbackRequestTimeout]
 	idxRedactHeaders    = byName[KeyRedactHeaderNames]
 	idxAllowedAddresses = byName[KeyCallbackAllowedAddresses]
+	idxNexusRetryInit   = byName[KeyNexusRetryInitialInterval]
+	idxNexusRetryMax    = byName[KeyNexusRetryMaxInterval]
+	idxCbRetryInit      = byName[KeyCallbackRetryInitialInterval]
+	idxCbRetryMax       = byName[KeyCallbackRetryMaxInterval]
+	idxNexusMinTimeout  = byName[KeyNexusMinRequestTimeout]
+	idxDLQAttempts      = byName[KeyTaskDLQUnexpectedErrorAttempts]
+	idxNexusMaxS2C      = byName[KeyNexusMaxScheduleToCloseTimeout]
+	idxTaskS2C          = byName[KeyTaskScheduleToCloseTimeout]
 )
 
 // KeyInfo describes one registered key; the API serves the list.

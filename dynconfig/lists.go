@@ -140,7 +140,8 @@ func allowedAddressesKey(name string, scope Scope, desc string) *definition {
 }
 
 // decodeAddressRule reads one {"Pattern", "AllowInsecure"} object. Field
-// names match exactly; unknown, duplicate and null fields are refused.
+// names match case-insensitively (Temporal's reading); unknown, duplicate
+// and null fields are refused.
 func decodeAddressRule(raw []byte) (AddressRule, *ValidationError) {
 	var r AddressRule
 	if len(raw) == 0 || raw[0] != '{' {
@@ -160,6 +161,13 @@ func decodeAddressRule(raw []byte) (AddressRule, *ValidationError) {
 		var fraw json.RawMessage
 		if err := dec.Decode(&fraw); err != nil {
 			return r, bad("value is not valid JSON")
+		}
+		// Case-insensitive, as Temporal's mapstructure reads it.
+		switch {
+		case strings.EqualFold(name, "Pattern"):
+			name = "Pattern"
+		case strings.EqualFold(name, "AllowInsecure"):
+			name = "AllowInsecure"
 		}
 		field := "." + truncate(name, maxEcho)
 		if seen[name] {
@@ -186,11 +194,7 @@ func decodeAddressRule(raw []byte) (AddressRule, *ValidationError) {
 				return r, &ValidationError{Field: field, Reason: "want true or false, got " + echo(fraw)}
 			}
 		default:
-			reason := "unknown field (want Pattern or AllowInsecure)"
-			if strings.EqualFold(name, "Pattern") || strings.EqualFold(name, "AllowInsecure") {
-				reason = "unknown field (names are case-sensitive: Pattern, AllowInsecure)"
-			}
-			return r, &ValidationError{Field: field, Reason: reason}
+			return r, &ValidationError{Field: field, Reason: "unknown field (want Pattern or AllowInsecure)"}
 		}
 	}
 	if !seen["Pattern"] {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -65,8 +66,8 @@ func settingsKey(name string, scope Scope, desc string) *definition {
 // decodeSettings decodes a JSON object on top of breakerpool.DefaultSettings
 // (omitted fields keep their defaults), refusing unknown, duplicate and null
 // fields, then validates and normalizes the result. Field names match
-// exactly: encoding/json's case-insensitive matching would make
-// {"timeout": …} and {"Timeout": …} the same field.
+// case-insensitively (Temporal's reading); two spellings of one field are a
+// duplicate, not a silent override.
 func decodeSettings(raw []byte) (any, *ValidationError) {
 	if raw[0] != '{' {
 		return nil, bad("want a JSON object, got %s", echo(raw))
@@ -89,14 +90,19 @@ func decodeSettings(raw []byte) (any, *ValidationError) {
 		if err := dec.Decode(&fraw); err != nil {
 			return nil, bad("value is not valid JSON")
 		}
-		field, ok := settingsFields[name]
+		// Names match case-insensitively, as Temporal's mapstructure
+		// decoding does: {"timeout": "30s"} is Timeout. Two spellings of one
+		// field are a duplicate.
+		canon, ok := settingsFieldNames[strings.ToLower(name)]
 		if !ok {
-			return nil, &ValidationError{Field: truncate(name, maxEcho), Reason: unknownFieldReason(name)}
+			return nil, &ValidationError{Field: truncate(name, maxEcho), Reason: unknownFieldReason()}
 		}
-		if seen[name] {
-			return nil, &ValidationError{Field: name, Reason: "set more than once"}
+		field := settingsFields[canon]
+		if seen[canon] {
+			return nil, &ValidationError{Field: canon, Reason: "set more than once"}
 		}
-		seen[name] = true
+		seen[canon] = true
+		name = canon
 		if err := decodeSettingsField(sv.Field(field.index), field.kind, bytes.TrimSpace(fraw)); err != nil {
 			err.Field = name
 			return nil, err
@@ -118,15 +124,24 @@ func decodeSettings(raw []byte) (any, *ValidationError) {
 	return s.Normalized(), nil
 }
 
-// unknownFieldReason says a field is unknown, suggesting the right spelling
-// when only its case differs.
-func unknownFieldReason(name string) string {
-	for known := range settingsFields {
-		if strings.EqualFold(known, name) {
-			return fmt.Sprintf("unknown field (did you mean %q?)", known)
-		}
+// settingsFieldNames maps the lower-cased JSON names of
+// breakerpool.Settings to their exact names.
+var settingsFieldNames = func() map[string]string {
+	m := make(map[string]string, len(settingsFields))
+	for name := range settingsFields {
+		m[strings.ToLower(name)] = name
 	}
-	return "unknown field"
+	return m
+}()
+
+// unknownFieldReason says a field is unknown and lists the known ones.
+func unknownFieldReason() string {
+	names := make([]string, 0, len(settingsFields))
+	for name := range settingsFields {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return "unknown field (known: " + strings.Join(names, ", ") + ")"
 }
 
 func decodeSettingsField(v reflect.Value, kind string, raw []byte) *ValidationError {

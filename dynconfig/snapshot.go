@@ -261,3 +261,54 @@ func (s *Snapshot) RequestTimeout(taskGroup, ns, dest string) time.Duration {
 		return DefaultRequestTimeout
 	}
 }
+
+// RetryPolicy returns the retry backoff of a task group for (ns, dest): the
+// first delay and the cap (Temporal's retryPolicy.initialInterval and
+// maxInterval of components/nexusoperations and components/callbacks). A
+// task group fusebox does not know gets Temporal's defaults (1s, 1h).
+func (s *Snapshot) RetryPolicy(taskGroup, ns, dest string) (initial, maxInterval time.Duration) {
+	switch taskGroup {
+	case breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation:
+		return s.get(idxNexusRetryInit, ns, dest).(time.Duration), s.get(idxNexusRetryMax, ns, dest).(time.Duration)
+	case breakerpool.TaskGroupCallback:
+		return s.get(idxCbRetryInit, ns, dest).(time.Duration), s.get(idxCbRetryMax, ns, dest).(time.Duration)
+	default:
+		return DefaultRetryInitialInterval, DefaultRetryMaxInterval
+	}
+}
+
+// MinRequestTimeout returns the least time that must remain before a task's
+// deadline for a call to be made: component.nexusoperations.limit.request.
+// timeout.min for the Nexus task groups, 0 otherwise (Temporal has no such
+// limit for callbacks).
+func (s *Snapshot) MinRequestTimeout(taskGroup, ns string) time.Duration {
+	switch taskGroup {
+	case breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation:
+		return s.get(idxNexusMinTimeout, ns, "").(time.Duration)
+	}
+	return 0
+}
+
+// MaxUnexpectedErrors returns history.TaskDLQUnexpectedErrorAttempts: the
+// unexpected errors after which a task is dead-lettered.
+func (s *Snapshot) MaxUnexpectedErrors() int { return s.get(idxDLQAttempts, "", "").(int) }
+
+// ScheduleToClose returns the schedule-to-close timeout of a task submitted
+// with requested (0: none given): requested, else
+// fusebox.tasks.defaultScheduleToCloseTimeout for (ns, dest); for the Nexus
+// task groups capped by component.nexusoperations.limit.scheduleToCloseTimeout
+// when that is set (Temporal caps both given and missing timeouts). 0 means
+// no deadline.
+func (s *Snapshot) ScheduleToClose(taskGroup, ns, dest string, requested time.Duration) time.Duration {
+	d := requested
+	if d <= 0 {
+		d = s.get(idxTaskS2C, ns, dest).(time.Duration)
+	}
+	switch taskGroup {
+	case breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation:
+		if limit := s.get(idxNexusMaxS2C, ns, "").(time.Duration); limit > 0 && (d <= 0 || d > limit) {
+			d = limit
+		}
+	}
+	return d
+}

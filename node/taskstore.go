@@ -83,7 +83,7 @@ func toQueueTask(t *raftstore.Task) queue.Task {
 	return queue.Task{
 		ID: t.ID, Shard: t.Shard, NamespaceID: t.NamespaceID, WorkflowID: t.WorkflowID, TaskGroup: t.TaskGroup,
 		Destination: t.Destination, Request: req, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
-		NextAttemptAt: t.NextAttemptAt, CreatedAt: t.CreatedAt, Status: queue.Status(t.Status),
+		NextAttemptAt: t.NextAttemptAt, CreatedAt: t.CreatedAt, Deadline: t.Deadline, Status: queue.Status(t.Status),
 		Message: t.Message, HTTPStatus: t.HTTPStatus, OperationID: t.OperationID, Output: t.Output,
 	}
 }
@@ -210,4 +210,15 @@ func (s *TaskStore) Blocked(shard int, k breakerpool.Key, after queue.Cursor, li
 		last = queue.Cursor{At: t.NextAttemptAt, ID: t.ID}
 	}
 	return out, last, done
+}
+
+// ScheduleToClose resolves a submitted task's schedule-to-close timeout
+// (transport's scheduleToCloser): the one asked for, else
+// fusebox.tasks.defaultScheduleToCloseTimeout, capped for Nexus tasks by
+// component.nexusoperations.limit.scheduleToCloseTimeout. 0: no deadline.
+func (a *TaskAPI) ScheduleToClose(taskGroup, namespace, destination string, requested time.Duration) time.Duration {
+	if a.config == nil {
+		return requested
+	}
+	return a.config.Current().ScheduleToClose(taskGroup, namespace, destination, requested)
 }

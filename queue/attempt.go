@@ -108,6 +108,10 @@ func (q *Queue) process(g *group, it *item) {
 		// g.key is t.Key(), derived once when the task joined its group.
 		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, g.key.Destination), outbound.MaxTimeout)
 	}
+	if r, over := q.pastDeadline(t, &req); over {
+		sh.finish(it, r)
+		return
+	}
 	resolved := false
 	if isNexus(t.TaskGroup) && q.resolver != nil {
 		url, err := q.resolver.ResolveEndpoint(t.Destination)
@@ -230,7 +234,7 @@ func (q *Queue) classify(t *Task, res outbound.Result, err error) (Result, bool)
 		q.m.results.WithLabelValues(outcomeRetryDown).Inc()
 		return Result{
 			TaskID: t.ID, Status: StatusPending, Attempts: attempts, Unexpected: t.Unexpected,
-			NextAttemptAt: time.Now().Add(DownBackoff(attempts, rand.Float64())),
+			NextAttemptAt: time.Now().Add(q.retryDelay(t, attempts)),
 			Message:       res.Message, HTTPStatus: res.Status,
 		}, true
 	case errors.As(err, &failed):
@@ -300,11 +304,11 @@ func (q *Queue) dlq(t *Task, msg string) Result {
 	return q.terminal(t, StatusDLQ, t.Attempts, msg, t.HTTPStatus)
 }
 
-// unexpected counts an unexpected error: retried with the down backoff,
-// dead-lettered after MaxUnexpectedErrors.
+// unexpected counts an unexpected error: retried with the task's retry
+// policy, dead-lettered after history.TaskDLQUnexpectedErrorAttempts.
 func (q *Queue) unexpected(t *Task, attempts int, msg string) Result {
 	u := t.Unexpected + 1
-	if u >= q.cfg.MaxUnexpectedErrors {
+	if u >= q.maxUnexpected() {
 		r := q.dlq(t, fmt.Sprintf("too many unexpected errors (%d), last: %s", u, msg))
 		r.Attempts, r.Unexpected = attempts, u
 		return r
@@ -313,7 +317,7 @@ func (q *Queue) unexpected(t *Task, attempts int, msg string) Result {
 	q.log.Warn("unexpected task error", "task", t.ID, "error", msg, "count", u)
 	return Result{
 		TaskID: t.ID, Status: StatusPending, Attempts: attempts, Unexpected: u,
-		NextAttemptAt: time.Now().Add(DownBackoff(u, rand.Float64())), Message: msg, HTTPStatus: t.HTTPStatus,
+		NextAttemptAt: time.Now().Add(q.retryDelay(t, u)), Message: msg, HTTPStatus: t.HTTPStatus,
 	}
 }
 

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"math"
+	"math/rand/v2"
 	"time"
 )
 
@@ -45,12 +46,67 @@ func expBackoff(base time.Duration, factor float64, n int, max time.Duration) ti
 }
 
 // DownBackoff is the delay before the next attempt of a task whose attempt
-// number `attempts` (1 for the first) found its destination down:
-// 1s × 2^(attempts-1), capped at 1h, times a jitter factor in [0.8, 1.0)
-// drawn from u ∈ [0, 1).
+// number `attempts` (1 for the first) found its destination down, under
+// Temporal's default retry policy: 1s × 2^(attempts-1), capped at 1h, times
+// a jitter factor in [0.8, 1.0) drawn from u ∈ [0, 1).
 func DownBackoff(attempts int, u float64) time.Duration {
-	d := expBackoff(DownBackoffBase, 2, attempts-1, DownBackoffMax)
+	return RetryBackoff(DownBackoffBase, DownBackoffMax, attempts, u)
+}
+
+// RetryBackoff is DownBackoff under a retry policy (initial, maxInterval):
+// initial × 2^(attempts-1), capped at maxInterval, times a jitter factor in
+// [0.8, 1.0) drawn from u ∈ [0, 1). Non-positive bounds take the defaults.
+func RetryBackoff(initial, maxInterval time.Duration, attempts int, u float64) time.Duration {
+	if initial <= 0 {
+		initial = DownBackoffBase
+	}
+	if maxInterval <= 0 {
+		maxInterval = DownBackoffMax
+	}
+	d := expBackoff(initial, 2, attempts-1, maxInterval)
 	return time.Duration(float64(d) * jitter(u))
+}
+
+// RetryLimits are the retry settings a Limits may also carry
+// (*dynconfig.Snapshot does); Limits without them get Temporal's defaults.
+// They are read at every retry, so a config change applies to the next one.
+type RetryLimits interface {
+	// RetryPolicy is the first retry delay and its cap for a task group
+	// (component.nexusoperations / component.callbacks
+	// .retryPolicy.initialInterval and .maxInterval).
+	RetryPolicy(taskGroup, namespaceID, destination string) (initial, maxInterval time.Duration)
+	// MaxUnexpectedErrors is history.TaskDLQUnexpectedErrorAttempts.
+	MaxUnexpectedErrors() int
+	// MinRequestTimeout is the least time that must be left before a
+	// task's deadline for a call to be made (Nexus: component.
+	// nexusoperations.limit.request.timeout.min; 0: no minimum).
+	MinRequestTimeout(taskGroup, namespaceID string) time.Duration
+}
+
+// retryDelay is the delay before the next attempt of t after its attempt
+// number `attempts` failed (destination down or an unexpected error), under
+// the retry policy configured now for t's task group and key.
+func (q *Queue) retryDelay(t *Task, attempts int) time.Duration {
+	initial, maxInterval := DownBackoffBase, DownBackoffMax
+	if rl, ok := q.limits.Current().(RetryLimits); ok {
+		initial, maxInterval = rl.RetryPolicy(t.TaskGroup, t.NamespaceID, t.Key().Destination)
+	}
+	return RetryBackoff(initial, maxInterval, attempts, rand.Float64())
+}
+
+// maxUnexpected is how many unexpected errors send a task to the DLQ:
+// Config.MaxUnexpectedErrors when set, else history.
+// TaskDLQUnexpectedErrorAttempts from the live limits (Temporal's 70).
+func (q *Queue) maxUnexpected() int {
+	if q.cfg.MaxUnexpectedErrors > 0 {
+		return q.cfg.MaxUnexpectedErrors
+	}
+	if rl, ok := q.limits.Current().(RetryLimits); ok {
+		if n := rl.MaxUnexpectedErrors(); n > 0 {
+			return n
+		}
+	}
+	return DefaultMaxUnexpectedErrors
 }
 
 // BlockedBackoff is the delay before a task that the breaker rejected for

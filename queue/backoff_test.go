@@ -72,3 +72,28 @@ func TestBackoffMonotoneAndBounded(t *testing.T) {
 		prevDown, prevBlocked = d, b
 	}
 }
+
+func TestRetryBackoffPolicy(t *testing.T) {
+	for _, c := range []struct {
+		init, max time.Duration
+		attempts  int
+		u         float64
+		want      time.Duration
+	}{
+		{2 * time.Second, time.Minute, 1, 0, 1600 * time.Millisecond},
+		{2 * time.Second, time.Minute, 3, 0, 6400 * time.Millisecond},
+		{2 * time.Second, time.Minute, 10, 0, 48 * time.Second}, // capped: 60 s × 0.8
+		{50 * time.Millisecond, 100 * time.Millisecond, 5, 0, 80 * time.Millisecond},
+		{0, 0, 2, 0, 1600 * time.Millisecond},                  // non-positive bounds: Temporal's 1 s, 1 h
+		{time.Hour, time.Second, 1, 0, 800 * time.Millisecond}, // initial above the cap: the cap
+	} {
+		if got := RetryBackoff(c.init, c.max, c.attempts, c.u); got != c.want {
+			t.Errorf("RetryBackoff(%v, %v, %d, %v) = %v, want %v", c.init, c.max, c.attempts, c.u, got, c.want)
+		}
+	}
+	for n := 1; n < 80; n++ {
+		if RetryBackoff(time.Second, time.Hour, n, 0.3) != DownBackoff(n, 0.3) {
+			t.Fatalf("DownBackoff(%d) is not the default retry policy", n)
+		}
+	}
+}

@@ -14,7 +14,7 @@ const (
 	DefaultDrainTimeout        = 10 * time.Second
 	DefaultFlushTimeout        = 5 * time.Second
 	DefaultGroupIdleTTL        = 5 * time.Minute
-	DefaultMaxUnexpectedErrors = 5
+	DefaultMaxUnexpectedErrors = 70 // Temporal's history.TaskDLQUnexpectedErrorAttempts, when the limits carry none
 	DefaultFlushRetryMax       = 2 * time.Second
 )
 
@@ -43,7 +43,9 @@ type Config struct {
 	// GCInterval is the period of the sweep (0: GroupIdleTTL/2).
 	GroupIdleTTL time.Duration
 	GCInterval   time.Duration
-	// MaxUnexpectedErrors unexpected errors send a task to the DLQ.
+	// MaxUnexpectedErrors unexpected errors send a task to the DLQ. 0 reads
+	// history.TaskDLQUnexpectedErrorAttempts from the live limits (default
+	// 70) at every error; a positive value overrides it.
 	MaxUnexpectedErrors int
 	// MaxAttempts, when > 0, ends a task failed once that many attempts
 	// found its destination down. 0 retries until the task succeeds.
@@ -81,9 +83,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxPendingPerShard == 0 {
 		c.MaxPendingPerShard = DefaultMaxPendingPerShard
-	}
-	if c.MaxUnexpectedErrors == 0 {
-		c.MaxUnexpectedErrors = DefaultMaxUnexpectedErrors
 	}
 	return c, nil
 }

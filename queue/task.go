@@ -57,7 +57,11 @@ type Task struct {
 	Unexpected    int       `json:"unexpected,omitempty"`
 	NextAttemptAt time.Time `json:"next_attempt_at"`
 	CreatedAt     time.Time `json:"created_at"`
-	Status        Status    `json:"status"`
+	// Deadline is the task's schedule-to-close deadline, fixed at submit
+	// (zero: none). Undelivered by then, the task fails "deadline exceeded"
+	// (deadline.go); no retry is scheduled after it.
+	Deadline time.Time `json:"deadline,omitzero"`
+	Status   Status    `json:"status"`
 	// Message and HTTPStatus record the last answer (or error).
 	Message    string `json:"message,omitempty"`
 	HTTPStatus int    `json:"http_status,omitempty"`
@@ -101,6 +105,9 @@ func (r *Result) Apply(t Task) Task {
 	t.Unexpected = r.Unexpected
 	if r.Status == StatusPending {
 		t.NextAttemptAt = r.NextAttemptAt
+		if !t.Deadline.IsZero() && t.NextAttemptAt.After(t.Deadline) {
+			t.NextAttemptAt = t.Deadline // due at its deadline, to fail then
+		}
 	}
 	t.Message = r.Message
 	t.HTTPStatus = r.HTTPStatus

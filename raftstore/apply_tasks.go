@@ -65,6 +65,9 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 		if nt.DestinationKey != nt.Destination {
 			t.DestinationKey = nt.DestinationKey
 		}
+		if !nt.Deadline.IsZero() {
+			t.Deadline, t.ScheduleToClose = nt.Deadline, nt.Deadline.Sub(c.At)
+		}
 		w.tasks.put(nil, t)
 		pendingOf[nt.Shard] = pending + 1
 		out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitAccepted}
@@ -137,6 +140,9 @@ func applyCompleteTasks(w *writer, payload []byte) (any, *Error) {
 		}
 		if r.Status == TaskPending {
 			t.NextAttemptAt = r.NextAttemptAt
+			if !t.Deadline.IsZero() && t.NextAttemptAt.After(t.Deadline) {
+				t.NextAttemptAt = t.Deadline // due at its deadline, to fail then
+			}
 		} else {
 			t.CompletedAt = c.At
 			if pending > 0 {
@@ -190,6 +196,9 @@ func applyRedriveTasks(w *writer, payload []byte) (any, *Error) {
 		t := *o
 		t.Status, t.Attempts, t.Blocked, t.Unexpected = TaskPending, 0, 0, 0
 		t.NextAttemptAt, t.CompletedAt, t.Index = c.At, time.Time{}, w.index
+		if !t.Deadline.IsZero() { // a redrive starts the schedule-to-close timeout again
+			t.Deadline = c.At.Add(t.ScheduleToClose)
+		}
 		w.tasks.put(o, &t)
 		if err := w.setCounter(counterPending(t.Shard), w.counter(counterPending(t.Shard))+1); err != nil {
 			return nil, err

@@ -33,7 +33,8 @@ const (
 	// MsgRejoin (RejoinCommand) never enters the log: the leader's
 	// ApplyLocal turns it into a raft RemoveServer (rejoin.go).
 	MsgRejoin MessageType = 14
-	// Next: 15. Append only.
+	// MsgImportConfig (15) is declared in state_config_import.go.
+	// Next: 32 (16–31 are the task family's). Append only.
 	// 16–31: the task family, see commands_tasks.go (16–19 taken).
 )
 
@@ -67,6 +68,8 @@ func (t MessageType) String() string {
 		return "sync"
 	case MsgRejoin:
 		return "rejoin"
+	case MsgImportConfig:
+		return "import_config"
 	case MsgSubmitTasks:
 		return "submit_tasks"
 	case MsgCompleteTasks:

@@ -92,6 +92,9 @@ type NewTask struct {
 	// pending_limit) while the table holds that many pending tasks in all
 	// (fusebox.tasks.maxPendingTasks).
 	MaxPendingTasks int `json:"max_pending_tasks,omitempty"`
+	// Deadline is the schedule-to-close deadline the proposer fixed
+	// (command time + timeout); zero: none.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // SubmitTasksCommand inserts Tasks as pending, due at At. A task over one

@@ -37,6 +37,7 @@ var applyFuncs = map[MessageType]applyFunc{
 	MsgCompleteTasks:   applyCompleteTasks,
 	MsgRedriveTasks:    applyRedriveTasks,
 	MsgCollectTasks:    applyCollectTasks,
+	MsgImportConfig:    applyImportConfig,
 }
 
 // applySync applies the no-op of Store.Sync: the entry's index is the point.

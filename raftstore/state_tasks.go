@@ -31,6 +31,12 @@ type Task struct {
 	Unexpected    int       `json:"unexpected,omitempty"`
 	NextAttemptAt time.Time `json:"next_attempt_at"`
 	CreatedAt     time.Time `json:"created_at"`
+	// Deadline is the schedule-to-close deadline fixed at submit (zero:
+	// none); a retry is never scheduled after it. ScheduleToClose is the
+	// timeout it was fixed with (deadline − submit time), which a redrive
+	// starts again.
+	Deadline        time.Time     `json:"deadline,omitzero"`
+	ScheduleToClose time.Duration `json:"schedule_to_close,omitempty"`
 	// CompletedAt is set when the task became terminal.
 	CompletedAt time.Time `json:"completed_at,omitzero"`
 	// Message and HTTPStatus are the last answer (or error).

@@ -110,3 +110,10 @@ func (c *Client) ForcedBreakers(ctx context.Context) ([]ForcedBreaker, error) {
 	var out []ForcedBreaker
 	return out, c.Do(ctx, http.MethodGet, "/v1/breakers/forced", nil, nil, &out)
 }
+
+// ConfigImport sends a Temporal dynamic-config YAML file: validated whole,
+// applied as one Raft entry unless dryRun.
+func (c *Client) ConfigImport(ctx context.Context, file []byte, dryRun bool) (ConfigImportResult, error) {
+	var out ConfigImportResult
+	return out, c.Do(ctx, http.MethodPost, "/v1/config:import", nil, ConfigImport{File: string(file), DryRun: dryRun}, &out)
+}

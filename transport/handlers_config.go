@@ -23,6 +23,11 @@ func (s *Server) configRoutes() {
 	s.handle("GET /v1/config/{key}", needRead, s.configGet)
 	s.handle("PUT /v1/config/{key}", needAdmin, s.configPut)
 	s.handle("DELETE /v1/config/{key}", needAdmin, s.configDelete)
+	if imp, ok := s.deps.Store.(configImporter); ok {
+		s.handle("POST /v1/config:import", needAdmin, func(w http.ResponseWriter, r *http.Request) error {
+			return s.configImport(w, r, imp)
+		})
+	}
 }
 
 // configDestination is what a destination constraint is stored as: a
@@ -83,15 +88,17 @@ func (s *Server) configPut(w http.ResponseWriter, r *http.Request) error {
 	if len(in.Value) == 0 {
 		return BadField("value", "missing \"value\": the new JSON value of %s", key)
 	}
-	// Validate before proposing so a bad value costs no Raft round trip; the
-	// FSM validates again, deterministically, so nothing invalid is written
-	// even by a client that bypasses this check.
+	// Validate and canonicalise before proposing so a bad value costs no
+	// Raft round trip and the log holds the canonical value ("10" → "10s");
+	// the FSM validates again, deterministically, so nothing invalid is
+	// written even by a client that bypasses this check.
 	in.Destination = configDestination(in.Destination)
-	if err := dynconfig.Validate(dynconfig.Entry{Key: key, Namespace: in.Namespace, Destination: in.Destination, Value: in.Value}); err != nil {
+	canon, err := dynconfig.Canonical(dynconfig.Entry{Key: key, Namespace: in.Namespace, Destination: in.Destination, Value: in.Value})
+	if err != nil {
 		return err
 	}
 	e, err := s.deps.Store.SetConfig(r.Context(), raftstore.SetConfigCommand{
-		CommandMeta: s.meta(r), Key: key, Namespace: in.Namespace, Destination: in.Destination, Value: in.Value,
+		CommandMeta: s.meta(r), Key: key, Namespace: in.Namespace, Destination: in.Destination, Value: canon,
 	})
 	if err != nil {
 		return err

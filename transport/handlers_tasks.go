@@ -255,13 +255,17 @@ func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time
 		e.Field = prefix + "request"
 		return raftstore.NewTask{}, e
 	}
+	deadline, err := h.deadline(in, at, prefix)
+	if err != nil {
+		return raftstore.NewTask{}, err
+	}
 	n := h.svc.ShardCount()
 	if n <= 0 {
 		return raftstore.NewTask{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the cluster has no shard count yet", RetryAfter: 1}
 	}
 	nt := raftstore.NewTask{
 		ID: id, Shard: shardmap.ShardOf(in.NamespaceID, in.WorkflowID, n), NamespaceID: in.NamespaceID, WorkflowID: in.WorkflowID,
-		TaskGroup: in.TaskGroup, Destination: in.Destination, RequestID: in.RequestID, Request: raw,
+		TaskGroup: in.TaskGroup, Destination: in.Destination, RequestID: in.RequestID, Request: raw, Deadline: deadline,
 	}
 	// The breaker destination the backlog limits count by; the limits are
 	// resolved here and carried in the command (the FSM reads no config).

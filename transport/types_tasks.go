@@ -26,6 +26,11 @@ type TaskSubmit struct {
 	// submit with the same one answers with the first task's id and shard.
 	RequestID string      `json:"request_id,omitempty"`
 	Request   TaskRequest `json:"request"`
+	// ScheduleToCloseTimeout bounds how long the task may take to be
+	// delivered ("30s", "2h", "1d"; unitless: seconds). Empty: the default
+	// of fusebox.tasks.defaultScheduleToCloseTimeout. The deadline is fixed
+	// at submit; undelivered by then, the task fails "deadline exceeded".
+	ScheduleToCloseTimeout string `json:"schedule_to_close_timeout,omitempty"`
 }
 
 // TaskRequest is the call a task makes. Which fields apply depends on the
@@ -112,6 +117,9 @@ type Task struct {
 	OperationID string          `json:"operation_id,omitempty"`
 	Output      json.RawMessage `json:"output,omitempty"`
 	Request     json.RawMessage `json:"request,omitempty"`
+
+	// Deadline is the schedule-to-close deadline (absent: none).
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // TaskBlocked says why and until when a pending task is blocked: its
@@ -176,6 +184,7 @@ func toTask(t raftstore.Task, withRequest bool, names redactNames) Task {
 		ID: t.ID, Shard: t.Shard, NamespaceID: t.NamespaceID, WorkflowID: t.WorkflowID, TaskGroup: t.TaskGroup,
 		Destination: outbound.RedactURL(t.Destination), RequestID: t.RequestID, Status: t.Status, Attempts: t.Attempts,
 		CreatedAt: t.CreatedAt, CompletedAt: t.CompletedAt, OperationID: t.OperationID, Output: t.Output,
+		Deadline: t.Deadline,
 	}
 	if t.Status == raftstore.TaskPending {
 		out.NextAttemptAt = t.NextAttemptAt

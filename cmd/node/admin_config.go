@@ -115,8 +115,66 @@ func configCmd(o *adminOpts) *cobra.Command {
 	hist.Flags().IntVar(&limit, "limit", 50, "at most this many changes")
 	constraintFlags(set)
 	constraintFlags(del)
-	cmd.AddCommand(list, get, set, del, hist)
+	cmd.AddCommand(list, get, set, del, hist, importCmd(o))
 	return cmd
+}
+
+// importCmd is `config import FILE.yaml`: a Temporal dynamic-config file.
+func importCmd(o *adminOpts) *cobra.Command {
+	var dryRun bool
+	c := &cobra.Command{
+		Use:   "import FILE.yaml",
+		Short: "Import a Temporal dynamic-config YAML file (validated whole, applied as one Raft entry)",
+		Long: `Import a Temporal dynamic-config file (key → list of {value, constraints}).
+
+Every value of the keys fusebox registers is validated first; one bad value
+refuses the whole file, naming the key, the index in its list and the line.
+The file then replaces, in one Raft entry, every value of each registered key
+it names (values of those keys that the file does not list are deleted; other
+keys are untouched). Keys fusebox does not know are listed and not applied.
+Values are read as Temporal reads them: durations as seconds when unitless,
+"d" for days; struct field names in any case.`,
+		Example: `  fusebox admin config import dynamicconfig/production.yaml --dry-run
+  fusebox admin config import dynamicconfig/production.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return fmt.Errorf("FILE %s: %w", args[0], err)
+			}
+			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				res, err := c.ConfigImport(ctx, data, dryRun)
+				return res, func(tw *tabwriter.Writer) { printImport(tw, res) }, err
+			})
+		},
+	}
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "validate and show what would change, write nothing")
+	return c
+}
+
+func printImport(tw *tabwriter.Writer, res transport.ConfigImportResult) {
+	switch {
+	case res.DryRun:
+		fmt.Fprintln(tw, "dry run: nothing written")
+	case res.Index > 0:
+		fmt.Fprintf(tw, "imported at raft index %d\n", res.Index)
+	default:
+		fmt.Fprintln(tw, "nothing to import")
+	}
+	fmt.Fprintln(tw, "CHANGE\tKEY\tNAMESPACE\tDESTINATION\tVALUE")
+	for _, e := range res.Set {
+		fmt.Fprintf(tw, "set\t%s\t%s\t%s\t%s\n", e.Key, orDash(e.Namespace), orDash(e.Destination), compactJSON(e.Value))
+	}
+	for _, d := range res.Deleted {
+		fmt.Fprintf(tw, "delete\t%s\t%s\t%s\t-\n", d.Key, orDash(d.Namespace), orDash(d.Destination))
+	}
+	fmt.Fprintf(tw, "unchanged: %d\n", res.Unchanged)
+	if len(res.Unknown) > 0 {
+		fmt.Fprintln(tw, "\nUNKNOWN KEY (not applied)\tLINE\tVALUES")
+		for _, u := range res.Unknown {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", u.Name, u.Line, u.Values)
+		}
+	}
 }
 
 // parseValueArg accepts JSON, @file, or a bare word taken as a JSON string.

@@ -65,6 +65,8 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 	f.StringVar(&in.RequestID, "request-id", "", "idempotency key within the namespace")
 	f.StringVar(&reqArg, "request", "", "the request as JSON (service, operation, input, operation_id, completion, body, header…); @file reads a file")
 	f.StringVar(&fileArg, "file", "", "read the whole submit body (JSON) from this file, - for stdin; flags given too override it")
+	f.StringVar(&in.ScheduleToCloseTimeout, "schedule-to-close", "",
+		`how long the task may take to be delivered ("30s", "2h", "1d"; unitless: seconds); undelivered by then it fails "deadline exceeded" (default: fusebox.tasks.defaultScheduleToCloseTimeout)`)
 
 	get := &cobra.Command{
 		Use:   "get TASK_ID",
@@ -248,7 +250,7 @@ func taskDetail(tw *tabwriter.Writer, t transport.Task) {
 		{"NEXT ATTEMPT", at(t.NextAttemptAt)}, {"LAST ANSWER", lastAnswer(t.LastAnswer)},
 		{"TASK GROUP", t.TaskGroup}, {"NAMESPACE", t.NamespaceID}, {"WORKFLOW", t.WorkflowID},
 		{"DESTINATION", t.Destination}, {"REQUEST ID", orDash(t.RequestID)}, {"OPERATION ID", orDash(t.OperationID)},
-		{"CREATED", at(t.CreatedAt)}, {"COMPLETED", at(t.CompletedAt)},
+		{"CREATED", at(t.CreatedAt)}, {"COMPLETED", at(t.CompletedAt)}, {"DEADLINE", at(t.Deadline)},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
