@@ -49,6 +49,10 @@ const (
 	// KeyCallbackAllowedAddresses is Temporal's per-namespace destination
 	// allowlist: [{"Pattern": "host[:port] glob", "AllowInsecure": bool}].
 	KeyCallbackAllowedAddresses = "component.callbacks.allowedAddresses"
+	// KeyMetricsDestinationSeriesLimit is how many closed breakers (the
+	// busiest) get per-destination metric series of their own on a node;
+	// the others are summed under destination "_other"; -1 means no cap.
+	KeyMetricsDestinationSeriesLimit = "fusebox.metrics.destinationSeriesLimit"
 )
 
 // Defaults of the scalar keys (Temporal's, see REFERENCE.md).
@@ -60,6 +64,8 @@ const (
 	DefaultRequestTimeout          = 10 * time.Second
 	DefaultTaskRetention           = 24 * time.Hour
 	DefaultTaskMaxShardBacklog     = 10_000
+	// DefaultMetricsDestinationSeriesLimit is breakerpool's default.
+	DefaultMetricsDestinationSeriesLimit = breakerpool.DefaultSeriesLimit
 )
 
 // registry is the registration table: one line per key. Order is the order
@@ -90,6 +96,8 @@ var registry = []*definition{
 		"request header names whose values every read shows as <redacted>, besides Authorization, Cookie, X-Api-Key and names containing token, secret, key, signature or auth"),
 	allowedAddressesKey(KeyCallbackAllowedAddresses, PerNamespace,
 		`destinations a namespace may call: [{"Pattern":"host[:port] glob","AllowInsecure":false}]; unset: the node's default (docs/security.md); members' addresses are always refused`),
+	intKey(KeyMetricsDestinationSeriesLimit, DefaultMetricsDestinationSeriesLimit, -1, 1_000_000, GlobalOnly,
+		`closed breakers (the busiest) with per-destination metric series of their own; the others are summed under destination "_other" (open and half-open ones always have their own, up to 1000); -1: no cap`),
 }
 
 // byName maps a key name to its index in registry.

@@ -248,6 +248,8 @@ func TestKeys(t *testing.T) {
 		KeyTaskMaxShardBacklog:      {"int", "10000", "global"},
 		KeyRedactHeaderNames:        {"list(string)", "[]", "global,namespace,destination,namespace+destination"},
 		KeyCallbackAllowedAddresses: {"list(object)", "[]", "global,namespace"},
+
+		KeyMetricsDestinationSeriesLimit: {"int", "100", "global"},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("Keys() has %d keys, want %d", len(keys), len(want))

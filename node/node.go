@@ -108,7 +108,7 @@ func (n *Node) Start(ctx context.Context) error {
 		n.hintFwd.observe(t)
 		n.uiRec.Observe(t)
 	}
-	if n.pool, err = breakerpool.New(poolConfig(observe, &n.hintFwd), n.config, n.reg, n.log.With("component", "breakerpool")); err != nil {
+	if n.pool, err = breakerpool.New(withSeriesLimit(poolConfig(observe, &n.hintFwd), n.config), n.config, n.reg, n.log.With("component", "breakerpool")); err != nil {
 		return err
 	}
 	n.pool.Start()
