@@ -18,6 +18,7 @@ type collector struct {
 	transitions *prometheus.Desc
 	consecutive *prometheus.Desc
 	requests    *prometheus.Desc
+	aggregated  *prometheus.Desc
 }
 
 func newCollector(p *Pool) *collector {
@@ -34,6 +35,8 @@ func newCollector(p *Pool) *collector {
 			"Consecutive failures counted in the current generation.", with(), nil),
 		requests: prometheus.NewDesc("fusebox_breaker_requests_total",
 			"Calls by outcome: success, failure (destination down), rejected.", with("outcome"), nil),
+		aggregated: prometheus.NewDesc("fusebox_breaker_series_aggregated",
+			`Breakers summed under destination="_other" at this scrape instead of having series of their own.`, nil, nil),
 	}
 }
 
@@ -43,6 +46,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.transitions
 	ch <- c.consecutive
 	ch <- c.requests
+	ch <- c.aggregated
 }
 
 var stateNames = [3]string{
@@ -72,6 +76,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for ok, sum := range sel.sums { // groups whose members all left: the retired sums
 		c.export(ch, ok.taskGroup, ok.namespace, SeriesOther, *sum, 0, 0, false)
 	}
+	ch <- prometheus.MustNewConstMetric(c.aggregated, prometheus.GaugeValue, float64(c.p.series.aggregated.Load()))
 }
 
 func (c *collector) export(ch chan<- prometheus.Metric, tg, ns, d string, s counterSnap, consecutive uint32, state float64, withState bool) {
@@ -117,11 +122,7 @@ func (p *Pool) registerMetrics(reg prometheus.Registerer) error {
 		Name: "fusebox_breakers",
 		Help: "Breakers currently in the pool.",
 	}, func() float64 { return float64(p.Len()) })
-	aggregated := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "fusebox_breaker_series_aggregated",
-		Help: `Breakers summed under destination="_other" at the last scrape instead of having series of their own.`,
-	}, func() float64 { return float64(p.series.aggregated.Load()) })
-	for _, c := range []prometheus.Collector{p.dropped, p.evicted, entries, aggregated, newCollector(p)} {
+	for _, c := range []prometheus.Collector{p.dropped, p.evicted, entries, newCollector(p)} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
