@@ -297,7 +297,7 @@ func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 		}
 		dups += max(0, n-1)
 	}
-	counted := gatherCounter(t, c.nodes, "fusebox_queue_duplicate_deliveries_total")
+	counted := gatherCounter(t, c.nodes, "fusebox_queue_abandoned_calls_total")
 	t.Logf("duplicate deliveries: %d observed at the destination, %.0f counted by the queues", dups, counted)
 	if dl, err := api.DLQ(ctxT(t), "", 10); err != nil || len(dl.Tasks) != 0 {
 		t.Fatalf("DLQ = %+v, %v; want empty", dl, err)

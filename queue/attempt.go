@@ -183,6 +183,7 @@ func (q *Queue) attempt(g *group, it *item, req outbound.Request) {
 		}
 		it.calling.Store(true)
 		defer it.calling.Store(false)
+		sh.markStarted(it) // redelivery.go
 		res, xerr = q.exec.Execute(ctx, req)
 		return xerr
 	})

@@ -46,6 +46,9 @@ type shard struct {
 	results   []Result
 	called    []bool // parallel to results: the result answers a call
 	lost      bool
+	// interrupted holds the tasks counted as interrupted attempts
+	// (redelivery.go) until their result is written.
+	interrupted map[string]struct{}
 
 	// Read cursor (reader goroutine only): reads start at cursor-cursorLag
 	// instead of at the shard's earliest due task, so tasks already in
@@ -161,8 +164,8 @@ func (s *shard) lose(reason string) {
 	}
 	s.results, s.called = nil, nil
 	s.mu.Unlock()
-	s.q.m.duplicates.WithLabelValues("in_flight").Add(float64(calling))
-	s.q.m.duplicates.WithLabelValues("unacked").Add(float64(unacked))
+	s.q.m.abandoned.WithLabelValues("in_flight").Add(float64(calling))
+	s.q.m.abandoned.WithLabelValues("unacked").Add(float64(unacked))
 	s.q.log.Info("shard work stopped", "shard", s.id, "epoch", s.epoch, "reason", reason,
 		"calls_in_flight", calling, "unwritten_results", unacked)
 	s.cancel()
@@ -290,6 +293,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	for i := range tasks {
 		items[i] = &item{task: tasks[i], sh: s}
 		s.inflight[tasks[i].ID] = items[i]
+		s.noteInterrupted(&tasks[i])
 		if at := tasks[i].NextAttemptAt; at.After(s.cursor) {
 			s.cursor = at
 		}
@@ -428,7 +432,7 @@ func (s *shard) putBack(batch []Result, called []bool) {
 				unacked++
 			}
 		}
-		s.q.m.duplicates.WithLabelValues("unacked").Add(float64(unacked))
+		s.q.m.abandoned.WithLabelValues("unacked").Add(float64(unacked))
 	}
 }
 
@@ -445,6 +449,10 @@ func (s *shard) flush(ctx context.Context) error {
 		n := min(len(s.results), q.cfg.MaxFlushBatch)
 		batch, called := s.results[:n:n], s.called[:n:n]
 		s.results, s.called = s.results[n:], s.called[n:]
+		if batch, called = s.dropSettled(batch, called); len(batch) == 0 {
+			s.mu.Unlock()
+			continue
+		}
 		s.mu.Unlock()
 
 		err := q.store.Complete(ctx, s.id, s.epoch, batch)
@@ -464,9 +472,7 @@ func (s *shard) flush(ctx context.Context) error {
 		}
 		q.m.writes.WithLabelValues("ok").Inc()
 		s.mu.Lock()
-		for i := range batch {
-			delete(s.inflight, batch[i].TaskID)
-		}
+		s.written(batch)
 		s.mu.Unlock()
 		signal(s.wake)
 	}

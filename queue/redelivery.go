@@ -1,0 +1,93 @@
+package queue
+
+import (
+	"time"
+)
+
+// Redeliveries (DESIGN.md, "Interrupted attempts"). A call in flight when
+// its shard changes hands — the owner crashed, paused past its lease, or
+// lost the shard alive — may have reached the destination, and the next
+// owner makes it again. The node that loses a shard alive counts what it
+// abandons (fusebox_queue_abandoned_calls_total); a crashed node counts
+// nothing, and its counters die with it. So each attempt that is still
+// under way when its shard's results are written leaves a start marker in
+// the task table (Result.Started: the task's AttemptEpoch becomes the
+// writer's epoch); any later result clears it. A new owner that reads a task
+// whose AttemptEpoch is below its own epoch knows an attempt began under an
+// earlier owner and never recorded an answer: it counts it once
+// (fusebox_queue_interrupted_attempts_total) and delivers it again.
+//
+// What it cannot see: a call that began less than one flush (FlushInterval
+// plus the write) before the crash, whose marker was never written; a call
+// that ended just before the crash with its result unwritten, when the
+// marker was dropped because the call had ended by the flush (both: the
+// window of one result write). A marker also cannot tell whether the
+// destination received the call: it counts possible duplicates.
+
+// markStarted queues a start marker for it's attempt, which has just begun.
+// The marker carries the task's own values, so a store that does not know
+// markers applies it as a pending result that changes nothing.
+func (s *shard) markStarted(it *item) {
+	t := &it.task
+	r := Result{TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
+		NextAttemptAt: t.NextAttemptAt, Message: t.Message, HTTPStatus: t.HTTPStatus, Started: true}
+	if r.NextAttemptAt.IsZero() {
+		r.NextAttemptAt = time.Now()
+	}
+	s.mu.Lock()
+	if s.lost {
+		s.mu.Unlock()
+		return
+	}
+	s.results = append(s.results, r)
+	s.called = append(s.called, false)
+	s.mu.Unlock()
+	signal(s.kick)
+}
+
+// dropSettled removes from a batch about to be written the start markers
+// whose call has ended: its result is in this batch or a later one, and a
+// call that ends within one flush costs no marker. Called with s.mu held;
+// it filters in place.
+func (s *shard) dropSettled(batch []Result, called []bool) ([]Result, []bool) {
+	n := 0
+	for i := range batch {
+		if batch[i].Started {
+			if it := s.inflight[batch[i].TaskID]; it == nil || !it.calling.Load() {
+				continue
+			}
+		}
+		batch[n], called[n] = batch[i], called[i]
+		n++
+	}
+	return batch[:n], called[:n]
+}
+
+// written forgets the tasks whose results a write recorded (not those of
+// start markers: their call is still under way). Called with s.mu held.
+func (s *shard) written(batch []Result) {
+	for i := range batch {
+		if !batch[i].Started {
+			delete(s.inflight, batch[i].TaskID)
+			delete(s.interrupted, batch[i].TaskID)
+		}
+	}
+}
+
+// noteInterrupted counts t once if an attempt of it began under an earlier
+// epoch of this shard and recorded no result. Called with s.mu held.
+func (s *shard) noteInterrupted(t *Task) {
+	if t.AttemptEpoch == 0 || t.AttemptEpoch >= s.epoch {
+		return
+	}
+	if _, seen := s.interrupted[t.ID]; seen {
+		return
+	}
+	if s.interrupted == nil {
+		s.interrupted = make(map[string]struct{})
+	}
+	s.interrupted[t.ID] = struct{}{}
+	s.q.m.interrupted.Inc()
+	s.q.log.Info("attempt interrupted by an ownership change, delivering again", "task", t.ID, "shard", s.id,
+		"attempt_epoch", t.AttemptEpoch, "epoch", s.epoch)
+}
