@@ -69,25 +69,29 @@ func (s *shard) written(batch []Result) {
 	for i := range batch {
 		if !batch[i].Started {
 			delete(s.inflight, batch[i].TaskID)
-			delete(s.interrupted, batch[i].TaskID)
+			delete(s.seen, batch[i].TaskID)
 		}
 	}
 }
 
-// noteInterrupted counts t once if an attempt of it began under an earlier
-// epoch of this shard and recorded no result. Called with s.mu held.
+// noteInterrupted counts t once if an attempt of it began and recorded no
+// result before this shard instance first loaded it: under an earlier owner
+// (a lower epoch), or under this node at the same epoch before it restarted
+// (a crash and restart faster than failure detection keeps the epoch). An
+// attempt of this instance cannot be mistaken for one: it needs a load
+// first, which records the task in s.seen. Called with s.mu held.
 func (s *shard) noteInterrupted(t *Task) {
-	if t.AttemptEpoch == 0 || t.AttemptEpoch >= s.epoch {
+	if _, seen := s.seen[t.ID]; seen {
 		return
 	}
-	if _, seen := s.interrupted[t.ID]; seen {
+	if s.seen == nil {
+		s.seen = make(map[string]struct{})
+	}
+	s.seen[t.ID] = struct{}{}
+	if t.AttemptEpoch == 0 || t.AttemptEpoch > s.epoch {
 		return
 	}
-	if s.interrupted == nil {
-		s.interrupted = make(map[string]struct{})
-	}
-	s.interrupted[t.ID] = struct{}{}
 	s.q.m.interrupted.Inc()
-	s.q.log.Info("attempt interrupted by an ownership change, delivering again", "task", t.ID, "shard", s.id,
+	s.q.log.Info("attempt interrupted by an ownership change or a crash, delivering again", "task", t.ID, "shard", s.id,
 		"attempt_epoch", t.AttemptEpoch, "epoch", s.epoch)
 }

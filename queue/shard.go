@@ -46,9 +46,9 @@ type shard struct {
 	results   []Result
 	called    []bool // parallel to results: the result answers a call
 	lost      bool
-	// interrupted holds the tasks counted as interrupted attempts
-	// (redelivery.go) until their result is written.
-	interrupted map[string]struct{}
+	// seen holds the tasks this instance has loaded, until their result is
+	// written (redelivery.go: interrupted attempts).
+	seen map[string]struct{}
 
 	// Read cursor (reader goroutine only): reads start at cursor-cursorLag
 	// instead of at the shard's earliest due task, so tasks already in
