@@ -24,31 +24,54 @@ import (
 // window of one result write). A marker also cannot tell whether the
 // destination received the call: it counts possible duplicates.
 
-// markStarted queues a start marker for it's attempt, which has just begun.
-// The marker carries the task's own values, so a store that does not know
-// markers applies it as a pending result that changes nothing.
+// markStarted notes that it's attempt has just begun: the next flush
+// writes its start marker if the call is still under way by then. Marks
+// wait beside the results (s.marks), so they never make a flush come early
+// nor fill a batch on their own.
 func (s *shard) markStarted(it *item) {
-	t := &it.task
-	r := Result{TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
-		NextAttemptAt: t.NextAttemptAt, Message: t.Message, HTTPStatus: t.HTTPStatus, Started: true}
-	if r.NextAttemptAt.IsZero() {
-		r.NextAttemptAt = time.Now()
-	}
 	s.mu.Lock()
 	if s.lost {
 		s.mu.Unlock()
 		return
 	}
-	s.results = append(s.results, r)
-	s.called = append(s.called, false)
+	s.marks = append(s.marks, it)
 	s.mu.Unlock()
 	signal(s.kick)
 }
 
+// takeMarks returns the start markers (at most max) of the marked calls
+// still under way, and forgets the marks it looked at: a call that ended
+// has its result in this flush or a later one and needs no marker. Called
+// with s.mu held.
+func (s *shard) takeMarks(max int) []Result {
+	var out []Result
+	i := 0
+	for ; i < len(s.marks) && len(out) < max; i++ {
+		if it := s.marks[i]; it.calling.Load() && s.inflight[it.task.ID] == it {
+			out = append(out, marker(&it.task))
+		}
+	}
+	if s.marks = s.marks[i:]; len(s.marks) == 0 {
+		s.marks = nil
+	}
+	return out
+}
+
+// marker is t's start marker. It carries the task's own values, so a store
+// that does not know markers applies it as a pending result that changes
+// nothing.
+func marker(t *Task) Result {
+	r := Result{TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
+		NextAttemptAt: t.NextAttemptAt, Message: t.Message, HTTPStatus: t.HTTPStatus, Started: true}
+	if r.NextAttemptAt.IsZero() {
+		r.NextAttemptAt = time.Now()
+	}
+	return r
+}
+
 // dropSettled removes from a batch about to be written the start markers
-// whose call has ended: its result is in this batch or a later one, and a
-// call that ends within one flush costs no marker. Called with s.mu held;
-// it filters in place.
+// (put back after a failed write) whose call has ended since. Called with
+// s.mu held; it filters in place.
 func (s *shard) dropSettled(batch []Result, called []bool) ([]Result, []bool) {
 	n := 0
 	for i := range batch {

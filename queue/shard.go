@@ -48,7 +48,8 @@ type shard struct {
 	lost      bool
 	// seen holds the tasks this instance has loaded, until their result is
 	// written (redelivery.go: interrupted attempts).
-	seen map[string]struct{}
+	seen  map[string]struct{}
+	marks []*item // calls begun since the last flush (redelivery.go)
 
 	// Read cursor (reader goroutine only): reads start at cursor-cursorLag
 	// instead of at the shard's earliest due task, so tasks already in
@@ -442,14 +443,19 @@ func (s *shard) flush(ctx context.Context) error {
 	q := s.q
 	for {
 		s.mu.Lock()
-		if s.lost || len(s.results) == 0 {
+		marks := s.takeMarks(q.cfg.MaxFlushBatch) // redelivery.go
+		if s.lost || len(s.results)+len(marks) == 0 {
 			s.mu.Unlock()
 			return nil
 		}
-		n := min(len(s.results), q.cfg.MaxFlushBatch)
+		n := min(len(s.results), q.cfg.MaxFlushBatch-len(marks))
 		batch, called := s.results[:n:n], s.called[:n:n]
 		s.results, s.called = s.results[n:], s.called[n:]
-		if batch, called = s.dropSettled(batch, called); len(batch) == 0 {
+		batch, called = s.dropSettled(batch, called)
+		if len(marks) > 0 {
+			batch, called = append(marks, batch...), append(make([]bool, len(marks)), called...)
+		}
+		if len(batch) == 0 {
 			s.mu.Unlock()
 			continue
 		}
