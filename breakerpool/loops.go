@@ -29,9 +29,7 @@ func (p *Pool) observeLoop() {
 				p.cfg.OnFailing(t) // only emitted when set
 				continue
 			}
-			p.log.Info("breaker transition", "key", t.Key.String(), "from", t.From.String(),
-				"to", t.To.String(), "source", string(t.Source), "generation", t.Generation,
-				"open_for", t.OpenFor)
+			logTransition(p.log, t)
 			if p.cfg.Observer != nil {
 				p.cfg.Observer(t)
 			}

@@ -18,6 +18,7 @@ type collector struct {
 	transitions *prometheus.Desc
 	consecutive *prometheus.Desc
 	requests    *prometheus.Desc
+	aggregated  *prometheus.Desc
 }
 
 func newCollector(p *Pool) *collector {
@@ -34,6 +35,8 @@ func newCollector(p *Pool) *collector {
 			"Consecutive failures counted in the current generation.", with(), nil),
 		requests: prometheus.NewDesc("fusebox_breaker_requests_total",
 			"Calls by outcome: success, failure (destination down), rejected.", with("outcome"), nil),
+		aggregated: prometheus.NewDesc("fusebox_breaker_series_aggregated",
+			`Breakers summed under destination="_other" at this scrape instead of having series of their own.`, nil, nil),
 	}
 }
 
@@ -43,40 +46,61 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.transitions
 	ch <- c.consecutive
 	ch <- c.requests
+	ch <- c.aggregated
 }
 
 var stateNames = [3]string{
 	gobreaker.StateClosed: "closed", gobreaker.StateHalfOpen: "half-open", gobreaker.StateOpen: "open",
 }
 
+// Collect exports the series of the breakers selectSeries shows, then one
+// set per (task group, namespace) summing the others under destination
+// SeriesOther: counters as the sum of what each counted while summed (see
+// otherEntry), consecutive failures as the worst. No state series is
+// written for SeriesOther: only closed breakers can be in it, and
+// count(fusebox_breaker_state) keeps counting destinations.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	c.p.entries.Range(func(_ Key, b *Breaker) bool {
-		if b.flags.Load()&flagDead != 0 {
-			return true
-		}
+	sel := c.p.series.selectSeries(c.p)
+	for _, b := range sel.shown {
 		k := b.key
-		tg, ns, d := k.TaskGroup, k.NamespaceID, k.Destination
-		gauge := func(desc *prometheus.Desc, v float64, extra ...string) {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{tg, ns, d}, extra...)...)
+		c.export(ch, k.TaskGroup, k.NamespaceID, k.Destination, snapOf(b), b.Counts().ConsecutiveFailures, float64(b.State()), true)
+	}
+	for ok, members := range sel.others {
+		var worst uint32
+		for _, b := range members {
+			worst = max(worst, b.Counts().ConsecutiveFailures)
 		}
-		counter := func(desc *prometheus.Desc, v uint64, extra ...string) {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), append([]string{tg, ns, d}, extra...)...)
-		}
-		gauge(c.state, float64(b.State()))
-		gauge(c.consecutive, float64(b.Counts().ConsecutiveFailures))
-		counter(c.blocked, b.blocked.Load())
-		counter(c.requests, b.success.Load(), "success")
-		counter(c.requests, b.failure.Load(), "failure")
-		counter(c.requests, b.rejected.Load(), "rejected")
-		for from := range b.transitions {
-			for to := range b.transitions[from] {
-				if n := b.transitions[from][to].Load(); n > 0 {
-					counter(c.transitions, n, stateNames[from], stateNames[to])
-				}
+		c.export(ch, ok.taskGroup, ok.namespace, SeriesOther, *sel.sums[ok], worst, 0, false)
+		delete(sel.sums, ok)
+	}
+	for ok, sum := range sel.sums { // groups whose members all left: the retired sums
+		c.export(ch, ok.taskGroup, ok.namespace, SeriesOther, *sum, 0, 0, false)
+	}
+	ch <- prometheus.MustNewConstMetric(c.aggregated, prometheus.GaugeValue, float64(c.p.series.aggregated.Load()))
+}
+
+func (c *collector) export(ch chan<- prometheus.Metric, tg, ns, d string, s counterSnap, consecutive uint32, state float64, withState bool) {
+	gauge := func(desc *prometheus.Desc, v float64, extra ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{tg, ns, d}, extra...)...)
+	}
+	counter := func(desc *prometheus.Desc, v uint64, extra ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), append([]string{tg, ns, d}, extra...)...)
+	}
+	if withState {
+		gauge(c.state, state)
+	}
+	gauge(c.consecutive, float64(consecutive))
+	counter(c.blocked, s[snapBlocked])
+	counter(c.requests, s[snapSuccess], "success")
+	counter(c.requests, s[snapFailure], "failure")
+	counter(c.requests, s[snapRejected], "rejected")
+	for from := range 3 {
+		for to := range 3 {
+			if n := s[snapTransitions+3*from+to]; n > 0 {
+				counter(c.transitions, n, stateNames[from], stateNames[to])
 			}
 		}
-		return true
-	})
+	}
 }
 
 // registerMetrics creates the pool-level metrics and registers them and the
@@ -90,6 +114,7 @@ func (p *Pool) registerMetrics(reg prometheus.Registerer) error {
 		Name: "fusebox_breaker_evictions_total",
 		Help: "Idle breakers evicted from the pool.",
 	})
+	p.series = newSeriesState(p.cfg.SeriesLimit)
 	if reg == nil {
 		return nil
 	}

@@ -59,6 +59,11 @@ type Config struct {
 	// queue and goroutine as Observer (in order with the key's
 	// transitions). It has Observer's freedoms and limits.
 	OnFailing func(Transition)
+	// SeriesLimit returns, at each scrape, how many closed breakers get
+	// series of their own (the busiest); the rest are summed under
+	// destination "_other" (series.go). Negative: no cap. Nil means
+	// DefaultSeriesLimit.
+	SeriesLimit func() int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -120,6 +125,8 @@ type Pool struct {
 	lastSettings atomic.Pointer[Settings]
 	settingsCh   chan struct{}
 	sweepMu      sync.Mutex
+
+	series *seriesState // per-destination series cap (series.go)
 
 	startOnce, closeOnce sync.Once
 	stop                 chan struct{}

@@ -72,6 +72,10 @@ const (
 	// KeyTaskScheduleToCloseTimeout is fusebox's default schedule-to-close
 	// timeout of a task submitted without one (0: no deadline).
 	KeyTaskScheduleToCloseTimeout = "fusebox.tasks.defaultScheduleToCloseTimeout"
+	// KeyMetricsDestinationSeriesLimit is how many closed breakers (the
+	// busiest) get per-destination metric series of their own on a node;
+	// the others are summed under destination "_other"; -1 means no cap.
+	KeyMetricsDestinationSeriesLimit = "fusebox.metrics.destinationSeriesLimit"
 )
 
 // Defaults of the scalar keys (Temporal's, see REFERENCE.md).
@@ -120,6 +124,9 @@ const (
 	DefaultTaskMaxPendingTasks       = 1_000_000
 	DefaultTaskMinFreeDiskMB         = 256
 )
+
+// DefaultMetricsDestinationSeriesLimit is breakerpool's default.
+const DefaultMetricsDestinationSeriesLimit = breakerpool.DefaultSeriesLimit
 
 // registry is the registration table: one line per key. Order is the order
 // Keys lists them in; the index of a key is its slot in a Snapshot.
@@ -173,6 +180,8 @@ var registry = []*definition{
 		"cap of a Nexus task's schedule-to-close timeout, given or defaulted; 0 means no cap"),
 	durationZeroKey(KeyTaskScheduleToCloseTimeout, DefaultTaskScheduleToCloseTimeout, MaxScheduleToCloseTimeout, PerNamespaceDestination,
 		"schedule-to-close timeout of a task submitted without one: undelivered by then, it fails with deadline exceeded; 0 means no deadline"),
+	intKey(KeyMetricsDestinationSeriesLimit, DefaultMetricsDestinationSeriesLimit, -1, 1_000_000, GlobalOnly,
+		`closed breakers (the busiest) with per-destination metric series of their own; the others are summed under destination "_other" (open and half-open ones always have their own, up to 1000); -1: no cap`),
 }
 
 // byName maps a key name to its index in registry.

@@ -286,6 +286,7 @@ func TestKeys(t *testing.T) {
 		KeyTaskDLQUnexpectedErrorAttempts: {"int", "70", "global"},
 		KeyNexusMaxScheduleToCloseTimeout: {"duration", `"0s"`, "global,namespace"},
 		KeyTaskScheduleToCloseTimeout:     {"duration", `"168h0m0s"`, "global,namespace,destination,namespace+destination"},
+		KeyMetricsDestinationSeriesLimit:  {"int", "100", "global"},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("Keys() has %d keys, want %d", len(keys), len(want))

@@ -297,8 +297,10 @@ func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 		}
 		dups += max(0, n-1)
 	}
-	counted := gatherCounter(t, c.nodes, "fusebox_queue_duplicate_deliveries_total")
-	t.Logf("duplicate deliveries: %d observed at the destination, %.0f counted by the queues", dups, counted)
+	counted := gatherCounter(t, c.nodes, "fusebox_queue_abandoned_calls_total")
+	interrupted := gatherCounter(t, survivors, "fusebox_queue_interrupted_attempts_total")
+	t.Logf("duplicate deliveries: %d observed at the destination, %.0f abandoned calls counted by the queues, %.0f interrupted attempts found by the new owners",
+		dups, counted, interrupted)
 	if dl, err := api.DLQ(ctxT(t), "", 10); err != nil || len(dl.Tasks) != 0 {
 		t.Fatalf("DLQ = %+v, %v; want empty", dl, err)
 	}

@@ -110,7 +110,7 @@ func (n *Node) Start(ctx context.Context) error {
 		n.uiRec.Observe(t)
 		n.queueFwd.observe(t)
 	}
-	if n.pool, err = breakerpool.New(poolConfig(observe, &n.hintFwd), n.config, n.reg, n.log.With("component", "breakerpool")); err != nil {
+	if n.pool, err = breakerpool.New(withSeriesLimit(poolConfig(observe, &n.hintFwd), n.config), n.config, n.reg, n.log.With("component", "breakerpool")); err != nil {
 		return err
 	}
 	n.pool.Start()

@@ -59,7 +59,7 @@ type deliveries struct {
 // startDeliveries builds the executor and the queue over the replicated task
 // table and starts reading the shards in owned.
 func (n *Node) startDeliveries(owned queue.Ownership, policy *outbound.Policy) (*deliveries, error) {
-	exec, err := outbound.New(outbound.Options{Logger: n.log.With("component", "outbound"), Registerer: n.reg, Policy: policy})
+	exec, err := outbound.New(outbound.Options{Logger: n.log.With("component", "outbound"), Registerer: n.reg, Policy: policy, Series: n.pool})
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ func (s *TaskStore) Complete(ctx context.Context, shard int, epoch uint64, resul
 		rs[i] = raftstore.TaskResult{
 			TaskID: r.TaskID, Status: string(r.Status), Attempts: r.Attempts, Blocked: r.Blocked, Unexpected: r.Unexpected,
 			NextAttemptAt: r.NextAttemptAt, Message: truncate(r.Message, raftstore.MaxTaskMessageBytes), HTTPStatus: r.HTTPStatus,
-			OperationID: r.OperationID, Output: r.Output,
+			OperationID: r.OperationID, Output: r.Output, Started: r.Started,
 		}
 	}
 	_, err := s.store.CompleteTasks(ctx, raftstore.CompleteTasksCommand{Shard: shard, Epoch: epoch, Node: s.node, Results: rs})
@@ -85,6 +85,7 @@ func toQueueTask(t *raftstore.Task) queue.Task {
 		Destination: t.Destination, Request: req, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
 		NextAttemptAt: t.NextAttemptAt, CreatedAt: t.CreatedAt, Deadline: t.Deadline, Status: queue.Status(t.Status),
 		Message: t.Message, HTTPStatus: t.HTTPStatus, OperationID: t.OperationID, Output: t.Output,
+		AttemptEpoch: t.AttemptEpoch,
 	}
 }
 

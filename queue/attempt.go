@@ -104,6 +104,7 @@ func (q *Queue) process(g *group, it *item) {
 	if req.RequestID == "" {
 		req.RequestID = t.ID // idempotency key: a redelivery after a shard move carries the same id
 	}
+	req.Namespace, req.Destination = t.NamespaceID, g.key.Destination // the request series' labels
 	if req.Timeout == 0 {
 		// g.key is t.Key(), derived once when the task joined its group.
 		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, g.key.Destination), outbound.MaxTimeout)
@@ -186,6 +187,7 @@ func (q *Queue) attempt(g *group, it *item, req outbound.Request) {
 		}
 		it.calling.Store(true)
 		defer it.calling.Store(false)
+		sh.markStarted(it) // redelivery.go
 		res, xerr = q.exec.Execute(ctx, req)
 		return xerr
 	})

@@ -24,7 +24,8 @@ type metrics struct {
 	results      *prometheus.CounterVec
 	rejections   *prometheus.CounterVec
 	rateWait     prometheus.Histogram
-	duplicates   *prometheus.CounterVec
+	abandoned    *prometheus.CounterVec
+	interrupted  prometheus.Counter
 	writes       *prometheus.CounterVec
 	writeSize    prometheus.Histogram
 }
@@ -54,10 +55,14 @@ func newMetrics(reg prometheus.Registerer, q *Queue) (*metrics, error) {
 			Name: "fusebox_queue_rate_limiter_wait_seconds", Help: "Time a task waited for a rate-limiter token.",
 			Buckets: []float64{.0001, .001, .005, .01, .05, .1, .5, 1, 5, 30},
 		}),
-		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fusebox_queue_duplicate_deliveries_total",
-			Help: "Calls that may be delivered twice because their shard moved: unacked (answered, result not written) or in_flight (aborted mid-call).",
+		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fusebox_queue_abandoned_calls_total",
+			Help: "Calls this node abandoned when it lost their shard, which the next owner makes again: in_flight (cancelled mid-call) or unacked (answered, result not written).",
 		}, []string{"reason"}),
+		interrupted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fusebox_queue_interrupted_attempts_total",
+			Help: "Tasks this node found, on taking their shard, with an attempt begun under an earlier owner and no result recorded: calls it makes again that the destination may already have received (a crashed owner's included).",
+		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fusebox_queue_completion_writes_total", Help: "Batched result writes, by result (ok, refused, error).",
 		}, []string{"result"}),
@@ -73,7 +78,7 @@ func newMetrics(reg prometheus.Registerer, q *Queue) (*metrics, error) {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	cs := []prometheus.Collector{
-		m.depth, m.firstAttempt, m.done, m.results, m.rejections, m.rateWait, m.duplicates, m.writes, m.writeSize,
+		m.depth, m.firstAttempt, m.done, m.results, m.rejections, m.rateWait, m.abandoned, m.interrupted, m.writes, m.writeSize,
 		gauge("fusebox_queue_scheduler_buffered", "Tasks waiting in scheduler group buffers.",
 			func() float64 { return float64(q.sched.buffered.Load()) }),
 		gauge("fusebox_queue_scheduler_active_workers", "Tasks being processed by scheduler workers.",

@@ -52,6 +52,10 @@ type shard struct {
 	// can wait for the results decided before its close.
 	releases          map[breakerpool.Key]*release
 	finished, written uint64
+	// seen holds the tasks this instance has loaded, until their result is
+	// written (redelivery.go: interrupted attempts).
+	seen  map[string]struct{}
+	marks []*item // calls begun since the last flush (redelivery.go)
 
 	// Read cursor (reader goroutine only): reads start at cursor-cursorLag
 	// instead of at the shard's earliest due task, so tasks already in
@@ -169,8 +173,8 @@ func (s *shard) lose(reason string) {
 	}
 	s.results, s.called = nil, nil
 	s.mu.Unlock()
-	s.q.m.duplicates.WithLabelValues("in_flight").Add(float64(calling))
-	s.q.m.duplicates.WithLabelValues("unacked").Add(float64(unacked))
+	s.q.m.abandoned.WithLabelValues("in_flight").Add(float64(calling))
+	s.q.m.abandoned.WithLabelValues("unacked").Add(float64(unacked))
 	s.q.log.Info("shard work stopped", "shard", s.id, "epoch", s.epoch, "reason", reason,
 		"calls_in_flight", calling, "unwritten_results", unacked)
 	s.cancel()
@@ -299,6 +303,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	for i := range tasks {
 		items[i] = &item{task: tasks[i], sh: s}
 		s.inflight[tasks[i].ID] = items[i]
+		s.noteInterrupted(&tasks[i])
 		if at := tasks[i].NextAttemptAt; at.After(s.cursor) {
 			s.cursor = at
 		}
@@ -440,7 +445,7 @@ func (s *shard) putBack(batch []Result, called []bool) {
 				unacked++
 			}
 		}
-		s.q.m.duplicates.WithLabelValues("unacked").Add(float64(unacked))
+		s.q.m.abandoned.WithLabelValues("unacked").Add(float64(unacked))
 	}
 }
 
@@ -450,13 +455,22 @@ func (s *shard) flush(ctx context.Context) error {
 	q := s.q
 	for {
 		s.mu.Lock()
-		if s.lost || len(s.results) == 0 {
+		marks := s.takeMarks(q.cfg.MaxFlushBatch) // redelivery.go
+		if s.lost || len(s.results)+len(marks) == 0 {
 			s.mu.Unlock()
 			return nil
 		}
-		n := min(len(s.results), q.cfg.MaxFlushBatch)
+		n := min(len(s.results), q.cfg.MaxFlushBatch-len(marks))
 		batch, called := s.results[:n:n], s.called[:n:n]
 		s.results, s.called = s.results[n:], s.called[n:]
+		batch, called = s.dropSettled(batch, called)
+		if len(marks) > 0 {
+			batch, called = append(marks, batch...), append(make([]bool, len(marks)), called...)
+		}
+		if len(batch) == 0 {
+			s.mu.Unlock()
+			continue
+		}
 		s.mu.Unlock()
 
 		err := q.store.Complete(ctx, s.id, s.epoch, batch)
@@ -476,10 +490,7 @@ func (s *shard) flush(ctx context.Context) error {
 		}
 		q.m.writes.WithLabelValues("ok").Inc()
 		s.mu.Lock()
-		for i := range batch {
-			delete(s.inflight, batch[i].TaskID)
-		}
-		s.written += uint64(n)
+		s.written += s.forgetWritten(batch)
 		s.resultsWrittenLocked()
 		s.mu.Unlock()
 		signal(s.wake)

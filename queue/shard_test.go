@@ -51,7 +51,7 @@ func TestShardMoveHandsOverWork(t *testing.T) {
 	if _, ok := qa.ShardState(1); ok {
 		t.Fatal("a still works on shard 1")
 	}
-	if got := metric(t, regA, "fusebox_queue_duplicate_deliveries_total", map[string]string{"reason": "in_flight"}); got != 3 {
+	if got := metric(t, regA, "fusebox_queue_abandoned_calls_total", map[string]string{"reason": "in_flight"}); got != 3 {
 		t.Fatalf("a counted %v possible duplicates, want 3", got)
 	}
 	close(execA.release) // a's shard-0 calls finish
@@ -95,7 +95,7 @@ func TestStaleOwnerStopsOnRefusedWrite(t *testing.T) {
 	if got, _ := e.store.Task("late"); got.Status != queue.StatusPending || got.Attempts != 0 {
 		t.Fatalf("stale owner's result applied: %+v", got)
 	}
-	if got := metric(t, reg, "fusebox_queue_duplicate_deliveries_total", map[string]string{"reason": "unacked"}); got != 1 {
+	if got := metric(t, reg, "fusebox_queue_abandoned_calls_total", map[string]string{"reason": "unacked"}); got != 1 {
 		t.Fatalf("unacked duplicates %v, want 1", got)
 	}
 	if got := metric(t, reg, "fusebox_queue_owned_shards", nil); got != 0 {

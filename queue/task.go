@@ -68,6 +68,10 @@ type Task struct {
 	// OperationID and Output record a successful Nexus start.
 	OperationID string          `json:"operation_id,omitempty"`
 	Output      json.RawMessage `json:"output,omitempty"`
+	// AttemptEpoch is the shard epoch under which an attempt began (a
+	// start marker was written) and has recorded no result since; 0: none
+	// (redelivery.go).
+	AttemptEpoch uint64 `json:"attempt_epoch,omitempty"`
 }
 
 // Key is the task's scheduler group and breaker key. Its Destination is
@@ -94,11 +98,20 @@ type Result struct {
 	HTTPStatus    int             `json:"http_status,omitempty"`
 	OperationID   string          `json:"operation_id,omitempty"`
 	Output        json.RawMessage `json:"output,omitempty"`
+	// Started marks a start marker (redelivery.go): an attempt began under
+	// the write's epoch. The store sets the task's AttemptEpoch to that
+	// epoch and changes nothing else; any other result clears it.
+	Started bool `json:"started,omitempty"`
 }
 
 // Apply returns t updated by r, as a store applies a result. It does not
-// check r.TaskID.
+// check r.TaskID. A start marker changes nothing here: the store, which
+// knows the write's epoch, sets AttemptEpoch.
 func (r *Result) Apply(t Task) Task {
+	if r.Started {
+		return t
+	}
+	t.AttemptEpoch = 0
 	t.Status = r.Status
 	t.Attempts = r.Attempts
 	t.Blocked = r.Blocked

@@ -130,6 +130,13 @@ func applyCompleteTasks(w *writer, payload []byte) (any, *Error) {
 			continue
 		}
 		t := *o // rows are immutable once inserted: copy, then replace
+		if r.Started {
+			t.AttemptEpoch, t.Index = c.Epoch, w.index
+			w.tasks.put(o, &t)
+			out.Applied++
+			continue
+		}
+		t.AttemptEpoch = 0
 		t.Status, t.Attempts, t.Blocked, t.Unexpected = r.Status, r.Attempts, r.Blocked, r.Unexpected
 		t.Message, t.HTTPStatus = r.Message, r.HTTPStatus
 		if r.OperationID != "" {

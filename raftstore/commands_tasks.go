@@ -154,6 +154,12 @@ type TaskResult struct {
 	HTTPStatus    int             `json:"http_status,omitempty"`
 	OperationID   string          `json:"operation_id,omitempty"`
 	Output        json.RawMessage `json:"output,omitempty"`
+	// Started makes the result a start marker: an attempt began under the
+	// command's epoch. It sets the row's AttemptEpoch and nothing else (a
+	// node that predates it applies the marker as the pending result it is
+	// shaped as: the task's own values, so the row does not change). Any
+	// other result clears AttemptEpoch.
+	Started bool `json:"started,omitempty"`
 }
 
 // CompleteTasksCommand applies Results written by Node as the owner of

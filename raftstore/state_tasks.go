@@ -46,6 +46,12 @@ type Task struct {
 	Output      json.RawMessage `json:"output,omitempty"`
 	// Index is the raft index of the last write to the row.
 	Index uint64 `json:"index"`
+	// AttemptEpoch is the shard epoch under which an attempt of the task
+	// began (a start marker, TaskResult.Started) and has recorded no result
+	// since; 0 when none. A new owner that finds it below its own epoch
+	// knows a call may have reached the destination (queue: interrupted
+	// attempts).
+	AttemptEpoch uint64 `json:"attempt_epoch,omitempty"`
 }
 
 // Terminal reports whether the task reached a final status.

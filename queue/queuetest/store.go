@@ -212,6 +212,10 @@ func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results [
 		if t == nil || t.Shard != shard || t.Status.Terminal() {
 			continue
 		}
+		if r.Started { // a start marker: not part of the task's history
+			t.AttemptEpoch = epoch
+			continue
+		}
 		s.removeLocked(t)
 		*t = r.Apply(*t)
 		s.history[r.TaskID] = append(s.history[r.TaskID], r)

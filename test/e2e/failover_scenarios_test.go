@@ -297,7 +297,7 @@ func queueCounters(t *testing.T, p *Process) queueCounts {
 	})
 	return queueCounts{
 		refused:  metricSum(m, "fusebox_queue_completion_writes_total", `result="refused"`),
-		inFlight: metricSum(m, "fusebox_queue_duplicate_deliveries_total", `reason="in_flight"`),
-		unacked:  metricSum(m, "fusebox_queue_duplicate_deliveries_total", `reason="unacked"`),
+		inFlight: metricSum(m, "fusebox_queue_abandoned_calls_total", `reason="in_flight"`),
+		unacked:  metricSum(m, "fusebox_queue_abandoned_calls_total", `reason="unacked"`),
 	}
 }

@@ -157,8 +157,8 @@ func queueFigures(p *Process) string {
 		metricSum(m, "fusebox_queue_completion_writes_total", `result="ok"`),
 		metricSum(m, "fusebox_queue_completion_writes_total", `result="refused"`),
 		metricSum(m, "fusebox_queue_completion_writes_total", `result="error"`),
-		metricSum(m, "fusebox_queue_duplicate_deliveries_total", `reason="in_flight"`),
-		metricSum(m, "fusebox_queue_duplicate_deliveries_total", `reason="unacked"`),
+		metricSum(m, "fusebox_queue_abandoned_calls_total", `reason="in_flight"`),
+		metricSum(m, "fusebox_queue_abandoned_calls_total", `reason="unacked"`),
 		metricSum(m, "fusebox_queue_task_results_total", `outcome="released"`),
 		m["fusebox_queue_owned_shards"])
 }

@@ -258,4 +258,12 @@ var rows = []row{
 		Baseline: "BenchmarkDeadDestinationGrowth/N=3/policy=probe", Time: "1x", QuickTime: "-"},
 	{Issue: "bench", What: "dead dest, N=9, probe vs off: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=9/policy=probe", Metric: "trip-calls",
 		Baseline: "BenchmarkDeadDestinationGrowth/N=9/policy=off", Time: "1x", QuickTime: "-"},
+
+	// Bounded metric cardinality (issue 20 §7): a scrape of 20,000 destinations.
+	{Issue: "#20", What: "scrape of 20k destinations, capped: bytes (vs cap off)", Pkg: "./breakerpool", Bench: "BenchmarkScrape20k/cap=100", Metric: "bytes/scrape",
+		Baseline: "BenchmarkScrape20k/cap=off", Target: "value<=1048576", Time: "5x", QuickTime: "2x"},
+	{Issue: "#20", What: "callback through the executor with request series on (vs off)", Pkg: "./transport/outbound", Bench: "BenchmarkOutbound/raw-callback-metered", Metric: "ns/op",
+		Baseline: "BenchmarkOutbound/raw-callback", Target: "ratio<=1.10", Time: "10000x", QuickTime: "500x", Runs: 3},
+	{Issue: "#20", What: "scrape of 20k destinations, capped: ns (vs cap off)", Pkg: "./breakerpool", Bench: "BenchmarkScrape20k/cap=100", Metric: "ns/op",
+		Baseline: "BenchmarkScrape20k/cap=off", Target: "value<=250000000", Time: "5x", QuickTime: "2x"},
 }

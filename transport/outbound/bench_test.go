@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/breakerpool"
 	"fusebox/transport/outbound"
@@ -69,6 +70,23 @@ func BenchmarkOutbound(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := e.Execute(ctx, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("raw-callback-metered", func(b *testing.B) {
+		// raw-callback with every metric on: the request series (filtered by
+		// a real pool, this key shown) and the attempt counters.
+		pool, err := breakerpool.New(breakerpool.Config{}, nil, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		me := newExecutor(b, outbound.Options{Registerer: prometheus.NewRegistry(), Series: pool})
+		r := outbound.Request{TaskGroup: breakerpool.TaskGroupCallback, URL: base + "/cb",
+			Body: benchInput, ContentType: "application/json", RequestID: "rid", Namespace: "ns", Destination: "http://cb"}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := me.Execute(ctx, r); err != nil {
 				b.Fatal(err)
 			}
 		}

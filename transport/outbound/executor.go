@@ -38,6 +38,10 @@ type Options struct {
 	// connection to a cluster member's address is refused after DNS
 	// resolution (Policy.DialControl). Ignored with a caller's HTTPClient.
 	Policy *Policy
+	// Series, when set, decides which destinations the request series
+	// (requests.go) label by name; the others are labelled
+	// breakerpool.SeriesOther. Nil labels every destination.
+	Series SeriesFilter
 }
 
 // Executor performs outbound calls and classifies their outcomes. It is safe
@@ -48,6 +52,7 @@ type Executor struct {
 	maxBody  int64
 	log      *slog.Logger
 	metrics  *metrics
+	requests *requestSeries // nil without a Registerer
 	closed   atomic.Bool
 }
 
@@ -76,6 +81,12 @@ func New(opts Options) (*Executor, error) {
 		return nil, err
 	}
 	e.metrics = m
+	if opts.Registerer != nil {
+		e.requests = newRequestSeries(opts.Series)
+		if err := opts.Registerer.Register(e.requests); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -132,8 +143,11 @@ func (e *Executor) Execute(ctx context.Context, r Request) (Result, error) {
 		return Result{Outcome: OutcomeAborted, Message: ErrClosed.Error()}, ErrClosed
 	}
 	start := time.Now()
-	res, err := e.execute(ctx, &r)
-	e.metrics.observe(r.TaskGroup, res.Outcome, time.Since(start))
+	c := &capture{}
+	res, err := e.execute(ctx, &r, c)
+	elapsed := time.Since(start)
+	e.metrics.observe(r.TaskGroup, res.Outcome, elapsed)
+	e.requests.observe(&r, &res, err, c, elapsed)
 	e.log.LogAttrs(ctx, slog.LevelDebug, "outbound attempt",
 		slog.String("task_group", r.TaskGroup),
 		slog.String("destination", BreakerDestination(breakerpool.TaskGroupCallback, r.URL)), // scheme://host only
@@ -145,14 +159,13 @@ func (e *Executor) Execute(ctx context.Context, r Request) (Result, error) {
 	return res, err
 }
 
-func (e *Executor) execute(ctx context.Context, r *Request) (Result, error) {
+func (e *Executor) execute(ctx context.Context, r *Request, c *capture) (Result, error) {
 	if err := r.Validate(); err != nil {
 		return Result{Outcome: OutcomeFailed, Message: err.Error()}, &FailedError{Message: err.Error(), Err: err}
 	}
 	timeout := r.timeout()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := &capture{}
 	cctx = context.WithValue(cctx, captureKey{}, c)
 
 	var res Result

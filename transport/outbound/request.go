@@ -87,6 +87,13 @@ type Request struct {
 	// Timeout bounds the whole attempt, response body included; 0 means
 	// DefaultTimeout.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Namespace and Destination label the request series (requests.go):
+	// the task's namespace and its breaker key's destination (an endpoint
+	// name, a callback's scheme://host). The queue sets them for each
+	// attempt; they are never stored nor read from the API. An empty
+	// Destination is derived from URL as scheme://host.
+	Namespace   string `json:"-"`
+	Destination string `json:"-"`
 }
 
 // ValidationError names the field of a Request that can never succeed.

@@ -1,0 +1,114 @@
+package breakerpool
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// scrape gathers reg and returns name{destination} → value for the
+// per-breaker families (requests summed over outcomes).
+func scrape(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			d := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "destination" {
+					d = l.GetValue()
+				}
+			}
+			out[mf.GetName()+"{"+d+"}"] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+func key(i int) Key {
+	return Key{TaskGroup: TaskGroupNexusInvocation, NamespaceID: "ns1", Destination: fmt.Sprintf("ep-%d", i)}
+}
+
+// TestSeriesCap: with a limit of 2, the two busiest closed breakers and
+// every open one have series of their own; the others are summed under
+// destination "_other", whose counters never go down as breakers move in
+// and out of it or are evicted. A limit of -1 shows everything.
+func TestSeriesCap(t *testing.T) {
+	var limit atomic.Int64
+	limit.Store(2)
+	p := newTestPool(t, fastSettings(), Config{SeriesLimit: func() int { return int(limit.Load()) }})
+	for i := range 5 {
+		for range 10 * (i + 1) { // ep-4 busiest, ep-0 quietest
+			mustCall(t, p.Get(key(i)), true)
+		}
+	}
+	trip(t, p.Get(key(0))) // open: shown although the quietest
+	m := scrape(t, p.reg)
+	for _, d := range []string{"ep-0", "ep-3", "ep-4"} {
+		if _, ok := m["fusebox_breaker_requests_total{"+d+"}"]; !ok {
+			t.Errorf("%s has no series of its own: %v", d, m)
+		}
+	}
+	for _, d := range []string{"ep-1", "ep-2"} {
+		if _, ok := m["fusebox_breaker_requests_total{"+d+"}"]; ok {
+			t.Errorf("%s has series of its own beyond the limit", d)
+		}
+		if p.SeriesShown(key(1)) {
+			t.Errorf("SeriesShown(%s) true beyond the limit", d)
+		}
+	}
+	if !p.SeriesShown(key(4)) || !p.SeriesShown(key(0)) {
+		t.Error("SeriesShown false for a shown key")
+	}
+	if got := m["fusebox_breaker_series_aggregated{}"]; got != 2 {
+		t.Errorf("aggregated %v, want 2", got)
+	}
+	if got, ok := m["fusebox_breaker_requests_total{_other}"]; !ok || got != 0 {
+		t.Errorf("_other requests %v (present %v), want 0: only what members count while summed", got, ok)
+	}
+	if _, ok := m["fusebox_breaker_state{_other}"]; ok {
+		t.Error("_other must have no state series")
+	}
+
+	// Calls while summed show in _other.
+	for range 3 {
+		mustCall(t, p.Get(key(1)), true)
+		mustCall(t, p.Get(key(2)), false)
+	}
+	m = scrape(t, p.reg)
+	if got := m["fusebox_breaker_requests_total{_other}"]; got != 6 {
+		t.Errorf("_other requests %v, want 6", got)
+	}
+	if got := m["fusebox_breaker_consecutive_failures{_other}"]; got != 3 {
+		t.Errorf("_other consecutive failures %v, want the worst member's 3", got)
+	}
+
+	// ep-1 becomes the busiest closed breaker: promoted, _other keeps its 3.
+	for range 100 {
+		mustCall(t, p.Get(key(1)), true)
+	}
+	m = scrape(t, p.reg)
+	if _, ok := m["fusebox_breaker_requests_total{ep-1}"]; !ok {
+		t.Error("ep-1 not promoted")
+	}
+	if got := m["fusebox_breaker_requests_total{_other}"]; got < 6 {
+		t.Errorf("_other requests went down to %v after a promotion", got)
+	}
+
+	limit.Store(-1)
+	m = scrape(t, p.reg)
+	for i := range 5 {
+		if _, ok := m[fmt.Sprintf("fusebox_breaker_requests_total{ep-%d}", i)]; !ok {
+			t.Errorf("cap off: ep-%d has no series", i)
+		}
+	}
+	if !p.SeriesShown(key(2)) {
+		t.Error("cap off: SeriesShown false")
+	}
+}

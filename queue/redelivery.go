@@ -1,0 +1,124 @@
+package queue
+
+import (
+	"time"
+)
+
+// Redeliveries (DESIGN.md, "Interrupted attempts"). A call in flight when
+// its shard changes hands — the owner crashed, paused past its lease, or
+// lost the shard alive — may have reached the destination, and the next
+// owner makes it again. The node that loses a shard alive counts what it
+// abandons (fusebox_queue_abandoned_calls_total); a crashed node counts
+// nothing, and its counters die with it. So each attempt that is still
+// under way when its shard's results are written leaves a start marker in
+// the task table (Result.Started: the task's AttemptEpoch becomes the
+// writer's epoch); any later result clears it. A new owner that reads a task
+// whose AttemptEpoch is below its own epoch knows an attempt began under an
+// earlier owner and never recorded an answer: it counts it once
+// (fusebox_queue_interrupted_attempts_total) and delivers it again.
+//
+// What it cannot see: a call that began less than one flush (FlushInterval
+// plus the write) before the crash, whose marker was never written; a call
+// that ended just before the crash with its result unwritten, when the
+// marker was dropped because the call had ended by the flush (both: the
+// window of one result write). A marker also cannot tell whether the
+// destination received the call: it counts possible duplicates.
+
+// markStarted notes that it's attempt has just begun: the next flush
+// writes its start marker if the call is still under way by then. Marks
+// wait beside the results (s.marks), so they never make a flush come early
+// nor fill a batch on their own.
+func (s *shard) markStarted(it *item) {
+	s.mu.Lock()
+	if s.lost {
+		s.mu.Unlock()
+		return
+	}
+	s.marks = append(s.marks, it)
+	s.mu.Unlock()
+	signal(s.kick)
+}
+
+// takeMarks returns the start markers (at most max) of the marked calls
+// still under way, and forgets the marks it looked at: a call that ended
+// has its result in this flush or a later one and needs no marker. Called
+// with s.mu held.
+func (s *shard) takeMarks(max int) []Result {
+	var out []Result
+	i := 0
+	for ; i < len(s.marks) && len(out) < max; i++ {
+		if it := s.marks[i]; it.calling.Load() && s.inflight[it.task.ID] == it {
+			out = append(out, marker(&it.task))
+		}
+	}
+	if s.marks = s.marks[i:]; len(s.marks) == 0 {
+		s.marks = nil
+	}
+	return out
+}
+
+// marker is t's start marker. It carries the task's own values, so a store
+// that does not know markers applies it as a pending result that changes
+// nothing.
+func marker(t *Task) Result {
+	r := Result{TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
+		NextAttemptAt: t.NextAttemptAt, Message: t.Message, HTTPStatus: t.HTTPStatus, Started: true}
+	if r.NextAttemptAt.IsZero() {
+		r.NextAttemptAt = time.Now()
+	}
+	return r
+}
+
+// dropSettled removes from a batch about to be written the start markers
+// (put back after a failed write) whose call has ended since. Called with
+// s.mu held; it filters in place.
+func (s *shard) dropSettled(batch []Result, called []bool) ([]Result, []bool) {
+	n := 0
+	for i := range batch {
+		if batch[i].Started {
+			if it := s.inflight[batch[i].TaskID]; it == nil || !it.calling.Load() {
+				continue
+			}
+		}
+		batch[n], called[n] = batch[i], called[i]
+		n++
+	}
+	return batch[:n], called[:n]
+}
+
+// forgetWritten forgets the tasks whose results a write recorded (not
+// those of start markers: their call is still under way) and returns how
+// many results (markers not counted) it recorded. Called with s.mu held.
+func (s *shard) forgetWritten(batch []Result) uint64 {
+	var n uint64
+	for i := range batch {
+		if !batch[i].Started {
+			delete(s.inflight, batch[i].TaskID)
+			delete(s.seen, batch[i].TaskID)
+			n++
+		}
+	}
+	return n
+}
+
+// noteInterrupted counts t once if an attempt of it began and recorded no
+// result before this shard instance first loaded it: under an earlier owner
+// (a lower epoch), or under this node at the same epoch before it restarted
+// (a crash and restart faster than failure detection keeps the epoch). An
+// attempt of this instance cannot be mistaken for one: it needs a load
+// first, which records the task in s.seen. Called with s.mu held.
+func (s *shard) noteInterrupted(t *Task) {
+	if _, seen := s.seen[t.ID]; seen {
+		return
+	}
+	if s.seen == nil {
+		s.seen = make(map[string]struct{})
+	}
+	s.seen[t.ID] = struct{}{}
+	if t.AttemptEpoch == 0 || t.AttemptEpoch > s.epoch {
+		return
+	}
+	s.q.m.interrupted.Inc()
+	s.q.log.Info("attempt interrupted by an ownership change or a crash, delivering again", "task", t.ID, "shard", s.id,
+		"attempt_epoch", t.AttemptEpoch, "epoch", s.epoch)
+}
