@@ -25,6 +25,14 @@ type Config struct {
 	HTTPAddr        string
 	GossipAddr      string
 	RaftAddr        string
+	// AdvertiseHTTPAddr, AdvertiseRaftAddr and AdvertiseGossipAddr
+	// (--advertise-*-addr, HOST or HOST:PORT; a host alone keeps the bind
+	// port) are what peers are told to dial when it is not the bound
+	// address. Empty: the bound address, or for a wildcard bind the host's
+	// first private IPv4 address (advertise.go).
+	AdvertiseHTTPAddr   string
+	AdvertiseRaftAddr   string
+	AdvertiseGossipAddr string
 	Join            []string
 	BootstrapExpect int
 	Shards          int
