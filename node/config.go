@@ -20,11 +20,11 @@ const MaxShards = 16384
 
 // Config is a node's static configuration (the serve flags).
 type Config struct {
-	NodeID          string
-	DataDir         string
-	HTTPAddr        string
-	GossipAddr      string
-	RaftAddr        string
+	NodeID     string
+	DataDir    string
+	HTTPAddr   string
+	GossipAddr string
+	RaftAddr   string
 	// AdvertiseHTTPAddr, AdvertiseRaftAddr and AdvertiseGossipAddr
 	// (--advertise-*-addr, HOST or HOST:PORT; a host alone keeps the bind
 	// port) are what peers are told to dial when it is not the bound
@@ -33,10 +33,10 @@ type Config struct {
 	AdvertiseHTTPAddr   string
 	AdvertiseRaftAddr   string
 	AdvertiseGossipAddr string
-	Join            []string
-	BootstrapExpect int
-	Shards          int
-	GossipKeyFile   string
+	Join                []string
+	BootstrapExpect     int
+	Shards              int
+	GossipKeyFile       string
 	// GossipKeys, when set, are used instead of GossipKeyFile (tests).
 	GossipKeys [][]byte
 	// AdminTokenFile is --admin-token-file: named API tokens with roles
