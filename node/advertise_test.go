@@ -168,6 +168,34 @@ type forwarder struct {
 	once   sync.Once
 	conns  atomic.Int64
 	wg     sync.WaitGroup
+	mu     sync.Mutex
+	open   map[net.Conn]bool // both ends of every forwarded connection
+	closed bool
+}
+
+// track remembers c so close can end it; false once closed.
+func (f *forwarder) track(c net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		c.Close()
+		return false
+	}
+	f.open[c] = true
+	return true
+}
+
+// close stops accepting and ends every forwarded connection (peers keep
+// pooled Raft connections open indefinitely), then waits for the copiers.
+func (f *forwarder) close() {
+	f.ln.Close()
+	f.mu.Lock()
+	f.closed = true
+	for c := range f.open {
+		c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
 }
 
 func newForwarder(t *testing.T, listen string) *forwarder {
@@ -176,10 +204,10 @@ func newForwarder(t *testing.T, listen string) *forwarder {
 	if err != nil {
 		t.Skipf("loopback alias %s unavailable: %v", listen, err)
 	}
-	f := &forwarder{ln: ln, ready: make(chan struct{})}
+	f := &forwarder{ln: ln, ready: make(chan struct{}), open: map[net.Conn]bool{}}
 	f.wg.Add(1)
 	go f.serve()
-	t.Cleanup(func() { ln.Close(); f.wg.Wait() })
+	t.Cleanup(f.close)
 	return f
 }
 
@@ -197,6 +225,9 @@ func (f *forwarder) serve() {
 		if err != nil {
 			return
 		}
+		if !f.track(c) {
+			return
+		}
 		f.conns.Add(1)
 		f.wg.Add(1)
 		go func() {
@@ -208,7 +239,7 @@ func (f *forwarder) serve() {
 				return
 			}
 			up, err := net.DialTimeout("tcp", *f.target.Load(), 5*time.Second)
-			if err != nil {
+			if err != nil || !f.track(up) {
 				return
 			}
 			defer up.Close()
