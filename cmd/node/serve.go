@@ -143,9 +143,9 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(newOneComponent(slog.NewTextHandler(os.Stderr, opts))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(newOneComponent(slog.NewJSONHandler(os.Stderr, opts))), nil
 	default:
 		return nil, fmt.Errorf("--log-format: %q is not text or json", format)
 	}
