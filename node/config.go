@@ -65,6 +65,9 @@ type Config struct {
 	// "fast" (tight timings for tests and demos on one host).
 	Timing  string
 	Version string
+	// Logs, optional, is the ring of recent log lines the API serves at
+	// GET /v1/debug/logs (cmd/node tees its logger into it).
+	Logs transport.LogSource
 	// RejoinEmpty (--rejoin-empty) lets a node whose data dir lost its Raft
 	// log rejoin as a new member that copies the state from the leader,
 	// instead of refusing to start (raftstore.Config.RejoinEmpty).

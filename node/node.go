@@ -178,6 +178,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), Tokens: n.tokens, MetricsPublic: cfg.MetricsPublic,
 		EnablePprof: cfg.EnablePprof, Limits: cfg.HTTPLimits, Registerer: n.reg}, transport.Deps{
 		Gatherer: n.reg,
+		Logs:     cfg.Logs,
 		Ready:    n.ready,
 		Store:    n.store,
 		Members:  apiMembers{n.members},

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"fusebox/internal/logring"
 	"fusebox/node"
 	"fusebox/transport"
 )
@@ -135,20 +136,27 @@ func applyEnv(fs *pflag.FlagSet) error {
 	return firstErr
 }
 
-func newLogger(level, format string) (*slog.Logger, error) {
+// newLogger writes to stderr and keeps the last logring.DefaultSize
+// records in ring (GET /v1/debug/logs, the debug bundle).
+func newLogger(level, format string, ring *logring.Ring) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler
 	switch format {
 	case "text":
-		return slog.New(newOneComponent(slog.NewTextHandler(os.Stderr, opts))), nil
+		h = slog.NewTextHandler(os.Stderr, opts)
 	case "json":
-		return slog.New(newOneComponent(slog.NewJSONHandler(os.Stderr, opts))), nil
+		h = slog.NewJSONHandler(os.Stderr, opts)
 	default:
 		return nil, fmt.Errorf("--log-format: %q is not text or json", format)
 	}
+	if ring != nil {
+		h = ring.Handler(h, opts)
+	}
+	return slog.New(newOneComponent(h)), nil
 }
 
 func splitList(s string) []string {
@@ -177,7 +185,8 @@ func readSecretFile(flag, path string) (string, error) {
 }
 
 func runServe(cmd *cobra.Command, f *serveFlags) error {
-	logger, err := newLogger(f.logLevel, f.logFormat)
+	ring := logring.New(logring.DefaultSize)
+	logger, err := newLogger(f.logLevel, f.logFormat, ring)
 	if err != nil {
 		return err
 	}
