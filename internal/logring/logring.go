@@ -77,4 +77,4 @@ func (t tee) Handle(ctx context.Context, rec slog.Record) error {
 }
 
 func (t tee) WithAttrs(as []slog.Attr) slog.Handler { return tee{t.a.WithAttrs(as), t.b.WithAttrs(as)} }
-func (t tee) WithGroup(n string) slog.Handler      { return tee{t.a.WithGroup(n), t.b.WithGroup(n)} }
+func (t tee) WithGroup(n string) slog.Handler       { return tee{t.a.WithGroup(n), t.b.WithGroup(n)} }
