@@ -21,3 +21,14 @@ func (c *Client) DebugLogs(ctx context.Context, limit int, w io.Writer) (int64, 
 	defer resp.Body.Close()
 	return io.Copy(w, resp.Body)
 }
+
+// GetRaw copies the body of GET path (a non-JSON answer: /metrics,
+// /debug/pprof/…) into w; an error answer is returned as *Error.
+func (c *Client) GetRaw(ctx context.Context, path string, q url.Values, w io.Writer) (int64, error) {
+	resp, err := c.raw(ctx, "GET", path, q, nil, "")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return io.Copy(w, resp.Body)
+}
