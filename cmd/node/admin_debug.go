@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -166,13 +167,18 @@ func collectNode(ctx context.Context, b *bundle, c *transport.Client, id string,
 }
 
 // bundle writes files into the tar stream; the first write error sticks.
+// The CPU profile's goroutine writes beside the metrics sampler: mu
+// serialises them.
 type bundle struct {
+	mu  sync.Mutex
 	tw  *tar.Writer
 	now time.Time
 	err error
 }
 
 func (b *bundle) file(name string, data []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.err != nil {
 		return
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"compress/gzip"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -11,8 +12,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/node"
 	"fusebox/transport"
 )
 
@@ -98,4 +101,36 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestAdminDebugBundleProfiles: a node with --enable-pprof gives a CPU
+// profile over the duration, a heap profile and the goroutine stacks.
+func TestAdminDebugBundleProfiles(t *testing.T) {
+	dir := t.TempDir()
+	n, err := node.New(node.Config{NodeID: "p1", DataDir: filepath.Join(dir, "p1"), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
+		RaftAddr: "127.0.0.1:0", Shards: 4, Timing: "fast", Version: "test", EnablePprof: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := &adminNode{t: t, ctx: ctx, n: n}
+	out := filepath.Join(dir, "b.tar.gz")
+	h.mustRun("wrote", "debug", "--duration", "1s", "--output", out)
+	files := untar(t, out)
+	for _, want := range []string{"profile.pprof", "heap.pprof", "goroutine.txt"} {
+		if len(files["fusebox-debug/p1/"+want]) == 0 {
+			t.Errorf("bundle lacks a non-empty %s; has %v", want, keys(files))
+		}
+	}
+	if _, ok := files["fusebox-debug/p1/profiles-skipped.txt"]; ok {
+		t.Error("profiles-skipped.txt with pprof on")
+	}
+	if !strings.Contains(files["fusebox-debug/p1/goroutine.txt"], "goroutine ") {
+		t.Error("goroutine.txt holds no stacks")
+	}
 }
