@@ -24,6 +24,7 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 	}
 	var in transport.TaskSubmit
 	var reqArg, fileArg string
+	var wait bool
 	submit := &cobra.Command{
 		Use:   "submit",
 		Short: "Enqueue one outbound task (accepted = committed to Raft)",
@@ -45,6 +46,9 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 					return err
 				}
 			}
+			if wait {
+				return submitAndWait(cmd, o, body)
+			}
 			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
 				acc, err := c.SubmitTask(ctx, body)
 				return acc, func(tw *tabwriter.Writer) {
@@ -65,6 +69,7 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 	f.StringVar(&in.RequestID, "request-id", "", "idempotency key within the namespace")
 	f.StringVar(&reqArg, "request", "", "the request as JSON (service, operation, input, operation_id, completion, body, header…); @file reads a file")
 	f.StringVar(&fileArg, "file", "", "read the whole submit body (JSON) from this file, - for stdin; flags given too override it")
+	f.BoolVar(&wait, "wait", false, "follow the task to its end (progress on stderr, bounded by --timeout): exit 0 when it succeeded, 5 when it failed or was dead-lettered (the reason is printed), 6 when --timeout passed first")
 
 	get := &cobra.Command{
 		Use:   "get TASK_ID",
