@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,27 +132,5 @@ func TestAdminDebugBundleProfiles(t *testing.T) {
 	}
 	if !strings.Contains(files["fusebox-debug/p1/goroutine.txt"], "goroutine ") {
 		t.Error("goroutine.txt holds no stacks")
-	}
-}
-
-// TestTasksSubmitWait follows a task to its end: 0 when the destination
-// accepts it; 5 with the answer when it refuses it for good (400).
-func TestTasksSubmitWait(t *testing.T) {
-	h := newAdminNode(t, 4)
-	var status atomic.Int64
-	status.Store(200)
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(int(status.Load())) }))
-	t.Cleanup(dest.Close)
-	args := []string{"tasks", "submit", "--wait", "--timeout", "30s", "--namespace", "ns", "--workflow", "wf",
-		"--task-group", breakerpool.TaskGroupCallback, "--destination", dest.URL + "/cb", "--request", `{"body":"eA==","content_type":"text/plain"}`}
-	out := h.mustRun("succeeded", args...)
-	if !strings.Contains(out, "waiting for it to end") {
-		t.Errorf("no progress line:\n%s", out)
-	}
-	status.Store(400)
-	out, err := h.run(args...)
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != exitTaskFailed || !strings.Contains(ee.msg, "failed") || !strings.Contains(ee.msg, "400") {
-		t.Fatalf("refused task: %v\n%s; want exit %d naming failed and the 400", err, out, exitTaskFailed)
 	}
 }

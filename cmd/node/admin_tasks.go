@@ -127,7 +127,7 @@ func dlqCmd(o *adminOpts) *cobra.Command {
 		},
 	}
 	pageFlags(list, &after, &limit)
-	var all bool
+	var all, watch bool
 	redrive := &cobra.Command{
 		Use:   "redrive [TASK_ID...]",
 		Short: "Move dead-lettered tasks back to pending (attempts reset): the ids given, or --all",
@@ -135,8 +135,8 @@ func dlqCmd(o *adminOpts) *cobra.Command {
 			if all == (len(args) > 0) {
 				return &exitError{code: 2, msg: "give task ids or --all (not both)"}
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
-				var r transport.RedriveResult
+			var r transport.RedriveResult
+			err := o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
 				var err error
 				if all {
 					r, err = redriveAll(ctx, c, cmd.ErrOrStderr())
@@ -153,9 +153,14 @@ func dlqCmd(o *adminOpts) *cobra.Command {
 					}
 				}, err
 			})
+			if err != nil || !watch {
+				return err
+			}
+			return watchRedriven(cmd, o, r.Redriven) // admin_wait.go
 		},
 	}
 	redrive.Flags().BoolVar(&all, "all", false, "redrive every dead-lettered task")
+	redrive.Flags().BoolVar(&watch, "watch", false, "then follow the redriven tasks to their end (progress on stderr, bounded by --timeout): exit 0 when all succeeded, 5 when any failed or went back to the DLQ, 6 when --timeout passed first")
 	cmd.AddCommand(list, redrive)
 	return cmd
 }

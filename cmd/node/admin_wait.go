@@ -88,3 +88,56 @@ func answerSuffix(t transport.Task) string {
 	}
 	return ": last answer " + lastAnswer(t.LastAnswer)
 }
+
+// watchRedriven follows redriven tasks until none is pending, printing the
+// tally on stderr whenever it changes.
+func watchRedriven(cmd *cobra.Command, o *adminOpts, ids []string) error {
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+	defer cancel()
+	progress := cmd.ErrOrStderr()
+	status := map[string]string{}
+	var last string
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		counts := map[string]int{}
+		for _, id := range ids {
+			if s := status[id]; s != "" && s != raftstore.TaskPending {
+				counts[s]++
+				continue
+			}
+			t, err := c.Task(ctx, id)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return apiExit(connHint(c.Addr(), err))
+			}
+			status[id] = t.Status
+			counts[t.Status]++
+		}
+		tally := fmt.Sprintf("pending %d, succeeded %d, failed %d, dlq %d", counts[raftstore.TaskPending],
+			counts[raftstore.TaskSucceeded], counts[raftstore.TaskFailed], counts[raftstore.TaskDLQ])
+		if tally != last {
+			fmt.Fprintf(progress, "redriven tasks: %s\n", tally)
+			last = tally
+		}
+		if ctx.Err() != nil {
+			return &exitError{code: exitWaitTimeout, msg: fmt.Sprintf("--timeout %v passed while following %d redriven tasks (%s)", o.timeout, len(ids), tally)}
+		}
+		if counts[raftstore.TaskPending] == 0 {
+			if bad := counts[raftstore.TaskFailed] + counts[raftstore.TaskDLQ]; bad > 0 {
+				return &exitError{code: exitTaskFailed, msg: fmt.Sprintf("%d of %d redriven tasks did not succeed (%s); fusebox admin dlq list shows why", bad, len(ids), tally)}
+			}
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+}
