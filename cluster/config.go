@@ -43,7 +43,8 @@ type Config struct {
 	// port, readable from GossipAddr after Start.
 	BindAddr string
 	// AdvertiseAddr is the host:port peers reach this node on, when it
-	// differs from BindAddr (NAT, 0.0.0.0 binds). Optional.
+	// differs from BindAddr (NAT, 0.0.0.0 binds); port 0 means the bound
+	// port. Optional.
 	AdvertiseAddr string
 	// Join lists seed gossip addresses (host:port); the caller splits a
 	// comma-separated flag. Empty means this node starts a new cluster.
@@ -195,6 +196,9 @@ func (c Config) memberlistConfig() (*memberlist.Config, error) {
 	mc.AdvertiseAddr, mc.AdvertisePort = "", port
 	if c.AdvertiseAddr != "" {
 		mc.AdvertiseAddr, mc.AdvertisePort, _ = splitHostPort(c.AdvertiseAddr)
+		if mc.AdvertisePort == 0 {
+			mc.AdvertisePort = port // memberlist sets both to the bound port when port is 0
+		}
 	}
 	mc.Label = c.Label
 	if len(c.Keys) > 0 {

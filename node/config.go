@@ -20,15 +20,23 @@ const MaxShards = 16384
 
 // Config is a node's static configuration (the serve flags).
 type Config struct {
-	NodeID          string
-	DataDir         string
-	HTTPAddr        string
-	GossipAddr      string
-	RaftAddr        string
-	Join            []string
-	BootstrapExpect int
-	Shards          int
-	GossipKeyFile   string
+	NodeID     string
+	DataDir    string
+	HTTPAddr   string
+	GossipAddr string
+	RaftAddr   string
+	// AdvertiseHTTPAddr, AdvertiseRaftAddr and AdvertiseGossipAddr
+	// (--advertise-*-addr, HOST or HOST:PORT; a host alone keeps the bind
+	// port) are what peers are told to dial when it is not the bound
+	// address. Empty: the bound address, or for a wildcard bind the host's
+	// first private IPv4 address (advertise.go).
+	AdvertiseHTTPAddr   string
+	AdvertiseRaftAddr   string
+	AdvertiseGossipAddr string
+	Join                []string
+	BootstrapExpect     int
+	Shards              int
+	GossipKeyFile       string
 	// GossipKeys, when set, are used instead of GossipKeyFile (tests).
 	GossipKeys [][]byte
 	// AdminTokenFile is --admin-token-file: named API tokens with roles
@@ -57,6 +65,9 @@ type Config struct {
 	// "fast" (tight timings for tests and demos on one host).
 	Timing  string
 	Version string
+	// Logs, optional, is the ring of recent log lines the API serves at
+	// GET /v1/debug/logs (cmd/node tees its logger into it).
+	Logs transport.LogSource
 	// RejoinEmpty (--rejoin-empty) lets a node whose data dir lost its Raft
 	// log rejoin as a new member that copies the state from the leader,
 	// instead of refusing to start (raftstore.Config.RejoinEmpty).

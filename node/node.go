@@ -30,6 +30,7 @@ type Node struct {
 	base *slog.Logger // for components that add the node id themselves
 	log  *slog.Logger // base with the node id
 	reg  *prometheus.Registry
+	adv  advertised // what peers are told to dial (advertise.go)
 
 	httpLn   net.Listener
 	config   *dynconfig.Collection
@@ -67,9 +68,13 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	adv, err := cfg.resolveAdvertise(hostPrivateIPv4)
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &Node{cfg: cfg, base: logger, log: logger.With("node", cfg.NodeID), reg: reg}, nil
+	return &Node{cfg: cfg, adv: adv, base: logger, log: logger.With("node", cfg.NodeID), reg: reg}, nil
 }
 
 // Start brings the node up in dependency order: data dir, HTTP listener
@@ -124,7 +129,7 @@ func (n *Node) Start(ctx context.Context) error {
 		bootstrap = 1
 	}
 	n.store, err = raftstore.New(raftstore.Config{
-		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBindAddr: cfg.RaftAddr, BootstrapExpect: bootstrap,
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBindAddr: cfg.RaftAddr, AdvertiseAddr: n.adv.raft, BootstrapExpect: bootstrap,
 		Preset: cfg.Timing, Logger: n.base, Registerer: n.reg, TLS: n.raftTLS(), RejoinEmpty: cfg.RejoinEmpty,
 	}, raftstore.Deps{
 		Members:   adapter,
@@ -135,8 +140,8 @@ func (n *Node) Start(ctx context.Context) error {
 		return dataDirError(err)
 	}
 	n.members, err = cluster.New(cluster.Config{
-		NodeID: cfg.NodeID, BindAddr: cfg.GossipAddr, Join: cfg.Join, Preset: cluster.Preset(cfg.Timing), Keys: keys,
-		Meta: cluster.Meta{ID: cfg.NodeID, HTTPAddr: ln.Addr().String(), RaftAddr: n.store.RaftAddr(), Version: cfg.Version},
+		NodeID: cfg.NodeID, BindAddr: cfg.GossipAddr, AdvertiseAddr: n.adv.gossip, Join: cfg.Join, Preset: cluster.Preset(cfg.Timing), Keys: keys,
+		Meta: cluster.Meta{ID: cfg.NodeID, HTTPAddr: n.AdvertiseHTTPAddr(), RaftAddr: n.store.RaftAddr(), Version: cfg.Version},
 	}, n.base.With("component", "gossip"), n.reg)
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
@@ -175,6 +180,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), Tokens: n.tokens, MetricsPublic: cfg.MetricsPublic,
 		EnablePprof: cfg.EnablePprof, Limits: cfg.HTTPLimits, Registerer: n.reg}, transport.Deps{
 		Gatherer: n.reg,
+		Logs:     cfg.Logs,
 		Ready:    n.ready,
 		Store:    n.store,
 		Members:  apiMembers{n.members},
@@ -187,7 +193,8 @@ func (n *Node) Start(ctx context.Context) error {
 			n.log.With("component", "ui")),
 	}, n.log.With("component", "api"))
 	n.api.Serve(ln)
-	n.log.Info("node started", "http", n.HTTPAddr(), "gossip", n.GossipAddr(), "raft", n.RaftAddr())
+	n.log.Info("node started", "http", n.HTTPAddr(), "gossip", n.GossipAddr(), "raft", n.RaftAddr(),
+		"advertise_http", n.AdvertiseHTTPAddr())
 	return nil
 }
 
@@ -224,7 +231,18 @@ func (n *Node) HTTPAddr() string {
 	return n.cfg.HTTPAddr
 }
 
-// GossipAddr is the bound gossip address.
+// AdvertiseHTTPAddr is the API address peers are told (gossip metadata):
+// --advertise-http-addr, the host's address for a wildcard bind, else the
+// bound address.
+func (n *Node) AdvertiseHTTPAddr() string {
+	if n.adv.http == "" {
+		return n.HTTPAddr()
+	}
+	return withPort(n.adv.http, n.HTTPAddr())
+}
+
+// GossipAddr is the advertised gossip address (the bound one unless
+// advertised otherwise).
 func (n *Node) GossipAddr() string {
 	if n.members != nil {
 		return n.members.GossipAddr()
@@ -232,7 +250,8 @@ func (n *Node) GossipAddr() string {
 	return n.cfg.GossipAddr
 }
 
-// RaftAddr is the bound Raft address.
+// RaftAddr is the advertised Raft address (the bound one unless advertised
+// otherwise).
 func (n *Node) RaftAddr() string {
 	if n.store != nil {
 		return n.store.RaftAddr()

@@ -23,7 +23,7 @@ type Config struct {
 	NodeID        string // raft server id; required
 	DataDir       string // holds raft.db (log + stable store) and snapshots/; required
 	RaftBindAddr  string // e.g. "127.0.0.1:0"; RaftAddr() reports the bound address
-	AdvertiseAddr string // address peers dial; default: the bound address
+	AdvertiseAddr string // address peers dial (port 0: the bound port); default: the bound address
 
 	// BootstrapExpect: 0 never bootstraps (the node waits to be added by an
 	// existing cluster's leader); 1 bootstraps a single-node cluster when

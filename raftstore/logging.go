@@ -55,6 +55,9 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 			lvl = slog.LevelError
 		}
 		msg, _ := m["@message"].(string)
+		if lvl == slog.LevelWarn && expectedWarning(msg, m) {
+			lvl = slog.LevelInfo
+		}
 		attrs := make([]slog.Attr, 0, len(m))
 		if mod, ok := m["@module"].(string); ok {
 			attrs = append(attrs, slog.String("module", mod))
@@ -68,4 +71,26 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		w.l.LogAttrs(context.Background(), lvl, msg, attrs...)
 	}
 	return len(p), nil
+}
+
+// expectedWarning: raft warns about things every cluster goes through at
+// start and while a member joins — no leader known yet, a node that is not
+// yet in the configuration, a new follower whose empty log the leader
+// backfills, votes refused during an ordinary election. They are logged at
+// INFO so that a normal start logs no WARN; the same messages after a
+// leader was known (last-leader-id set) stay warnings.
+func expectedWarning(msg string, m map[string]any) bool {
+	switch msg {
+	case "heartbeat timeout reached, starting election":
+		id, _ := m["last-leader-id"].(string)
+		return id == ""
+	case "heartbeat timeout reached, not part of a stable configuration or a non-voter, not triggering a leader election",
+		"no known peers, aborting election",
+		"not part of stable configuration, aborting election",
+		"failed to get previous log",
+		"rejecting vote request since we have a leader",
+		"duplicate requestVote from":
+		return true
+	}
+	return false
 }

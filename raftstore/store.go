@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
@@ -97,16 +99,19 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	if err := s.checkLog(dir); err != nil {
 		return nil, err
 	}
-	var adv net.Addr
+	var adv *net.TCPAddr
 	if cfg.AdvertiseAddr != "" {
 		if adv, err = net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr); err != nil {
 			return nil, fmt.Errorf("raftstore: Config.AdvertiseAddr %q: %w", cfg.AdvertiseAddr, err)
 		}
 	}
-	if cfg.TLS != nil {
+	switch {
+	case cfg.TLS != nil:
 		s.trans, err = s.newTLSTransport(adv, hl) // mutual TLS (tls_stream.go)
-	} else {
-		s.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftBindAddr, adv, transportConfig(hl))
+	case adv != nil:
+		s.trans, err = newTCPTransport(cfg.RaftBindAddr, adv, hl)
+	default:
+		s.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftBindAddr, nil, transportConfig(hl))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: raft transport on %q: %w", cfg.RaftBindAddr, err)
@@ -115,8 +120,48 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	return s, nil
 }
 
-// RaftAddr is the address peers use for raft (the advertised, bound address).
+// RaftAddr is the address peers use for raft: Config.AdvertiseAddr (its
+// port 0 replaced by the bound port), else the bound address.
 func (s *Store) RaftAddr() string { return s.raftAddr }
+
+// newTCPTransport is raft.NewTCPTransport with an advertise address whose
+// port 0 means the port bound (a bind to port 0 advertised under another
+// host).
+func newTCPTransport(bind string, adv *net.TCPAddr, hl hclog.Logger) (*raft.NetworkTransport, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, err
+	}
+	a := advertiseWithPort(adv, ln.Addr())
+	if a.IP == nil || a.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("address %s is not advertisable: set an advertise address", a)
+	}
+	tc := transportConfig(hl)
+	tc.Stream = &tcpStream{Listener: ln, adv: a}
+	return raft.NewNetworkTransportWithConfig(tc), nil
+}
+
+// advertiseWithPort is adv with a port of 0 replaced by bound's port.
+func advertiseWithPort(adv *net.TCPAddr, bound net.Addr) *net.TCPAddr {
+	a := *adv
+	if b, ok := bound.(*net.TCPAddr); ok && a.Port == 0 {
+		a.Port = b.Port
+	}
+	return &a
+}
+
+// tcpStream is raft's plain TCP stream layer advertising adv.
+type tcpStream struct {
+	net.Listener
+	adv net.Addr
+}
+
+func (t *tcpStream) Addr() net.Addr { return t.adv }
+
+func (t *tcpStream) Dial(a raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(a), timeout)
+}
 
 // NodeID returns this node's raft server id.
 func (s *Store) NodeID() string { return s.cfg.NodeID }

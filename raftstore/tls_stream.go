@@ -56,14 +56,14 @@ type tlsStreamLayer struct {
 
 // newTLSTransport binds bindAddr and returns raft's NetworkTransport over
 // a TLS stream layer.
-func (s *Store) newTLSTransport(adv net.Addr, hl hclog.Logger) (*raft.NetworkTransport, error) {
+func (s *Store) newTLSTransport(adv *net.TCPAddr, hl hclog.Logger) (*raft.NetworkTransport, error) {
 	ln, err := net.Listen("tcp", s.cfg.RaftBindAddr)
 	if err != nil {
 		return nil, err
 	}
 	addr := ln.Addr()
 	if adv != nil {
-		addr = adv
+		addr = advertiseWithPort(adv, addr)
 	}
 	if ta, ok := addr.(*net.TCPAddr); !ok || ta.IP == nil || ta.IP.IsUnspecified() {
 		ln.Close()

@@ -122,6 +122,7 @@ func (s *Server) routes() {
 	}
 	s.handleHTTP("GET /metrics", metrics, promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	s.registerRoutes()
+	s.registerDebug() // handlers_debug.go
 	if s.cfg.EnablePprof {
 		s.registerPprof()
 	}

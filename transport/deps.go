@@ -19,6 +19,8 @@ import (
 type Deps struct {
 	// Gatherer serves /metrics (the node's own registry).
 	Gatherer prometheus.Gatherer
+	// Logs, optional, is the node's recent log lines (GET /v1/debug/logs).
+	Logs LogSource
 	// Ready reports readiness for /readyz with a detail map.
 	Ready func() (ready bool, detail map[string]any)
 	// Store is the Raft-replicated state.

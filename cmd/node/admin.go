@@ -62,6 +62,7 @@ A node started with TLS serves HTTPS only: use --addr https://HOST:PORT and
 	cmd.AddCommand(snapshotCmd(o), keyringCmd(o))
 	cmd.AddCommand(shardCmds(o)...)
 	cmd.AddCommand(tasksCmd(o), dlqCmd(o), breakersCmd(o))
+	cmd.AddCommand(debugCmd(o)) // admin_debug.go
 	return cmd
 }
 

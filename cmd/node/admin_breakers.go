@@ -54,6 +54,7 @@ func breakersCmd(o *adminOpts) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.Mode = args[0]
 			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+				warnUnseenKey(ctx, c, f, cmd.ErrOrStderr()) // admin_breakers_keys.go
 				fb, err := c.ForceBreaker(ctx, f)
 				return fb, func(tw *tabwriter.Writer) {
 					until := "until cleared"

@@ -24,6 +24,7 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 	}
 	var in transport.TaskSubmit
 	var reqArg, fileArg string
+	var wait bool
 	submit := &cobra.Command{
 		Use:   "submit",
 		Short: "Enqueue one outbound task (accepted = committed to Raft)",
@@ -44,6 +45,9 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 				if err := decodeArg(cmd.InOrStdin(), "--request", reqArg, &body.Request); err != nil {
 					return err
 				}
+			}
+			if wait {
+				return submitAndWait(cmd, o, body)
 			}
 			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
 				acc, err := c.SubmitTask(ctx, body)
@@ -67,6 +71,7 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 	f.StringVar(&fileArg, "file", "", "read the whole submit body (JSON) from this file, - for stdin; flags given too override it")
 	f.StringVar(&in.ScheduleToCloseTimeout, "schedule-to-close", "",
 		`how long the task may take to be delivered ("30s", "2h", "1d"; unitless: seconds); undelivered by then it fails "deadline exceeded" (default: fusebox.tasks.defaultScheduleToCloseTimeout)`)
+	f.BoolVar(&wait, "wait", false, "follow the task to its end (progress on stderr, bounded by --timeout): exit 0 when it succeeded, 5 when it failed or was dead-lettered (the reason is printed), 6 when --timeout passed first")
 
 	get := &cobra.Command{
 		Use:   "get TASK_ID",
@@ -124,7 +129,7 @@ func dlqCmd(o *adminOpts) *cobra.Command {
 		},
 	}
 	pageFlags(list, &after, &limit)
-	var all bool
+	var all, watch bool
 	redrive := &cobra.Command{
 		Use:   "redrive [TASK_ID...]",
 		Short: "Move dead-lettered tasks back to pending (attempts reset): the ids given, or --all",
@@ -132,8 +137,8 @@ func dlqCmd(o *adminOpts) *cobra.Command {
 			if all == (len(args) > 0) {
 				return &exitError{code: 2, msg: "give task ids or --all (not both)"}
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
-				var r transport.RedriveResult
+			var r transport.RedriveResult
+			err := o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
 				var err error
 				if all {
 					r, err = redriveAll(ctx, c, cmd.ErrOrStderr())
@@ -150,9 +155,14 @@ func dlqCmd(o *adminOpts) *cobra.Command {
 					}
 				}, err
 			})
+			if err != nil || !watch {
+				return err
+			}
+			return watchRedriven(cmd, o, r.Redriven) // admin_wait.go
 		},
 	}
 	redrive.Flags().BoolVar(&all, "all", false, "redrive every dead-lettered task")
+	redrive.Flags().BoolVar(&watch, "watch", false, "then follow the redriven tasks to their end (progress on stderr, bounded by --timeout): exit 0 when all succeeded, 5 when any failed or went back to the DLQ, 6 when --timeout passed first")
 	cmd.AddCommand(list, redrive)
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"fusebox/internal/logring"
 	"fusebox/node"
 	"fusebox/transport"
 )
@@ -23,6 +24,9 @@ type serveFlags struct {
 	httpAddr        string
 	gossipAddr      string
 	raftAddr        string
+	advHTTP         string
+	advRaft         string
+	advGossip       string
 	join            string
 	bootstrapExpect int
 	shards          int
@@ -67,7 +71,13 @@ a node certificate from the CA. TLS needs --gossip-key-file too. Create the CA
 and certificates with "fusebox tls ca create" and "fusebox tls cert create".
 Beyond loopback (any --http-addr or --raft-addr that is not 127.0.0.1, ::1 or
 localhost, including 0.0.0.0) serve refuses to start without TLS and
---admin-token-file unless --insecure is given.`,
+--admin-token-file unless --insecure is given.
+
+Peers are told the --advertise-{http,raft,gossip}-addr addresses. Without
+them a node advertises what it binds; a wildcard bind (0.0.0.0, :: or an
+empty host) advertises the first private (RFC 1918) IPv4 address of an up,
+non-loopback interface, as Consul does, and serve refuses to start, naming
+the flag to set, when the host has none.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd.Flags()); err != nil {
@@ -87,6 +97,9 @@ localhost, including 0.0.0.0) serve refuses to start without TLS and
 	fl.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8470", "host:port of the HTTP API (ingest, admin, /metrics, /healthz, /readyz)")
 	fl.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:8471", "host:port for memberlist gossip (TCP and UDP); peers --join this address")
 	fl.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:8472", "host:port for Raft replication traffic (TCP)")
+	fl.StringVar(&f.advHTTP, "advertise-http-addr", "", "HOST[:PORT] peers and the status page use to reach the HTTP API, when not --http-addr (NAT, containers; a host alone keeps the bind port). Default: the bound address; for a wildcard bind (0.0.0.0, ::) the first private IPv4 address of an up, non-loopback interface, as Consul picks it")
+	fl.StringVar(&f.advRaft, "advertise-raft-addr", "", "HOST[:PORT] peers dial for Raft, when not --raft-addr; default as for --advertise-http-addr")
+	fl.StringVar(&f.advGossip, "advertise-gossip-addr", "", "HOST[:PORT] peers gossip with, when not --gossip-addr; default as for --advertise-http-addr")
 	fl.StringVar(&f.join, "join", "", "comma-separated gossip addresses of existing nodes to join; retried until one answers")
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "number of servers that bootstrap a new cluster together once they see each other (0: 1 when --join is empty, else join an existing cluster)")
 	fl.IntVar(&f.shards, "shards", node.DefaultShards, "number of shards, fixed when the cluster is created; later values must match (production: 4–8× the largest node count you expect)")
@@ -123,20 +136,27 @@ func applyEnv(fs *pflag.FlagSet) error {
 	return firstErr
 }
 
-func newLogger(level, format string) (*slog.Logger, error) {
+// newLogger writes to stderr and keeps the last logring.DefaultSize
+// records in ring (GET /v1/debug/logs, the debug bundle).
+func newLogger(level, format string, ring *logring.Ring) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		h = slog.NewTextHandler(os.Stderr, opts)
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		h = slog.NewJSONHandler(os.Stderr, opts)
 	default:
 		return nil, fmt.Errorf("--log-format: %q is not text or json", format)
 	}
+	if ring != nil {
+		h = ring.Handler(h, opts)
+	}
+	return slog.New(newOneComponent(h)), nil
 }
 
 func splitList(s string) []string {
@@ -165,31 +185,35 @@ func readSecretFile(flag, path string) (string, error) {
 }
 
 func runServe(cmd *cobra.Command, f *serveFlags) error {
-	logger, err := newLogger(f.logLevel, f.logFormat)
+	ring := logring.New(logring.DefaultSize)
+	logger, err := newLogger(f.logLevel, f.logFormat, ring)
 	if err != nil {
 		return err
 	}
 	cfg := node.Config{
-		NodeID:          f.nodeID,
-		DataDir:         f.dataDir,
-		HTTPAddr:        f.httpAddr,
-		GossipAddr:      f.gossipAddr,
-		RaftAddr:        f.raftAddr,
-		Join:            splitList(f.join),
-		BootstrapExpect: f.bootstrapExpect,
-		Shards:          f.shards,
-		GossipKeyFile:   f.gossipKeyFile,
-		AdminTokenFile:  f.adminTokenFile,
-		EnablePprof:     f.enablePprof,
-		MetricsPublic:   f.metricsPublic,
-		HTTPLimits:      transport.Limits{MaxConns: f.maxConns, BodyTimeout: f.httpBodyTimeout},
-		Timing:          f.timing,
-		Version:         version,
-		TLSCertFile:     f.tls.certFile,
-		TLSKeyFile:      f.tls.keyFile,
-		TLSCAFile:       f.tls.caFile,
-		Insecure:        f.tls.insecure,
-		RejoinEmpty:     f.rejoinEmpty,
+		NodeID:              f.nodeID,
+		DataDir:             f.dataDir,
+		HTTPAddr:            f.httpAddr,
+		GossipAddr:          f.gossipAddr,
+		RaftAddr:            f.raftAddr,
+		AdvertiseHTTPAddr:   f.advHTTP,
+		AdvertiseRaftAddr:   f.advRaft,
+		AdvertiseGossipAddr: f.advGossip,
+		Join:                splitList(f.join),
+		BootstrapExpect:     f.bootstrapExpect,
+		Shards:              f.shards,
+		GossipKeyFile:       f.gossipKeyFile,
+		AdminTokenFile:      f.adminTokenFile,
+		EnablePprof:         f.enablePprof,
+		MetricsPublic:       f.metricsPublic,
+		HTTPLimits:          transport.Limits{MaxConns: f.maxConns, BodyTimeout: f.httpBodyTimeout},
+		Timing:              f.timing,
+		Version:             version,
+		TLSCertFile:         f.tls.certFile,
+		TLSKeyFile:          f.tls.keyFile,
+		TLSCAFile:           f.tls.caFile,
+		Insecure:            f.tls.insecure,
+		RejoinEmpty:         f.rejoinEmpty,
 	}
 	n, err := node.New(cfg, logger)
 	if err != nil {

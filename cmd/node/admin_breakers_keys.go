@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strings"
+
+	"fusebox/transport"
+)
+
+// warnUnseenKey warns on w when no node has a breaker for f's key (a typo
+// forces a key nothing uses) and lists the keys that match closely: the
+// same destination host, or a destination within a few edits. The force
+// still goes ahead: an operator may force a key before its first task.
+func warnUnseenKey(ctx context.Context, c *transport.Client, f transport.BreakerForce, w io.Writer) {
+	l, err := c.Breakers(ctx, true)
+	if err != nil {
+		return // the force itself reports an unreachable node
+	}
+	seen := map[string]bool{}
+	var close []string
+	for _, b := range l.Breakers {
+		if b.TaskGroup == f.TaskGroup && b.Namespace == f.Namespace && b.Destination == f.Destination {
+			return
+		}
+		k := b.TaskGroup + "/" + b.Namespace + "/" + b.Destination
+		if !seen[k] && similarKey(f, b) {
+			seen[k] = true
+			close = append(close, k)
+		}
+	}
+	sort.Strings(close)
+	fmt.Fprintf(w, "warning: no node has a breaker for %s/%s/%s (never seen, or evicted when idle)\n", f.TaskGroup, f.Namespace, f.Destination)
+	if len(close) > 0 {
+		fmt.Fprintf(w, "close matches: %s\n", strings.Join(close, ", "))
+	}
+}
+
+// similarKey: the same destination under another group or namespace, the
+// same URL host, or a destination within 3 edits.
+func similarKey(f transport.BreakerForce, b transport.Breaker) bool {
+	if strings.EqualFold(f.Destination, b.Destination) {
+		return true
+	}
+	if h := destHost(f.Destination); h != "" && h == destHost(b.Destination) {
+		return true
+	}
+	return editDistance(strings.ToLower(f.Destination), strings.ToLower(b.Destination)) <= 3
+}
+
+func destHost(d string) string {
+	u, err := url.Parse(d)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"fusebox/breakerpool"
+	"fusebox/node"
+	"fusebox/transport"
+)
+
+// TestAdminDebugBundle collects a bundle from a real node that holds a
+// task with an Authorization header and a callback URL with ?sig=, untars
+// it, checks its parts and that neither secret is anywhere in it.
+func TestAdminDebugBundle(t *testing.T) {
+	h := newAdminNode(t, 4)
+	const hdrSecret, sigSecret = "hdr-secret-77aa01", "sig-secret-c0ffee"
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
+	t.Cleanup(dest.Close)
+	api := transport.NewClient(h.n.HTTPAddr(), "", nil)
+	if _, err := api.SubmitTask(h.ctx, transport.TaskSubmit{NamespaceID: "ns", WorkflowID: "wf", TaskGroup: breakerpool.TaskGroupCallback,
+		Destination: dest.URL + "/cb?sig=" + sigSecret,
+		Request: transport.TaskRequest{Body: []byte("x"), ContentType: "text/plain",
+			Header: map[string]string{"Authorization": "Bearer " + hdrSecret}}}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	h.mustRun("wrote "+out, "debug", "--duration", "1s", "--output", out)
+
+	files := untar(t, out)
+	for _, want := range []string{"manifest.json", "n1/members.json", "n1/raft.json", "n1/breakers.json", "n1/config.json",
+		"n1/shards.json", "n1/metrics-1.prom", "n1/metrics-3.prom", "n1/logs.jsonl", "n1/profiles-skipped.txt"} {
+		if _, ok := files["fusebox-debug/"+want]; !ok {
+			t.Errorf("bundle lacks %s; has %v", want, keys(files))
+		}
+	}
+	if !strings.Contains(files["fusebox-debug/n1/metrics-1.prom"], "fusebox_") {
+		t.Error("metrics sample has no fusebox_ series")
+	}
+	for name, body := range files {
+		for _, s := range []string{hdrSecret, sigSecret} {
+			if strings.Contains(body, s) {
+				t.Errorf("%s contains the secret %q", name, s)
+			}
+		}
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("bundle mode %v, %v; want 0600", st.Mode(), err)
+	}
+
+	// Bad usage exits 2 and names the flag.
+	_, err := h.run("debug", "--duration", "1s")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(ee.msg, "--output") {
+		t.Fatalf("without --output: %v; want exit 2 naming --output", err)
+	}
+	if _, err := h.run("debug", "--output", out, "--node", "nope"); !errors.As(err, &ee) || ee.code != 3 {
+		t.Fatalf("--node nope: %v; want exit 3", err)
+	}
+}
+
+func untar(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	out := map[string]string{}
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		out[hdr.Name] = string(b)
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestAdminDebugBundleProfiles: a node with --enable-pprof gives a CPU
+// profile over the duration, a heap profile and the goroutine stacks.
+func TestAdminDebugBundleProfiles(t *testing.T) {
+	dir := t.TempDir()
+	n, err := node.New(node.Config{NodeID: "p1", DataDir: filepath.Join(dir, "p1"), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
+		RaftAddr: "127.0.0.1:0", Shards: 4, Timing: "fast", Version: "test", EnablePprof: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := &adminNode{t: t, ctx: ctx, n: n}
+	out := filepath.Join(dir, "b.tar.gz")
+	h.mustRun("wrote", "debug", "--duration", "1s", "--output", out)
+	files := untar(t, out)
+	for _, want := range []string{"profile.pprof", "heap.pprof", "goroutine.txt"} {
+		if len(files["fusebox-debug/p1/"+want]) == 0 {
+			t.Errorf("bundle lacks a non-empty %s; has %v", want, keys(files))
+		}
+	}
+	if _, ok := files["fusebox-debug/p1/profiles-skipped.txt"]; ok {
+		t.Error("profiles-skipped.txt with pprof on")
+	}
+	if !strings.Contains(files["fusebox-debug/p1/goroutine.txt"], "goroutine ") {
+		t.Error("goroutine.txt holds no stacks")
+	}
+}
