@@ -44,7 +44,9 @@ func main() {
 	report := render(sel, results, cmds, *quick)
 	fmt.Print(report.table)
 	if *out != "" {
-		if err := os.WriteFile(*out, []byte(report.markdown), 0o644); err != nil {
+		prev, _ := os.ReadFile(*out) // none yet: a fresh report
+		md := mergeReport(string(prev), report.markdown, *only != "", *only)
+		if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "benchreport:", err)
 			os.Exit(1)
 		}
@@ -223,7 +225,7 @@ func render(sel []row, results map[string]map[string]float64, cmds map[string]st
 	fmt.Fprintf(&md, "- Go: %s\n\n", goVersion())
 	md.WriteString("Each baseline is measured in the same `go test` run as its figure. `ok` compares with the target the issue set.\n\n")
 	md.WriteString(preamble)
-	md.WriteString("| issue | figure | value | baseline | ratio | target | ok | reproduce |\n|---|---|---|---|---|---|---|---|\n")
+	md.WriteString(tableHeader + "\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range sel {
 		val, hasVal := lookup(results, r.Pkg, r.Bench, r.Metric)
 		base, hasBase := lookup(results, r.Pkg, r.Baseline, r.Metric)
