@@ -50,20 +50,7 @@ type PEMPair struct {
 
 // CreateCA makes a self-signed ECDSA P-256 CA.
 func CreateCA(o CAOptions) (PEMPair, error) {
-	if o.Days == 0 {
-		o.Days = 5 * 365
-	}
-	if o.Days < 0 {
-		return PEMPair{}, fmt.Errorf("--days %d: must be positive", o.Days)
-	}
-	if o.Domain == "" {
-		o.Domain = DefaultDomain
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return PEMPair{}, err
-	}
-	serial, err := newSerial()
+	key, serial, err := prepare(&o.Days, 5*365, &o.Domain)
 	if err != nil {
 		return PEMPair{}, err
 	}
@@ -106,20 +93,7 @@ func CreateCert(caPair PEMPair, o CertOptions) (PEMPair, error) {
 	if o.CommonName == "" {
 		return PEMPair{}, errors.New("certificate needs a name (--node or --name)")
 	}
-	if o.Days == 0 {
-		o.Days = 365
-	}
-	if o.Days < 0 {
-		return PEMPair{}, fmt.Errorf("--days %d: must be positive", o.Days)
-	}
-	if o.Domain == "" {
-		o.Domain = DefaultDomain
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return PEMPair{}, err
-	}
-	serial, err := newSerial()
+	key, serial, err := prepare(&o.Days, 365, &o.Domain)
 	if err != nil {
 		return PEMPair{}, err
 	}
@@ -156,6 +130,29 @@ func CreateCert(caPair PEMPair, o CertOptions) (PEMPair, error) {
 		return PEMPair{}, err
 	}
 	return encodePair(der, key)
+}
+
+// prepare fills in the validity (days, 0 → def) and the domain, checks
+// them, and makes the new certificate's key and serial.
+func prepare(days *int, def int, domain *string) (*ecdsa.PrivateKey, *big.Int, error) {
+	if *days == 0 {
+		*days = def
+	}
+	if *days < 0 {
+		return nil, nil, fmt.Errorf("--days %d: must be positive", *days)
+	}
+	if *domain == "" {
+		*domain = DefaultDomain
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, serial, nil
 }
 
 func parseCA(p PEMPair) (*x509.Certificate, any, error) {

@@ -91,21 +91,8 @@ func TestScopedTokensOnRealProcess(t *testing.T) {
 func TestSlowUnauthenticatedClientsDoNotStarveHealth(t *testing.T) {
 	const attackers = 1100
 	p := startSecured(t, "--http-body-timeout", "2s")
-	conns := make([]net.Conn, 0, attackers)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
 	start := time.Now()
-	for i := range attackers {
-		c, err := net.DialTimeout("tcp", p.HTTPAddr(), 5*time.Second)
-		if err != nil {
-			t.Fatalf("attacker %d: %v", i, err)
-		}
-		conns = append(conns, c)
-		fmt.Fprintf(c, "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"namespace_id\":")
-	}
+	conns := slowBodies(t, p, attackers, "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"namespace_id\":")
 	t.Logf("%d slow clients connected in %v", attackers, time.Since(start))
 
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -162,21 +149,8 @@ func TestSlowUnauthenticatedClientsDoNotStarveHealth(t *testing.T) {
 func TestSlowAuthenticatedClientsHitTheConnectionCap(t *testing.T) {
 	const maxConns, attackers = 200, 300
 	p := startSecured(t, "--max-conns", fmt.Sprint(maxConns), "--http-body-timeout", "2s")
-	conns := make([]net.Conn, 0, attackers)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
 	start := time.Now()
-	for i := range attackers {
-		c, err := net.DialTimeout("tcp", p.HTTPAddr(), 5*time.Second)
-		if err != nil {
-			t.Fatalf("attacker %d: %v", i, err)
-		}
-		conns = append(conns, c)
-		fmt.Fprintf(c, "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", e2eSubmitToken)
-	}
+	slowBodies(t, p, attackers, "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+e2eSubmitToken+"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 	// The burst itself can fill the reserve for a moment (connections past
 	// it are closed at once), so the probes poll; they must be answered
 	// from the reserve (Connection: close) well before the 2 s body
@@ -215,4 +189,24 @@ func TestSlowAuthenticatedClientsHitTheConnectionCap(t *testing.T) {
 		t.Error("no submit was refused with 503 and Retry-After while the cap was full")
 	}
 	t.Logf("%d slow authenticated clients, --max-conns %d, body timeout 2s: health answered over the cap; submits 503 until %v after the attack began", attackers, maxConns, firstOK)
+}
+
+// slowBodies opens n connections to p's API that each send head and then
+// nothing more (a body that never arrives), and returns them; they are
+// closed when the test ends.
+func slowBodies(t *testing.T, p *Process, n int, head string) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, 0, n)
+	for i := range n {
+		c, err := net.DialTimeout("tcp", p.HTTPAddr(), 5*time.Second)
+		if err != nil {
+			t.Fatalf("attacker %d: %v", i, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conns = append(conns, c)
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatalf("attacker %d: %v", i, err)
+		}
+	}
+	return conns
 }

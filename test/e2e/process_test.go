@@ -106,7 +106,7 @@ func NewProcess(t testing.TB, cfg ProcessConfig) *Process {
 		logPath: filepath.Join(dir, cfg.NodeID+".log"),
 		hc: &http.Client{
 			Timeout:   apiTimeout,
-			Transport: bearer{cfg.AdminToken, &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 5 * time.Second, TLSClientConfig: cfg.TLS.clientConfig()}},
+			Transport: localproc.Bearer{Token: cfg.AdminToken, Next: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 5 * time.Second, TLSClientConfig: cfg.TLS.clientConfig()}},
 		},
 	}
 	// Registered after t.TempDir, so it runs before the directory goes.
@@ -475,22 +475,3 @@ func (p *Process) LogContains(s string) bool {
 	b, err := os.ReadFile(p.logPath)
 	return err == nil && bytes.Contains(b, []byte(s))
 }
-
-// bearer adds the node's admin token to the harness's raw requests
-// (/metrics and the other GETs need a token once the node has one).
-type bearer struct {
-	token string
-	next  *http.Transport
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.token != "" && r.Header.Get("Authorization") == "" {
-		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", "Bearer "+b.token)
-	}
-	return b.next.RoundTrip(r)
-}
-
-// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
-// transport.
-func (b bearer) CloseIdleConnections() { b.next.CloseIdleConnections() }

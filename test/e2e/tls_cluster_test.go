@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"fusebox/internal/localproc"
 	"fusebox/internal/tlsutil"
 	"fusebox/raftstore"
 	"fusebox/transport"
@@ -252,7 +253,7 @@ func TestTLSRaftRefusesStrangers(t *testing.T) {
 		hc.CloseIdleConnections()
 	}
 	// (GET /v1/cluster/raft needs the read role: the token, as always.)
-	hc := &http.Client{Timeout: apiTimeout, Transport: bearer{victim.cfg.AdminToken, &http.Transport{TLSClientConfig: pki.client}}}
+	hc := &http.Client{Timeout: apiTimeout, Transport: localproc.Bearer{Token: victim.cfg.AdminToken, Next: &http.Transport{TLSClientConfig: pki.client}}}
 	resp2, err := hc.Get(url)
 	if err != nil {
 		t.Fatalf("HTTPS API with the cluster CA's client certificate: %v", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"fusebox/dynconfig"
+	"fusebox/internal/localproc"
 	"fusebox/transport"
 )
 
@@ -38,7 +39,7 @@ func newCluster(n int, bin, dir string, withTLS bool) (*cluster, error) {
 			return nil, fmt.Errorf("--secure: %w", err)
 		}
 		tr.TLSClientConfig = c.sec.client
-		c.hc.Transport = bearer{c.sec.adminToken, tr}
+		c.hc.Transport = localproc.Bearer{Token: c.sec.adminToken, Next: tr}
 	}
 	for _, id := range ids {
 		p, err := newNodeProc(id, bin, dir, n)

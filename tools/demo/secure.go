@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 
@@ -98,20 +97,3 @@ func randomToken() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
-// bearer adds a token to the demo's raw requests (/readyz needs none,
-// /metrics needs the read role).
-type bearer struct {
-	token string
-	next  *http.Transport
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.token != "" && r.Header.Get("Authorization") == "" {
-		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", "Bearer "+b.token)
-	}
-	return b.next.RoundTrip(r)
-}
-
-func (b bearer) CloseIdleConnections() { b.next.CloseIdleConnections() }
