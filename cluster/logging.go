@@ -6,17 +6,22 @@ import (
 	"log"
 	"log/slog"
 	"strings"
+
+	"fusebox/internal/logthrottle"
 )
 
 // newMemberlistLogger returns a *log.Logger for memberlist whose lines are
 // re-emitted through logger at the level memberlist wrote in brackets.
 func newMemberlistLogger(logger *slog.Logger) *log.Logger {
-	return log.New(&slogWriter{logger: logger}, "", 0)
+	return log.New(&slogWriter{logger: logger, th: logthrottle.New(logthrottle.DefaultEvery, logthrottle.DefaultBurst)}, "", 0)
 }
 
 // slogWriter parses memberlist's "[LEVEL] memberlist: message" lines.
+// Repeated lines (the same level and text: a peer that stays unreachable)
+// are rate-limited (internal/logthrottle).
 type slogWriter struct {
 	logger *slog.Logger
+	th     *logthrottle.Throttle
 }
 
 func (w *slogWriter) Write(p []byte) (int, error) {
@@ -25,6 +30,14 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 			continue
 		}
 		level, msg := parseLogLine(string(line))
+		ok, suppressed := w.th.Allow(level.String() + "|" + msg)
+		if !ok {
+			continue
+		}
+		if suppressed > 0 {
+			w.logger.Log(context.Background(), level, msg, "component", "memberlist", "suppressed", suppressed)
+			continue
+		}
 		w.logger.Log(context.Background(), level, msg, "component", "memberlist")
 	}
 	return len(p), nil

@@ -3,10 +3,14 @@ package raftstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+
+	"fusebox/internal/logthrottle"
 )
 
 // newHCLogger returns an hclog.Logger (raft's logger type) whose output is
@@ -28,12 +32,21 @@ func newHCLogger(l *slog.Logger, name string) hclog.Logger {
 		Name:       name,
 		Level:      level,
 		JSONFormat: true,
-		Output:     &slogWriter{l: l},
+		Output:     newSlogWriter(l),
 	})
 }
 
 // slogWriter receives hclog's JSON lines and emits one slog record each.
-type slogWriter struct{ l *slog.Logger }
+// Repeated lines are rate-limited (internal/logthrottle): without quorum
+// raft logs the same election lines every second or two.
+type slogWriter struct {
+	l  *slog.Logger
+	th *logthrottle.Throttle
+}
+
+func newSlogWriter(l *slog.Logger) *slogWriter {
+	return &slogWriter{l: l, th: logthrottle.New(logthrottle.DefaultEvery, logthrottle.DefaultBurst)}
+}
 
 func (w *slogWriter) Write(p []byte) (int, error) {
 	for _, line := range strings.Split(strings.TrimSpace(string(p)), "\n") {
@@ -58,7 +71,11 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		if lvl == slog.LevelWarn && expectedWarning(msg, m) {
 			lvl = slog.LevelInfo
 		}
-		attrs := make([]slog.Attr, 0, len(m))
+		ok, suppressed := w.th.Allow(lineKind(lvl, msg, m))
+		if !ok {
+			continue
+		}
+		attrs := make([]slog.Attr, 0, len(m)+1)
 		if mod, ok := m["@module"].(string); ok {
 			attrs = append(attrs, slog.String("module", mod))
 		}
@@ -68,9 +85,32 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 			}
 			attrs = append(attrs, slog.Any(k, v))
 		}
+		if suppressed > 0 {
+			attrs = append(attrs, slog.Int("suppressed", suppressed))
+		}
 		w.l.LogAttrs(context.Background(), lvl, msg, attrs...)
 	}
 	return len(p), nil
+}
+
+// lineKind is the throttle's key for a raft line: its level, message and
+// the attributes that name something (a peer, an address, an error), not
+// the numbers that move on each retry (term, tally, index).
+func lineKind(lvl slog.Level, msg string, m map[string]any) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d|%s", lvl, msg)
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		if _, num := v.(float64); num || strings.HasPrefix(k, "@") {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "|%s=%v", k, m[k])
+	}
+	return b.String()
 }
 
 // expectedWarning: raft warns about things every cluster goes through at

@@ -35,7 +35,9 @@ func adminCmd() *cobra.Command {
 		Long: `Administer a running cluster through any node's HTTP API. Output is a table
 for people, or JSON with --json for scripts. Exit codes: 0 success, 1 error,
 2 bad usage, 3 the cluster refused (invalid input, not found, conflict),
-4 unavailable (no leader, node unreachable).
+4 unavailable (no leader, node unreachable); commands that follow tasks
+(tasks submit --wait, dlq redrive --watch) exit 5 when a task failed or was
+dead-lettered and 6 when --timeout passed first.
 
 Environment (a flag wins): FUSEBOX_ADDR (--addr), FUSEBOX_TOKEN (the token
 itself, used when no token file is given), FUSEBOX_TOKEN_FILE (--token-file;
@@ -62,7 +64,8 @@ A node started with TLS serves HTTPS only: use --addr https://HOST:PORT and
 	cmd.AddCommand(snapshotCmd(o), keyringCmd(o))
 	cmd.AddCommand(shardCmds(o)...)
 	cmd.AddCommand(tasksCmd(o), dlqCmd(o), breakersCmd(o))
-	cmd.AddCommand(debugCmd(o)) // admin_debug.go
+	cmd.AddCommand(debugCmd(o))     // admin_debug.go
+	cmd.AddCommand(waitReadyCmd(o)) // admin_ready.go
 	return cmd
 }
 
