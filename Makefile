@@ -56,10 +56,21 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
 
+# gofmt, go vet, staticcheck and deadcode (functions no program or test
+# reaches), all clean. The two analysers are installed at pinned versions
+# into bin/tools on first use.
+STATICCHECK_VERSION := v0.8.2
+DEADCODE_VERSION    := v0.52.0
+LINT_BIN            := $(CURDIR)/bin/tools
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	@test -x $(LINT_BIN)/staticcheck-$(STATICCHECK_VERSION) || { GOBIN=$(LINT_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && mv $(LINT_BIN)/staticcheck $(LINT_BIN)/staticcheck-$(STATICCHECK_VERSION); }
+	@test -x $(LINT_BIN)/deadcode-$(DEADCODE_VERSION) || { GOBIN=$(LINT_BIN) $(GO) install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION) && mv $(LINT_BIN)/deadcode $(LINT_BIN)/deadcode-$(DEADCODE_VERSION); }
+	$(LINT_BIN)/staticcheck-$(STATICCHECK_VERSION) $(PKGS)
+	@out=$$($(LINT_BIN)/deadcode-$(DEADCODE_VERSION) -test $(PKGS)); \
+	if [ -n "$$out" ]; then echo "deadcode: unreachable functions:"; echo "$$out"; exit 1; fi
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -252,22 +251,4 @@ func (t *memberTable) closeSubs() {
 		delete(t.subs, id)
 		close(ch)
 	}
-}
-
-// hasAliveAddr reports whether addr (host:port) is the gossip address of an
-// alive member (self included); join attempts skip those.
-func (s *snapshot) hasAliveAddr(addr string) bool {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if ip := net.ParseIP(host); ip != nil {
-		addr = net.JoinHostPort(ip.String(), port)
-	}
-	for _, m := range s.members {
-		if m.State == StateAlive && m.GossipAddr == addr {
-			return true
-		}
-	}
-	return false
 }

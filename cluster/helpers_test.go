@@ -147,25 +147,6 @@ func reservePort(t testing.TB) (port int, release func()) {
 	return 0, nil
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
 // recordingSink records every hint it is handed; a hint is fresh when its
 // generation is higher than any seen for (key, origin).
 type recordingSink struct {

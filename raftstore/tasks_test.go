@@ -339,6 +339,11 @@ func TestDLQAndRedrive(t *testing.T) {
 	if len(dlq) != 3 || dlq[0].ID != "d1" || dlq[0].Message != "poison" {
 		t.Fatalf("dlq = %+v", dlq)
 	}
+	for i, sh := range shards { // dead-lettered: kept on their shard, out of its backlog
+		if dlq[i].Shard != sh || x.st.TaskBacklog(sh) != 0 {
+			t.Fatalf("dlq task %s on shard %d (submitted to %d), shard backlog %d; want its shard and 0", dlq[i].ID, dlq[i].Shard, sh, x.st.TaskBacklog(sh))
+		}
+	}
 	if page := x.st.ListTasks(TaskQuery{Status: TaskDLQ, After: "d1", Limit: 1}); len(page) != 1 || page[0].ID != "d2" {
 		t.Fatalf("dlq page after d1 = %+v", page)
 	}

@@ -140,13 +140,6 @@ func (l *TaskLoad) claim(n int) (int, bool) {
 	return l.next - 1, true
 }
 
-// SubmitOne submits the next task, retrying; it reports whether it was
-// accepted.
-func (l *TaskLoad) SubmitOne() bool {
-	i, ok := l.claim(0)
-	return ok && l.submit(i)
-}
-
 func (l *TaskLoad) submit(i int) bool {
 	ts, dest := l.gen(i)
 	ts.RequestID = l.prefix + strconv.Itoa(i)

@@ -93,8 +93,8 @@ func injectEntry(t *testing.T, stream raft.StreamLayer, addr string, info transp
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 1, Timeout: 3 * time.Second})
 	defer trans.Close()
 	req := &raft.AppendEntriesRequest{
-		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("stranger"), Addr: []byte("127.0.0.1:1")},
-		Term:      info.Term + 100, Leader: []byte("127.0.0.1:1"),
+		RPCHeader:    raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("stranger"), Addr: []byte("127.0.0.1:1")},
+		Term:         info.Term + 100,
 		PrevLogEntry: info.LastIndex, PrevLogTerm: info.Term, LeaderCommitIndex: info.LastIndex + 1,
 		Entries: []*raft.Log{{Index: info.LastIndex + 1, Term: info.Term + 100, Type: raft.LogCommand,
 			Data: append([]byte{1, 0}, cmd...)}}, // entry frame: version 1, empty request id
