@@ -129,6 +129,9 @@ func expectedWarning(msg string, m map[string]any) bool {
 		"not part of stable configuration, aborting election",
 		"failed to get previous log",
 		"rejecting vote request since we have a leader",
+		"rejecting pre-vote request since we have a leader",
+		"rejecting vote request since node is not in configuration",
+		"rejecting pre-vote request since node is not in configuration",
 		"duplicate requestVote from":
 		return true
 	}
