@@ -26,6 +26,14 @@ type Server struct {
 	bin  string
 	port int
 	user string // the OS user the server runs as ("": this process's)
+	opts Options
+}
+
+// Options change how a server runs.
+type Options struct {
+	// Durable keeps fsync and synchronous commit on (crash tests: an
+	// immediate shutdown must not lose a commit). Off by default: faster.
+	Durable bool
 }
 
 // BinDir finds PostgreSQL's server binaries: $FUSEBOX_PG_BIN, else the
@@ -52,8 +60,12 @@ func version(binDir string) int {
 	return n
 }
 
-// Start initialises and starts a server. Stop it with Stop.
-func Start(ctx context.Context) (*Server, error) {
+// Start initialises and starts a fast (non-durable) server. Stop it with
+// Stop.
+func Start(ctx context.Context) (*Server, error) { return StartWith(ctx, Options{}) }
+
+// StartWith initialises and starts a server with opts.
+func StartWith(ctx context.Context, opts Options) (*Server, error) {
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -62,7 +74,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, bin: bin}
+	s := &Server{dir: dir, bin: bin, opts: opts}
 	if os.Geteuid() == 0 {
 		s.user = "nobody"
 		if err := chownTo(dir, s.user); err != nil {
@@ -79,8 +91,7 @@ func Start(ctx context.Context) (*Server, error) {
 		s.port, err = freePort()
 		if err == nil {
 			var out []byte
-			opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", s.port, dir)
-			out, err = s.run(ctx, "pg_ctl", "start", "-w", "-t", "30", "-D", data, "-l", filepath.Join(dir, "log"), "-o", opts)
+			out, err = s.run(ctx, "pg_ctl", "start", "-w", "-t", "30", "-D", data, "-l", filepath.Join(dir, "log"), "-o", s.serverOpts())
 			if err == nil {
 				return s, nil
 			}
@@ -91,6 +102,14 @@ func Start(ctx context.Context) (*Server, error) {
 			return nil, fmt.Errorf("pgtest: %w", err)
 		}
 	}
+}
+
+func (s *Server) serverOpts() string {
+	o := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c max_connections=200", s.port, s.dir)
+	if !s.opts.Durable {
+		o += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	}
+	return o
 }
 
 // URL is a connection URL for database db ("postgres" is always there).
@@ -121,8 +140,7 @@ func (s *Server) StopImmediate(ctx context.Context) error {
 
 // StartAgain starts a stopped server on its port.
 func (s *Server) StartAgain(ctx context.Context) error {
-	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", s.port, s.dir)
-	out, err := s.run(ctx, "pg_ctl", "start", "-w", "-t", "30", "-D", filepath.Join(s.dir, "data"), "-l", filepath.Join(s.dir, "log"), "-o", opts)
+	out, err := s.run(ctx, "pg_ctl", "start", "-w", "-t", "30", "-D", filepath.Join(s.dir, "data"), "-l", filepath.Join(s.dir, "log"), "-o", s.serverOpts())
 	if err != nil {
 		return fmt.Errorf("pgtest: pg_ctl start: %v: %s %s", err, out, s.logTail())
 	}
