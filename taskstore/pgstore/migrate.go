@@ -16,7 +16,7 @@ import (
 var migrations embed.FS
 
 // MigrationsTable is where golang-migrate records the schema version.
-const MigrationsTable = "fusebox_schema_migrations"
+const MigrationsTable = "schema_migrations_fusebox"
 
 // SchemaVersion is the newest migration this build carries.
 const SchemaVersion = 1
