@@ -7,7 +7,7 @@ PKGS      := ./...
 # -race on every package: they all run goroutines.
 TESTFLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build run demo test tools test-short bench chaos fuzz lint fmt tidy clean
+.PHONY: all build run demo test tools pg-tools test-short bench chaos fuzz lint fmt tidy clean
 
 all: build
 
@@ -24,7 +24,7 @@ run: build
 demo: build
 	$(GO) run ./tools/demo --bin $(BIN) $(ARGS)
 
-test: tools lint
+test: tools pg-tools lint
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 # Tools the tests need beyond Go: promtool (alert rules) and Chromium (the
@@ -32,6 +32,13 @@ test: tools lint
 tools:
 	@sh deploy/install-tools.sh
 	@sh ui/install-chromium.sh
+
+# PostgreSQL's server binaries for the postgres task store's tests
+# (internal/pgtest starts throwaway servers as a non-root user).
+pg-tools:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
+		{ echo "installing postgresql (the task store tests start throwaway servers)"; \
+		  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)

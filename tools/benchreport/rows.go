@@ -259,6 +259,11 @@ var rows = []row{
 	{Issue: "bench", What: "dead dest, N=9, probe vs off: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=9/policy=probe", Metric: "trip-calls",
 		Baseline: "BenchmarkDeadDestinationGrowth/N=9/policy=off", Time: "1x", QuickTime: "-"},
 
+	// Tasks on PostgreSQL (issue 18): one node's store alone, fsync on for both, batches of 100
+	// submitted then acked (fenced). Not the 3-node durable delivery figure: the node is not wired yet.
+	{Issue: "#18", What: "task store alone, submit+ack (tasks/s): postgres vs raft, 1 node", Pkg: "./taskstore/pgstore", Bench: "BenchmarkTaskLifecycle/postgres", Metric: "tasks/s",
+		Baseline: "BenchmarkTaskLifecycle/raft", Time: "20000x", QuickTime: "2000x", Runs: 3},
+
 	// Bounded metric cardinality (issue 20 §7): a scrape of 20,000 destinations.
 	{Issue: "#20", What: "scrape of 20k destinations, capped: bytes (vs cap off)", Pkg: "./breakerpool", Bench: "BenchmarkScrape20k/cap=100", Metric: "bytes/scrape",
 		Baseline: "BenchmarkScrape20k/cap=off", Target: "value<=1048576", Time: "5x", QuickTime: "2x"},

@@ -1,0 +1,59 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"fusebox/raftstore"
+	"fusebox/raftstore/raftstoretest"
+	"fusebox/shardmap"
+	"fusebox/taskstore/storetest"
+)
+
+// suiteStore is the raft store as storetest drives it.
+type suiteStore struct {
+	*TaskStore
+	rs *raftstore.Store
+}
+
+func (s suiteStore) Submit(ctx context.Context, tasks []raftstore.NewTask, at time.Time) ([]raftstore.SubmitOutcome, error) {
+	out, idx, err := s.rs.SubmitTasks(ctx, raftstore.SubmitTasksCommand{CommandMeta: raftstore.CommandMeta{At: at}, Tasks: tasks})
+	if err != nil {
+		return nil, err
+	}
+	return out, s.rs.WaitForApplied(ctx, idx)
+}
+
+func (s suiteStore) Task(_ context.Context, id string) (raftstore.Task, bool, error) {
+	t, ok := s.rs.Task(id)
+	return t, ok, nil
+}
+
+// TestRaftStoreSuite runs the shared task-store suite against the raft
+// store (the postgres store runs it in taskstore/pgstore).
+func TestRaftStoreSuite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		const shards = 8
+		rs := raftstoretest.SingleNode(t, "n1", shards)
+		return storetest.Harness{
+			Store: suiteStore{NewTaskStore(rs, "n1"), rs}, Shards: shards,
+			As:    func(node string) storetest.Store { return suiteStore{NewTaskStore(rs, node), rs} },
+			Epoch: func(shard int) uint64 { return rs.ShardMap().Shards[shard].Epoch },
+			Take: func(t *testing.T, shard int, node string) uint64 {
+				cur := rs.ShardMap()
+				m := &shardmap.Map{Version: cur.Version + 1, NumShards: cur.NumShards, Shards: append([]shardmap.Assignment(nil), cur.Shards...)}
+				m.Shards[shard].Owner = node
+				m.Shards[shard].Epoch++
+				idx, err := rs.CommitShardMap(t.Context(), raftstore.CommitShardMapCommand{PrevVersion: cur.Version, Map: m})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := rs.WaitForApplied(t.Context(), idx); err != nil {
+					t.Fatal(err)
+				}
+				return m.Shards[shard].Epoch
+			},
+		}
+	})
+}

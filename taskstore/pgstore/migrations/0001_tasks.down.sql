@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS fusebox_tasks;
+DROP TABLE IF EXISTS fusebox_shards;

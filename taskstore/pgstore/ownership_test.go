@@ -1,0 +1,116 @@
+package pgstore
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"fusebox/queue"
+	"fusebox/queue/queuetest"
+	"fusebox/raftstore"
+	"fusebox/shardmap"
+)
+
+// TestPausedOwnerWritesDoNotLand: n1 takes shard 0 at epoch 1 through the
+// fenced ownership; while it is paused (its map still says epoch 1) the
+// shard is reassigned and n2 raises the epoch to 2. When n1 resumes, its
+// ack, reschedule and DLQ writes are refused with the typed error (the
+// queue then drops the shard) and none of them land.
+func TestPausedOwnerWritesDoNotLand(t *testing.T) {
+	s := openTest(t)
+	ctx := t.Context()
+	n1 := NewFencedOwnership(queuetest.NewOwnership(map[int]uint64{0: 1}), s, "n1", nil)
+	if owned, _ := n1.Watch(); owned[0] != 1 {
+		t.Fatalf("n1 owns %v, want shard 0 at epoch 1", owned)
+	}
+	ids := make([]string, 3)
+	tasks := make([]raftstore.NewTask, 3)
+	for i := range tasks {
+		ids[i] = raftstore.NewTaskID(time.Now().Add(time.Duration(i)))
+		tasks[i] = raftstore.NewTask{ID: ids[i], Shard: 0, NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "callbacks.Invocation",
+			Destination: "http://127.0.0.1:9/cb", Request: []byte(`{}`)}
+	}
+	if _, err := s.Submit(ctx, tasks, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The pause: n2 is given the shard at epoch 2 and takes it.
+	n2 := NewFencedOwnership(queuetest.NewOwnership(map[int]uint64{0: 2}), s, "n2", nil)
+	if owned, _ := n2.Watch(); owned[0] != 2 {
+		t.Fatalf("n2 owns %v, want shard 0 at epoch 2", owned)
+	}
+	// n1 resumes with its old view and writes.
+	if owned, _ := n1.Watch(); owned[0] != 1 {
+		t.Fatalf("paused n1 still believes %v", owned)
+	}
+	for i, r := range []queue.Result{
+		{TaskID: ids[0], Status: queue.StatusSucceeded, Attempts: 1},
+		{TaskID: ids[1], Status: queue.StatusPending, Attempts: 1, NextAttemptAt: time.Now().Add(time.Hour)},
+		{TaskID: ids[2], Status: queue.StatusDLQ, Message: "poison"},
+	} {
+		err := s.Complete(ctx, 0, 1, []queue.Result{r})
+		var woe *shardmap.WrongOwnerError
+		if !errors.As(err, &woe) || woe.Owner != "n2" || woe.Epoch != 2 {
+			t.Fatalf("stale write %d = %v", i, err)
+		}
+	}
+	for _, id := range ids {
+		if tk, _, _ := s.Task(ctx, id); tk.Status != raftstore.TaskPending || tk.Attempts != 0 {
+			t.Fatalf("a stale write landed: %+v", tk)
+		}
+	}
+	// A node whose map is behind the database is not handed the shard.
+	late := NewFencedOwnership(queuetest.NewOwnership(map[int]uint64{0: 1}), s, "n3", nil)
+	late.RetryAfter = 10 * time.Millisecond
+	owned, retry := late.Watch()
+	if _, ok := owned[0]; ok {
+		t.Fatalf("a stale map's shard was handed to the queue: %v", owned)
+	}
+	select {
+	case <-retry:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a failed acquire did not wake the queue for a retry")
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for _, raw := range []string{
+		"postgres://fusebox:s3cret@db.example:5432/fusebox?sslmode=require",
+		"postgres://db.example/fusebox?password=s3cret",
+		"host=db.example user=fusebox password=s3cret dbname=fusebox",
+		"host=db.example password='s3cret' dbname=fusebox",
+	} {
+		if got := RedactURL(raw); strings.Contains(got, "s3cret") || !strings.Contains(got, "db.example") {
+			t.Errorf("RedactURL(%q) = %q", raw, got)
+		}
+	}
+}
+
+// TestOpenUnreachableSaysWhyWithoutPassword: no server on the port; the
+// error names the redacted URL.
+func TestOpenUnreachableSaysWhyWithoutPassword(t *testing.T) {
+	_, err := Open(t.Context(), Config{URL: "postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=2"})
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("open = %v", err)
+	}
+}
+
+// TestReopenKeepsSchemaAndTasks: a second Open finds the schema at its
+// version (golang-migrate: no change) and the tasks still there.
+func TestReopenKeepsSchemaAndTasks(t *testing.T) {
+	s := openTest(t)
+	ctx := t.Context()
+	id := raftstore.NewTaskID(time.Now())
+	if _, err := s.Submit(ctx, []raftstore.NewTask{{ID: id, NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "g", Destination: "d", Request: []byte(`{}`)}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(ctx, Config{URL: s.cfg.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if _, ok, err := s2.Task(ctx, id); !ok || err != nil {
+		t.Fatalf("task after reopen: %v %v", ok, err)
+	}
+}

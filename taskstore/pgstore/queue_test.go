@@ -1,0 +1,131 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/breakerpool"
+	"fusebox/queue"
+	"fusebox/queue/queuetest"
+	"fusebox/raftstore"
+	"fusebox/transport/outbound"
+	"fusebox/transport/outbound/outboundtest"
+)
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestQueueDeliversFromPostgres runs the real queue on the postgres store
+// and a real callback receiver: every task is delivered once and acked in
+// the database. Then the shard is reassigned in the database behind the
+// node's back (it is "paused"): its next results are refused, the queue
+// drops the shard, and none of those writes land.
+func TestQueueDeliversFromPostgres(t *testing.T) {
+	s := openTest(t)
+	ctx := t.Context()
+	dest := outboundtest.NewDestination(t)
+	reg := prometheus.NewRegistry()
+	pool, err := breakerpool.New(breakerpool.Config{IdleTTL: -1, DisableJitter: true}, nil, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Start()
+	t.Cleanup(pool.Close)
+	exec, err := outbound.New(outbound.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exec.Close() })
+	own := NewFencedOwnership(queuetest.NewOwnership(map[int]uint64{0: 1, 1: 1}), s, "a", nil)
+	q, err := queue.New(queue.Config{NodeID: "a", RejectRetry: 20 * time.Millisecond, DrainTimeout: 5 * time.Second}, queue.Deps{
+		Store: s, Ownership: own, Limits: queuetest.NewLimits(queuetest.DefaultLimits()),
+		Breakers: queue.PoolBreakers(pool), Executor: exec, Registerer: reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Start()
+	t.Cleanup(func() { _ = q.Close() })
+
+	submit := func(prefix string, n int, shard func(i int) int) []string {
+		tasks := make([]raftstore.NewTask, n)
+		ids := make([]string, n)
+		for i := range tasks {
+			req, _ := json.Marshal(outbound.Request{URL: dest.CallbackURL(), Body: []byte(`{"ok":true}`), ContentType: "application/json"})
+			ids[i] = raftstore.NewTaskID(time.Now().Add(time.Duration(i)))
+			tasks[i] = raftstore.NewTask{ID: ids[i], Shard: shard(i), NamespaceID: "ns", WorkflowID: fmt.Sprintf("%s-%d", prefix, i),
+				TaskGroup: breakerpool.TaskGroupCallback, Destination: dest.CallbackURL(), Request: req}
+		}
+		if _, err := s.Submit(ctx, tasks, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	status := func(id string) raftstore.Task {
+		tk, _, err := s.Task(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	ids := submit("first", 40, func(i int) int { return i % 2 })
+	waitFor(t, 20*time.Second, "every task acked in the database", func() bool {
+		for _, id := range ids {
+			if status(id).Status != raftstore.TaskSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+	if n := dest.Count(outboundtest.KindCallback); n != len(ids) {
+		t.Fatalf("receiver saw %d callbacks for %d tasks", n, len(ids))
+	}
+
+	// Shard 0 is taken by another node while this one is paused.
+	if err := s.Acquire(ctx, 0, "b", 2); err != nil {
+		t.Fatal(err)
+	}
+	late := submit("late", 5, func(int) int { return 0 })
+	waitFor(t, 20*time.Second, "the stale owner's refused write", func() bool {
+		return counter(t, reg, "fusebox_queue_completion_writes_total", "refused") > 0
+	})
+	for _, id := range late {
+		if tk := status(id); tk.Status != raftstore.TaskPending || tk.Attempts != 0 {
+			t.Fatalf("a stale owner's write landed: %+v", tk)
+		}
+	}
+}
+
+func counter(t *testing.T, g prometheus.Gatherer, name, outcome string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == outcome {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}

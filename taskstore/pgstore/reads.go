@@ -1,0 +1,135 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"fusebox/queue"
+	"fusebox/raftstore"
+)
+
+const taskCols = `id, shard, namespace_id, workflow_id, task_group, destination, destination_key,
+    coalesce(request_id, ''), request, status, attempts, blocked, unexpected, next_attempt_at, created_at,
+    deadline, schedule_to_close_ns, completed_at, message, http_status, operation_id, output, attempt_epoch`
+
+func scanTask(row pgx.Row) (raftstore.Task, error) {
+	var t raftstore.Task
+	var shard, attempts, blocked, unexpected, httpStatus int32
+	var deadline, completed *time.Time
+	var s2c int64
+	var attemptEpoch int64
+	var req, output []byte
+	err := row.Scan(&t.ID, &shard, &t.NamespaceID, &t.WorkflowID, &t.TaskGroup, &t.Destination, &t.DestinationKey,
+		&t.RequestID, &req, &t.Status, &attempts, &blocked, &unexpected, &t.NextAttemptAt, &t.CreatedAt,
+		&deadline, &s2c, &completed, &t.Message, &httpStatus, &t.OperationID, &output, &attemptEpoch)
+	if err != nil {
+		return t, err
+	}
+	t.Shard, t.Attempts, t.Blocked, t.Unexpected, t.HTTPStatus = int(shard), int(attempts), int(blocked), int(unexpected), int(httpStatus)
+	t.Request, t.ScheduleToClose, t.AttemptEpoch = json.RawMessage(req), time.Duration(s2c), uint64(attemptEpoch)
+	if output != nil {
+		t.Output = json.RawMessage(output)
+	}
+	t.NextAttemptAt, t.CreatedAt = t.NextAttemptAt.UTC(), t.CreatedAt.UTC()
+	if deadline != nil {
+		t.Deadline = deadline.UTC()
+	}
+	if completed != nil {
+		t.CompletedAt = completed.UTC()
+	}
+	return t, nil
+}
+
+// Task returns the stored task id.
+func (s *Store) Task(ctx context.Context, id string) (raftstore.Task, bool, error) {
+	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM fusebox_tasks WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, false, nil
+	}
+	return t, err == nil, err
+}
+
+// Due implements queue.Store: it pages the shard's pending tasks due in
+// [from, now] through the (shard, due) index, limit rows a page, so at most
+// one page is in memory besides what the reader keeps. A failed read
+// returns nothing (the reader tries again on its next wake-up).
+func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]queue.Task, time.Time, bool) {
+	if limit <= 0 {
+		return nil, time.Time{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueryTimeout)
+	defer cancel()
+	var out []queue.Task
+	afterAt, afterID := micro(from), ""
+	if from.IsZero() {
+		afterAt = time.Unix(0, 0).UTC()
+	}
+	for len(out) < limit {
+		rows, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM fusebox_tasks
+WHERE shard = $1 AND status = 'pending' AND next_attempt_at <= $2 AND (next_attempt_at, id) > ($3, $4)
+ORDER BY next_attempt_at, id LIMIT $5`, shard, micro(now), afterAt, afterID, limit)
+		if err != nil {
+			s.log.Warn("due read failed", "shard", shard, "err", err)
+			return out, time.Time{}, false
+		}
+		got := 0
+		for rows.Next() {
+			t, err := scanTask(rows)
+			if err != nil {
+				rows.Close()
+				s.log.Warn("due read failed", "shard", shard, "err", err)
+				return out, time.Time{}, false
+			}
+			got++
+			afterAt, afterID = t.NextAttemptAt, t.ID
+			if (skip != nil && skip(t.ID)) || len(out) >= limit {
+				continue
+			}
+			out = append(out, toQueueTask(&t))
+		}
+		rows.Close()
+		if rows.Err() != nil || got < limit {
+			break
+		}
+	}
+	return out, time.Time{}, false
+}
+
+// NextDue implements queue.Store.
+func (s *Store) NextDue(shard int, after time.Time) (time.Time, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueryTimeout)
+	defer cancel()
+	var next time.Time
+	err := s.pool.QueryRow(ctx, `SELECT next_attempt_at FROM fusebox_tasks
+WHERE shard = $1 AND status = 'pending' AND next_attempt_at > $2 ORDER BY next_attempt_at LIMIT 1`, shard, micro(after)).Scan(&next)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return next.UTC(), true
+}
+
+// Backlog implements queue.Store: the shard's pending tasks (-1 when the
+// database does not answer).
+func (s *Store) Backlog(shard int) int {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueryTimeout)
+	defer cancel()
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM fusebox_tasks WHERE shard = $1 AND status = 'pending'`, shard).Scan(&n); err != nil {
+		return -1
+	}
+	return int(n)
+}
+
+// PendingTasks is the number of pending tasks in all shards (-1 when the
+// database does not answer).
+func (s *Store) PendingTasks(ctx context.Context) int {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM fusebox_tasks WHERE status = 'pending'`).Scan(&n); err != nil {
+		return -1
+	}
+	return int(n)
+}
