@@ -71,6 +71,7 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *outbound.Policy) (
 		Executor:   exec,
 		Resolver:   endpointResolver{n.store},
 		Policy:     policy,
+		Fleet:      aliveShare{n.members},
 		Registerer: n.reg,
 		Logger:     n.log.With("component", "queue"),
 	})

@@ -79,9 +79,13 @@ func (r *release) giveBack(n int) {
 }
 
 // KeyClosed tells the queue that k's breaker closed on this node (any
-// source). Every owned shard releases its blocked tasks of k. It does not
-// block: the breaker pool's observer calls it.
+// source). k's rate ramps up from its start (ramp.go), and every owned
+// shard releases its blocked tasks of k. It does not block: the breaker
+// pool's observer calls it.
 func (q *Queue) KeyClosed(k breakerpool.Key) {
+	if !q.closing.Load() {
+		q.sched.startRamp(k, time.Now()) // before the release: released tasks meet the ramp
+	}
 	if _, ok := q.store.(BlockedStore); !ok || q.closing.Load() {
 		return
 	}
