@@ -75,6 +75,23 @@ func TestRecoveryRampAcrossFleet(t *testing.T) {
 		}
 		return all
 	})
+	// The last node's ramp has just begun: the cluster's breaker list shows it.
+	list, err := c.nodes[0].client().Breakers(ctxT(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := 0
+	for _, b := range list.Breakers {
+		if b.Ramp != nil && b.Destination == host {
+			shown++
+			if b.Ramp.StartRPS != float64(start)/3 || b.Ramp.Until.Sub(b.Ramp.Since) != 3*time.Second || b.Ramp.RPS <= 0 {
+				t.Errorf("node %s shows ramp %+v", b.Node, *b.Ramp)
+			}
+		}
+	}
+	if shown == 0 {
+		t.Errorf("GET /v1/breakers?scope=cluster shows no ramp: %+v", list.Breakers)
+	}
 	waitFor(t, 60*time.Second, "every task delivered", func() bool {
 		for _, id := range ids {
 			if tk, ok := c.nodes[0].store.Task(id); !ok || tk.Status != raftstore.TaskSucceeded {

@@ -77,6 +77,8 @@ func (q *Queue) share(k breakerpool.Key) float64 {
 type RampStatus struct {
 	Since, Until time.Time
 	StartRPS     float64 // this node's first-stage rate
+	RPS          float64 // this node's rate now
+	TargetRPS    float64 // the rate at the end (+Inf: unlimited)
 }
 
 // rampOfLocked returns k's ramp; ok is false when there is none or it is
@@ -211,5 +213,8 @@ func (q *Queue) Ramp(k breakerpool.Key) (st RampStatus, ok bool) {
 	if !ok {
 		return st, false
 	}
-	return RampStatus{Since: since, Until: since.Add(d), StartRPS: start}, true
+	_, _, target, _ := limitsFor(l, k)
+	target, _ = q.fleetRate(l, k, target, 0)
+	rps, _, _ := s.rateFor(l, k, now)
+	return RampStatus{Since: since, Until: since.Add(d), StartRPS: start, RPS: float64(rps), TargetRPS: float64(target)}, true
 }
