@@ -27,6 +27,9 @@ func (f *queueForwarder) observe(t breakerpool.Transition) {
 	if q == nil || t.Kind != breakerpool.KindStateChange {
 		return
 	}
+	if t.To != gobreaker.StateClosed {
+		q.KeyOpened(t.Key) // arms the recovery ramp (queue/ramp.go)
+	}
 	switch {
 	case t.To == gobreaker.StateClosed:
 		q.KeyClosed(t.Key)

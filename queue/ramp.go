@@ -24,6 +24,20 @@ import (
 // stage, so the first second after a close runs at exactly the start rate.
 const rampStage = time.Second
 
+// rampArmTTL bounds how long an armed ramp whose key has no group is kept
+// (a key that opened on a hint and never had a task here).
+const rampArmTTL = time.Hour
+
+// ramp is a key's recovery ramp. Armed (the breaker opened or is probing):
+// the limiter already runs at the start rate with burst 1, so the calls the
+// close lets through before KeyClosed reaches the queue (the pool's
+// observer runs asynchronously) find no saved-up burst. Under way (after
+// the close): since is the close.
+type ramp struct {
+	since time.Time // the close; while armed, when it was armed
+	armed bool
+}
+
 // rampTick is how often the ramp (and the fleet budget) retune limiters.
 const rampTick = 100 * time.Millisecond
 
@@ -82,21 +96,25 @@ type RampStatus struct {
 }
 
 // rampOfLocked returns k's ramp; ok is false when there is none or it is
-// over (retune forgets it then). s.rmu held.
-func (s *scheduler) rampOfLocked(l Limits, k breakerpool.Key, now time.Time) (since time.Time, d time.Duration, startRPS float64, ok bool) {
-	since, ok = s.ramps[k]
+// over (retune forgets it then). An armed ramp is ok with d 0. s.rmu held.
+func (s *scheduler) rampOfLocked(l Limits, k breakerpool.Key, now time.Time) (r ramp, d time.Duration, startRPS float64, ok bool) {
+	r, ok = s.ramps[k]
 	if !ok {
-		return since, 0, 0, false
+		return r, 0, 0, false
 	}
 	rl, has := l.(RampLimits)
 	if !has {
-		return since, 0, 0, false
+		return r, 0, 0, false
 	}
 	d = rl.RampDuration(k.NamespaceID, k.Destination)
-	if d <= 0 || now.Sub(since) >= d || now.Before(since) {
-		return since, 0, 0, false
+	if d <= 0 || (!r.armed && (now.Sub(r.since) >= d || now.Before(r.since))) {
+		return r, 0, 0, false
 	}
-	return since, d, rl.RampStartRPS(k.NamespaceID, k.Destination) * s.q.share(k), true
+	startRPS = rl.RampStartRPS(k.NamespaceID, k.Destination) * s.q.share(k)
+	if r.armed {
+		return r, 0, startRPS, true
+	}
+	return r, d, startRPS, true
 }
 
 // rateFor is the rate and burst k's limiter has now: the configured rate
@@ -106,16 +124,22 @@ func (s *scheduler) rateFor(l Limits, k breakerpool.Key, now time.Time) (rps rat
 	_, _, rps, burst = limitsFor(l, k)
 	rps, burst = s.q.fleetRate(l, k, rps, burst)
 	s.rmu.Lock()
-	since, d, start, ok := s.rampOfLocked(l, k, now)
+	rp, d, start, ok := s.rampOfLocked(l, k, now)
 	s.rmu.Unlock()
 	if !ok || rps == 0 {
+		return rps, burst, false
+	}
+	if rp.armed {
+		if start < float64(rps) {
+			return rate.Limit(start), 1, true
+		}
 		return rps, burst, false
 	}
 	target := float64(rps)
 	if rps == rate.Inf {
 		target = math.Inf(1)
 	}
-	r, done := rampRate(start, target, d, now.Sub(since))
+	r, done := rampRate(start, target, d, now.Sub(rp.since))
 	if done {
 		return rps, burst, false
 	}
@@ -148,19 +172,31 @@ func (s *scheduler) tune(g *group, l Limits, now time.Time, drain bool) {
 
 // startRamp begins k's ramp now (a close), if k ramps at all.
 func (s *scheduler) startRamp(k breakerpool.Key, now time.Time) {
+	s.setRamp(k, ramp{since: now})
+	s.q.m.rampsStarted.Inc()
+}
+
+// armRamp arms k's ramp (its breaker opened or is probing), if k ramps.
+func (s *scheduler) armRamp(k breakerpool.Key, now time.Time) {
+	s.setRamp(k, ramp{since: now, armed: true})
+}
+
+// setRamp records r for k, when k ramps at all, and retunes its group at
+// once, dropping any token saved up.
+func (s *scheduler) setRamp(k breakerpool.Key, r ramp) {
 	l := s.q.limits.Current()
 	rl, ok := l.(RampLimits)
 	if !ok || rl.RampDuration(k.NamespaceID, k.Destination) <= 0 {
 		return
 	}
 	s.rmu.Lock()
-	s.ramps[k] = now
+	s.ramps[k] = r
 	s.rmu.Unlock()
 	s.mu.RLock()
 	g := s.groups[k]
 	s.mu.RUnlock()
 	if g != nil {
-		s.tune(g, l, now, true)
+		s.tune(g, l, r.since, true)
 	}
 }
 
@@ -173,9 +209,10 @@ func (s *scheduler) retune(now time.Time) {
 	defer s.mu.RUnlock()
 	s.rmu.Lock()
 	touched := make(map[breakerpool.Key]bool, len(s.ramps))
-	for k := range s.ramps {
+	for k, r := range s.ramps {
 		touched[k] = true
-		if _, _, _, ok := s.rampOfLocked(l, k, now); !ok {
+		_, _, _, ok := s.rampOfLocked(l, k, now)
+		if !ok || (r.armed && s.groups[k] == nil && now.Sub(r.since) > rampArmTTL) {
 			delete(s.ramps, k) // its group is tuned back to the full rate below
 		}
 	}
@@ -185,6 +222,20 @@ func (s *scheduler) retune(now time.Time) {
 			s.tune(g, l, now, false)
 		}
 	}
+}
+
+// rampCount is the number of ramps under way (ended ones go at the next
+// retune).
+func (s *scheduler) rampCount() int {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	n := 0
+	for _, r := range s.ramps {
+		if !r.armed {
+			n++
+		}
+	}
+	return n
 }
 
 // rampLoop retunes every rampTick until Close.
@@ -208,11 +259,12 @@ func (q *Queue) Ramp(k breakerpool.Key) (st RampStatus, ok bool) {
 	l := q.limits.Current()
 	s := q.sched
 	s.rmu.Lock()
-	since, d, start, ok := s.rampOfLocked(l, k, now)
+	rp, d, start, ok := s.rampOfLocked(l, k, now)
 	s.rmu.Unlock()
-	if !ok {
+	if !ok || rp.armed {
 		return st, false
 	}
+	since := rp.since
 	_, _, target, _ := limitsFor(l, k)
 	target, _ = q.fleetRate(l, k, target, 0)
 	rps, _, _ := s.rateFor(l, k, now)

@@ -62,8 +62,14 @@ func TestRampAfterClose(t *testing.T) {
 	closed := time.Now()
 	q.KeyClosed(key("dest"))
 	st, ok := q.Ramp(key("dest"))
-	if !ok || st.StartRPS != start || st.Until.Sub(st.Since) != 2*time.Second {
-		t.Fatalf("Ramp after close = %+v, %v; want start %v over 2s", st, ok, start)
+	if !ok || st.StartRPS != start || st.Until.Sub(st.Since) != 2*time.Second || st.TargetRPS != 100 {
+		t.Fatalf("Ramp after close = %+v, %v; want start %v over 2s towards 100", st, ok, start)
+	}
+	if got := metric(t, e.reg, "fusebox_queue_recovery_ramps_started_total", nil); got != 1 {
+		t.Fatalf("ramps started = %v, want 1", got)
+	}
+	if got := metric(t, e.reg, "fusebox_queue_recovery_ramps", nil); got != 1 {
+		t.Fatalf("ramps under way = %v, want 1", got)
 	}
 	waitFor(t, 10*time.Second, "every released task delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	first := 0
@@ -75,7 +81,10 @@ func TestRampAfterClose(t *testing.T) {
 	if first > start {
 		t.Fatalf("%d calls in the first second after the close; the ramp allows %d", first, start)
 	}
-	waitFor(t, 5*time.Second, "the ramp to end", func() bool { _, ok := q.Ramp(key("dest")); return !ok })
+	waitFor(t, 5*time.Second, "the ramp to end", func() bool {
+		_, ok := q.Ramp(key("dest"))
+		return !ok && metric(t, e.reg, "fusebox_queue_recovery_ramps", nil) == 0
+	})
 	waitFor(t, 5*time.Second, "the configured rate back", func() bool {
 		l, b, ok := q.GroupRate(key("dest"))
 		return !ok || (l == 100 && b == 100)
@@ -99,4 +108,41 @@ func TestNoRampWhenOff(t *testing.T) {
 	if l, _, ok := q.GroupRate(key("dest")); ok && l != 100 {
 		t.Fatalf("rate %v after a close with the ramp off, want 100", l)
 	}
+}
+
+// A breaker that opens arms the ramp: the key's limiter drops to the start
+// rate with burst 1 at once, so the calls a close lets through before
+// KeyClosed arrives (the pool's observer is asynchronous) find no burst
+// saved up. The ramp itself (its stages, Ramp) begins at the close.
+func TestRampArmedWhileOpen(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.MaxTaskRPS = 100
+	lim.RampStartRPS, lim.RampDuration = 5, 2*time.Second
+	e := newEnv(t, 1, lim)
+	tasks := callbacks(3, 1, "warm", "dest")
+	e.add(t, tasks...)
+	q := e.start(t, fastCfg(), newFakeExec(false), nil)
+	waitFor(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	if l, b, ok := q.GroupRate(key("dest")); ok && (l != 100 || b != 100) {
+		t.Fatalf("rate %v burst %v before any outage, want 100, 100", l, b)
+	}
+
+	q.KeyOpened(key("dest"))
+	if l, b, ok := q.GroupRate(key("dest")); ok && (l != 5 || b != 1) {
+		t.Fatalf("armed: rate %v burst %v, want 5, 1", l, b)
+	}
+	if _, ok := q.Ramp(key("dest")); ok {
+		t.Fatal("an armed ramp is reported as under way")
+	}
+	if got := metric(t, e.reg, "fusebox_queue_recovery_ramps", nil); got != 0 {
+		t.Fatalf("ramps under way while armed = %v, want 0", got)
+	}
+	q.KeyClosed(key("dest"))
+	if st, ok := q.Ramp(key("dest")); !ok || st.StartRPS != 5 {
+		t.Fatalf("after the close: %+v, %v; want a ramp from 5", st, ok)
+	}
+	waitFor(t, 5*time.Second, "the configured rate back", func() bool {
+		l, b, ok := q.GroupRate(key("dest"))
+		return !ok || (l == 100 && b == 100)
+	})
 }

@@ -40,8 +40,8 @@ type scheduler struct {
 	groups  map[breakerpool.Key]*group
 	closing bool
 
-	rmu   sync.Mutex                    // guards ramps; taken after mu, never before
-	ramps map[breakerpool.Key]time.Time // key → its close: a recovery ramp under way (ramp.go)
+	rmu   sync.Mutex               // guards ramps; taken after mu, never before
+	ramps map[breakerpool.Key]ramp // key → its recovery ramp, armed or under way (ramp.go)
 
 	wg       sync.WaitGroup // workers
 	buffered atomic.Int64
@@ -49,7 +49,7 @@ type scheduler struct {
 }
 
 func newScheduler(q *Queue) *scheduler {
-	return &scheduler{q: q, groups: make(map[breakerpool.Key]*group), ramps: make(map[breakerpool.Key]time.Time)}
+	return &scheduler{q: q, groups: make(map[breakerpool.Key]*group), ramps: make(map[breakerpool.Key]ramp)}
 }
 
 // group is one key's buffer, concurrency limit and rate limiter. Workers are
