@@ -29,7 +29,9 @@ const (
 // BenchmarkRecoveryRamp runs the outage once per mode on a fresh 3-node
 // cluster (-benchtime=1x): ramp (rampStartRPS 50 over rampDuration 5 s)
 // and no_ramp, the same schedule with rampDuration 0, the same-run
-// baseline.
+// baseline. Run one count per process (benchreport does): a second
+// cluster in the same process has timed out waiting for its breakers to
+// open.
 //
 // first-second is the calls the destination received in the second after
 // the first successful one (the close); first-second/start divides it by
