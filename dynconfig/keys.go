@@ -78,6 +78,20 @@ const (
 	KeyMetricsDestinationSeriesLimit = "fusebox.metrics.destinationSeriesLimit"
 )
 
+// Staged recovery (issue 19 §2, docs/operations.md "Recovery ramp and fleet
+// rate budget").
+const (
+	// KeyRampStartRPS is the fleet-wide rate a destination gets in the first
+	// second after its breaker closes; each node takes its share of it.
+	KeyRampStartRPS = "fusebox.destination.rampStartRPS"
+	// KeyRampDuration is how long the ramp from KeyRampStartRPS to the
+	// configured rate lasts; 0 turns the ramp off.
+	KeyRampDuration = "fusebox.destination.rampDuration"
+
+	DefaultRampStartRPS = 10.0
+	DefaultRampDuration = 10 * time.Second
+)
+
 // Defaults of the scalar keys (Temporal's, see REFERENCE.md).
 const (
 	DefaultOutboundTaskBatchSize   = 100
@@ -182,6 +196,11 @@ var registry = []*definition{
 		"schedule-to-close timeout of a task submitted without one: undelivered by then, it fails with deadline exceeded; 0 means no deadline"),
 	intKey(KeyMetricsDestinationSeriesLimit, DefaultMetricsDestinationSeriesLimit, -1, 1_000_000, GlobalOnly,
 		`closed breakers (the busiest) with per-destination metric series of their own; the others are summed under destination "_other" (open and half-open ones always have their own, up to 1000); -1: no cap`),
+	// Staged recovery (issue 19 §2).
+	floatKey(KeyRampStartRPS, DefaultRampStartRPS, 1_000_000, PerNamespaceDestination,
+		"calls per second the whole fleet sends a destination in the first second after its breaker closes; each node takes its share (1/live members, or its fleet-budget share)"),
+	durationZeroKey(KeyRampDuration, DefaultRampDuration, time.Hour, PerNamespaceDestination,
+		"after a breaker closes, the destination's rate rises in 1 s stages from rampStartRPS to its configured rate over this long; 0 turns the ramp off"),
 }
 
 // byName maps a key name to its index in registry.
@@ -216,6 +235,8 @@ var (
 	idxDLQAttempts      = byName[KeyTaskDLQUnexpectedErrorAttempts]
 	idxNexusMaxS2C      = byName[KeyNexusMaxScheduleToCloseTimeout]
 	idxTaskS2C          = byName[KeyTaskScheduleToCloseTimeout]
+	idxRampStartRPS     = byName[KeyRampStartRPS]
+	idxRampDuration     = byName[KeyRampDuration]
 )
 
 // KeyInfo describes one registered key; the API serves the list.

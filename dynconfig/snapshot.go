@@ -312,3 +312,15 @@ func (s *Snapshot) ScheduleToClose(taskGroup, ns, dest string, requested time.Du
 	}
 	return d
 }
+
+// RampStartRPS returns fusebox.destination.rampStartRPS for (ns, dest): the
+// fleet-wide rate of the first ramp stage after a close.
+func (s *Snapshot) RampStartRPS(ns, dest string) float64 {
+	return s.get(idxRampStartRPS, ns, dest).(float64)
+}
+
+// RampDuration returns fusebox.destination.rampDuration for (ns, dest); 0
+// means no ramp.
+func (s *Snapshot) RampDuration(ns, dest string) time.Duration {
+	return s.get(idxRampDuration, ns, dest).(time.Duration)
+}

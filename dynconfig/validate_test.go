@@ -287,6 +287,8 @@ func TestKeys(t *testing.T) {
 		KeyNexusMaxScheduleToCloseTimeout: {"duration", `"0s"`, "global,namespace"},
 		KeyTaskScheduleToCloseTimeout:     {"duration", `"168h0m0s"`, "global,namespace,destination,namespace+destination"},
 		KeyMetricsDestinationSeriesLimit:  {"int", "100", "global"},
+		KeyRampStartRPS:                   {"float", "10", "global,namespace,destination,namespace+destination"},
+		KeyRampDuration:                   {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("Keys() has %d keys, want %d", len(keys), len(want))

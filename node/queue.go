@@ -27,6 +27,9 @@ func (f *queueForwarder) observe(t breakerpool.Transition) {
 	if q == nil || t.Kind != breakerpool.KindStateChange {
 		return
 	}
+	if t.To != gobreaker.StateClosed {
+		q.KeyOpened(t.Key) // arms the recovery ramp (queue/ramp.go)
+	}
 	switch {
 	case t.To == gobreaker.StateClosed:
 		q.KeyClosed(t.Key)
@@ -71,6 +74,7 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *outbound.Policy) (
 		Executor:   exec,
 		Resolver:   endpointResolver{n.store},
 		Policy:     policy,
+		Fleet:      aliveShare{n.members},
 		Registerer: n.reg,
 		Logger:     n.log.With("component", "queue"),
 	})

@@ -59,6 +59,9 @@ func recoveryRun(b *testing.B, bc *benchCluster, outage bool) {
 	host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 	bc.setConfig(b, dynconfig.KeyBreakerSettings, host, fmt.Sprintf(`{"Timeout":%q}`, recoveryTimeout.String()))
 	bc.setConfig(b, dynconfig.KeyHostSchedulerMaxTaskRPS, host, fmt.Sprint(recoveryRate))
+	// Release on close alone: the recovery ramp (BenchmarkRecoveryRamp) would
+	// pace the backlog below the rate this target assumes.
+	bc.setConfig(b, dynconfig.KeyRampDuration, host, `"0s"`)
 	if outage {
 		if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
 			b.Fatal(err)

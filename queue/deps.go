@@ -114,7 +114,10 @@ type Deps struct {
 	Executor  Executor
 	Resolver  Resolver
 	// Policy, when set, is checked before every attempt; nil allows all.
-	Policy     DestinationPolicy
+	Policy DestinationPolicy
+	// Fleet, when set, is this node's share of fleet-wide rates (recovery
+	// ramp, fleet budget); nil means this node is the whole fleet.
+	Fleet      FleetShare
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 }

@@ -43,3 +43,17 @@ func (q *Queue) GroupTokens(k breakerpool.Key) (float64, bool) {
 
 // GroupCount is the number of live scheduler groups.
 func (q *Queue) GroupCount() int { return q.sched.groupCount() }
+
+// RampRate is rampRate.
+var RampRate = rampRate
+
+// GroupRate returns the rate limit and burst of k's group.
+func (q *Queue) GroupRate(k breakerpool.Key) (limit float64, burst int, ok bool) {
+	q.sched.mu.RLock()
+	defer q.sched.mu.RUnlock()
+	g := q.sched.groups[k]
+	if g == nil {
+		return 0, 0, false
+	}
+	return float64(g.lim.Limit()), g.lim.Burst(), true
+}

@@ -28,6 +28,7 @@ type metrics struct {
 	interrupted  prometheus.Counter
 	writes       *prometheus.CounterVec
 	writeSize    prometheus.Histogram
+	rampsStarted prometheus.Counter
 }
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
@@ -70,6 +71,9 @@ func newMetrics(reg prometheus.Registerer, q *Queue) (*metrics, error) {
 			Name: "fusebox_queue_completion_write_size", Help: "Results per batched write.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}),
+		rampsStarted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fusebox_queue_recovery_ramps_started_total", Help: "Recovery ramps begun: a breaker closed and its key's rate restarted from rampStartRPS.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -78,7 +82,7 @@ func newMetrics(reg prometheus.Registerer, q *Queue) (*metrics, error) {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	cs := []prometheus.Collector{
-		m.depth, m.firstAttempt, m.done, m.results, m.rejections, m.rateWait, m.abandoned, m.interrupted, m.writes, m.writeSize,
+		m.depth, m.firstAttempt, m.done, m.results, m.rejections, m.rateWait, m.abandoned, m.interrupted, m.writes, m.writeSize, m.rampsStarted,
 		gauge("fusebox_queue_scheduler_buffered", "Tasks waiting in scheduler group buffers.",
 			func() float64 { return float64(q.sched.buffered.Load()) }),
 		gauge("fusebox_queue_scheduler_active_workers", "Tasks being processed by scheduler workers.",
@@ -89,6 +93,8 @@ func newMetrics(reg prometheus.Registerer, q *Queue) (*metrics, error) {
 			func() float64 { return float64(q.ownedCount()) }),
 		gauge("fusebox_queue_readers_paused", "Shard readers stopped by history.outboundTaskBatchSize = 0.",
 			func() float64 { return float64(q.paused.Load()) }),
+		gauge("fusebox_queue_recovery_ramps", "Keys whose rate is ramping up after their breaker closed.",
+			func() float64 { return float64(q.sched.rampCount()) }),
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -19,6 +19,7 @@ type Queue struct {
 	exec     Executor
 	resolver Resolver
 	policy   DestinationPolicy
+	fleet    FleetShare
 	log      *slog.Logger
 	m        *metrics
 	sched    *scheduler
@@ -52,7 +53,7 @@ func New(cfg Config, deps Deps) (*Queue, error) {
 	}
 	q := &Queue{
 		cfg: cfg, store: deps.Store, own: deps.Ownership, limits: deps.Limits, breakers: deps.Breakers,
-		exec: deps.Executor, resolver: deps.Resolver, policy: deps.Policy, log: log.With("component", "queue"),
+		exec: deps.Executor, resolver: deps.Resolver, policy: deps.Policy, fleet: deps.Fleet, log: log.With("component", "queue"),
 		shards: make(map[int]*shard), stop: make(chan struct{}), closingCh: make(chan struct{}),
 	}
 	q.sched = newScheduler(q)
@@ -70,9 +71,10 @@ func (q *Queue) Start() {
 			return
 		}
 		q.unsub = q.limits.Subscribe(q.limitsChanged)
-		q.loopsDone.Add(2)
+		q.loopsDone.Add(3)
 		go q.watchOwnership()
 		go q.gcLoop()
+		go q.rampLoop()
 	})
 }
 

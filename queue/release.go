@@ -78,10 +78,23 @@ func (r *release) giveBack(n int) {
 	}
 }
 
+// KeyOpened tells the queue that k's breaker opened or went half-open on
+// this node (any source): k's ramp is armed (ramp.go), so the close finds
+// its limiter at the start rate with no burst saved. It does not block.
+func (q *Queue) KeyOpened(k breakerpool.Key) {
+	if !q.closing.Load() {
+		q.sched.armRamp(k, time.Now())
+	}
+}
+
 // KeyClosed tells the queue that k's breaker closed on this node (any
-// source). Every owned shard releases its blocked tasks of k. It does not
-// block: the breaker pool's observer calls it.
+// source). k's rate ramps up from its start (ramp.go), and every owned
+// shard releases its blocked tasks of k. It does not block: the breaker
+// pool's observer calls it.
 func (q *Queue) KeyClosed(k breakerpool.Key) {
+	if !q.closing.Load() {
+		q.sched.startRamp(k, time.Now()) // before the release: released tasks meet the ramp
+	}
 	if _, ok := q.store.(BlockedStore); !ok || q.closing.Load() {
 		return
 	}

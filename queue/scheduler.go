@@ -40,13 +40,16 @@ type scheduler struct {
 	groups  map[breakerpool.Key]*group
 	closing bool
 
+	rmu   sync.Mutex               // guards ramps; taken after mu, never before
+	ramps map[breakerpool.Key]ramp // key → its recovery ramp, armed or under way (ramp.go)
+
 	wg       sync.WaitGroup // workers
 	buffered atomic.Int64
 	active   atomic.Int64
 }
 
 func newScheduler(q *Queue) *scheduler {
-	return &scheduler{q: q, groups: make(map[breakerpool.Key]*group)}
+	return &scheduler{q: q, groups: make(map[breakerpool.Key]*group), ramps: make(map[breakerpool.Key]ramp)}
 }
 
 // group is one key's buffer, concurrency limit and rate limiter. Workers are
@@ -132,7 +135,9 @@ func (s *scheduler) create(k breakerpool.Key) *group {
 	if g := s.groups[k]; g != nil {
 		return g
 	}
-	bufCap, conc, rps, burst := limitsFor(s.q.limits.Current(), k)
+	l := s.q.limits.Current()
+	bufCap, conc, _, _ := limitsFor(l, k)
+	rps, burst, _ := s.rateFor(l, k, time.Now())
 	g := &group{
 		key: k, s: s, lim: rate.NewLimiter(rps, burst), gate: make(chan struct{}, 1),
 		bufCap: bufCap, conc: conc, lastUsed: time.Now(), changed: make(chan struct{}),
@@ -194,21 +199,15 @@ func roomFor(shards []*shard) {
 
 // refresh applies the current limits to every group: buffer and
 // concurrency resize at once (a smaller limit lets running calls finish),
-// the rate limiter's limit and burst change in place, and token waiters
-// recompute their wait.
+// the rate limiter's limit and burst change in place (tune: a recovery ramp
+// or a fleet share may lower them), and token waiters recompute their wait.
 func (s *scheduler) refresh() {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	l := s.q.limits.Current()
 	for k, g := range s.groups {
-		bufCap, conc, rps, burst := limitsFor(l, k)
-		now := time.Now()
-		if g.lim.Limit() != rps {
-			g.lim.SetLimitAt(now, rps)
-		}
-		if g.lim.Burst() != burst {
-			g.lim.SetBurstAt(now, burst)
-		}
+		bufCap, conc, _, _ := limitsFor(l, k)
+		s.tune(g, l, time.Now(), false) // a ramp or fleet share lowers the configured rate
 		g.mu.Lock()
 		g.bufCap, g.conc = bufCap, conc
 		close(g.changed)

@@ -29,6 +29,8 @@ type Deps struct {
 	Members Members
 	// Breakers is this node's breaker pool.
 	Breakers Breakers
+	// Ramps, optional, is this node's recovery ramps (GET /v1/breakers).
+	Ramps Ramps
 	// Peers reaches other nodes' APIs (for ?scope=cluster).
 	Peers func(httpAddr string) *Client
 	// UI serves the status page at /ui/ (package ui); nil leaves it out.
@@ -69,6 +71,12 @@ type Store interface {
 // Members is the gossip view the API shows.
 type Members interface {
 	Members() []Member
+}
+
+// Ramps reports a key's recovery ramp on this node; ok is false when none
+// is under way.
+type Ramps interface {
+	Ramp(k breakerpool.Key) (r BreakerRamp, ok bool)
 }
 
 // Breakers is this node's breaker pool.

@@ -56,7 +56,13 @@ func toBreaker(st breakerpool.Status) Breaker {
 func (s *Server) localBreakers() []Breaker {
 	out := []Breaker{}
 	for _, st := range s.deps.Breakers.List() {
-		out = append(out, toBreaker(st))
+		b := toBreaker(st)
+		if s.deps.Ramps != nil {
+			if r, ok := s.deps.Ramps.Ramp(st.Key); ok {
+				b.Ramp = &r
+			}
+		}
+		out = append(out, b)
 	}
 	return out
 }

@@ -136,6 +136,21 @@ type Breaker struct {
 	OpenRemainingSeconds float64         `json:"open_remaining_seconds,omitempty"`
 	Settings             json.RawMessage `json:"settings,omitempty"`
 	HintPolicy           string          `json:"hint_policy,omitempty"`
+	// Ramp is the key's recovery ramp on this node while one is under way
+	// (issue 19 §2).
+	Ramp *BreakerRamp `json:"ramp,omitempty"`
+}
+
+// BreakerRamp is a recovery ramp under way: after its close the key's rate
+// on this node rises in 1 s stages from StartRPS to TargetRPS, from Since
+// to Until.
+type BreakerRamp struct {
+	Since    time.Time `json:"since"`
+	Until    time.Time `json:"until"`
+	StartRPS float64   `json:"start_rps"`
+	RPS      float64   `json:"rps"`
+	// TargetRPS is 0 when the configured rate is unlimited.
+	TargetRPS float64 `json:"target_rps"`
 }
 
 // BreakerList is GET /v1/breakers. With ?scope=cluster, Breakers holds every

@@ -79,6 +79,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 
 	blockedID := submitBlockedTask(t, api, nodes)
+	ramping := rampKey(t, api, nodes)
 
 	// Every node serves the page itself; start at n1's.
 	front := "http://" + nodes[0].HTTPAddr() + "/ui/"
@@ -96,6 +97,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatalf("parse the dumped DOM: %v", err)
 	}
 	checkPage(t, doc, open.String(), closed.String())
+	checkRamp(t, doc, ramping.String())
 	if rows := find(doc, hasAttrKey("data-task")); len(rows) != 1 || attr(rows[0], "data-task") != blockedID ||
 		!strings.Contains(text(rows[0]), "circuit breaker open") {
 		t.Errorf("blocked tasks table: %d rows, want task %s blocked by its open breaker", len(rows), blockedID)

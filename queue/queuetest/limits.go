@@ -14,6 +14,10 @@ type LimitValues struct {
 	Concurrency    int
 	MaxTaskRPS     float64
 	RequestTimeout time.Duration
+	// RampStartRPS and RampDuration are the recovery ramp (queue.RampLimits);
+	// RampDuration 0, the default here, is no ramp.
+	RampStartRPS float64
+	RampDuration time.Duration
 }
 
 // DefaultLimits are Temporal's defaults (dynconfig's too).
@@ -105,3 +109,5 @@ func (s *snapshot) MaxTaskRPS(_, dest string) float64 { return s.get(dest).MaxTa
 func (s *snapshot) RequestTimeout(_, _, dest string) time.Duration {
 	return s.get(dest).RequestTimeout
 }
+func (s *snapshot) RampStartRPS(_, dest string) float64       { return s.get(dest).RampStartRPS }
+func (s *snapshot) RampDuration(_, dest string) time.Duration { return s.get(dest).RampDuration }

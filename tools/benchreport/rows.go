@@ -216,6 +216,11 @@ var rows = []row{
 		Baseline: "BenchmarkRecoveryDrain/no_outage", Target: "value<=1", Time: "1x", QuickTime: "1x"},
 	{Issue: "#20", What: "recovery: whole schedule's last delivery (s), vs the same schedule without the outage", Pkg: "./node", Bench: "BenchmarkRecoveryDrain/outage", Metric: "total-s",
 		Baseline: "BenchmarkRecoveryDrain/no_outage", Target: "ratio<=1.2", Time: "1x", QuickTime: "1x"},
+	// Staged recovery (issue 19 §2): 3,000 tasks backlogged behind an open breaker, ramp 50 → 100/host over 5 s.
+	{Issue: "#19", What: "recovery ramp: calls in the first second after the close / rampStartRPS (baseline: ramp off)", Pkg: "./node", Bench: "BenchmarkRecoveryRamp/ramp", Metric: "first-second/start",
+		Baseline: "BenchmarkRecoveryRamp/no_ramp", Target: "value<=1.1", Time: "1x", QuickTime: "1x", Runs: 3},
+	{Issue: "#19", What: "recovery ramp: backlog drained after the close, over rampDuration + backlog/rate + 2 s", Pkg: "./node", Bench: "BenchmarkRecoveryRamp/ramp", Metric: "drain/target",
+		Baseline: "BenchmarkRecoveryRamp/no_ramp", Target: "value<=1", Time: "1x", QuickTime: "1x", Runs: 3},
 	{Issue: "#4", What: "hint opens every peer (adopt, N=5), p99 ms", Pkg: "./cluster", Bench: "BenchmarkHintApplied", Metric: "p99-ms", Time: "30x", QuickTime: "10x"},
 	// Early warning ("failing" hints): simultaneous onset costs about 2N+1 (probe) and 6+small (adopt) instead of 6N.
 	{Issue: "#4", What: "dead destination, N=5, probe: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestination/policy=probe", Metric: "trip-calls",

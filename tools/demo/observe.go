@@ -39,8 +39,10 @@ type breakerView struct {
 	State, Source, Mode  string
 	ConsecutiveFailures  uint32
 	OpenRemainingSeconds float64
-	settings             breakerpool.Settings
-	hasSettings          bool
+	// Ramp, while the key's recovery ramp is under way on that node (issue 19 §2).
+	Ramp        *transport.BreakerRamp
+	settings    breakerpool.Settings
+	hasSettings bool
 }
 
 // destView is one destination.
@@ -202,7 +204,7 @@ func (o *observer) mergeBreakers(s *snapshot, brk transport.BreakerList, err err
 	for _, b := range brk.Breakers {
 		v := breakerView{
 			Node: b.Node, Destination: b.Destination, State: b.State, Source: b.Source, Mode: b.Mode,
-			ConsecutiveFailures: b.Counts.ConsecutiveFailures, OpenRemainingSeconds: b.OpenRemainingSeconds,
+			ConsecutiveFailures: b.Counts.ConsecutiveFailures, OpenRemainingSeconds: b.OpenRemainingSeconds, Ramp: b.Ramp,
 		}
 		if len(b.Settings) > 0 && json.Unmarshal(b.Settings, &v.settings) == nil {
 			v.hasSettings = true

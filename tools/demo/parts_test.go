@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -204,6 +205,8 @@ func TestRender(t *testing.T) {
 		Breakers: []breakerView{
 			{Node: "n1", Destination: destFlaky, State: "open", Source: "local", Mode: "auto", OpenRemainingSeconds: 3.5},
 			{Node: "n2", Destination: destFlaky, State: "closed", Source: "hint", Mode: "guarded"},
+			{Node: "n3", Destination: destFlaky, State: "closed", Source: "hint", Mode: "auto",
+				Ramp: &transport.BreakerRamp{StartRPS: 3.3, RPS: 12.5, TargetRPS: 100, Until: time.Now().Add(time.Hour)}},
 		},
 		Dests:   []destView{{Name: destHealthy, Mode: "up", PerSec: 20, Delivered: 240}, {Name: destFlaky, Mode: "refuse"}},
 		Pending: 17,
@@ -211,13 +214,13 @@ func TestRender(t *testing.T) {
 		Events:  []event{{At: 11 * time.Second, Node: "n1", Dest: destFlaky, What: "closed→open (local)"}},
 	}
 	frame := renderFrame(viewInfo{cfg: DefaultConfig(), dir: "/tmp/x"}, s)
-	for _, want := range []string{"t+12.0s", "Timeout 5s", "Leader", "guarded", "3.5s", "DOWN (refuse)", "ESTIMATE", "18", "t+11.0s n1 flaky closed→open (local)", "/tmp/x", "pending tasks (all shards): 17"} {
+	for _, want := range []string{"t+12.0s", "Timeout 5s", "Leader", "guarded", "3.5s", "DOWN (refuse)", "ESTIMATE", "18", "t+11.0s n1 flaky closed→open (local)", "/tmp/x", "pending tasks (all shards): 17", "12.5/s → 100/s"} {
 		if !strings.Contains(frame, want) {
 			t.Errorf("frame lacks %q:\n%s", want, frame)
 		}
 	}
 	line := renderLine(s)
-	for _, want := range []string{"t+12.0s nodes 1/2 leader n1", "healthy up 20.0/s (240)", "n1:open/local", "n2:closed/hint/guarded", "pending 17", "outage down: 9 calls (per-host estimate 18)"} {
+	for _, want := range []string{"t+12.0s nodes 1/2 leader n1", "healthy up 20.0/s (240)", "n1:open/local", "n2:closed/hint/guarded", "n3:closed/hint/ramp 12.5/s", "pending 17", "outage down: 9 calls (per-host estimate 18)"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("line lacks %q: %s", want, line)
 		}

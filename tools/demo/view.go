@@ -8,6 +8,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"fusebox/transport"
 )
 
 // ANSI sequences of the live view: home, clear to end of line, clear to
@@ -66,13 +68,13 @@ func renderFrame(info viewInfo, s snapshot) string {
 
 	b.WriteString("\nBREAKERS (per node; source = where the state came from)\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  node\tdestination\tstate\tsource\tmode\tconsec. fails\topen for")
+	fmt.Fprintln(tw, "  node\tdestination\tstate\tsource\tmode\tconsec. fails\topen for\trecovery ramp")
 	for _, br := range s.Breakers {
 		open := ""
 		if br.OpenRemainingSeconds > 0 {
 			open = fmt.Sprintf("%.1fs", br.OpenRemainingSeconds)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\n", br.Node, br.Destination, br.State, br.Source, br.Mode, br.ConsecutiveFailures, open)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", br.Node, br.Destination, br.State, br.Source, br.Mode, br.ConsecutiveFailures, open, rampText(br.Ramp))
 	}
 	if len(s.Breakers) == 0 {
 		fmt.Fprintln(tw, "  (none yet: a node creates a breaker on its first call)")
@@ -154,6 +156,9 @@ func renderLine(s snapshot) string {
 			if br.Mode != "auto" {
 				fmt.Fprintf(&b, "/%s", br.Mode)
 			}
+			if br.Ramp != nil {
+				fmt.Fprintf(&b, "/ramp %.1f/s", br.Ramp.RPS)
+			}
 		}
 	}
 	fmt.Fprintf(&b, " | pending %d", s.Pending)
@@ -219,4 +224,17 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// rampText is a recovery ramp as the frame shows it: this node's rate now,
+// the rate it climbs to and the time left.
+func rampText(r *transport.BreakerRamp) string {
+	if r == nil {
+		return ""
+	}
+	target := "unlimited"
+	if r.TargetRPS > 0 {
+		target = fmt.Sprintf("%.0f/s", r.TargetRPS)
+	}
+	return fmt.Sprintf("%.1f/s → %s, %.0fs left", r.RPS, target, max(time.Until(r.Until).Seconds(), 0))
 }

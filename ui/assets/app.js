@@ -169,7 +169,31 @@
     if (b.counts) title += `; failures in a row ${b.counts.consecutive_failures}, requests ${b.counts.requests}`;
     return el('td', { className: `cell state-${b.state}`, title, dataset: { cell: '', key, node, state: b.state, source: b.source, mode: b.mode } },
       el('span', { className: 'cell-state' }, `${st.symbol} ${st.label}`),
-      el('span', { className: 'cell-meta' }, `${b.source} · ${b.mode}`));
+      el('span', { className: 'cell-meta' }, `${b.source} · ${b.mode}`),
+      b.ramp ? rampPlot(b.ramp) : null);
+  }
+
+  // rampPlot draws a recovery ramp (GET /v1/breakers "ramp") as one bar per
+  // 1 s stage, its height the stage's rate against the target; stages past
+  // are filled. The node's stages, as queue/ramp.go computes them.
+  function rampPlot(r) {
+    const since = Date.parse(r.since), until = Date.parse(r.until);
+    const steps = Math.max(1, Math.min(120, Math.ceil((until - since) / 1000)));
+    const target = r.target_rps > 0 ? r.target_rps : null;
+    const now = Math.floor((Date.now() - since) / 1000);
+    const bars = [];
+    for (let k = 0; k < steps; k++) {
+      const rate = k === 0 ? r.start_rps : (target === null ? Infinity : r.start_rps + (target - r.start_rps) * k / steps);
+      const frac = target === null ? (k === 0 ? 0.1 : 1) : Math.max(0.02, Math.min(1, rate / target));
+      const bar = el('span', { className: `ramp-bar${k < now ? ' past' : ''}${k === now ? ' now' : ''}`,
+        title: `stage ${k + 1} of ${steps}: ${Number.isFinite(rate) ? rate.toFixed(1) : 'unlimited'} calls/s` });
+      bar.style.height = `${Math.round(frac * 100)}%`;
+      bars.push(bar);
+    }
+    const label = `ramp ${r.rps.toFixed(1)} → ${target === null ? 'unlimited' : target.toFixed(0)} calls/s until ${fmtTime(r.until)}`;
+    return el('span', { className: 'ramp', dataset: { ramp: '', rps: String(r.rps) }, title: label },
+      el('span', { className: 'ramp-plot', ariaLabel: label }, ...bars),
+      el('span', { className: 'cell-meta' }, `ramp ${r.rps.toFixed(1)}/s`));
   }
 
   function renderBreakers(list, order) {
