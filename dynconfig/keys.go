@@ -76,6 +76,10 @@ const (
 	// busiest) get per-destination metric series of their own on a node;
 	// the others are summed under destination "_other"; -1 means no cap.
 	KeyMetricsDestinationSeriesLimit = "fusebox.metrics.destinationSeriesLimit"
+	// KeyBreakerMaxRetryAfter caps how long a destination's Retry-After
+	// (on a 429 or 503 answer) holds its breaker open, on this node and,
+	// through the gossiped deadline, on every peer; 0 ignores Retry-After.
+	KeyBreakerMaxRetryAfter = "fusebox.breaker.maxRetryAfter"
 )
 
 // Defaults of the scalar keys (Temporal's, see REFERENCE.md).
@@ -182,6 +186,8 @@ var registry = []*definition{
 		"schedule-to-close timeout of a task submitted without one: undelivered by then, it fails with deadline exceeded; 0 means no deadline"),
 	intKey(KeyMetricsDestinationSeriesLimit, DefaultMetricsDestinationSeriesLimit, -1, 1_000_000, GlobalOnly,
 		`closed breakers (the busiest) with per-destination metric series of their own; the others are summed under destination "_other" (open and half-open ones always have their own, up to 1000); -1: no cap`),
+	durationZeroKey(KeyBreakerMaxRetryAfter, breakerpool.DefaultMaxRetryAfter, breakerpool.DefaultMaxOpenFor, PerNamespaceDestination,
+		"cap of the wait a 429 or 503 answer's Retry-After imposes: the breaker opens until the destination's deadline on this node and every peer; 0 ignores Retry-After (such answers count as ordinary failures)"),
 }
 
 // byName maps a key name to its index in registry.
@@ -216,6 +222,7 @@ var (
 	idxDLQAttempts      = byName[KeyTaskDLQUnexpectedErrorAttempts]
 	idxNexusMaxS2C      = byName[KeyNexusMaxScheduleToCloseTimeout]
 	idxTaskS2C          = byName[KeyTaskScheduleToCloseTimeout]
+	idxMaxRetryAfter    = byName[KeyBreakerMaxRetryAfter]
 )
 
 // KeyInfo describes one registered key; the API serves the list.
