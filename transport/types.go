@@ -136,6 +136,10 @@ type Breaker struct {
 	OpenRemainingSeconds float64         `json:"open_remaining_seconds,omitempty"`
 	Settings             json.RawMessage `json:"settings,omitempty"`
 	HintPolicy           string          `json:"hint_policy,omitempty"`
+	// RetryAfterUntil is the destination's Retry-After deadline (this
+	// node's 429/503 answer or a peer's gossiped one) holding the breaker
+	// open; absent otherwise, and once it has passed.
+	RetryAfterUntil *time.Time `json:"retry_after_until,omitempty"`
 }
 
 // BreakerList is GET /v1/breakers. With ?scope=cluster, Breakers holds every
