@@ -66,6 +66,9 @@ type Breaker struct {
 	epoch         uint64 // bumps on every gate change; stale probe results are ignored
 	probeAdmitted uint32
 	probeSuccess  uint32
+	// retryUntil is the Retry-After deadline holding the gate open (wall
+	// clock); zero unless the gate is open because of one.
+	retryUntil time.Time
 
 	lastSeen time.Duration // eviction sweep only (under Pool.sweepMu)
 }
@@ -421,6 +424,10 @@ func (b *Breaker) Status() Status {
 	}
 	if b.gate == gateOpen {
 		st.OpenRemaining = time.Duration(b.openUntil.Load()) - now
+		if !b.retryUntil.IsZero() {
+			ru := b.retryUntil
+			st.RetryAfterUntil = &ru
+		}
 	}
 	return st
 }

@@ -3,6 +3,7 @@ package breakerpool
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // CauseCircuitBreakerOpen is the ResourceExhausted cause of a breaker rejection,
@@ -16,6 +17,11 @@ const CauseCircuitBreakerOpen = "CIRCUIT_BREAKER_OPEN"
 type DestinationDownError struct {
 	Message string
 	Cause   error
+	// RetryAfter is the instant the destination asked to be left alone
+	// until (a 429 or 503 answer's Retry-After header, wall clock); zero
+	// when it gave none. CircuitBreakerExecutable opens the breaker until
+	// then (Breaker.OpenRetryAfter, capped by Settings.MaxRetryAfter).
+	RetryAfter time.Time
 }
 
 // NewDestinationDownError wraps cause; msg says what was observed.
@@ -35,6 +41,16 @@ func (e *DestinationDownError) Error() string {
 }
 
 func (e *DestinationDownError) Unwrap() error { return e.Cause }
+
+// RetryAfterOf returns the Retry-After deadline carried by a
+// DestinationDownError in err's chain, zero if none.
+func RetryAfterOf(err error) time.Time {
+	var d *DestinationDownError
+	if errors.As(err, &d) {
+		return d.RetryAfter
+	}
+	return time.Time{}
+}
 
 // ResourceExhaustedError tells the caller to retry later, gently, and never to
 // dead-letter the task. Cause is a machine-readable reason such as

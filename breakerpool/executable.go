@@ -43,7 +43,8 @@ func NewCircuitBreakerExecutable(cb TwoStepCircuitBreaker, exec Executable) *Cir
 // its permit back without a verdict (with a *Breaker; other breakers see a
 // success, as Temporal's do). Every other outcome, error or not, is a success for the breaker. A
 // panic (or runtime.Goexit) in the executable reports a failure and
-// propagates.
+// propagates. A DestinationDownError with a RetryAfter deadline first opens
+// a *Breaker until then (OpenRetryAfter, capped by Settings.MaxRetryAfter).
 func (e *CircuitBreakerExecutable) Execute(ctx context.Context) (err error) {
 	done, err := e.allow()
 	if err != nil {
@@ -66,6 +67,14 @@ func (e *CircuitBreakerExecutable) Execute(ctx context.Context) (err error) {
 	var down *DestinationDownError
 	switch {
 	case errors.As(err, &down):
+		if !down.RetryAfter.IsZero() {
+			// Open first: the failure reported next then lands on an open
+			// gate (a stale probe epoch, or counts of an instance replaced
+			// at the close) and cannot trip the breaker for its own Timeout.
+			if rb, ok := e.Breaker.(retryAfterBreaker); ok {
+				rb.OpenRetryAfter(down.RetryAfter, SourceLocal)
+			}
+		}
 		done(VerdictFailure)
 		if down.Cause != nil {
 			return down.Cause

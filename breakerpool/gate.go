@@ -13,6 +13,9 @@ import (
 // probes of the previous mode are ignored) and republishes the flags word.
 func (b *Breaker) setGateLocked(g gateMode) {
 	b.gate = g
+	if g != gateOpen {
+		b.retryUntil = time.Time{}
+	}
 	b.epoch++
 	b.probeAdmitted, b.probeSuccess = 0, 0
 	b.publishFlagsLocked()
@@ -86,9 +89,13 @@ func (b *Breaker) transitionLocked(to gobreaker.State, src Source, openFor time.
 	if from >= 0 && from <= 2 && to >= 0 && to <= 2 {
 		b.transitions[from][to].Add(1)
 	}
-	b.pool.emit(Transition{
+	t := Transition{
 		Key: b.key, From: from, To: to, Source: src, Generation: gen, OpenFor: openFor, At: time.Now(),
-	})
+	}
+	if to == gobreaker.StateOpen {
+		t.RetryUntil = b.retryUntil
+	}
+	b.pool.emit(t)
 }
 
 // openTimeout is Timeout stretched by a random factor in [1, 1+jitter), drawn

@@ -24,6 +24,9 @@ const (
 	DefaultMaxRequests      = 1
 	DefaultTimeout          = 60 * time.Second
 	DefaultFailureThreshold = 6 // gobreaker's default: trips when consecutive failures exceed 5
+	// DefaultMaxRetryAfter caps how long a destination's Retry-After can
+	// hold a breaker open (dynconfig fusebox.breaker.maxRetryAfter).
+	DefaultMaxRetryAfter = 10 * time.Minute
 )
 
 // Settings configure one breaker. The first three fields are Temporal's
@@ -58,6 +61,11 @@ type Settings struct {
 	// is configured by its own dynamic-config key (fusebox.breaker.hintPolicy),
 	// not inside the circuit breaker settings value, so it has no JSON name.
 	HintPolicy HintPolicy `json:"-"`
+	// MaxRetryAfter caps how long a 429/503 answer's Retry-After opens the
+	// breaker (OpenRetryAfter); 0 ignores Retry-After (such answers count
+	// as ordinary failures). Like HintPolicy it has its own dynamic-config
+	// key (fusebox.breaker.maxRetryAfter).
+	MaxRetryAfter Duration `json:"-"`
 }
 
 // DefaultSettings returns the settings a breaker has when config says nothing.
@@ -69,6 +77,7 @@ func DefaultSettings() Settings {
 		FailureThreshold: DefaultFailureThreshold,
 		Enabled:          true,
 		HintPolicy:       HintProbe,
+		MaxRetryAfter:    Duration(DefaultMaxRetryAfter),
 	}
 }
 
@@ -101,6 +110,8 @@ func (s Settings) Validate() error {
 		return &SettingsError{"FailureRate", "needs a window: set Interval > 0"}
 	case s.FailureRate > 0 && s.MinRequests == 0:
 		return &SettingsError{"MinRequests", "must be at least 1 when FailureRate is set"}
+	case s.MaxRetryAfter < 0:
+		return &SettingsError{"MaxRetryAfter", "must not be negative"}
 	}
 	switch s.HintPolicy {
 	case HintProbe, HintAdopt, HintOff:

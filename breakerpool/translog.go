@@ -39,7 +39,7 @@ func logTransition(log *slog.Logger, t Transition) {
 	if !log.Enabled(context.Background(), slog.LevelWarn) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 10)
+	attrs := make([]slog.Attr, 0, 11)
 	attrs = append(attrs,
 		slog.String("key", t.Key.String()),
 		slog.String("task-group", t.Key.TaskGroup),
@@ -55,6 +55,9 @@ func logTransition(log *slog.Logger, t Transition) {
 		slog.Uint64("generation", t.Generation))
 	if t.OpenFor > 0 {
 		attrs = append(attrs, slog.Duration("open_for", t.OpenFor))
+	}
+	if !t.RetryUntil.IsZero() {
+		attrs = append(attrs, slog.Time("retry_after_until", t.RetryUntil))
 	}
 	log.LogAttrs(context.Background(), slog.LevelWarn, TransitionLogMessage, attrs...)
 }

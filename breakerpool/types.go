@@ -59,7 +59,11 @@ type Status struct {
 	// OpenRemaining is how long the breaker stays open before it probes;
 	// zero unless State is open.
 	OpenRemaining time.Duration `json:"open_remaining"`
-	Settings      Settings      `json:"settings"`
+	// RetryAfterUntil is the deadline of a destination's Retry-After (this
+	// node's answer, or a peer's via its hint) that holds the breaker open;
+	// nil unless State is open because of one.
+	RetryAfterUntil *time.Time `json:"retry_after_until,omitempty"`
+	Settings        Settings   `json:"settings"`
 }
 
 // TransitionKind says what a Transition event reports.
@@ -94,7 +98,11 @@ type Transition struct {
 	Generation uint64
 	// OpenFor is the open period that starts now, when To is open.
 	OpenFor time.Duration
-	At      time.Time
+	// RetryUntil is the Retry-After deadline (wall clock) the opening
+	// honours, when To is open because of one (OpenRetryAfter); zero
+	// otherwise.
+	RetryUntil time.Time
+	At         time.Time
 	// Kind is KindStateChange for every event Config.Observer sees.
 	Kind TransitionKind
 	// Failures is the consecutive-failure count of a KindFailing event

@@ -18,8 +18,10 @@ const (
 )
 
 // Hint is one node's advisory report of a breaker transition, gossiped to
-// every peer. It carries durations, never wall-clock instants: peers'
-// clocks are not comparable.
+// every peer. It carries durations, not wall-clock instants (peers' clocks
+// are not comparable), with one exception: RetryUntil, a destination's
+// Retry-After deadline, which every peer must honour until the same moment
+// (see cluster/DESIGN.md, "Retry-After").
 type Hint struct {
 	// Key is the breaker the hint is about.
 	Key breakerpool.Key
@@ -37,6 +39,11 @@ type Hint struct {
 	// Suspect says the origin declares itself suspect (its own egress may
 	// be broken), so peers should discount the hint.
 	Suspect bool
+	// RetryUntil, on an open hint, is the destination's Retry-After
+	// deadline (wall clock, millisecond precision) the origin opened for;
+	// zero when the opening was not caused by a Retry-After. Encoded in
+	// codec v3 only.
+	RetryUntil time.Time
 }
 
 // HintSink receives hints from peers. It is declared here for the breaker

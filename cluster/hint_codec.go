@@ -18,8 +18,19 @@ const (
 	maxReasonLen    = 256
 	hintCodecV1     = 1 // states 0-2
 	hintCodecV2     = 2 // v1's layout; state 3 (failing) allowed
+	hintCodecV3     = 3 // v1's layout (states 0-2) then tagged extensions
 	hintFlagSuspect = 1 << 0
 	hintFlagsKnown  = hintFlagSuspect
+)
+
+// Extension tags of codec v3. Each extension is uvarint(tag) uvarint(len)
+// then len bytes; a decoder skips tags it does not know, so later fields can
+// be added without another version.
+const (
+	hintExtRetryUntil = 1 // uvarint(unix ms) of Hint.RetryUntil
+	// maxRetryUntilMs is 9999-12-31T23:59:59.999Z: no real deadline is later,
+	// and it keeps time.UnixMilli far from overflow.
+	maxRetryUntilMs = 253402300799999
 )
 
 // ErrHintTooLarge is returned (wrapped) when a hint encodes to more than
@@ -58,6 +69,14 @@ func (h Hint) Validate() error {
 	if h.State == HintFailing && h.OpenFor != 0 {
 		return fmt.Errorf("hint: OpenFor %v on a failing hint, want 0", h.OpenFor)
 	}
+	if !h.RetryUntil.IsZero() {
+		if h.State != HintOpen {
+			return fmt.Errorf("hint: RetryUntil on a hint in state %d, want %d (open)", h.State, HintOpen)
+		}
+		if ms := h.RetryUntil.UnixMilli(); ms <= 0 || ms > maxRetryUntilMs {
+			return fmt.Errorf("hint: RetryUntil %v out of range", h.RetryUntil)
+		}
+	}
 	return nil
 }
 
@@ -81,6 +100,10 @@ func checkString(field, s string, max int) error {
 // same layout and also state 3 (failing). Only failing hints are written as
 // v2, so every other hint stays byte-identical to what nodes without the
 // early warning send and accept; such nodes drop v2 hints as invalid.
+// Version 3 is v1 (open state only, as written) followed by tagged
+// extensions, each uvarint(tag) uvarint(len) value: tag 1 is RetryUntil as
+// uvarint(unix ms). Only hints with a RetryUntil are written as v3; older
+// nodes drop them as invalid (and keep working on their own trips).
 func EncodeHint(h Hint) ([]byte, error) {
 	if err := h.Validate(); err != nil {
 		return nil, err
@@ -92,8 +115,11 @@ func EncodeHint(h Hint) ([]byte, error) {
 		flags |= hintFlagSuspect
 	}
 	version := byte(hintCodecV1)
-	if h.State == HintFailing {
+	switch {
+	case h.State == HintFailing:
 		version = hintCodecV2
+	case !h.RetryUntil.IsZero():
+		version = hintCodecV3
 	}
 	buf = append(buf, version, h.State, flags)
 	buf = binary.AppendUvarint(buf, h.Generation)
@@ -101,6 +127,12 @@ func EncodeHint(h Hint) ([]byte, error) {
 	for _, s := range [...]string{h.Origin, h.Key.TaskGroup, h.Key.NamespaceID, h.Key.Destination, h.Reason} {
 		buf = binary.AppendUvarint(buf, uint64(len(s)))
 		buf = append(buf, s...)
+	}
+	if version == hintCodecV3 {
+		ms := uint64(h.RetryUntil.UnixMilli())
+		buf = binary.AppendUvarint(buf, hintExtRetryUntil)
+		buf = binary.AppendUvarint(buf, uint64(uvarintLen(ms)))
+		buf = binary.AppendUvarint(buf, ms)
 	}
 	if len(buf) > MaxHintSize {
 		return nil, fmt.Errorf("hint: Key and Reason encode to %d bytes, max %d: %w", len(buf), MaxHintSize, ErrHintTooLarge)
@@ -126,7 +158,9 @@ func DecodeHint(b []byte) (Hint, error) {
 		// v2 is written for failing hints only; anything else in v2 would
 		// not survive a re-encode unchanged.
 		return Hint{}, fmt.Errorf("hint: State %d in codec v2, want %d (failing)", h.State, HintFailing)
-	case b[0] != hintCodecV1 && b[0] != hintCodecV2:
+	case b[0] == hintCodecV3 && h.State > HintOpen:
+		return Hint{}, fmt.Errorf("hint: State %d out of range 0-2 for codec v3", h.State)
+	case b[0] != hintCodecV1 && b[0] != hintCodecV2 && b[0] != hintCodecV3:
 		return Hint{}, fmt.Errorf("hint: unknown codec version %d", b[0])
 	}
 	flags := b[2]
@@ -146,6 +180,9 @@ func DecodeHint(b []byte) (Hint, error) {
 	h.Key.NamespaceID = r.str("Key.NamespaceID", maxKeyFieldLen)
 	h.Key.Destination = r.str("Key.Destination", maxKeyFieldLen)
 	h.Reason = r.str("Reason", maxReasonLen)
+	if b[0] == hintCodecV3 {
+		r.extensions(&h)
+	}
 	if r.err != nil {
 		return Hint{}, r.err
 	}
@@ -156,6 +193,53 @@ func DecodeHint(b []byte) (Hint, error) {
 		return Hint{}, err
 	}
 	return h, nil
+}
+
+// extensions reads codec v3's tagged fields to the end of the hint,
+// skipping unknown tags. A known tag given twice, or whose value does not
+// fill its length exactly, is an error.
+func (r *reader) extensions(h *Hint) {
+	seen := false
+	for r.err == nil && len(r.b) > 0 {
+		tag := r.uvarint("extension tag")
+		n := r.uvarint("extension length")
+		if r.err != nil {
+			return
+		}
+		if n > uint64(len(r.b)) {
+			r.err = fmt.Errorf("hint: extension %d truncated", tag)
+			return
+		}
+		val := r.b[:n]
+		r.b = r.b[n:]
+		if tag != hintExtRetryUntil {
+			continue // a later field this node does not know
+		}
+		if seen {
+			r.err = errors.New("hint: RetryUntil given twice")
+			return
+		}
+		seen = true
+		ms, k := binary.Uvarint(val)
+		if k <= 0 || k != len(val) {
+			r.err = errors.New("hint: bad RetryUntil")
+			return
+		}
+		if ms == 0 || ms > maxRetryUntilMs {
+			r.err = fmt.Errorf("hint: RetryUntil %d ms out of range", ms)
+			return
+		}
+		h.RetryUntil = time.UnixMilli(int64(ms))
+	}
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
 }
 
 // reader decodes uvarints and length-prefixed strings, keeping the first

@@ -163,6 +163,16 @@ func FuzzDecodeHint(f *testing.F) {
 	f.Add([]byte{2, 3, 0, 7, 0, 1, 'o', 0, 0, 1, 'd', 0})
 	f.Add([]byte{2, 2, 0, 7, 0, 1, 'o', 0, 0, 1, 'd', 0}) // v2 carrying a v1 state
 	f.Add([]byte{1, 3, 0, 7, 0, 1, 'o', 0, 0, 1, 'd', 0}) // v1 carrying failing
+	// Codec v3 (Retry-After): a real one, then hand-made extensions.
+	ra := sampleHint()
+	ra.RetryUntil = time.UnixMilli(1_764_601_200_000)
+	encRA, _ := EncodeHint(ra)
+	f.Add(encRA)
+	f.Add([]byte{3, 2, 0, 7, 0, 1, 'o', 0, 0, 1, 'd', 0, 1, 1, 5})             // RetryUntil 5 ms
+	f.Add([]byte{3, 2, 0, 7, 0, 1, 'o', 0, 0, 1, 'd', 0, 9, 2, 0, 0, 1, 1, 5}) // unknown tag skipped
+	f.Add([]byte{3, 2, 0, 7, 0, 1, 'o', 0, 0, 1, 'd', 0, 1, 1, 5, 1, 1, 6})    // RetryUntil twice
+	f.Add([]byte{3, 0, 0, 7, 0, 1, 'o', 0, 0, 1, 'd', 0, 1, 1, 5})             // on a closed hint
+	f.Add([]byte{3, 2, 0, 7, 0, 1, 'o', 0, 0, 1, 'd', 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 5})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeHint(b)
 		if err != nil {

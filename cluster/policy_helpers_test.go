@@ -18,6 +18,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -147,7 +148,8 @@ func newClient(t testing.TB) *http.Client {
 }
 
 // call makes one call through n's breaker for k: a POST to n's URL with the
-// node ID in a header; 5xx, 408, 429 and transport errors are "down".
+// node ID in a header; 5xx, 408, 429 and transport errors are "down"; a
+// 429 or 503 carries its Retry-After deadline, as the real executor's do.
 func (n *pnode) call(client *http.Client, k breakerpool.Key) error {
 	exec := breakerpool.ExecutableFunc(func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, *n.url.Load(), strings.NewReader("{}"))
@@ -162,7 +164,11 @@ func (n *pnode) call(client *http.Client, k breakerpool.Key) error {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 		if resp.StatusCode >= 500 || resp.StatusCode == 408 || resp.StatusCode == 429 {
-			return breakerpool.NewDestinationDownError(resp.Status, errDown)
+			d := breakerpool.NewDestinationDownError(resp.Status, errDown)
+			if resp.StatusCode == 429 || resp.StatusCode == 503 { // as transport/outbound classifies
+				d.RetryAfter, _ = outbound.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			}
+			return d
 		}
 		return nil
 	})

@@ -23,6 +23,9 @@ type keyState struct {
 	pubGen    uint64
 	pubUntil  time.Time // natural end of the published open period
 	pubReason string
+	// pubRetry is the Retry-After deadline the published open hint
+	// carried (zero if none): anti-entropy re-sends it while in the future.
+	pubRetry  time.Time
 	published bool
 
 	// failingPub is when this node last published a failing hint for the

@@ -29,12 +29,14 @@ const (
 	ActionIgnoredSuspect = "ignored_suspect" // open hint from a node that suspects itself
 	ActionPrecreate      = "precreate"       // open hint created the breaker of an unused key
 	ActionSkipUnknown    = "skipped_unknown" // open hint for an unused key past the precreate bound
+	ActionRetryAfter     = "retry_after"     // open hint with a Retry-After deadline: breaker held open until it, any policy
 )
 
 // Publication results, the result label of fusebox_hints_published_total.
 const (
 	PublishOpen                     = "open"                       // open hint published
 	PublishClosed                   = "closed"                     // closed hint published
+	PublishRetryAfter               = "retry_after"                // open hint carrying a destination's Retry-After deadline published
 	PublishFailing                  = "failing"                    // failing (early warning) hint published
 	PublishSuppressedSuspect        = "suppressed_suspect"         // open hint withheld: this node suspects its egress
 	PublishFailingSuppressedSuspect = "failing_suppressed_suspect" // failing hint withheld: this node suspects its egress
@@ -66,7 +68,7 @@ func newPolicyMetrics(reg prometheus.Registerer) (*policyMetrics, error) {
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fusebox_hints_published_total",
 			Help: "Local breaker transitions and failure streaks offered for publication, by result " +
-				"(open, closed, failing, suppressed_suspect, failing_suppressed_suspect, failing_ratelimited, error).",
+				"(open, retry_after, closed, failing, suppressed_suspect, failing_suppressed_suspect, failing_ratelimited, error).",
 		}, []string{"result"}),
 		publishDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fusebox_hint_publish_delay_seconds",

@@ -123,6 +123,12 @@ func (p *Policy) publishLocked(st *keyState, t breakerpool.Transition, now time.
 			return
 		}
 		h.OpenFor = max(0, min(t.OpenFor-now.Sub(t.At), MaxHintOpenFor))
+		if ru := t.RetryUntil; !ru.IsZero() && ru.After(now) {
+			// The destination's own deadline: every peer holds off until
+			// this same moment (ms precision on the wire).
+			h.RetryUntil = ru.Truncate(time.Millisecond)
+			h.Reason = "retry-after (" + h.Reason + ")"
+		}
 	}
 	st.clock++
 	h.Generation = st.clock
@@ -133,12 +139,16 @@ func (p *Policy) publishLocked(st *keyState, t breakerpool.Transition, now time.
 		return
 	}
 	p.met.publishDelay.Observe(time.Since(t.At).Seconds())
-	if h.State == HintOpen {
+	switch {
+	case !h.RetryUntil.IsZero():
+		p.met.published.WithLabelValues(PublishRetryAfter).Inc()
+	case h.State == HintOpen:
 		p.met.published.WithLabelValues(PublishOpen).Inc()
-	} else {
+	default:
 		p.met.published.WithLabelValues(PublishClosed).Inc()
 	}
 	st.published, st.pubState, st.pubGen, st.pubReason = true, h.State, h.Generation, h.Reason
+	st.pubRetry = h.RetryUntil
 	st.pubUntil = now.Add(h.OpenFor)
 }
 
@@ -155,7 +165,7 @@ func (p *Policy) OpenHints() []Hint {
 	for k, st := range p.keys {
 		if st.published && st.pubState == HintOpen && len(out) < maxOpenHints {
 			out = append(out, Hint{Key: k, State: HintOpen, Generation: st.pubGen, Origin: p.self,
-				OpenFor: st.pubUntil.Sub(now), Reason: st.pubReason})
+				OpenFor: st.pubUntil.Sub(now), Reason: st.pubReason, RetryUntil: st.pubRetry})
 		}
 	}
 	p.mu.Unlock()
@@ -173,6 +183,9 @@ func (p *Policy) OpenHints() []Hint {
 		}
 		if h.OpenFor <= 0 {
 			h.State, h.OpenFor = HintHalfOpen, 0
+		}
+		if h.State != HintOpen || !h.RetryUntil.After(now) {
+			h.RetryUntil = time.Time{} // only an open hint carries a deadline still ahead
 		}
 		live = append(live, h)
 	}

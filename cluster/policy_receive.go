@@ -91,10 +91,16 @@ func (p *Policy) originSuspect(origin string) bool {
 //     failing hint, usually), opens for the hint's remaining time, capped
 //     at the fallback this node would hold itself (no hint keeps a breaker
 //     open past it); a half-open hint (no time left) guards.
+//   - any policy, off included: an open hint carrying a Retry-After
+//     deadline opens (or keeps open) the breaker until that same moment,
+//     capped by this node's MaxRetryAfter (applyRetryAfterLocked).
 //   - either: an open breaker that does not own the key's probe, hearing the
 //     owner's open hint (its probe failed), holds on for another fallback
 //     period, never past the episode's bound.
 func (p *Policy) applyOpenLocked(b *breakerpool.Breaker, h Hint, st *keyState, now time.Time) string {
+	if a, ok := p.applyRetryAfterLocked(b, h); ok {
+		return a
+	}
 	set := b.Settings()
 	if set.HintPolicy == breakerpool.HintOff {
 		return ActionRecorded
@@ -125,4 +131,22 @@ func (p *Policy) applyOpenLocked(b *breakerpool.Breaker, h Hint, st *keyState, n
 		}
 	}
 	return ActionRecorded
+}
+
+// applyRetryAfterLocked honours the destination's Retry-After deadline
+// carried by an open hint, whatever the key's HintPolicy: it is the
+// destination's own word, not a peer's suspicion, so every node holds off
+// until the same moment. The wait is capped by this node's MaxRetryAfter
+// (0: the feature is off here, and the hint is handled as a plain open
+// hint). ok is false when the hint has no deadline, the deadline is
+// already past, or the breaker is forced or already open at least that
+// long; the caller then applies the ordinary policy.
+func (p *Policy) applyRetryAfterLocked(b *breakerpool.Breaker, h Hint) (action string, ok bool) {
+	if h.State != HintOpen || h.RetryUntil.IsZero() {
+		return "", false
+	}
+	if _, took := b.OpenRetryAfter(h.RetryUntil, breakerpool.SourceHint); !took {
+		return "", false
+	}
+	return ActionRetryAfter, true
 }

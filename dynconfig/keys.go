@@ -76,6 +76,10 @@ const (
 	// busiest) get per-destination metric series of their own on a node;
 	// the others are summed under destination "_other"; -1 means no cap.
 	KeyMetricsDestinationSeriesLimit = "fusebox.metrics.destinationSeriesLimit"
+	// KeyBreakerMaxRetryAfter caps how long a destination's Retry-After
+	// (on a 429 or 503 answer) holds its breaker open, on this node and,
+	// through the gossiped deadline, on every peer; 0 ignores Retry-After.
+	KeyBreakerMaxRetryAfter = "fusebox.breaker.maxRetryAfter"
 )
 
 // Staged recovery (issue 19 §2, docs/operations.md "Recovery ramp and fleet
@@ -201,6 +205,8 @@ var registry = []*definition{
 		"calls per second the whole fleet sends a destination in the first second after its breaker closes; each node takes its share (1/live members, or its fleet-budget share)"),
 	durationZeroKey(KeyRampDuration, DefaultRampDuration, time.Hour, PerNamespaceDestination,
 		"after a breaker closes, the destination's rate rises in 1 s stages from rampStartRPS to its configured rate over this long; 0 turns the ramp off"),
+	durationZeroKey(KeyBreakerMaxRetryAfter, breakerpool.DefaultMaxRetryAfter, breakerpool.DefaultMaxOpenFor, PerNamespaceDestination,
+		"cap of the wait a 429 or 503 answer's Retry-After imposes: the breaker opens until the destination's deadline on this node and every peer; 0 ignores Retry-After (such answers count as ordinary failures)"),
 }
 
 // byName maps a key name to its index in registry.
@@ -237,6 +243,7 @@ var (
 	idxTaskS2C          = byName[KeyTaskScheduleToCloseTimeout]
 	idxRampStartRPS     = byName[KeyRampStartRPS]
 	idxRampDuration     = byName[KeyRampDuration]
+	idxMaxRetryAfter    = byName[KeyBreakerMaxRetryAfter]
 )
 
 // KeyInfo describes one registered key; the API serves the list.

@@ -219,11 +219,12 @@ func (s *Snapshot) Lookup(key, ns, dest string) (value json.RawMessage, from Con
 }
 
 // BreakerSettings returns the effective circuit breaker settings for (ns,
-// dest), with HintPolicy resolved from its own key. The result is valid and
-// normalized.
+// dest), with HintPolicy and MaxRetryAfter resolved from their own keys.
+// The result is valid and normalized.
 func (s *Snapshot) BreakerSettings(ns, dest string) breakerpool.Settings {
 	bs := s.get(idxBreakerSettings, ns, dest).(breakerpool.Settings)
 	bs.HintPolicy = breakerpool.HintPolicy(s.get(idxHintPolicy, ns, dest).(string))
+	bs.MaxRetryAfter = breakerpool.Duration(s.get(idxMaxRetryAfter, ns, dest).(time.Duration))
 	return bs
 }
 

@@ -272,6 +272,7 @@ func TestSettingsAllFieldsRoundTrip(t *testing.T) {
 		t.Fatalf("Canonical(%s) = %s, %v", raw, canon, err)
 	}
 	in.HintPolicy = breakerpool.HintProbe
+	in.MaxRetryAfter = breakerpool.Duration(breakerpool.DefaultMaxRetryAfter)
 	if got := mustSnapshot(t, Entry{Key: KeyBreakerSettings, Value: raw}).BreakerSettings("", ""); got != in {
 		t.Fatalf("BreakerSettings = %+v, want %+v", got, in)
 	}

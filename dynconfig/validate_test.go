@@ -182,6 +182,12 @@ func validateCases() []validateCase {
 		{name: "namespace leading space", e: ent(KeyGroupLimiterBufferSize, " ns", "", `1`), field: "namespace", want: "start with a space"},
 		{name: "destination trailing space", e: ent(KeyGroupLimiterBufferSize, "", "d ", `1`), field: "destination", want: "end with a space"},
 		{name: "destination inner space ok", e: ent(KeyGroupLimiterBufferSize, "", "my endpoint", `7`), canon: `7`},
+
+		// fusebox.breaker.maxRetryAfter: [0, 24h], 0 ignores Retry-After.
+		{name: "max retry-after", e: ent(KeyBreakerMaxRetryAfter, "ns", "d", `"5m"`), canon: `"5m0s"`},
+		{name: "max retry-after off", e: ent(KeyBreakerMaxRetryAfter, "", "", `0`), canon: `"0s"`},
+		{name: "max retry-after too long", e: ent(KeyBreakerMaxRetryAfter, "", "", `"25h"`), want: "must be in [0, 24h0m0s]"},
+		{name: "max retry-after negative", e: ent(KeyBreakerMaxRetryAfter, "", "", `"-1s"`), want: "must be in [0, 24h0m0s]"},
 	}
 }
 
@@ -289,6 +295,7 @@ func TestKeys(t *testing.T) {
 		KeyMetricsDestinationSeriesLimit:  {"int", "100", "global"},
 		KeyRampStartRPS:                   {"float", "10", "global,namespace,destination,namespace+destination"},
 		KeyRampDuration:                   {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
+		KeyBreakerMaxRetryAfter:           {"duration", `"10m0s"`, "global,namespace,destination,namespace+destination"},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("Keys() has %d keys, want %d", len(keys), len(want))

@@ -41,8 +41,14 @@ func stateName(code int) string {
 
 func toBreaker(st breakerpool.Status) Breaker {
 	settings, _ := json.Marshal(st.Settings)
+	var retryUntil *time.Time
+	if ru := st.RetryAfterUntil; ru != nil && ru.After(time.Now()) {
+		u := ru.UTC()
+		retryUntil = &u
+	}
 	return Breaker{
-		TaskGroup: st.Key.TaskGroup, Namespace: st.Key.NamespaceID, Destination: outbound.RedactURL(st.Key.Destination),
+		RetryAfterUntil: retryUntil,
+		TaskGroup:       st.Key.TaskGroup, Namespace: st.Key.NamespaceID, Destination: outbound.RedactURL(st.Key.Destination),
 		State: stateName(int(st.State)), StateCode: int(st.State),
 		Counts: BreakerCounts{
 			Requests: st.Counts.Requests, TotalSuccesses: st.Counts.TotalSuccesses, TotalFailures: st.Counts.TotalFailures,

@@ -139,6 +139,10 @@ type Breaker struct {
 	// Ramp is the key's recovery ramp on this node while one is under way
 	// (issue 19 §2).
 	Ramp *BreakerRamp `json:"ramp,omitempty"`
+	// RetryAfterUntil is the destination's Retry-After deadline (this
+	// node's 429/503 answer or a peer's gossiped one) holding the breaker
+	// open; absent otherwise, and once it has passed.
+	RetryAfterUntil *time.Time `json:"retry_after_until,omitempty"`
 }
 
 // BreakerRamp is a recovery ramp under way: after its close the key's rate

@@ -276,4 +276,8 @@ var rows = []row{
 		Baseline: "BenchmarkOutbound/raw-callback", Target: "ratio<=1.10", Time: "10000x", QuickTime: "500x", Runs: 3},
 	{Issue: "#20", What: "scrape of 20k destinations, capped: ns (vs cap off)", Pkg: "./breakerpool", Bench: "BenchmarkScrape20k/cap=100", Metric: "ns/op",
 		Baseline: "BenchmarkScrape20k/cap=off", Target: "value<=250000000", Time: "5x", QuickTime: "2x"},
+	{Issue: "#19", What: "429 Retry-After 5 s, N=3: calls in the 5 s (vs maxRetryAfter 0)", Pkg: "./cluster", Bench: "BenchmarkRetryAfterFleet/N=3/feature=on", Metric: "calls-in-window",
+		Baseline: "BenchmarkRetryAfterFleet/N=3/feature=off", Target: "value<=1", Time: "1x", QuickTime: "-", Runs: 3},
+	{Issue: "#19", What: "429 Retry-After 5 s, N=5: calls in the 5 s (vs maxRetryAfter 0)", Pkg: "./cluster", Bench: "BenchmarkRetryAfterFleet/N=5/feature=on", Metric: "calls-in-window",
+		Baseline: "BenchmarkRetryAfterFleet/N=5/feature=off", Target: "value<=1", Time: "1x", QuickTime: "-", Runs: 3},
 }

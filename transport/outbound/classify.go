@@ -106,16 +106,21 @@ func classify(ctx context.Context, timeout time.Duration, c *capture, err error)
 	}
 	msg := describe(status, c, err)
 	if isDown {
-		return down(res, msg, &StatusError{Status: status, Retryable: retryable, Message: msg})
+		// A 429 or 503 with a valid Retry-After carries its deadline to the
+		// breaker; without one it is classified exactly as before.
+		return down(res, msg, &StatusError{Status: status, Retryable: retryable, Message: msg},
+			retryAfterFor(status, c.header, time.Now()))
 	}
 	return failed(res, msg, err)
 }
 
-func down(res Result, msg string, cause *StatusError) (Result, error) {
+func down(res Result, msg string, cause *StatusError, retryAfter time.Time) (Result, error) {
 	res.Outcome = OutcomeDown
 	res.Message = clip(msg)
 	cause.Message = res.Message
-	return res, breakerpool.NewDestinationDownError("", cause)
+	d := breakerpool.NewDestinationDownError("", cause)
+	d.RetryAfter = retryAfter
+	return res, d
 }
 
 func failed(res Result, msg string, cause error) (Result, error) {

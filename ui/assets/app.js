@@ -166,10 +166,13 @@
     const st = STATES[b.state] || { symbol: '?', label: b.state };
     let title = `${key} on ${node}: ${st.label}; source ${b.source}; mode ${b.mode}; generation ${b.generation}`;
     if (b.open_remaining_seconds) title += `; open for ${Math.round(b.open_remaining_seconds)}s more`;
+    if (b.retry_after_until) title += `; Retry-After: held open until ${b.retry_after_until}`;
     if (b.counts) title += `; failures in a row ${b.counts.consecutive_failures}, requests ${b.counts.requests}`;
     return el('td', { className: `cell state-${b.state}`, title, dataset: { cell: '', key, node, state: b.state, source: b.source, mode: b.mode } },
       el('span', { className: 'cell-state' }, `${st.symbol} ${st.label}`),
       el('span', { className: 'cell-meta' }, `${b.source} · ${b.mode}`),
+      b.retry_after_until ? el('span', { className: 'cell-retry-after', dataset: { retryAfter: b.retry_after_until } },
+        `Retry-After until ${new Date(b.retry_after_until).toISOString().substring(11, 19)}Z`) : null,
       b.ramp ? rampPlot(b.ramp) : null);
   }
 

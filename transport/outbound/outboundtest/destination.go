@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -35,9 +36,12 @@ const (
 	ModeUnavailable             // every request gets 503
 	ModeSlow                    // hold every request until the client gives up
 	ModeBadRequest              // every request gets 400
+	// ModeTooManyRequests answers 429 with the Retry-After header set by
+	// SetRetryAfter (none while it is "").
+	ModeTooManyRequests
 )
 
-var modeNames = [...]string{"up", "refuse", "unavailable", "slow", "bad-request"}
+var modeNames = [...]string{"up", "refuse", "unavailable", "slow", "bad-request", "too-many-requests"}
 
 func (m Mode) String() string {
 	if m >= 0 && int(m) < len(modeNames) {
@@ -99,6 +103,8 @@ type Destination struct {
 	inFlight  int
 	handlers  sync.WaitGroup // in-flight requests; Add only under mu while !closed
 	release   chan struct{}  // closed by Close: frees slow requests
+
+	retryAfter atomic.Pointer[string] // Retry-After of ModeTooManyRequests
 }
 
 // New starts a Destination in ModeUp on a free loopback port.
@@ -163,11 +169,16 @@ func (d *Destination) Mode() Mode {
 	return d.mode
 }
 
+// SetRetryAfter sets the Retry-After header value ModeTooManyRequests
+// answers with, verbatim (delta-seconds, an HTTP date, or garbage); ""
+// sends none.
+func (d *Destination) SetRetryAfter(v string) { d.retryAfter.Store(&v) }
+
 // SetMode switches how the destination answers. Entering ModeRefuse closes
 // the listener and every open connection; leaving it listens again on the
 // same address (an error if the port was taken meanwhile).
 func (d *Destination) SetMode(m Mode) error {
-	if m < ModeUp || m > ModeBadRequest {
+	if m < ModeUp || m > ModeTooManyRequests {
 		return fmt.Errorf("outboundtest: unknown mode %d", int(m))
 	}
 	d.modeMu.Lock()
@@ -344,6 +355,11 @@ func (d *Destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeFailure(sw, http.StatusServiceUnavailable, "destination unavailable (test mode)")
 	case ModeBadRequest:
 		writeFailure(sw, http.StatusBadRequest, "bad request (test mode)")
+	case ModeTooManyRequests:
+		if v := d.retryAfter.Load(); v != nil && *v != "" {
+			sw.Header().Set("Retry-After", *v)
+		}
+		writeFailure(sw, http.StatusTooManyRequests, "too many requests (test mode)")
 	case ModeSlow:
 		t := time.NewTimer(maxSlow)
 		defer t.Stop()

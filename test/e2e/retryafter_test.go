@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"fusebox/breakerpool"
+	"fusebox/transport"
+	"fusebox/transport/outbound/outboundtest"
+)
+
+// TestTasksRetryAfterFleetWide (issue 19 §1, three processes): tasks for one
+// endpoint flow through every node; the destination starts answering 429
+// with `Retry-After: 4`. The first node told opens until that deadline and
+// gossips it: every node's breaker shows the same deadline, and the calls
+// that reach the destination before it are at most one per node (the
+// first answer plus calls already in flight). After the deadline the
+// destination recovers and every task succeeds. Breaker Timeout is 30 s,
+// so an opening that is not the Retry-After's would outlast the test.
+func TestTasksRetryAfterFleetWide(t *testing.T) {
+	c := newTaskCluster(t, 3)
+	dest := NewDest(t)
+	putEndpoint(t, c, "ep-ra", dest.NexusURL())
+	setConfig(t, c, keyBreaker, "ep-ra", `{"Timeout":"30s"}`)
+	const ns = "ns-ra"
+	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: ns, Destination: "ep-ra"}
+	l := NewTaskLoad(c, "ra", func(i int) (transport.TaskSubmit, *Dest) {
+		return nexusTask(ns, fmt.Sprintf("wf-%d", i), "ep-ra", i), dest
+	})
+	l.Run(0, 2, 40*time.Millisecond)
+	WaitFor(t, convergeTimout, "a breaker for ep-ra on every node", func() error {
+		bs, _, err := clusterBreakers(c.Procs[0], key)
+		if err != nil {
+			return err
+		}
+		if len(bs) != len(c.Procs) {
+			return fmt.Errorf("breakers for %s: %s", key, breakerLine(bs))
+		}
+		return nil
+	})
+
+	dest.inner.SetRetryAfter("4")
+	downAt := time.Now()
+	dest.SetMode(t, outboundtest.ModeTooManyRequests)
+	var deadline time.Time
+	WaitFor(t, 10*time.Second, "every node to hold the same Retry-After deadline", func() error {
+		bs, _, err := clusterBreakers(c.Procs[0], key)
+		if err != nil {
+			return err
+		}
+		if len(bs) != len(c.Procs) {
+			return fmt.Errorf("breakers: %s", breakerLine(bs))
+		}
+		var first time.Time
+		for _, b := range bs {
+			if b.State != "open" || b.RetryAfterUntil == nil {
+				return fmt.Errorf("%s: %s/%s, deadline %v", b.Node, b.State, b.Source, b.RetryAfterUntil)
+			}
+			if first.IsZero() {
+				first = *b.RetryAfterUntil
+			}
+			if d := b.RetryAfterUntil.Sub(first).Abs(); d > time.Millisecond {
+				return fmt.Errorf("deadlines differ by %v: %s", d, breakerLine(bs))
+			}
+			if b.RetryAfterUntil.After(deadline) {
+				deadline = *b.RetryAfterUntil
+			}
+		}
+		return nil
+	})
+	t.Logf("every node held off until %v (%v after the 429s began)", deadline.Format(time.RFC3339Nano), deadline.Sub(downAt).Round(time.Millisecond))
+	WaitFor(t, 20*time.Second, "the Retry-After deadline to pass", func() error {
+		if time.Now().Before(deadline) {
+			return fmt.Errorf("%v left", time.Until(deadline))
+		}
+		return nil
+	})
+	calls := dest.CallsBetween(downAt, deadline.Add(-time.Millisecond))
+	dest.SetMode(t, outboundtest.ModeUp)
+	t.Logf("%d calls reached the destination between its first 429 and its deadline", calls)
+	if calls < 1 || calls > len(c.Procs) {
+		t.Errorf("%d calls before the Retry-After deadline, want 1..%d (one per node at most)", calls, len(c.Procs))
+	}
+	rep := l.Check(t, convergeTimout)
+	t.Logf("recovery: %v", rep)
+}
