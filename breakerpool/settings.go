@@ -17,6 +17,11 @@ const (
 	HintAdopt HintPolicy = "adopt"
 	// HintOff: hints are recorded and counted only.
 	HintOff HintPolicy = "off"
+	// HintConfirm: a peer's first failure or trip pauses the breaker
+	// briefly while one designated peer probes; if that probe fails too
+	// every node opens at once, if it passes nobody does and the first
+	// node's verdict on the key is discounted (cluster/DESIGN.md).
+	HintConfirm HintPolicy = "confirm"
 )
 
 // Defaults, as Temporal ships them (REFERENCE.md) plus fusebox's own.
@@ -103,9 +108,9 @@ func (s Settings) Validate() error {
 		return &SettingsError{"MinRequests", "must be at least 1 when FailureRate is set"}
 	}
 	switch s.HintPolicy {
-	case HintProbe, HintAdopt, HintOff:
+	case HintProbe, HintAdopt, HintOff, HintConfirm:
 	default:
-		return &SettingsError{"HintPolicy", fmt.Sprintf("must be probe, adopt or off, got %q", s.HintPolicy)}
+		return &SettingsError{"HintPolicy", fmt.Sprintf("must be confirm, probe, adopt or off, got %q", s.HintPolicy)}
 	}
 	return nil
 }
