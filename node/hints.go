@@ -26,10 +26,12 @@ func (f *hintForwarder) observe(t breakerpool.Transition) {
 	}
 }
 
-// hintWarnAfter is the early warning's k: a closed breaker that sees this
-// many consecutive failures tells the policy, which publishes a "failing"
-// hint so peers guard the destination before their own breakers trip (see
-// cluster/DESIGN.md, "Early warning"). A default in code, not dynamic
+// hintWarnAfter is the early warning's k under probe and adopt: a closed
+// breaker that sees this many consecutive failures makes the policy publish
+// a "failing" hint so peers guard the destination before their own breakers
+// trip (see cluster/DESIGN.md, "Early warning"). The pool reports every
+// count from 1 to k (confirm reports at the first failure; the policy
+// ignores counts below k for the others). A default in code, not dynamic
 // config: 0 would turn the warning off.
 const hintWarnAfter = breakerpool.DefaultWarnAfter
 
@@ -37,7 +39,7 @@ const hintWarnAfter = breakerpool.DefaultWarnAfter
 // transition (hint policy and UI); the early warnings go to the hint policy
 // only.
 func poolConfig(observe func(breakerpool.Transition), fwd *hintForwarder) breakerpool.Config {
-	return breakerpool.Config{Observer: observe, WarnAfter: hintWarnAfter, OnFailing: fwd.observe}
+	return breakerpool.Config{Observer: observe, WarnAfter: 1, WarnUntil: hintWarnAfter, OnFailing: fwd.observe}
 }
 
 // startHints builds the hint policy over the pool and the started
@@ -46,7 +48,7 @@ func poolConfig(observe func(breakerpool.Transition), fwd *hintForwarder) breake
 // returned policy before the membership.
 func startHints(pool *breakerpool.Pool, members *cluster.Membership, fwd *hintForwarder,
 	reg prometheus.Registerer, log *slog.Logger) (*cluster.Policy, error) {
-	p, err := cluster.NewPolicy(cluster.PolicyConfig{}, pool, members, log, reg)
+	p, err := cluster.NewPolicy(cluster.PolicyConfig{WarnAfter: hintWarnAfter}, pool, members, log, reg)
 	if err != nil {
 		return nil, err
 	}
