@@ -8,6 +8,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/cluster"
+	"fusebox/transport"
 )
 
 // hintForwarder carries the pool's transitions to the hint policy. The pool
@@ -68,4 +69,20 @@ func hintsReadyDetail(p *cluster.Policy, detail map[string]any) {
 	if suspect {
 		detail["egress_suspect_detail"] = why
 	}
+}
+
+// confirmAPI adapts the hint policy's confirmation rounds to the API's
+// breaker list.
+type confirmAPI struct{ p *cluster.Policy }
+
+func (c confirmAPI) ConfirmOf(k breakerpool.Key) (transport.BreakerConfirm, bool) {
+	if c.p == nil {
+		return transport.BreakerConfirm{}, false
+	}
+	ci, ok := c.p.Confirmation(k)
+	if !ok {
+		return transport.BreakerConfirm{}, false
+	}
+	return transport.BreakerConfirm{Outcome: ci.Outcome, Accused: ci.Accused, Designated: ci.Designated,
+		By: ci.By, At: ci.At, Distrusted: ci.Distrusted}, true
 }

@@ -185,6 +185,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Store:    n.store,
 		Members:  apiMembers{n.members},
 		Breakers: n.pool,
+		Confirm:  confirmAPI{n.hints},
 		Tasks:    n.newTaskAPI(policy),
 		Shards:   n.shards,
 		Ops:      opsAPI{n},

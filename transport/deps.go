@@ -29,6 +29,9 @@ type Deps struct {
 	Members Members
 	// Breakers is this node's breaker pool.
 	Breakers Breakers
+	// Confirm, optional, is the confirm hint policy's state per key, shown
+	// with each breaker.
+	Confirm Confirmations
 	// Peers reaches other nodes' APIs (for ?scope=cluster).
 	Peers func(httpAddr string) *Client
 	// UI serves the status page at /ui/ (package ui); nil leaves it out.

@@ -55,9 +55,11 @@ func toBreaker(st breakerpool.Status) Breaker {
 
 func (s *Server) localBreakers() []Breaker {
 	out := []Breaker{}
-	for _, st := range s.deps.Breakers.List() {
+	sts := s.deps.Breakers.List()
+	for _, st := range sts {
 		out = append(out, toBreaker(st))
 	}
+	s.withConfirm(out, sts)
 	return out
 }
 

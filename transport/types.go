@@ -136,6 +136,9 @@ type Breaker struct {
 	OpenRemainingSeconds float64         `json:"open_remaining_seconds,omitempty"`
 	Settings             json.RawMessage `json:"settings,omitempty"`
 	HintPolicy           string          `json:"hint_policy,omitempty"`
+	// Confirm is the confirm hint policy's latest round for the key on
+	// this node, if any (breaker_confirm.go).
+	Confirm *BreakerConfirm `json:"confirm,omitempty"`
 }
 
 // BreakerList is GET /v1/breakers. With ?scope=cluster, Breakers holds every

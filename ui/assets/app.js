@@ -167,9 +167,38 @@
     let title = `${key} on ${node}: ${st.label}; source ${b.source}; mode ${b.mode}; generation ${b.generation}`;
     if (b.open_remaining_seconds) title += `; open for ${Math.round(b.open_remaining_seconds)}s more`;
     if (b.counts) title += `; failures in a row ${b.counts.consecutive_failures}, requests ${b.counts.requests}`;
-    return el('td', { className: `cell state-${b.state}`, title, dataset: { cell: '', key, node, state: b.state, source: b.source, mode: b.mode } },
+    const conf = confirmText(b.confirm);
+    if (conf) title += `; ${conf.title}`;
+    const data = { cell: '', key, node, state: b.state, source: b.source, mode: b.mode };
+    if (conf) data.confirm = b.confirm.outcome;
+    return el('td', { className: `cell state-${b.state}`, title, dataset: data },
       el('span', { className: 'cell-state' }, `${st.symbol} ${st.label}`),
-      el('span', { className: 'cell-meta' }, `${b.source} · ${b.mode}`));
+      el('span', { className: 'cell-meta' }, `${b.source} · ${b.mode}`),
+      conf ? el('span', { className: `cell-confirm confirm-${conf.cls}` }, conf.text) : null);
+  }
+
+  // The confirm hint policy's latest round for a cell (b.confirm): whether
+  // an open came from a confirmed hint, or a peer's report was refuted.
+  // Every string is a peer's and rendered as text.
+  const CONFIRM = {
+    pending: ['pending', '… confirming'],
+    confirmed: ['confirmed', '✓ confirmed'],
+    refuted: ['refuted', '✗ refuted'],
+    gave_up: ['gave-up', '? unconfirmed'],
+  };
+  function confirmText(c) {
+    if (!c || typeof c !== 'object' || typeof c.outcome !== 'string') return null;
+    const [cls, label] = CONFIRM[c.outcome] || ['other', c.outcome];
+    let text = label;
+    if (c.by) text += ` by ${c.by}`;
+    let title = `confirm: ${c.outcome}, reported by ${c.accused || '?'}`;
+    if (c.designated) title += `, asked ${c.designated}`;
+    if (c.by) title += `, decided by ${c.by}`;
+    if (Array.isArray(c.distrusted) && c.distrusted.length) {
+      title += `; distrusted for this key: ${c.distrusted.join(', ')}`;
+      text += ` · distrusts ${c.distrusted.join(', ')}`;
+    }
+    return { cls, text, title };
   }
 
   function renderBreakers(list, order) {
