@@ -9,7 +9,7 @@ import (
 type HintPolicy string
 
 const (
-	// HintProbe (default): an "open" hint makes a closed breaker admit only
+	// HintProbe: an "open" hint makes a closed breaker admit only
 	// MaxRequests probe calls until one resolves; a failure opens it.
 	HintProbe HintPolicy = "probe"
 	// HintAdopt: an "open" hint opens the breaker at once for the hint's
@@ -17,8 +17,8 @@ const (
 	HintAdopt HintPolicy = "adopt"
 	// HintOff: hints are recorded and counted only.
 	HintOff HintPolicy = "off"
-	// HintConfirm: a peer's first failure or trip pauses the breaker
-	// briefly while one designated peer probes; if that probe fails too
+	// HintConfirm (default): a peer's first failure or trip pauses the
+	// breaker briefly while one designated peer probes; if that probe fails too
 	// every node opens at once, if it passes nobody does and the first
 	// node's verdict on the key is discounted (cluster/DESIGN.md).
 	HintConfirm HintPolicy = "confirm"
@@ -73,7 +73,7 @@ func DefaultSettings() Settings {
 		Timeout:          Duration(DefaultTimeout),
 		FailureThreshold: DefaultFailureThreshold,
 		Enabled:          true,
-		HintPolicy:       HintProbe,
+		HintPolicy:       HintConfirm,
 	}
 }
 
@@ -126,7 +126,7 @@ func (s Settings) Normalized() Settings {
 		s.Timeout = Duration(DefaultTimeout)
 	}
 	if s.HintPolicy == "" {
-		s.HintPolicy = HintProbe
+		s.HintPolicy = HintConfirm
 	}
 	return s
 }

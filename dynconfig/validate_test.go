@@ -267,7 +267,7 @@ func TestKeys(t *testing.T) {
 		KeyGroupLimiterBufferSize:   {"int", "100", "global,namespace,destination,namespace+destination"},
 		KeyGroupLimiterConcurrency:  {"int", "100", "global,namespace,destination,namespace+destination"},
 		KeyHostSchedulerMaxTaskRPS:  {"float", "100", "global,namespace,destination,namespace+destination"},
-		KeyBreakerHintPolicy:        {"enum(probe|adopt|off|confirm)", `"probe"`, "global,namespace,destination,namespace+destination"},
+		KeyBreakerHintPolicy:        {"enum(probe|adopt|off|confirm)", `"confirm"`, "global,namespace,destination,namespace+destination"},
 		KeyNexusRequestTimeout:      {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
 		KeyCallbackRequestTimeout:   {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
 		KeyTaskRetention:            {"duration", `"24h0m0s"`, "global"},

@@ -32,7 +32,7 @@ type Config struct {
 	// (the default, 60 s, makes a dull demo).
 	BreakerTimeout time.Duration
 	// HintPolicy, when set, is written to fusebox.breaker.hintPolicy
-	// (probe, adopt or off); "" keeps the cluster default (probe).
+	// (probe, adopt or off); "" keeps the cluster default (confirm).
 	HintPolicy string
 	// Refresh is the live view's period.
 	Refresh time.Duration
