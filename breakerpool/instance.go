@@ -51,7 +51,8 @@ type instance struct {
 	// instance opens; the done path that sees it hands the trip to the gate.
 	trip atomic.Uint32
 	// warned marks the failure streak a KindFailing event was emitted for:
-	// the breaker's success count at the time, plus one (0: never). A
+	// the breaker's success count at the time, plus one (0: never), shifted
+	// left 8 bits, plus the highest failure count reported for it. A
 	// success ends a streak and moves the count, so the next streak can
 	// warn again; a new instance starts unmarked.
 	warned atomic.Uint64

@@ -55,6 +55,12 @@ type Config struct {
 	// nodes use DefaultWarnAfter. Values at or above a breaker's
 	// FailureThreshold never fire for it (the trip is reported instead).
 	WarnAfter int
+	// WarnUntil, when above WarnAfter, makes the breaker report the same
+	// streak again at each further consecutive failure up to WarnUntil (one
+	// event per count, Failures says which), so consumers can act at
+	// different counts (the hint policy's confirm warns at 1, probe and
+	// adopt at 2). 0 or at most WarnAfter: one event per streak. At most 255.
+	WarnUntil int
 	// OnFailing receives the KindFailing events, through the same bounded
 	// queue and goroutine as Observer (in order with the key's
 	// transitions). It has Observer's freedoms and limits.
@@ -78,6 +84,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("breakerpool: MaxOpenFor: must not be negative, got %v", c.MaxOpenFor)
 	case c.WarnAfter < 0 || c.WarnAfter > math.MaxUint32:
 		return c, fmt.Errorf("breakerpool: WarnAfter: must be in [0, %d], got %d", uint32(math.MaxUint32), c.WarnAfter)
+	case c.WarnUntil < 0 || c.WarnUntil > maxWarnUntil:
+		return c, fmt.Errorf("breakerpool: WarnUntil: must be in [0, %d], got %d", maxWarnUntil, c.WarnUntil)
 	}
 	if c.IdleTTL == 0 {
 		c.IdleTTL = DefaultIdleTTL
@@ -109,6 +117,7 @@ type Pool struct {
 	jitter     float64
 	maxOpenFor time.Duration
 	warnAfter  uint32    // 0: no KindFailing events
+	warnUntil  uint32    // last count reported per streak (≥ warnAfter)
 	base       time.Time // origin of the pool's monotonic clock
 
 	// entries maps Key → *Breaker. xsync.Map reads are lock-free and hash
@@ -161,6 +170,7 @@ func New(cfg Config, src SettingsSource, reg prometheus.Registerer, log *slog.Lo
 	}
 	if cfg.OnFailing != nil {
 		p.warnAfter = uint32(cfg.WarnAfter)
+		p.warnUntil = max(p.warnAfter, uint32(cfg.WarnUntil))
 	}
 	if err := p.registerMetrics(reg); err != nil {
 		return nil, err

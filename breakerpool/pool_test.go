@@ -105,7 +105,7 @@ func TestStaticSourceValidation(t *testing.T) {
 	if err := src.SetNamespace("n", zero); err != nil {
 		t.Fatal(err)
 	}
-	if got := src.Settings("n", "x"); got.MaxRequests != 1 || got.Timeout.D() != 60*time.Second || got.HintPolicy != HintProbe {
+	if got := src.Settings("n", "x"); got.MaxRequests != 1 || got.Timeout.D() != 60*time.Second || got.HintPolicy != HintConfirm {
 		t.Fatalf("not normalized: %+v", got)
 	}
 	if calls != 1 {

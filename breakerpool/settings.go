@@ -9,7 +9,7 @@ import (
 type HintPolicy string
 
 const (
-	// HintProbe (default): an "open" hint makes a closed breaker admit only
+	// HintProbe: an "open" hint makes a closed breaker admit only
 	// MaxRequests probe calls until one resolves; a failure opens it.
 	HintProbe HintPolicy = "probe"
 	// HintAdopt: an "open" hint opens the breaker at once for the hint's
@@ -17,6 +17,11 @@ const (
 	HintAdopt HintPolicy = "adopt"
 	// HintOff: hints are recorded and counted only.
 	HintOff HintPolicy = "off"
+	// HintConfirm (default): a peer's first failure or trip pauses the
+	// breaker briefly while one designated peer probes; if that probe fails too
+	// every node opens at once, if it passes nobody does and the first
+	// node's verdict on the key is discounted (cluster/DESIGN.md).
+	HintConfirm HintPolicy = "confirm"
 )
 
 // Defaults, as Temporal ships them (REFERENCE.md) plus fusebox's own.
@@ -76,7 +81,7 @@ func DefaultSettings() Settings {
 		Timeout:          Duration(DefaultTimeout),
 		FailureThreshold: DefaultFailureThreshold,
 		Enabled:          true,
-		HintPolicy:       HintProbe,
+		HintPolicy:       HintConfirm,
 		MaxRetryAfter:    Duration(DefaultMaxRetryAfter),
 	}
 }
@@ -114,9 +119,9 @@ func (s Settings) Validate() error {
 		return &SettingsError{"MaxRetryAfter", "must not be negative"}
 	}
 	switch s.HintPolicy {
-	case HintProbe, HintAdopt, HintOff:
+	case HintProbe, HintAdopt, HintOff, HintConfirm:
 	default:
-		return &SettingsError{"HintPolicy", fmt.Sprintf("must be probe, adopt or off, got %q", s.HintPolicy)}
+		return &SettingsError{"HintPolicy", fmt.Sprintf("must be confirm, probe, adopt or off, got %q", s.HintPolicy)}
 	}
 	return nil
 }
@@ -132,7 +137,7 @@ func (s Settings) Normalized() Settings {
 		s.Timeout = Duration(DefaultTimeout)
 	}
 	if s.HintPolicy == "" {
-		s.HintPolicy = HintProbe
+		s.HintPolicy = HintConfirm
 	}
 	return s
 }

@@ -223,3 +223,27 @@ func TestWarnAfterValidation(t *testing.T) {
 		t.Fatalf("err = %v, want one naming WarnAfter", err)
 	}
 }
+
+// TestWarnUntilEachCount: with WarnAfter 1 and WarnUntil 2 a streak is
+// reported at its first and at its second failure, never again.
+func TestWarnUntilEachCount(t *testing.T) {
+	warns := &recorder{}
+	p := newTestPool(t, fastSettings(), Config{WarnAfter: 1, WarnUntil: 2, OnFailing: warns.observe})
+	b := p.Get(keyA)
+	mustCall(t, b, false) // 1 → warn
+	mustCall(t, b, false) // 2 → warn
+	mustCall(t, b, false) // 3: no more
+	mustCall(t, b, true)  // the streak ends
+	mustCall(t, b, false) // new streak: 1 → warn
+	waitFor(t, 5*time.Second, func() bool { return len(warns.all()) == 3 })
+	got := []uint32{}
+	for _, w := range warns.all() {
+		got = append(got, w.Failures)
+	}
+	if len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 1 {
+		t.Fatalf("warned at counts %v, want [1 2 1]", got)
+	}
+	if _, err := New(Config{WarnUntil: 256}, nil, nil, nil); err == nil || !contains(err.Error(), "WarnUntil") {
+		t.Fatalf("err = %v, want one naming WarnUntil", err)
+	}
+}

@@ -23,6 +23,12 @@ const (
 	DefaultMaxKeys         = 1 << 16
 	DefaultKeyIdleTTL      = 5 * time.Minute
 	DefaultPolicyTick      = time.Second
+	// Confirm policy: how long a designated peer has to answer, how many
+	// are asked in turn, and how long (in Timeouts) a refuted reporter's
+	// verdict on the key is ignored after its last report.
+	DefaultConfirmWait      = 500 * time.Millisecond
+	DefaultConfirmAttempts  = 3
+	DefaultDistrustTimeouts = 10
 )
 
 // PolicyConfig tunes the hint policy. The zero value of every field means
@@ -56,6 +62,19 @@ type PolicyConfig struct {
 	// Tick is the period of the maintenance pass (suspicion window, key GC,
 	// precreate slots). Default 1s.
 	Tick time.Duration
+	// WarnAfter is the early warning's k under probe and adopt: failing
+	// events (breakerpool KindFailing) below it are ignored for those keys;
+	// confirm acts on the first failure. Default breakerpool.DefaultWarnAfter.
+	// The pool must report counts 1..WarnAfter (Config.WarnAfter 1,
+	// WarnUntil ≥ this) for confirm to see first failures.
+	WarnAfter int
+	// ConfirmWait is how long a designated peer has to answer (probe) under
+	// confirm before the next is asked; ConfirmAttempts bounds how many are
+	// asked; DistrustTimeouts is how long, in the key's Timeouts after its
+	// last report, a refuted reporter is ignored. Defaults 500ms, 3, 10.
+	ConfirmWait      time.Duration
+	ConfirmAttempts  int
+	DistrustTimeouts int
 }
 
 func (c PolicyConfig) withDefaults() (PolicyConfig, error) {
@@ -64,10 +83,12 @@ func (c PolicyConfig) withDefaults() (PolicyConfig, error) {
 		return c, fmt.Errorf("cluster: PolicyConfig.FallbackFactor must be at least 1, got %v", c.FallbackFactor)
 	case c.FallbackJitter < 0 || c.FallbackJitter > 1 || c.FallbackJitter != c.FallbackJitter:
 		return c, fmt.Errorf("cluster: PolicyConfig.FallbackJitter must be in [0, 1], got %v", c.FallbackJitter)
-	case c.MaxHoldTimeouts < 0, c.MaxPrecreated < 0, c.MaxKeys < 0, c.SuspectMinOpens < 0:
-		return c, errors.New("cluster: PolicyConfig.MaxHoldTimeouts, MaxPrecreated, MaxKeys and SuspectMinOpens must not be negative")
-	case c.KeyIdleTTL < 0, c.SuspectWindow < 0, c.Tick < 0:
-		return c, errors.New("cluster: PolicyConfig.KeyIdleTTL, SuspectWindow and Tick must not be negative")
+	case c.MaxHoldTimeouts < 0, c.MaxPrecreated < 0, c.MaxKeys < 0, c.SuspectMinOpens < 0,
+		c.WarnAfter < 0, c.ConfirmAttempts < 0, c.DistrustTimeouts < 0:
+		return c, errors.New("cluster: PolicyConfig.MaxHoldTimeouts, MaxPrecreated, MaxKeys, SuspectMinOpens, " +
+			"WarnAfter, ConfirmAttempts and DistrustTimeouts must not be negative")
+	case c.KeyIdleTTL < 0, c.SuspectWindow < 0, c.Tick < 0, c.ConfirmWait < 0:
+		return c, errors.New("cluster: PolicyConfig.KeyIdleTTL, SuspectWindow, Tick and ConfirmWait must not be negative")
 	case c.SuspectRatio < 0 || c.SuspectRatio > 1 || c.SuspectRatio != c.SuspectRatio:
 		return c, fmt.Errorf("cluster: PolicyConfig.SuspectRatio must be in [0, 1], got %v", c.SuspectRatio)
 	}
@@ -97,6 +118,10 @@ func (c PolicyConfig) withDefaults() (PolicyConfig, error) {
 	defD(&c.KeyIdleTTL, DefaultKeyIdleTTL)
 	defD(&c.SuspectWindow, DefaultSuspectWindow)
 	defD(&c.Tick, DefaultPolicyTick)
+	def(&c.WarnAfter, breakerpool.DefaultWarnAfter)
+	def(&c.ConfirmAttempts, DefaultConfirmAttempts)
+	def(&c.DistrustTimeouts, DefaultDistrustTimeouts)
+	defD(&c.ConfirmWait, DefaultConfirmWait)
 	return c, nil
 }
 
@@ -139,6 +164,7 @@ type Policy struct {
 
 	mu         sync.Mutex
 	keys       map[breakerpool.Key]*keyState
+	confirming map[breakerpool.Key]struct{} // keys with a pending confirmation round
 	precreated int
 	susp       suspicion
 	suspDetail string // last detail while suspect, for Suspect()
@@ -176,10 +202,11 @@ func NewPolicy(cfg PolicyConfig, pool HintPool, members HintMembership, logger *
 	p := &Policy{
 		cfg: cfg, pool: pool, members: members, self: members.NodeID(),
 		log: logger.With("component", "hints"), met: met,
-		keys:   make(map[breakerpool.Key]*keyState),
-		susp:   newSuspicion(cfg.SuspectWindow, cfg.SuspectMinOpens, cfg.SuspectRatio),
-		metaCh: make(chan struct{}, 1),
-		stop:   make(chan struct{}),
+		keys:       make(map[breakerpool.Key]*keyState),
+		confirming: make(map[breakerpool.Key]struct{}),
+		susp:       newSuspicion(cfg.SuspectWindow, cfg.SuspectMinOpens, cfg.SuspectRatio),
+		metaCh:     make(chan struct{}, 1),
+		stop:       make(chan struct{}),
 	}
 	p.owners.Store(newOwnerView(members.Members(), p.self, false))
 	return p, nil
@@ -223,6 +250,9 @@ func (p *Policy) Close() {
 func (p *Policy) loop(sub <-chan struct{}) {
 	tick := time.NewTicker(p.cfg.Tick)
 	defer tick.Stop()
+	// Confirmation deadlines are checked four times per ConfirmWait.
+	confirmTick := time.NewTicker(max(p.cfg.ConfirmWait/4, time.Millisecond))
+	defer confirmTick.Stop()
 	for {
 		select {
 		case <-p.stop:
@@ -235,6 +265,8 @@ func (p *Policy) loop(sub <-chan struct{}) {
 			p.refreshOwners()
 		case now := <-tick.C:
 			p.maintain(now)
+		case now := <-confirmTick.C:
+			p.confirmTick(now)
 		}
 	}
 }

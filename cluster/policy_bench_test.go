@@ -26,8 +26,11 @@ import (
 //   - recovery-ms: destination back → every node delivered again.
 //   - burst-calls: a second outage that starts with a burst of 20
 //     concurrent calls per node; calls until every node is open.
+//
+// Under confirm a node counts as open once its open state is settled, not
+// while it is merely paused for a confirmation round (settledOpen).
 func BenchmarkDeadDestination(b *testing.B) {
-	for _, pol := range []breakerpool.HintPolicy{breakerpool.HintOff, breakerpool.HintProbe, breakerpool.HintAdopt} {
+	for _, pol := range []breakerpool.HintPolicy{breakerpool.HintOff, breakerpool.HintProbe, breakerpool.HintAdopt, breakerpool.HintConfirm} {
 		b.Run("policy="+string(pol), func(b *testing.B) { benchDeadDestination(b, pol) })
 	}
 }
@@ -61,7 +64,7 @@ func benchDeadDestination(b *testing.B, pol breakerpool.HintPolicy) {
 			return dest.Count("")
 		}
 		start := down()
-		waitAll(b, "every node to open", func(j int) bool { return isOpen(nodes[j], k) }, size)
+		waitAll(b, "every node to open", func(j int) bool { return settledOpen(nodes[j], k) }, size)
 		opened := dest.Count("")
 		trip += float64(opened - start)
 		time.Sleep(steady) // measuring a period of outage, not waiting for a condition
@@ -79,7 +82,7 @@ func benchDeadDestination(b *testing.B, pol breakerpool.HintPolicy) {
 			}
 		}
 		wg.Wait()
-		waitAll(b, "every node to open after the burst", func(j int) bool { return isOpen(nodes[j], k) }, size)
+		waitAll(b, "every node to open after the burst", func(j int) bool { return settledOpen(nodes[j], k) }, size)
 		burstCalls += float64(dest.Count("") - start)
 		up(b, dest, drivers)
 		for _, d := range drivers {
@@ -92,6 +95,16 @@ func benchDeadDestination(b *testing.B, pol breakerpool.HintPolicy) {
 	b.ReportMetric(perTimeout/n, "probes/timeout")
 	b.ReportMetric(recovery/n, "recovery-ms")
 	b.ReportMetric(burstCalls/n, "burst-calls")
+}
+
+// settledOpen: n's breaker for k is open and not merely paused by a
+// pending confirmation round (confirm policy).
+func settledOpen(n *pnode, k breakerpool.Key) bool {
+	if !isOpen(n, k) {
+		return false
+	}
+	ci, _ := n.pol.Confirmation(k)
+	return ci.Outcome != ConfirmPending
 }
 
 // up brings the destination back and waits until every driver delivered.

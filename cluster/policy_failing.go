@@ -28,6 +28,9 @@ func (p *Policy) observeFailing(t breakerpool.Transition) {
 		return
 	}
 	s := b.Status()
+	if s.Settings.HintPolicy != breakerpool.HintConfirm && t.Failures < uint32(p.cfg.WarnAfter) {
+		return // confirm's first-failure report; probe and adopt wait for k
+	}
 	if s.State != gobreaker.StateClosed || s.Mode != breakerpool.ModeAuto {
 		// Handled after the breaker tripped (the calls outran the event
 		// stream) or was guarded or forced: its own hint covers it.

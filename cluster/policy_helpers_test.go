@@ -63,9 +63,10 @@ func startPNode(t testing.TB, id string, s breakerpool.Settings, pcfg PolicyConf
 			p.Observe(tr)
 		}
 	}
-	// As the node wires it: transitions and early warnings both reach the policy.
+	// As the node wires it: transitions and early warnings (first failure
+	// for confirm, DefaultWarnAfter for probe and adopt) reach the policy.
 	n.pool, err = breakerpool.New(breakerpool.Config{Observer: observe,
-		WarnAfter: breakerpool.DefaultWarnAfter, OnFailing: observe}, src, n.reg, nil)
+		WarnAfter: 1, WarnUntil: breakerpool.DefaultWarnAfter, OnFailing: observe}, src, n.reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

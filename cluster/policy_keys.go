@@ -43,6 +43,11 @@ type keyState struct {
 	// the slot is released once the breaker is used or evicted.
 	precreated bool
 
+	// conf is the latest confirmation round (confirm policy); distrust maps
+	// the origins whose reports on the key are ignored to when that ends.
+	conf     *confirmation
+	distrust map[string]time.Time
+
 	touched time.Time
 }
 
@@ -50,7 +55,8 @@ type keyState struct {
 // precreate slot, and untouched for ttl.
 func (st *keyState) idle(now time.Time, ttl time.Duration) bool {
 	return st.local == gobreaker.StateClosed && st.holdBound.IsZero() && !st.precreated &&
-		!(st.published && st.pubState != HintClosed) && now.Sub(st.touched) >= ttl
+		!(st.published && st.pubState != HintClosed) && !st.conf.pending() && len(st.distrust) == 0 &&
+		now.Sub(st.touched) >= ttl
 }
 
 // keyLocked returns the state of k, creating it. When the table is full it
@@ -84,9 +90,14 @@ func (p *Policy) keyLocked(k breakerpool.Key, now time.Time) *keyState {
 	return st
 }
 
-// gcLocked forgets idle keys.
+// gcLocked forgets expired distrust and idle keys.
 func (p *Policy) gcLocked(now time.Time) {
 	for k, st := range p.keys {
+		for o, until := range st.distrust {
+			if !now.Before(until) {
+				delete(st.distrust, o)
+			}
+		}
 		if st.idle(now, p.cfg.KeyIdleTTL) {
 			delete(p.keys, k)
 		}

@@ -13,6 +13,7 @@ const (
 	ProbeWarm     = "warm"     // a peer's closed hint warm-started the probe
 	ProbeGuard    = "guard"    // an open or failing hint made a closed breaker admit only probes
 	ProbeLocal    = "local"    // policy off: the breaker's own timer, no coordination
+	ProbeConfirm  = "confirm"  // confirm: this node was designated to check a peer's failure report
 )
 
 // Hint actions, the action label of fusebox_hint_actions_total: what the
@@ -30,6 +31,13 @@ const (
 	ActionPrecreate      = "precreate"       // open hint created the breaker of an unused key
 	ActionSkipUnknown    = "skipped_unknown" // open hint for an unused key past the precreate bound
 	ActionRetryAfter     = "retry_after"     // open hint with a Retry-After deadline: breaker held open until it, any policy
+	ActionConfirmPause   = "confirm_pause"   // confirm: a peer's report paused the key while a designated peer probes
+	ActionConfirmProbe   = "confirm_probe"   // confirm: this node was designated and probes
+	ActionConfirmRetry   = "confirm_retry"   // confirm: the designated peer did not answer in time; the next one was asked
+	ActionConfirmGaveUp  = "confirm_gave_up" // confirm: nobody answered; every node probes by itself
+	ActionConfirmed      = "confirmed"       // confirm: an independent probe or report failed too; open adopted
+	ActionRefuted        = "refuted"         // confirm: the independent probe passed; the reporter is distrusted for the key
+	ActionDistrusted     = "distrusted"      // confirm: report from a node whose verdict on the key was refuted
 )
 
 // Publication results, the result label of fusebox_hints_published_total.
@@ -59,7 +67,7 @@ func newPolicyMetrics(reg prometheus.Registerer) (*policyMetrics, error) {
 	m := &policyMetrics{
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fusebox_breaker_probes_total",
-			Help: "Probe opportunities started by the hint policy, by role (owner, fallback, warm, guard, local).",
+			Help: "Probe opportunities started by the hint policy, by role (owner, fallback, warm, guard, local, confirm).",
 		}, []string{"role"}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fusebox_hint_actions_total",
@@ -85,7 +93,7 @@ func newPolicyMetrics(reg prometheus.Registerer) (*policyMetrics, error) {
 			Help: "Breakers created by peers' open hints for keys this node had not used, not yet used.",
 		}),
 	}
-	for _, r := range []string{ProbeOwner, ProbeFallback, ProbeWarm, ProbeGuard, ProbeLocal} {
+	for _, r := range []string{ProbeOwner, ProbeFallback, ProbeWarm, ProbeGuard, ProbeLocal, ProbeConfirm} {
 		m.probes.WithLabelValues(r)
 	}
 	if reg == nil {

@@ -37,6 +37,9 @@ func (p *Policy) Observe(t breakerpool.Transition) {
 	defer p.mu.Unlock()
 	st := p.keyLocked(t.Key, now)
 	st.local = t.To
+	if ok && b.Settings().HintPolicy == breakerpool.HintConfirm {
+		p.confirmObserveLocked(t, st, b.Settings().Timeout.D(), now)
+	}
 	switch t.To {
 	case gobreaker.StateOpen:
 		if t.Source == breakerpool.SourceLocal && t.From == gobreaker.StateClosed {

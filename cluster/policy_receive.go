@@ -39,6 +39,9 @@ func (p *Policy) HandleHint(h Hint) (fresh bool) {
 
 	if h.State == HintClosed {
 		b, ok := p.pool.Lookup(h.Key)
+		if ok && b.Settings().HintPolicy == breakerpool.HintConfirm {
+			p.confirmClosedLocked(b, h, st, now)
+		}
 		if !ok || b.Settings().HintPolicy == breakerpool.HintOff || b.State() != gobreaker.StateOpen {
 			p.met.actions.WithLabelValues(ActionRecorded).Inc()
 			return true
@@ -65,6 +68,11 @@ func (p *Policy) HandleHint(h Hint) (fresh bool) {
 			p.met.precreated.Set(float64(p.precreated))
 		}
 		p.met.actions.WithLabelValues(ActionPrecreate).Inc()
+	}
+	if b.Settings().HintPolicy == breakerpool.HintConfirm {
+		action := p.applyConfirmLocked(b, h, st, now)
+		p.met.actions.WithLabelValues(action).Inc()
+		return action != ActionDistrusted // a distrusted report is not re-gossiped
 	}
 	if h.State == HintFailing {
 		p.met.actions.WithLabelValues(p.applyFailingLocked(b)).Inc()

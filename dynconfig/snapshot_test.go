@@ -23,7 +23,7 @@ func TestSnapshotDefaults(t *testing.T) {
 			if err := s.BreakerSettings("", "").Validate(); err != nil {
 				t.Errorf("default settings invalid: %v", err)
 			}
-			if got := s.HintPolicy("ns", "d"); got != breakerpool.HintProbe {
+			if got := s.HintPolicy("ns", "d"); got != breakerpool.HintConfirm {
 				t.Errorf("HintPolicy = %q", got)
 			}
 			if got := s.BatchSize(); got != 100 {
@@ -81,7 +81,7 @@ func precedenceKeys() []levelValues {
 		{KeyHostSchedulerMaxTaskRPS, [4]string{`1.5`, `2.5`, `3.5`, `4.5`}, [4]any{1.5, 2.5, 3.5, 4.5}, 100.0,
 			func(s *Snapshot, ns, dest string) any { return s.MaxTaskRPS(ns, dest) }},
 		{KeyBreakerHintPolicy, [4]string{`"adopt"`, `"off"`, `"probe"`, `"adopt"`},
-			[4]any{breakerpool.HintAdopt, breakerpool.HintOff, breakerpool.HintProbe, breakerpool.HintAdopt}, breakerpool.HintProbe,
+			[4]any{breakerpool.HintAdopt, breakerpool.HintOff, breakerpool.HintProbe, breakerpool.HintAdopt}, breakerpool.HintConfirm,
 			func(s *Snapshot, ns, dest string) any { return s.BreakerSettings(ns, dest).HintPolicy }},
 		{KeyNexusRequestTimeout, [4]string{`"1s"`, `"2s"`, `"3s"`, `"4s"`}, [4]any{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}, 10 * time.Second,
 			func(s *Snapshot, ns, dest string) any {
@@ -271,7 +271,7 @@ func TestSettingsAllFieldsRoundTrip(t *testing.T) {
 	if err != nil || string(canon) != string(raw) {
 		t.Fatalf("Canonical(%s) = %s, %v", raw, canon, err)
 	}
-	in.HintPolicy = breakerpool.HintProbe
+	in.HintPolicy = breakerpool.HintConfirm
 	in.MaxRetryAfter = breakerpool.Duration(breakerpool.DefaultMaxRetryAfter)
 	if got := mustSnapshot(t, Entry{Key: KeyBreakerSettings, Value: raw}).BreakerSettings("", ""); got != in {
 		t.Fatalf("BreakerSettings = %+v, want %+v", got, in)

@@ -116,7 +116,7 @@ func validateCases() []validateCase {
 		{name: "hint probe", e: ent(KeyBreakerHintPolicy, "", "", `"probe"`), canon: `"probe"`},
 		{name: "hint adopt", e: ent(KeyBreakerHintPolicy, "ns", "d", `"adopt"`), canon: `"adopt"`},
 		{name: "hint off", e: ent(KeyBreakerHintPolicy, "", "d", `"off"`), canon: `"off"`},
-		{name: "hint wrong case", e: ent(KeyBreakerHintPolicy, "", "", `"PROBE"`), want: `must be one of probe, adopt, off, got "PROBE"`},
+		{name: "hint wrong case", e: ent(KeyBreakerHintPolicy, "", "", `"PROBE"`), want: `must be one of probe, adopt, off, confirm, got "PROBE"`},
 		{name: "hint empty", e: ent(KeyBreakerHintPolicy, "", "", `""`), want: "must be one of"},
 		{name: "hint number", e: ent(KeyBreakerHintPolicy, "", "", `1`), want: "want a string"},
 
@@ -273,7 +273,7 @@ func TestKeys(t *testing.T) {
 		KeyGroupLimiterBufferSize:   {"int", "100", "global,namespace,destination,namespace+destination"},
 		KeyGroupLimiterConcurrency:  {"int", "100", "global,namespace,destination,namespace+destination"},
 		KeyHostSchedulerMaxTaskRPS:  {"float", "100", "global,namespace,destination,namespace+destination"},
-		KeyBreakerHintPolicy:        {"enum(probe|adopt|off)", `"probe"`, "global,namespace,destination,namespace+destination"},
+		KeyBreakerHintPolicy:        {"enum(probe|adopt|off|confirm)", `"confirm"`, "global,namespace,destination,namespace+destination"},
 		KeyNexusRequestTimeout:      {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
 		KeyCallbackRequestTimeout:   {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
 		KeyTaskRetention:            {"duration", `"24h0m0s"`, "global"},

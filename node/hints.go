@@ -8,6 +8,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/cluster"
+	"fusebox/transport"
 )
 
 // hintForwarder carries the pool's transitions to the hint policy. The pool
@@ -26,10 +27,12 @@ func (f *hintForwarder) observe(t breakerpool.Transition) {
 	}
 }
 
-// hintWarnAfter is the early warning's k: a closed breaker that sees this
-// many consecutive failures tells the policy, which publishes a "failing"
-// hint so peers guard the destination before their own breakers trip (see
-// cluster/DESIGN.md, "Early warning"). A default in code, not dynamic
+// hintWarnAfter is the early warning's k under probe and adopt: a closed
+// breaker that sees this many consecutive failures makes the policy publish
+// a "failing" hint so peers guard the destination before their own breakers
+// trip (see cluster/DESIGN.md, "Early warning"). The pool reports every
+// count from 1 to k (confirm reports at the first failure; the policy
+// ignores counts below k for the others). A default in code, not dynamic
 // config: 0 would turn the warning off.
 const hintWarnAfter = breakerpool.DefaultWarnAfter
 
@@ -37,7 +40,7 @@ const hintWarnAfter = breakerpool.DefaultWarnAfter
 // transition (hint policy and UI); the early warnings go to the hint policy
 // only.
 func poolConfig(observe func(breakerpool.Transition), fwd *hintForwarder) breakerpool.Config {
-	return breakerpool.Config{Observer: observe, WarnAfter: hintWarnAfter, OnFailing: fwd.observe}
+	return breakerpool.Config{Observer: observe, WarnAfter: 1, WarnUntil: hintWarnAfter, OnFailing: fwd.observe}
 }
 
 // startHints builds the hint policy over the pool and the started
@@ -46,7 +49,7 @@ func poolConfig(observe func(breakerpool.Transition), fwd *hintForwarder) breake
 // returned policy before the membership.
 func startHints(pool *breakerpool.Pool, members *cluster.Membership, fwd *hintForwarder,
 	reg prometheus.Registerer, log *slog.Logger) (*cluster.Policy, error) {
-	p, err := cluster.NewPolicy(cluster.PolicyConfig{}, pool, members, log, reg)
+	p, err := cluster.NewPolicy(cluster.PolicyConfig{WarnAfter: hintWarnAfter}, pool, members, log, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -66,4 +69,20 @@ func hintsReadyDetail(p *cluster.Policy, detail map[string]any) {
 	if suspect {
 		detail["egress_suspect_detail"] = why
 	}
+}
+
+// confirmAPI adapts the hint policy's confirmation rounds to the API's
+// breaker list.
+type confirmAPI struct{ p *cluster.Policy }
+
+func (c confirmAPI) ConfirmOf(k breakerpool.Key) (transport.BreakerConfirm, bool) {
+	if c.p == nil {
+		return transport.BreakerConfirm{}, false
+	}
+	ci, ok := c.p.Confirmation(k)
+	if !ok {
+		return transport.BreakerConfirm{}, false
+	}
+	return transport.BreakerConfirm{Outcome: ci.Outcome, Accused: ci.Accused, Designated: ci.Designated,
+		By: ci.By, At: ci.At, Distrusted: ci.Distrusted}, true
 }

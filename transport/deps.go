@@ -31,6 +31,9 @@ type Deps struct {
 	Breakers Breakers
 	// Ramps, optional, is this node's recovery ramps (GET /v1/breakers).
 	Ramps Ramps
+	// Confirm, optional, is the confirm hint policy's state per key, shown
+	// with each breaker.
+	Confirm Confirmations
 	// Peers reaches other nodes' APIs (for ?scope=cluster).
 	Peers func(httpAddr string) *Client
 	// UI serves the status page at /ui/ (package ui); nil leaves it out.

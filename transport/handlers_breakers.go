@@ -61,7 +61,8 @@ func toBreaker(st breakerpool.Status) Breaker {
 
 func (s *Server) localBreakers() []Breaker {
 	out := []Breaker{}
-	for _, st := range s.deps.Breakers.List() {
+	sts := s.deps.Breakers.List()
+	for _, st := range sts {
 		b := toBreaker(st)
 		if s.deps.Ramps != nil {
 			if r, ok := s.deps.Ramps.Ramp(st.Key); ok {
@@ -70,6 +71,7 @@ func (s *Server) localBreakers() []Breaker {
 		}
 		out = append(out, b)
 	}
+	s.withConfirm(out, sts)
 	return out
 }
 

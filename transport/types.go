@@ -143,6 +143,9 @@ type Breaker struct {
 	// node's 429/503 answer or a peer's gossiped one) holding the breaker
 	// open; absent otherwise, and once it has passed.
 	RetryAfterUntil *time.Time `json:"retry_after_until,omitempty"`
+	// Confirm is the confirm hint policy's latest round for the key on
+	// this node, if any (breaker_confirm.go).
+	Confirm *BreakerConfirm `json:"confirm,omitempty"`
 }
 
 // BreakerRamp is a recovery ramp under way: after its close the key's rate

@@ -52,6 +52,10 @@ const preamble = `## Reading the baselines
 - **Beside a dead destination**: the same run with both destinations healthy; the ratio is the
   healthy destination's throughput kept. Each mode runs on a fresh cluster (a cluster slows as it
   retains tasks, which would favour whichever mode ran first).
+- **Confirm rows** (#19): the same scenario and run under policy ` + "`probe`" + ` (the safe baseline) or
+  ` + "`adopt`" + ` (the cheap one). "Calls until all open" counts a node as open once it is settled, not
+  while paused for a confirmation round. The sick node's calls all fail at its own egress; the figure is
+  the other four nodes' delivered tasks over their tasks in 10 s.
 - **Growth rows**: the smallest size (16 shards, N=3) or, for dead-destination calls, policy ` + "`off`" + `
   (no hints, every node on its own) at the same N.
 
@@ -268,6 +272,25 @@ var rows = []row{
 	// submitted then acked (fenced). Not the 3-node durable delivery figure: the node is not wired yet.
 	{Issue: "#18", What: "task store alone, submit+ack (tasks/s): postgres vs raft, 1 node", Pkg: "./taskstore/pgstore", Bench: "BenchmarkTaskLifecycle/postgres", Metric: "tasks/s",
 		Baseline: "BenchmarkTaskLifecycle/raft", Time: "20000x", QuickTime: "2000x", Runs: 3},
+	// The confirm hint policy (issue 19 §5): adopt's cost, probe's safety.
+	{Issue: "#19", What: "dead dest, N=3, confirm vs probe: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=3/policy=confirm", Metric: "trip-calls",
+		Baseline: "BenchmarkDeadDestinationGrowth/N=3/policy=probe", Target: "value<=8", Time: "1x", QuickTime: "-"},
+	{Issue: "#19", What: "dead dest, N=5, confirm vs probe: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=5/policy=confirm", Metric: "trip-calls",
+		Baseline: "BenchmarkDeadDestinationGrowth/N=5/policy=probe", Target: "value<=8", Time: "1x", QuickTime: "-"},
+	{Issue: "#19", What: "dead dest, N=9, confirm vs probe: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=9/policy=confirm", Metric: "trip-calls",
+		Baseline: "BenchmarkDeadDestinationGrowth/N=9/policy=probe", Target: "value<=8", Time: "1x", QuickTime: "-"},
+	{Issue: "#19", What: "dead dest, N=17, confirm vs probe: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=17/policy=confirm", Metric: "trip-calls",
+		Baseline: "BenchmarkDeadDestinationGrowth/N=17/policy=probe", Target: "value<=8", Time: "1x", QuickTime: "-"},
+	{Issue: "#19", What: "dead dest, N=17, confirm vs adopt: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestinationGrowth/N=17/policy=confirm", Metric: "trip-calls",
+		Baseline: "BenchmarkDeadDestinationGrowth/N=17/policy=adopt", Time: "1x", QuickTime: "-"},
+	{Issue: "#19", What: "one sick node, N=5, confirm vs probe: healthy nodes' tasks delivered", Pkg: "./cluster", Bench: "BenchmarkSickNode/policy=confirm", Metric: "healthy-delivered",
+		Baseline: "BenchmarkSickNode/policy=probe", Target: "value>=0.95", Time: "1x", QuickTime: "-", Runs: 3},
+	{Issue: "#19", What: "one sick node, N=5, adopt vs probe: healthy nodes' tasks delivered", Pkg: "./cluster", Bench: "BenchmarkSickNode/policy=adopt", Metric: "healthy-delivered",
+		Baseline: "BenchmarkSickNode/policy=probe", Time: "1x", QuickTime: "-", Runs: 3},
+	{Issue: "#19", What: "dead destination, N=5, confirm vs probe: recovery ms", Pkg: "./cluster", Bench: "BenchmarkDeadDestination/policy=confirm", Metric: "recovery-ms",
+		Baseline: "BenchmarkDeadDestination/policy=probe", Target: "ratio<=1", Time: "1x", QuickTime: "-", Runs: 3},
+	{Issue: "#19", What: "dead destination, N=5, confirm vs probe: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestination/policy=confirm", Metric: "trip-calls",
+		Baseline: "BenchmarkDeadDestination/policy=probe", Target: "value<=8", Time: "1x", QuickTime: "-", Runs: 3},
 
 	// Bounded metric cardinality (issue 20 §7): a scrape of 20,000 destinations.
 	{Issue: "#20", What: "scrape of 20k destinations, capped: bytes (vs cap off)", Pkg: "./breakerpool", Bench: "BenchmarkScrape20k/cap=100", Metric: "bytes/scrape",

@@ -32,7 +32,7 @@ type Config struct {
 	// (the default, 60 s, makes a dull demo).
 	BreakerTimeout time.Duration
 	// HintPolicy, when set, is written to fusebox.breaker.hintPolicy
-	// (probe, adopt or off); "" keeps the cluster default (probe).
+	// (probe, adopt or off); "" keeps the cluster default (confirm).
 	HintPolicy string
 	// Refresh is the live view's period.
 	Refresh time.Duration
@@ -106,9 +106,9 @@ func (c Config) Validate() error {
 		return errors.New("--stop-timeout: must be positive")
 	}
 	switch breakerpool.HintPolicy(c.HintPolicy) {
-	case "", breakerpool.HintProbe, breakerpool.HintAdopt, breakerpool.HintOff:
+	case "", breakerpool.HintProbe, breakerpool.HintAdopt, breakerpool.HintOff, breakerpool.HintConfirm:
 	default:
-		return fmt.Errorf("--hint-policy: %q is not probe, adopt or off", c.HintPolicy)
+		return fmt.Errorf("--hint-policy: %q is not confirm, probe, adopt or off", c.HintPolicy)
 	}
 	return nil
 }
@@ -138,7 +138,7 @@ Flags:
 	fs.DurationVar(&c.OutageFor, "outage-for", c.OutageFor, "how long flaky stays down (0: no outage)")
 	fs.StringVar(&c.OutageMode, "outage-mode", c.OutageMode, "how flaky fails: refuse (connection refused) or unavailable (HTTP 503)")
 	fs.DurationVar(&c.BreakerTimeout, "breaker-timeout", c.BreakerTimeout, "breaker Timeout set cluster-wide for the demo (fusebox default: 60s)")
-	fs.StringVar(&c.HintPolicy, "hint-policy", c.HintPolicy, "fusebox.breaker.hintPolicy to set: probe, adopt or off (default: leave the cluster default, probe)")
+	fs.StringVar(&c.HintPolicy, "hint-policy", c.HintPolicy, "fusebox.breaker.hintPolicy to set: confirm, probe, adopt or off (default: leave the cluster default)")
 	fs.BoolVar(&c.Secure, "secure", c.Secure, "run the cluster with TLS (HTTPS API, mutual-TLS Raft), named API tokens and gossip encryption, from a CA made for the run")
 	fs.DurationVar(&c.Refresh, "refresh", c.Refresh, "live view refresh period")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "how long the nodes may take to become ready")

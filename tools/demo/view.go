@@ -44,7 +44,7 @@ func renderFrame(info viewInfo, s snapshot) string {
 	}
 	policy := cfg.HintPolicy
 	if policy == "" {
-		policy = "probe (default)"
+		policy = "confirm (default)"
 	}
 	fmt.Fprintf(&b, "fusebox demo — %d nodes on loopback · %s %s · %.0f tasks/s per destination\n",
 		len(s.Nodes), fmtT(s.At), until, cfg.Rate)

@@ -168,11 +168,16 @@
     if (b.open_remaining_seconds) title += `; open for ${Math.round(b.open_remaining_seconds)}s more`;
     if (b.retry_after_until) title += `; Retry-After: held open until ${b.retry_after_until}`;
     if (b.counts) title += `; failures in a row ${b.counts.consecutive_failures}, requests ${b.counts.requests}`;
-    return el('td', { className: `cell state-${b.state}`, title, dataset: { cell: '', key, node, state: b.state, source: b.source, mode: b.mode } },
+    const conf = confirmText(b.confirm);
+    if (conf) title += `; ${conf.title}`;
+    const data = { cell: '', key, node, state: b.state, source: b.source, mode: b.mode };
+    if (conf) data.confirm = b.confirm.outcome;
+    return el('td', { className: `cell state-${b.state}`, title, dataset: data },
       el('span', { className: 'cell-state' }, `${st.symbol} ${st.label}`),
       el('span', { className: 'cell-meta' }, `${b.source} · ${b.mode}`),
       b.retry_after_until ? el('span', { className: 'cell-retry-after', dataset: { retryAfter: b.retry_after_until } },
         `Retry-After until ${new Date(b.retry_after_until).toISOString().substring(11, 19)}Z`) : null,
+      conf ? el('span', { className: `cell-confirm confirm-${conf.cls}` }, conf.text) : null,
       b.ramp ? rampPlot(b.ramp) : null);
   }
 
@@ -197,6 +202,30 @@
     return el('span', { className: 'ramp', dataset: { ramp: '', rps: String(r.rps) }, title: label },
       el('span', { className: 'ramp-plot', ariaLabel: label }, ...bars),
       el('span', { className: 'cell-meta' }, `ramp ${r.rps.toFixed(1)}/s`));
+  }
+
+  // The confirm hint policy's latest round for a cell (b.confirm): whether
+  // an open came from a confirmed hint, or a peer's report was refuted.
+  // Every string is a peer's and rendered as text.
+  const CONFIRM = {
+    pending: ['pending', '… confirming'],
+    confirmed: ['confirmed', '✓ confirmed'],
+    refuted: ['refuted', '✗ refuted'],
+    gave_up: ['gave-up', '? unconfirmed'],
+  };
+  function confirmText(c) {
+    if (!c || typeof c !== 'object' || typeof c.outcome !== 'string') return null;
+    const [cls, label] = CONFIRM[c.outcome] || ['other', c.outcome];
+    let text = label;
+    if (c.by) text += ` by ${c.by}`;
+    let title = `confirm: ${c.outcome}, reported by ${c.accused || '?'}`;
+    if (c.designated) title += `, asked ${c.designated}`;
+    if (c.by) title += `, decided by ${c.by}`;
+    if (Array.isArray(c.distrusted) && c.distrusted.length) {
+      title += `; distrusted for this key: ${c.distrusted.join(', ')}`;
+      text += ` · distrusts ${c.distrusted.join(', ')}`;
+    }
+    return { cls, text, title };
   }
 
   function renderBreakers(list, order) {
