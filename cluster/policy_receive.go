@@ -69,6 +69,12 @@ func (p *Policy) HandleHint(h Hint) (fresh bool) {
 		}
 		p.met.actions.WithLabelValues(ActionPrecreate).Inc()
 	}
+	// A Retry-After deadline is the destination's own word, not a report
+	// to confirm: every policy honours it first.
+	if a, ok := p.applyRetryAfterLocked(b, h); ok {
+		p.met.actions.WithLabelValues(a).Inc()
+		return true
+	}
 	if b.Settings().HintPolicy == breakerpool.HintConfirm {
 		action := p.applyConfirmLocked(b, h, st, now)
 		p.met.actions.WithLabelValues(action).Inc()
@@ -99,16 +105,14 @@ func (p *Policy) originSuspect(origin string) bool {
 //     failing hint, usually), opens for the hint's remaining time, capped
 //     at the fallback this node would hold itself (no hint keeps a breaker
 //     open past it); a half-open hint (no time left) guards.
-//   - any policy, off included: an open hint carrying a Retry-After
-//     deadline opens (or keeps open) the breaker until that same moment,
-//     capped by this node's MaxRetryAfter (applyRetryAfterLocked).
+//   - (any policy, off and confirm included, before this: an open hint
+//     carrying a Retry-After deadline opens or keeps open the breaker until
+//     that same moment, capped by this node's MaxRetryAfter;
+//     applyRetryAfterLocked in Receive.)
 //   - either: an open breaker that does not own the key's probe, hearing the
 //     owner's open hint (its probe failed), holds on for another fallback
 //     period, never past the episode's bound.
 func (p *Policy) applyOpenLocked(b *breakerpool.Breaker, h Hint, st *keyState, now time.Time) string {
-	if a, ok := p.applyRetryAfterLocked(b, h); ok {
-		return a
-	}
 	set := b.Settings()
 	if set.HintPolicy == breakerpool.HintOff {
 		return ActionRecorded

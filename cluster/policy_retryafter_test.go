@@ -16,7 +16,7 @@ import (
 // the same moment, whatever the hint policy, so the destination sees that
 // one call and nothing else before its deadline. Then it recovers.
 func TestPolicyRetryAfterFleetWide(t *testing.T) {
-	for _, pol := range []breakerpool.HintPolicy{breakerpool.HintProbe, breakerpool.HintOff} {
+	for _, pol := range []breakerpool.HintPolicy{breakerpool.HintProbe, breakerpool.HintOff, breakerpool.HintConfirm} {
 		t.Run(string(pol), func(t *testing.T) {
 			dest := outboundtest.NewDestination(t)
 			if err := dest.SetMode(outboundtest.ModeTooManyRequests); err != nil {
