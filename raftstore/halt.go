@@ -8,8 +8,8 @@ import (
 // the way the build that wrote it meant it (an entry version it does not
 // know, or a command type newer than its log version without IgnorableFlag).
 // Carrying on would let this replica's state silently differ from its peers',
-// so the FSM applies nothing more: the node reports not ready and exits
-// (fail-stop, as Consul and Nomad do), and a restart replays the same entry,
+// so the FSM applies nothing more: the node reports not ready (/readyz
+// detail "halted"; fail-stop, as Consul and Nomad do), and a restart replays the same entry,
 // so it stays down until it runs a release that knows it.
 type HaltError struct {
 	Index uint64
