@@ -21,6 +21,9 @@ type Meta struct {
 	// Suspect says the node believes its own egress is unhealthy (many
 	// destinations failing at once), so peers should discount its hints.
 	Suspect bool `json:"suspect,omitempty"`
+	// LogVersion is the raft log version the node's build proposes and
+	// applies (raftstore.BuildLogVersion); absent (0) on older builds.
+	LogVersion int `json:"logv,omitempty"`
 }
 
 func (m Meta) encode() ([]byte, error) {

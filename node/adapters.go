@@ -28,7 +28,7 @@ func (a raftMembers) Members() []raftstore.Member {
 		case cluster.StateLeft:
 			st = raftstore.MemberLeft
 		}
-		out = append(out, raftstore.Member{ID: m.ID, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, Status: st})
+		out = append(out, raftstore.Member{ID: m.ID, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, Status: st, LogVersion: m.Meta.LogVersion})
 	}
 	return out
 }

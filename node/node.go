@@ -141,7 +141,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.members, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, BindAddr: cfg.GossipAddr, AdvertiseAddr: n.adv.gossip, Join: cfg.Join, Preset: cluster.Preset(cfg.Timing), Keys: keys,
-		Meta: cluster.Meta{ID: cfg.NodeID, HTTPAddr: n.AdvertiseHTTPAddr(), RaftAddr: n.store.RaftAddr(), Version: cfg.Version},
+		Meta: cluster.Meta{ID: cfg.NodeID, HTTPAddr: n.AdvertiseHTTPAddr(), RaftAddr: n.store.RaftAddr(), Version: cfg.Version, LogVersion: raftstore.BuildLogVersion()},
 	}, n.base.With("component", "gossip"), n.reg)
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
@@ -222,6 +222,11 @@ func (n *Node) ready() (bool, map[string]any) {
 	hintsReadyDetail(n.hints, detail)
 	ready := n.members.Joined() && leader != "" && st.AppliedIndex > 0
 	ready = shardsReady(n.shards, detail) && ready
+	if err := n.store.HaltErr(); err != nil {
+		// Fail-stop: the state stops at the unknown entry; never ready.
+		detail["halted"] = err.Error()
+		ready = false
+	}
 	return ready, detail
 }
 

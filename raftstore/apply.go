@@ -149,6 +149,9 @@ func (s *Store) raftApply(ctx context.Context, r *raft.Raft, cmd []byte, request
 			timeout = max(rem, time.Millisecond)
 		}
 	}
+	if err := s.checkGate(MessageType(cmd[0])); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	f := r.Apply(encodeEntry(cmd, requestID), timeout)
 	if err := f.Error(); err != nil {

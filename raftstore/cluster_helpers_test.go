@@ -134,7 +134,7 @@ func (c *testCluster) add(id string, expect int) *Store {
 	c.fwd.mu.Lock()
 	c.fwd.stores[httpAddr(id)] = s
 	c.fwd.mu.Unlock()
-	c.members.set(Member{ID: id, RaftAddr: s.RaftAddr(), HTTPAddr: httpAddr(id), Status: MemberAlive})
+	c.members.set(Member{ID: id, RaftAddr: s.RaftAddr(), HTTPAddr: httpAddr(id), Status: MemberAlive, LogVersion: s.cfg.LogVersion})
 	return s
 }
 

@@ -34,14 +34,22 @@ const (
 	// ApplyLocal turns it into a raft RemoveServer (rejoin.go).
 	MsgRejoin MessageType = 14
 	// MsgImportConfig (15) is declared in state_config_import.go.
-	// Next: 32 (16–31 are the task family's). Append only.
 	// 16–31: the task family, see commands_tasks.go (16–19 taken).
+
+	// MsgSetConfigValue sets one config value as proposed: the proposer
+	// validated and canonicalised it, and the FSM does not consult the key
+	// registry (log version 2). It replaces MsgSetConfig, whose old entries
+	// still apply as they did.
+	MsgSetConfigValue MessageType = 32
+	// Next: 33. Append only; 128–255 are the ignorable types (IgnorableFlag).
 )
 
 func (t MessageType) String() string {
 	switch t {
 	case MsgSetConfig:
 		return "set_config"
+	case MsgSetConfigValue:
+		return "set_config_value"
 	case MsgDeleteConfig:
 		return "delete_config"
 	case MsgPutEndpoint:

@@ -63,6 +63,10 @@ type Config struct {
 
 	HistoryLimit  int    // config_history entries kept (default 1000)
 	RequestWindow uint64 // raft indexes a request id is remembered (default 10000)
+	// LogVersion is the log version this node advertises, proposes and
+	// applies (default BuildLogVersion()); tests set it to run a node "of an
+	// older release".
+	LogVersion int
 
 	// TLS, when set, runs Raft over mutual TLS (tls_stream.go): peers
 	// must present a node certificate from the cluster CA.
@@ -105,6 +109,9 @@ type Member struct {
 	RaftAddr string
 	HTTPAddr string
 	Status   MemberStatus
+	// LogVersion is the log version the member advertises; 0 (a build
+	// from before log versions) counts as LogVersionBase.
+	LogVersion int
 }
 
 // Members is the membership view the store needs (implemented over memberlist
@@ -141,6 +148,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("raftstore: Config.DataDir is required")
+	}
+	if c.LogVersion <= 0 || c.LogVersion > LogVersion {
+		c.LogVersion = BuildLogVersion()
 	}
 	if c.RaftBindAddr == "" {
 		return errors.New("raftstore: Config.RaftBindAddr is required")

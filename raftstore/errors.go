@@ -17,6 +17,7 @@ const (
 	CodeNoLeader        = "no_leader"
 	CodeUnavailable     = "unavailable"
 	CodeInternal        = "internal"
+	// CodeUpgradePending is declared in gate.go.
 )
 
 // Error is the typed error of every raftstore write. It is a plain value so it
@@ -72,7 +73,7 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusBadRequest
 	case CodeNotFound:
 		return http.StatusNotFound
-	case CodeConflict:
+	case CodeConflict, CodeUpgradePending:
 		return http.StatusConflict
 	case CodeNotLeader, CodeNoLeader, CodeUnavailable:
 		return http.StatusServiceUnavailable

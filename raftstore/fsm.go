@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/raft"
@@ -13,41 +14,19 @@ import (
 
 // applyFunc applies one decoded command inside a write transaction. It returns
 // the result value (JSON-marshalled into ApplyResult.Value) or a typed error;
-// on error the FSM discards every write the function made.
+// on error the FSM discards every write the function made. The registration
+// table is in logversion.go.
 type applyFunc func(w *writer, payload []byte) (any, *Error)
-
-// applyFuncs is the registration table of command types (Consul's
-// fsm/commands pattern). Adding a type: add the constant at the end of the
-// MessageType table, then a line here.
-var applyFuncs = map[MessageType]applyFunc{
-	MsgSetConfig:       applySetConfig,
-	MsgDeleteConfig:    applyDeleteConfig,
-	MsgPutEndpoint:     applyPutEndpoint,
-	MsgDeleteEndpoint:  applyDeleteEndpoint,
-	MsgForceBreaker:    applyForceBreaker,
-	MsgSetShardCount:   applySetShardCount,
-	MsgPutShardMap:     applyRetired,
-	MsgSetClusterID:    applySetClusterID,
-	MsgCommitShardMap:  applyCommitShardMap,
-	MsgSetShardPin:     applySetShardPin,
-	MsgReleaseShard:    applyReleaseShard,
-	MsgSetDrainingNode: applySetDrainingNode,
-	MsgSync:            applySync,
-	MsgSubmitTasks:     applySubmitTasks,
-	MsgCompleteTasks:   applyCompleteTasks,
-	MsgRedriveTasks:    applyRedriveTasks,
-	MsgCollectTasks:    applyCollectTasks,
-	MsgImportConfig:    applyImportConfig,
-}
-
-// applySync applies the no-op of Store.Sync: the entry's index is the point.
-func applySync(*writer, []byte) (any, *Error) { return nil, nil }
 
 // FSM is the raft.FSM over a State. raft calls Apply, Snapshot and Restore
 // from one goroutine; reads go to the State concurrently.
 type FSM struct {
-	state  *State
-	logger *slog.Logger
+	state      *State
+	logger     *slog.Logger
+	logVersion int
+
+	halt   atomic.Pointer[HaltError] // set once, by haltAt
+	haltCh chan struct{}             // closed by haltAt
 
 	mu        sync.Mutex
 	applied   uint64
@@ -61,16 +40,19 @@ func NewFSM(state *State, logger *slog.Logger) *FSM {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &FSM{state: state, logger: logger, appliedCh: make(chan struct{})}
+	return &FSM{state: state, logger: logger, logVersion: state.logVersion, appliedCh: make(chan struct{}), haltCh: make(chan struct{})}
 }
 
 // State returns the state the FSM writes.
 func (f *FSM) State() *State { return f.state }
 
-// Apply implements raft.FSM. It always returns *ApplyResult.
+// Apply implements raft.FSM. It always returns *ApplyResult. Once halted
+// it applies nothing and the applied index stays where it stopped.
 func (f *FSM) Apply(l *raft.Log) any {
 	res := f.applyEntry(l.Index, l.Data)
-	f.setApplied(l.Index)
+	if f.halt.Load() == nil {
+		f.setApplied(l.Index)
+	}
 	return res
 }
 
@@ -112,6 +94,9 @@ func (f *FSM) setApplied(index uint64) {
 // leaves nothing behind but its dedup record (so a retry gets the same
 // error), and a panic leaves nothing at all.
 func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
+	if f.halt.Load() != nil {
+		return f.haltResult(index)
+	}
 	db := f.state.db.Load()
 	w := &writer{s: f.state, txn: db.Txn(true), tasks: f.state.tasks.Load().clone(), index: index}
 	w.txn.TrackChanges()
@@ -123,6 +108,10 @@ func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
 		}
 	}()
 	res, requestID, failed := f.applyInto(w, data)
+	if f.halt.Load() != nil {
+		w.txn.Abort() // not even a dedup record: nothing past the halt
+		return res
+	}
 	if failed {
 		// Discard the command's writes; only the dedup record survives.
 		w.txn.Abort()
@@ -153,15 +142,23 @@ func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
 // failed command's writes out of the state.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
-	if !f.applyShared(logs, out) {
-		for i, l := range logs {
-			if l.Type == raft.LogCommand {
-				out[i] = f.applyEntry(l.Index, l.Data)
-			}
+	if f.halt.Load() == nil && f.applyShared(logs, out) {
+		if n := len(logs); n > 0 {
+			f.setApplied(logs[n-1].Index)
+		}
+		return out
+	}
+	var last uint64
+	for i, l := range logs {
+		if l.Type == raft.LogCommand {
+			out[i] = f.applyEntry(l.Index, l.Data)
+		}
+		if f.halt.Load() == nil {
+			last = l.Index
 		}
 	}
-	if n := len(logs); n > 0 {
-		f.setApplied(logs[n-1].Index)
+	if last > 0 {
+		f.setApplied(last)
 	}
 	return out
 }
@@ -184,6 +181,10 @@ func (f *FSM) applyShared(logs []*raft.Log, out []any) (ok bool) {
 		if l.Type != raft.LogCommand {
 			continue // configuration changes are raft's own business
 		}
+		if f.unknownEntry(l.Index, l.Data) != nil {
+			txn.Abort() // one by one, so the entries before it apply
+			return false
+		}
 		res, _, failed := f.applyInto(&writer{s: f.state, txn: txn, tasks: tasks, index: l.Index}, l.Data)
 		if failed {
 			txn.Abort()
@@ -200,6 +201,9 @@ func (f *FSM) applyShared(logs []*raft.Log, out []any) (ok bool) {
 // refused: the caller must then drop the transaction's writes for it.
 func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID string, failed bool) {
 	index := w.index
+	if he := f.unknownEntry(index, data); he != nil {
+		return f.haltAt(he), "", true
+	}
 	requestID, t, payload, err := decodeEntry(data)
 	if err != nil {
 		f.logger.Error("raftstore: undecodable raft entry; returning an error result", "index", index, "error", err)
@@ -217,14 +221,19 @@ func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID str
 		}
 	}
 	result := ApplyResult{Index: index}
-	fn, ok := applyFuncs[t]
-	if !ok {
-		f.logger.Error("raftstore: UNKNOWN command type in raft log; is this node older than the cluster?",
-			"index", index, "type", uint8(t))
-		result.Err = invalidArg("command", "unknown command type %d", uint8(t))
-	} else if v, e := fn(w, payload); e != nil {
-		result.Err = e
-	} else if v != nil {
+	fn, ok := lookupCommand(t, f.logVersion)
+	switch {
+	case !ok:
+		f.logger.Warn("raftstore: skipping an ignorable command type this build does not know", "index", index, "type", uint8(t))
+	default:
+		v, e := fn(w, payload)
+		if e != nil {
+			result.Err = e
+			break
+		}
+		if v == nil {
+			break
+		}
 		b, err := json.Marshal(v)
 		if err != nil {
 			result.Err = &Error{Code: CodeInternal, Message: "marshal result: " + err.Error()}

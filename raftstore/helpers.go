@@ -1,6 +1,9 @@
 package raftstore
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Typed write helpers. Each validates locally first (a bad request never
 // reaches raft), stamps At with this node's clock if unset, and applies from
@@ -9,8 +12,20 @@ import "context"
 // SetConfig creates or replaces a config entry.
 func (s *Store) SetConfig(ctx context.Context, c SetConfigCommand) (ConfigEntry, error) {
 	stamp(&c.CommandMeta)
-	if _, err := c.validate(s.state.validator); err != nil {
-		return ConfigEntry{}, err
+	canonical, verr := c.validate(s.state.validator)
+	if verr != nil {
+		return ConfigEntry{}, verr
+	}
+	// Validated and canonicalised here, before proposing: the log holds the
+	// value every replica writes.
+	c.Value = canonical
+	if s.clusterKnows(LogVersionConfigValue) {
+		e, _, err := applyTyped[ConfigEntry](ctx, s, MsgSetConfigValue, c, c.RequestID)
+		if !errors.Is(err, ErrUpgradePending) {
+			return e, err
+		}
+		// The leader's view of the servers is older than ours: not
+		// proposed, so the legacy type may go with the same request id.
 	}
 	e, _, err := applyTyped[ConfigEntry](ctx, s, MsgSetConfig, c, c.RequestID)
 	return e, err

@@ -34,6 +34,11 @@ type snapshotRow struct {
 // published task table (never written again), persisted later off the FSM
 // goroutine.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if he := f.halt.Load(); he != nil {
+		// The state stops short of raft's applied index: a snapshot would
+		// claim entries it never applied, and let raft drop them.
+		return nil, he
+	}
 	return &fsmSnapshot{db: f.state.db.Load().Snapshot(), tasks: f.state.tasks.Load(), applied: f.AppliedIndex()}, nil
 }
 
@@ -100,6 +105,9 @@ func (s *fsmSnapshot) writeTo(w io.Writer) error {
 // subscriber.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	if he := f.halt.Load(); he != nil {
+		return he
+	}
 	db, tasks, applied, err := readSnapshot(rc)
 	if err != nil {
 		f.logger.Error("raftstore: snapshot restore failed; state unchanged", "error", err)

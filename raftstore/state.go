@@ -10,9 +10,9 @@ import (
 )
 
 // Validator checks and canonicalizes a dynamic-config value. The dynamic-config
-// package implements it. It runs inside the FSM on every replica, so it must be
-// deterministic: same input, same answer, on every node and every version that
-// may share a cluster.
+// package implements it. The proposer runs it before proposing; inside the
+// FSM it runs only for the legacy set_config (type 1) entries, which applied
+// it when they were written (set_config_value, type 32, does not).
 type Validator interface {
 	Validate(key, namespace, destination string, value json.RawMessage) (canonical json.RawMessage, err error)
 }
@@ -32,6 +32,9 @@ type StateOptions struct {
 	// RequestWindow is how many raft indexes a request id is remembered for
 	// dedup (default 10000).
 	RequestWindow uint64
+	// LogVersion is the log version the FSM applies at: command types newer
+	// than it halt it (default BuildLogVersion()).
+	LogVersion int
 }
 
 // State is the replicated cluster state: go-memdb for every table but the
@@ -44,6 +47,7 @@ type State struct {
 	validator     Validator
 	historyLimit  uint64
 	requestWindow uint64
+	logVersion    int
 
 	mu   sync.Mutex
 	subs map[Table]map[chan struct{}]struct{}
@@ -57,6 +61,9 @@ func NewState(opts StateOptions) (*State, error) {
 	if opts.HistoryLimit == 0 {
 		opts.HistoryLimit = DefaultHistoryLimit
 	}
+	if opts.LogVersion <= 0 || opts.LogVersion > LogVersion {
+		opts.LogVersion = BuildLogVersion()
+	}
 	if opts.RequestWindow == 0 {
 		opts.RequestWindow = DefaultRequestWindow
 	}
@@ -68,6 +75,7 @@ func NewState(opts StateOptions) (*State, error) {
 		validator:     opts.Validator,
 		historyLimit:  uint64(opts.HistoryLimit),
 		requestWindow: opts.RequestWindow,
+		logVersion:    opts.LogVersion,
 		subs:          make(map[Table]map[chan struct{}]struct{}),
 	}
 	s.db.Store(db)

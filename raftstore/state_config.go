@@ -31,6 +31,9 @@ func (c *SetConfigCommand) validate(v Validator) (json.RawMessage, *Error) {
 	return canonical, nil
 }
 
+// applySetConfig applies the legacy set_config (type 1): its entries were
+// written to be validated by the applying replica's key registry, and still
+// are, so they apply as they did. New writes go as set_config_value.
 func applySetConfig(w *writer, payload []byte) (any, *Error) {
 	var c SetConfigCommand
 	if err := decodePayload(payload, &c); err != nil {
@@ -40,6 +43,26 @@ func applySetConfig(w *writer, payload []byte) (any, *Error) {
 	if verr != nil {
 		return nil, verr
 	}
+	return writeConfig(w, &c, value)
+}
+
+// applySetConfigValue applies set_config_value (type 32): the value as the
+// proposer validated and canonicalised it. Only the command's shape is
+// checked, so the outcome depends on the log alone, never on the keys this
+// binary registers.
+func applySetConfigValue(w *writer, payload []byte) (any, *Error) {
+	var c SetConfigCommand
+	if err := decodePayload(payload, &c); err != nil {
+		return nil, err
+	}
+	value, verr := c.validate(nil)
+	if verr != nil {
+		return nil, verr
+	}
+	return writeConfig(w, &c, value)
+}
+
+func writeConfig(w *writer, c *SetConfigCommand, value []byte) (any, *Error) {
 	e := &ConfigEntry{
 		Key: c.Key, Namespace: c.Namespace, Destination: c.Destination,
 		Value: value, Index: w.index, UpdatedAt: c.At, Author: c.Author,

@@ -32,6 +32,7 @@ type Store struct {
 	trans    *raft.NetworkTransport
 	raftAddr string
 	raft     atomic.Pointer[raft.Raft]
+	gateView atomic.Pointer[ClusterVersion] // gate.go
 	notifyCh chan bool
 
 	ctx    context.Context // background work; cancelled by Close
@@ -64,7 +65,7 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	s := &Store{cfg: cfg, deps: deps, logger: cfg.Logger.With("component", "raftstore", "node", cfg.NodeID), notifyCh: make(chan bool, 16)}
 	s.submits.s = s
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.state, err = NewState(StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow})
+	s.state, err = NewState(StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow, LogVersion: cfg.LogVersion})
 	if err != nil {
 		return nil, err
 	}

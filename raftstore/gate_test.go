@@ -1,0 +1,56 @@
+package raftstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+)
+
+// A server advertising an older log version holds back the newer command
+// type: it is refused before proposing with upgrade_pending, SetConfig falls
+// back to the legacy set_config, and no replica halts.
+func TestVersionGateHoldsNewCommandsForAnOlderServer(t *testing.T) {
+	c := newTestCluster(t, func(cfg *Config) {
+		if cfg.NodeID == "n3" {
+			cfg.LogVersion = LogVersionBase
+		}
+	})
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.add(id, 3)
+	}
+	c.start("n1", "n2", "n3")
+	leader := c.leader(10 * time.Second)
+	ctx := context.Background()
+	waitFor(t, 5*time.Second, "the cluster log version seen as the base", func() bool {
+		v, err := leader.ClusterLogVersion()
+		return err == nil && v.LogVersion == LogVersionBase
+	})
+	cmd, err := EncodeCommand(MsgSetConfigValue, SetConfigCommand{CommandMeta: CommandMeta{At: t0, Author: "t"}, Key: "k", Value: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = leader.Apply(ctx, cmd, "")
+	// A newer leader waits for n3; n3 as leader does not know the type.
+	want := CodeUpgradePending
+	if leader.cfg.NodeID == "n3" {
+		want = CodeInvalidArgument
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Code != want {
+		t.Fatalf("apply of set_config_value on leader %s = %v, want %s", leader.cfg.NodeID, err, want)
+	}
+	if _, err := leader.SetConfig(ctx, SetConfigCommand{CommandMeta: CommandMeta{Author: "t"}, Key: "k", Value: json.RawMessage(`{ "a": 1 }`)}); err != nil {
+		t.Fatal(err)
+	}
+	for id, s := range c.nodes {
+		waitFor(t, 5*time.Second, id+" has the entry", func() bool {
+			e, ok := s.StateStore().ConfigEntry("k", "", "")
+			return ok && string(e.Value) == `{"a":1}`
+		})
+		if s.HaltErr() != nil {
+			t.Fatalf("%s halted: %v", id, s.HaltErr())
+		}
+	}
+}
