@@ -43,7 +43,7 @@ func (a apiMembers) Members() []transport.Member {
 	out := make([]transport.Member, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, transport.Member{ID: m.ID, GossipAddr: m.GossipAddr, HTTPAddr: m.Meta.HTTPAddr,
-			RaftAddr: m.Meta.RaftAddr, Version: m.Meta.Version, State: m.State.String(), Suspect: m.Meta.Suspect})
+			RaftAddr: m.Meta.RaftAddr, Version: m.Meta.Version, LogVersion: m.Meta.LogVersion, State: m.State.String(), Suspect: m.Meta.Suspect})
 	}
 	return out
 }

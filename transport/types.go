@@ -16,6 +16,10 @@ type Member struct {
 	HTTPAddr   string `json:"http_addr"`
 	RaftAddr   string `json:"raft_addr"`
 	Version    string `json:"version,omitempty"`
+	// LogVersion is the raft log version the member's build reads and
+	// proposes (the version gate); 0 for builds from before it was
+	// advertised.
+	LogVersion int `json:"log_version,omitempty"`
 	// State is the gossip state: alive, suspect, dead or left.
 	State string `json:"state"`
 	// RaftRole is voter, nonvoter or none (not in the Raft configuration).

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"fusebox/raftstore"
 )
 
 // The snapshot commands end to end on a real node: save, inspect, restore
@@ -59,7 +62,8 @@ func TestAdminRaftOpsAndUsageExitCodes(t *testing.T) {
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetArgs([]string{"version", "--addr", h.n.HTTPAddr()})
-	if err := root.ExecuteContext(h.ctx); err != nil || !strings.Contains(out.String(), "n1") || !strings.Contains(out.String(), "test") {
+	wantLogV := fmt.Sprintf(" %d\n", raftstore.BuildLogVersion()) // the LOG VERSION column
+	if err := root.ExecuteContext(h.ctx); err != nil || !strings.Contains(out.String(), "n1") || !strings.Contains(out.String(), "test") || !strings.Contains(out.String(), wantLogV) {
 		t.Fatalf("version --addr: %v\n%s", err, out.String())
 	}
 	root = rootCmd()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -45,19 +46,25 @@ gossips, for checking a rolling upgrade. --token-file, --ca-file, --client-cert,
 					ID      string `json:"id"`
 					State   string `json:"state"`
 					Version string `json:"version"`
+					// LogVersion 0: a build from before log versions were advertised.
+					LogVersion int `json:"log_version"`
 				}
 				out := struct {
 					Client  map[string]string `json:"client"`
 					Members []memberVersion   `json:"members"`
 				}{Client: local}
 				for _, m := range ms {
-					out.Members = append(out.Members, memberVersion{ID: m.ID, State: m.State, Version: m.Version})
+					out.Members = append(out.Members, memberVersion{ID: m.ID, State: m.State, Version: m.Version, LogVersion: m.LogVersion})
 				}
 				return out, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "fusebox %s (%s)\n\n", version, runtime.Version())
-					fmt.Fprintln(tw, "MEMBER\tSTATE\tVERSION")
+					fmt.Fprintln(tw, "MEMBER\tSTATE\tVERSION\tLOG VERSION")
 					for _, m := range out.Members {
-						fmt.Fprintf(tw, "%s\t%s\t%s\n", m.ID, m.State, orDash(m.Version))
+						lv := "-"
+						if m.LogVersion > 0 {
+							lv = strconv.Itoa(m.LogVersion)
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, m.State, orDash(m.Version), lv)
 					}
 				}, err
 			})
