@@ -1,0 +1,234 @@
+package raftstore
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Leader reconciliation, cut in two: planReconcile decides (pure: a Raft
+// configuration, a membership view, the clock and the term's bookkeeping
+// in; steps out) and Store.reconcile (leader.go) carries the steps out one
+// Raft configuration change at a time, stopping at the first failure. Each
+// of the three phases is a function of its own. Why not hashicorp's
+// raft-autopilot: see DESIGN.md, "Leader reconcile".
+
+// reconcileState is leader-local bookkeeping, reset every term.
+type reconcileState struct {
+	nonvoterSince map[string]time.Time // first seen as an alive non-voter
+	failedSince   map[string]time.Time // first seen failed or missing
+}
+
+func newReconcileState() *reconcileState {
+	return &reconcileState{nonvoterSince: map[string]time.Time{}, failedSince: map[string]time.Time{}}
+}
+
+// reconcileInput is what one pass decides from.
+type reconcileInput struct {
+	Self          string
+	Servers       []raft.Server // the committed configuration
+	Members       []Member      // the gossip view
+	VoterTarget   int           // 0: 3, or 5 once 5 members are alive
+	ReapTimeout   time.Duration // failed or missing this long: removed
+	Stabilization time.Duration // alive non-voter this long: promoted
+}
+
+type stepKind uint8
+
+const (
+	stepRemove        stepKind = iota + 1 // RemoveServer
+	stepHoldVoter                         // a removal refused: it would break quorum (logged only)
+	stepUpdateAddress                     // same id, new Raft address, suffrage kept
+	stepAddNonvoter                       // AddNonvoter
+	stepPromote                           // AddVoter of a non-voter
+)
+
+// reconcileStep is one configuration change (or one refusal to log).
+type reconcileStep struct {
+	Kind   stepKind
+	Server raft.Server // for stepUpdateAddress, Address is the new one
+	From   raft.ServerAddress
+	// Member is the gossip view of the server (Known false: gossip has
+	// never heard of it, or forgot it).
+	Member Member
+	Known  bool
+	// Voters and LiveVoters are the counts a stepHoldVoter was refused on.
+	Voters, LiveVoters int
+}
+
+// reconcilePlan is the running picture one pass builds: the configuration
+// as it will be once the steps before have committed.
+type reconcilePlan struct {
+	in         reconcileInput
+	rs         *reconcileState
+	now        time.Time
+	members    map[string]Member
+	inConfig   map[string]raft.Server
+	voters     int
+	liveVoters int
+	steps      []reconcileStep
+}
+
+// planReconcile makes the Raft configuration follow membership: remove left
+// servers at once and failed or missing ones after ReapTimeout (never this
+// node, never below a quorum of live voters), add alive members as
+// non-voters (or move a known one to its new address), and promote
+// non-voters alive for Stabilization up to the voter target. It updates rs's
+// observations (first seen failed, first seen as a non-voter); the executor
+// forgets a server once its removal or promotion committed.
+func planReconcile(in reconcileInput, rs *reconcileState, now time.Time) []reconcileStep {
+	p := &reconcilePlan{in: in, rs: rs, now: now, members: map[string]Member{}, inConfig: map[string]raft.Server{}}
+	for _, m := range in.Members {
+		p.members[m.ID] = m
+	}
+	for _, sv := range in.Servers {
+		p.inConfig[string(sv.ID)] = sv
+		if sv.Suffrage == raft.Voter {
+			p.voters++
+			if p.live(string(sv.ID)) {
+				p.liveVoters++
+			}
+		}
+	}
+	p.removals()
+	p.additions()
+	p.promotions()
+	return p.steps
+}
+
+// live: this node, or a member gossip does not consider failed or gone.
+func (p *reconcilePlan) live(id string) bool {
+	if id == p.in.Self {
+		return true
+	}
+	m, ok := p.members[id]
+	return ok && (m.Status == MemberAlive || m.Status == MemberSuspect)
+}
+
+// voterTarget is the configured target, else 3, or 5 once 5 are alive.
+func (p *reconcilePlan) voterTarget() int {
+	if p.in.VoterTarget > 0 {
+		return p.in.VoterTarget
+	}
+	alive := 0
+	for _, m := range p.members {
+		if m.Status == MemberAlive && m.RaftAddr != "" {
+			alive++
+		}
+	}
+	if alive >= 5 {
+		return 5
+	}
+	return 3
+}
+
+// removals: left servers at once, failed or unknown ones after ReapTimeout,
+// in id order for stable logs; a voter only while a quorum of live voters
+// remains.
+func (p *reconcilePlan) removals() {
+	servers := slices.Clone(p.in.Servers)
+	sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
+	for _, sv := range servers {
+		id := string(sv.ID)
+		if id == p.in.Self || !p.dueForRemoval(id) {
+			continue
+		}
+		m, known := p.members[id]
+		if sv.Suffrage == raft.Voter {
+			after, lv := p.voters-1, p.liveVoters
+			if p.live(id) {
+				lv--
+			}
+			if lv < after/2+1 {
+				p.steps = append(p.steps, reconcileStep{Kind: stepHoldVoter, Server: sv, Member: m, Known: known, Voters: p.voters, LiveVoters: p.liveVoters})
+				continue
+			}
+			p.voters--
+			if p.live(id) {
+				p.liveVoters--
+			}
+		}
+		p.steps = append(p.steps, reconcileStep{Kind: stepRemove, Server: sv, Member: m, Known: known})
+		delete(p.inConfig, id)
+	}
+}
+
+// dueForRemoval: left, or failed/unknown for ReapTimeout (the clock starts
+// the first pass that sees it so, and stops when it is seen alive again).
+func (p *reconcilePlan) dueForRemoval(id string) bool {
+	m, known := p.members[id]
+	switch {
+	case known && m.Status == MemberLeft:
+		return true
+	case !known || m.Status == MemberFailed:
+		since, ok := p.rs.failedSince[id]
+		if !ok {
+			p.rs.failedSince[id] = p.now
+			since = p.now
+		}
+		return p.now.Sub(since) >= p.in.ReapTimeout
+	default:
+		delete(p.rs.failedSince, id)
+		return false
+	}
+}
+
+// additions: every alive member with a Raft address joins as a non-voter;
+// one already in the configuration under another address is moved.
+func (p *reconcilePlan) additions() {
+	ids := make([]string, 0, len(p.members))
+	for id := range p.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := p.members[id]
+		if m.Status != MemberAlive || m.RaftAddr == "" {
+			continue
+		}
+		if sv, ok := p.inConfig[id]; ok {
+			if string(sv.Address) != m.RaftAddr && id != p.in.Self {
+				moved := sv
+				moved.Address = raft.ServerAddress(m.RaftAddr)
+				p.steps = append(p.steps, reconcileStep{Kind: stepUpdateAddress, Server: moved, From: sv.Address, Member: m, Known: true})
+			}
+			continue
+		}
+		sv := raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(m.RaftAddr), Suffrage: raft.Nonvoter}
+		p.steps = append(p.steps, reconcileStep{Kind: stepAddNonvoter, Server: sv, Member: m, Known: true})
+		p.inConfig[id] = sv
+	}
+}
+
+// promotions: alive non-voters, once alive for Stabilization, in id order,
+// until the voter target is reached.
+func (p *reconcilePlan) promotions() {
+	var candidates []string
+	for id, sv := range p.inConfig {
+		m, ok := p.members[id]
+		if sv.Suffrage == raft.Voter || !ok || m.Status != MemberAlive {
+			delete(p.rs.nonvoterSince, id)
+			continue
+		}
+		if _, ok := p.rs.nonvoterSince[id]; !ok {
+			p.rs.nonvoterSince[id] = p.now
+		}
+		candidates = append(candidates, id)
+	}
+	sort.Strings(candidates)
+	voters, target := p.voters, p.voterTarget()
+	for _, id := range candidates {
+		if voters >= target {
+			return
+		}
+		if p.now.Sub(p.rs.nonvoterSince[id]) < p.in.Stabilization {
+			continue
+		}
+		sv := p.inConfig[id]
+		sv.Suffrage = raft.Voter
+		p.steps = append(p.steps, reconcileStep{Kind: stepPromote, Server: sv, Member: p.members[id], Known: true})
+		voters++
+	}
+}

@@ -1,0 +1,164 @@
+package raftstore
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The planner alone: a configuration and a membership view in, steps out.
+// TestNodeJoin*/reaping tests in cluster_test.go run the same rules on real
+// Raft.
+
+func voter(id string) raft.Server {
+	return raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":7000"), Suffrage: raft.Voter}
+}
+
+func nonvoter(id string) raft.Server {
+	return raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":7000"), Suffrage: raft.Nonvoter}
+}
+
+func member(id string, st MemberStatus) Member {
+	return Member{ID: id, RaftAddr: id + ":7000", Status: st}
+}
+
+// render is a plan as one line a test can compare: "remove n2; add n4".
+func render(steps []reconcileStep) string {
+	names := map[stepKind]string{stepRemove: "remove", stepHoldVoter: "hold", stepUpdateAddress: "move", stepAddNonvoter: "add", stepPromote: "promote"}
+	var b []string
+	for _, st := range steps {
+		s := names[st.Kind] + " " + string(st.Server.ID)
+		if st.Kind == stepUpdateAddress {
+			s += fmt.Sprintf(" %s->%s", st.From, st.Server.Address)
+		}
+		b = append(b, s)
+	}
+	return strings.Join(b, "; ")
+}
+
+func TestPlanReconcile(t *testing.T) {
+	alive := func(ids ...string) []Member {
+		var ms []Member
+		for _, id := range ids {
+			ms = append(ms, member(id, MemberAlive))
+		}
+		return ms
+	}
+	cases := []struct {
+		name    string
+		servers []raft.Server
+		members []Member
+		target  int
+		want    string
+	}{
+		{"steady three voters", []raft.Server{voter("n1"), voter("n2"), voter("n3")}, alive("n1", "n2", "n3"), 0, ""},
+		{"left voter removed at once", []raft.Server{voter("n1"), voter("n2"), voter("n3")},
+			append(alive("n1", "n2"), member("n3", MemberLeft)), 0, "remove n3"},
+		{"a removal that breaks quorum is held", []raft.Server{voter("n1"), voter("n2"), voter("n3")},
+			[]Member{member("n1", MemberAlive), member("n2", MemberFailed), member("n3", MemberLeft)}, 0, "hold n2; hold n3"},
+		{"suspect counts as live for quorum", []raft.Server{voter("n1"), voter("n2"), voter("n3")},
+			[]Member{member("n1", MemberAlive), member("n2", MemberSuspect), member("n3", MemberLeft)}, 0, "remove n3"},
+		{"never this node", []raft.Server{voter("n1"), voter("n2"), voter("n3")},
+			[]Member{member("n1", MemberLeft), member("n2", MemberAlive), member("n3", MemberAlive)}, 0, ""},
+		{"new member added and promoted (no stabilization)", []raft.Server{voter("n1"), voter("n2")},
+			alive("n1", "n2", "n3"), 0, "add n3; promote n3"},
+		{"promotion stops at the target", []raft.Server{voter("n1"), voter("n2"), voter("n3")},
+			alive("n1", "n2", "n3", "n4"), 0, "add n4"},
+		{"target 5 once five are alive", []raft.Server{voter("n1"), voter("n2"), voter("n3"), nonvoter("n4")},
+			alive("n1", "n2", "n3", "n4", "n5"), 0, "add n5; promote n4; promote n5"},
+		{"explicit target", []raft.Server{voter("n1"), nonvoter("n2"), nonvoter("n3")}, alive("n1", "n2", "n3"), 2, "promote n2"},
+		{"member without a raft address is not added", []raft.Server{voter("n1")},
+			append(alive("n1"), Member{ID: "n9", Status: MemberAlive}), 0, ""},
+		{"moved address", []raft.Server{voter("n1"), voter("n2"), voter("n3")},
+			append(alive("n1", "n2"), Member{ID: "n3", RaftAddr: "10.0.0.9:7000", Status: MemberAlive}), 0, "move n3 n3:7000->10.0.0.9:7000"},
+		{"removals first, then additions, then promotions", []raft.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4"), voter("n5")},
+			append(alive("n1", "n2", "n3", "n4", "n6"), member("n5", MemberLeft)), 3, "remove n5; add n6"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := reconcileInput{Self: "n1", Servers: tc.servers, Members: tc.members, VoterTarget: tc.target, ReapTimeout: 0}
+			got := render(planReconcile(in, newReconcileState(), time.Unix(1000, 0)))
+			if got != tc.want {
+				t.Fatalf("plan = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A failed (or forgotten) server is reaped only after ReapTimeout of being
+// seen so, and the clock restarts when it is seen alive in between.
+func TestPlanReconcileReapTimeout(t *testing.T) {
+	servers := []raft.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4"), voter("n5")}
+	failed := []Member{member("n1", MemberAlive), member("n2", MemberAlive), member("n3", MemberAlive), member("n4", MemberAlive), member("n5", MemberFailed)}
+	rs := newReconcileState()
+	in := reconcileInput{Self: "n1", Servers: servers, Members: failed, VoterTarget: 5, ReapTimeout: time.Minute}
+	t0 := time.Unix(1000, 0)
+	plan := func(at time.Duration) string { return render(planReconcile(in, rs, t0.Add(at))) }
+
+	if got := plan(0); got != "" {
+		t.Fatalf("first sight of a failed server: plan %q, want nothing", got)
+	}
+	if got := plan(59 * time.Second); got != "" {
+		t.Fatalf("before the reap timeout: plan %q", got)
+	}
+	in.Members = append(failed[:4:4], member("n5", MemberAlive)) // back in between
+	if got := plan(60 * time.Second); got != "" {
+		t.Fatalf("alive again: plan %q", got)
+	}
+	in.Members = failed
+	if got := plan(61 * time.Second); got != "" {
+		t.Fatalf("the clock must restart after the server was seen alive: plan %q", got)
+	}
+	if got := plan(121 * time.Second); got != "remove n5" {
+		t.Fatalf("after the reap timeout: plan %q, want remove n5", got)
+	}
+
+	// Gossip has forgotten the server altogether: treated as failed.
+	rs, in.Members = newReconcileState(), failed[:4]
+	if got := plan(0); got != "" {
+		t.Fatalf("first sight of a missing server: plan %q", got)
+	}
+	if got := plan(time.Minute); got != "remove n5" {
+		t.Fatalf("a missing server after the reap timeout: plan %q", got)
+	}
+}
+
+// A non-voter is promoted only once it has been alive for Stabilization,
+// and its clock restarts if it stops being alive in between.
+func TestPlanReconcileStabilization(t *testing.T) {
+	rs := newReconcileState()
+	in := reconcileInput{Self: "n1", Servers: []raft.Server{voter("n1"), voter("n2")}, Members: []Member{member("n1", MemberAlive), member("n2", MemberAlive), member("n3", MemberAlive)}, Stabilization: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	if got := render(planReconcile(in, rs, t0)); got != "add n3" {
+		t.Fatalf("plan %q, want add n3 (not promoted before stabilization)", got)
+	}
+	in.Servers = append(in.Servers, nonvoter("n3"))
+	if got := render(planReconcile(in, rs, t0.Add(9*time.Second))); got != "" {
+		t.Fatalf("plan %q before stabilization", got)
+	}
+	in.Members[2].Status = MemberSuspect
+	if got := render(planReconcile(in, rs, t0.Add(10*time.Second))); got != "" {
+		t.Fatalf("a suspect non-voter is not promoted: plan %q", got)
+	}
+	in.Members[2].Status = MemberAlive
+	if got := render(planReconcile(in, rs, t0.Add(11*time.Second))); got != "" {
+		t.Fatalf("the stabilization clock must restart: plan %q", got)
+	}
+	if got := render(planReconcile(in, rs, t0.Add(21*time.Second))); got != "promote n3" {
+		t.Fatalf("plan %q, want promote n3", got)
+	}
+}
+
+// The planner never changes the configuration slice it was given (raft
+// hands every GetConfiguration caller the same cached slice).
+func TestPlanReconcileLeavesInputAlone(t *testing.T) {
+	servers := []raft.Server{voter("n3"), voter("n1"), voter("n2")}
+	in := reconcileInput{Self: "n1", Servers: servers, Members: []Member{member("n1", MemberAlive), member("n2", MemberAlive), member("n3", MemberLeft)}}
+	planReconcile(in, newReconcileState(), time.Unix(1000, 0))
+	if servers[0].ID != "n3" || servers[1].ID != "n1" {
+		t.Fatalf("input reordered: %v", servers)
+	}
+}
