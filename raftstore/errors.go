@@ -3,20 +3,23 @@ package raftstore
 import (
 	"errors"
 	"fmt"
-	"net/http"
+
+	"fusebox/errcode"
 )
 
-// Error codes. They travel on the wire (forwarded writes, the HTTP API) and are
-// rebuilt into *Error on the other side; callers match them with errors.Is
-// against the sentinels below, never by message text.
+// Error codes: the ones a raftstore write can fail with, from the one table
+// (package errcode). They travel on the wire (forwarded writes, the HTTP API)
+// and are rebuilt into *Error on the other side; callers match them with
+// errors.Is against the sentinels below, never by message text. Their HTTP
+// statuses are the API's (transport/errors.go).
 const (
-	CodeInvalidArgument = "invalid_argument"
-	CodeNotFound        = "not_found"
-	CodeConflict        = "conflict"
-	CodeNotLeader       = "not_leader"
-	CodeNoLeader        = "no_leader"
-	CodeUnavailable     = "unavailable"
-	CodeInternal        = "internal"
+	CodeInvalidArgument = errcode.InvalidArgument
+	CodeNotFound        = errcode.NotFound
+	CodeConflict        = errcode.Conflict
+	CodeNotLeader       = errcode.NotLeader
+	CodeNoLeader        = errcode.NoLeader
+	CodeUnavailable     = errcode.Unavailable
+	CodeInternal        = errcode.Internal
 	// CodeUpgradePending is declared in gate.go.
 )
 
@@ -66,31 +69,9 @@ func (e *Error) Is(target error) bool {
 	return t.Code == e.Code
 }
 
-// HTTPStatus maps the code onto the status the API should answer with.
-func (e *Error) HTTPStatus() int {
-	switch e.Code {
-	case CodeInvalidArgument:
-		return http.StatusBadRequest
-	case CodeNotFound:
-		return http.StatusNotFound
-	case CodeConflict, CodeUpgradePending:
-		return http.StatusConflict
-	case CodeNotLeader, CodeNoLeader, CodeUnavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
-	}
-}
-
 // Retryable reports whether the same command (with the same request id) may be
 // sent again: the cluster was in transition, the command itself was fine.
-func (e *Error) Retryable() bool {
-	switch e.Code {
-	case CodeNotLeader, CodeNoLeader, CodeUnavailable:
-		return true
-	}
-	return false
-}
+func (e *Error) Retryable() bool { return errcode.Retryable(e.Code) }
 
 func invalidArg(field, format string, args ...any) *Error {
 	return &Error{Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}

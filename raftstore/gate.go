@@ -5,12 +5,14 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"fusebox/errcode"
 )
 
 // CodeUpgradePending refuses a command type that a server of the raft
 // configuration does not know yet (its build advertises an older log
 // version). Not retryable: finish the rolling upgrade first.
-const CodeUpgradePending = "upgrade_pending"
+const CodeUpgradePending = errcode.UpgradePending
 
 // ErrUpgradePending matches (errors.Is) the refusal of a command that waits
 // for the cluster's upgrade.

@@ -330,7 +330,7 @@ func TestErrorsIsAndWire(t *testing.T) {
 	if !errors.Is(wrapped, ErrNotLeader) || errors.Is(wrapped, ErrNoLeader) {
 		t.Fatalf("errors.Is broken for %v", wrapped)
 	}
-	if AsError(wrapped).Leader != "10.0.0.1:7000" || (&Error{Code: CodeNoLeader}).HTTPStatus() != 503 {
+	if AsError(wrapped).Leader != "10.0.0.1:7000" || !(&Error{Code: CodeNoLeader}).Retryable() {
 		t.Fatal("fields lost")
 	}
 }

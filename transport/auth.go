@@ -103,10 +103,6 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, pattern strin
 	return r.WithContext(context.WithValue(r.Context(), callerKey{}, t.Name)), true
 }
 
-// CodeMethodNotAllowed is the error code of a 405 (a known path, another
-// method; the Allow header lists the methods it has).
-const CodeMethodNotAllowed = "method_not_allowed"
-
 // routes registers every route through the table: nothing is served that
 // did not declare its access.
 func (s *Server) routes() {

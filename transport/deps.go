@@ -10,6 +10,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
+	"fusebox/errcode"
 	"fusebox/raftstore"
 	"fusebox/shardmap"
 )
@@ -144,8 +145,8 @@ func (s *Server) mapError(err error) *Error {
 	case errors.As(err, &maxErr):
 		return Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds %d bytes", maxErr.Limit)
 	case errors.As(err, &rsErr):
-		e := &Error{Status: rsErr.HTTPStatus(), Code: rsErr.Code, Message: rsErr.Message, Field: rsErr.Field, Leader: rsErr.LeaderID}
-		if e.Code == CodeNoLeader || e.Code == CodeNotLeader || e.Code == CodeUnavailable {
+		e := &Error{Status: statusOf(rsErr.Code), Code: rsErr.Code, Message: rsErr.Message, Field: rsErr.Field, Leader: rsErr.LeaderID}
+		if errcode.Retryable(e.Code) {
 			e.RetryAfter = 1
 		}
 		return e

@@ -6,24 +6,62 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"fusebox/errcode"
 )
 
 // Error codes carried in every error body: {"error": {"code": ..., "message": ...}}.
-// Codes are part of the external contract; append, never rename.
+// They are package errcode's one table, named here for the API's callers.
 const (
-	CodeInvalidArgument = "invalid_argument"
-	CodeNotFound        = "not_found"
-	CodeConflict        = "conflict"
-	CodeUnauthenticated = "unauthenticated"
-	CodePermission      = "permission_denied"
-	CodeTooLarge        = "payload_too_large"
-	CodeOverloaded      = "resource_exhausted"
-	CodeNotLeader       = "not_leader"
-	CodeNoLeader        = "no_leader"
-	CodeUnavailable     = "unavailable"
-	CodeWrongOwner      = "wrong_owner"
-	CodeInternal        = "internal"
+	CodeInvalidArgument  = errcode.InvalidArgument
+	CodeNotFound         = errcode.NotFound
+	CodeConflict         = errcode.Conflict
+	CodeUnauthenticated  = errcode.Unauthenticated
+	CodePermission       = errcode.PermissionDenied
+	CodeMethodNotAllowed = errcode.MethodNotAllowed
+	CodeTooLarge         = errcode.TooLarge
+	CodeOverloaded       = errcode.Overloaded
+	CodeNotLeader        = errcode.NotLeader
+	CodeNoLeader         = errcode.NoLeader
+	CodeUnavailable      = errcode.Unavailable
+	CodeWrongOwner       = errcode.WrongOwner
+	CodeUpgradePending   = errcode.UpgradePending
+	CodeInternal         = errcode.Internal
 )
+
+// httpStatus is the HTTP status of each code: the API's half of the code
+// table (TestErrorCodeTable holds it to package errcode and docs/api.md).
+// A status answered without a typed body (a proxy's, say) is read back as
+// the first code listed for it in statusCodes.
+var httpStatus = map[string]int{
+	CodeInvalidArgument:  http.StatusBadRequest,
+	CodeUnauthenticated:  http.StatusUnauthorized,
+	CodePermission:       http.StatusForbidden,
+	CodeNotFound:         http.StatusNotFound,
+	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	CodeConflict:         http.StatusConflict,
+	CodeWrongOwner:       http.StatusConflict,
+	CodeUpgradePending:   http.StatusConflict,
+	CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	CodeOverloaded:       http.StatusTooManyRequests,
+	CodeNotLeader:        http.StatusServiceUnavailable,
+	CodeNoLeader:         http.StatusServiceUnavailable,
+	CodeUnavailable:      http.StatusServiceUnavailable,
+	CodeInternal:         http.StatusInternalServerError,
+}
+
+// statusCodes reads a bare status back as a code.
+var statusCodes = map[int]string{
+	http.StatusBadRequest:            CodeInvalidArgument,
+	http.StatusUnauthorized:          CodeUnauthenticated,
+	http.StatusForbidden:             CodePermission,
+	http.StatusNotFound:              CodeNotFound,
+	http.StatusMethodNotAllowed:      CodeMethodNotAllowed,
+	http.StatusConflict:              CodeConflict,
+	http.StatusRequestEntityTooLarge: CodeTooLarge,
+	http.StatusTooManyRequests:       CodeOverloaded,
+	http.StatusServiceUnavailable:    CodeUnavailable,
+}
 
 // Error is the wire form of every API error. Typed fields survive the trip
 // so the client can rebuild the server's typed error (Temporal's
@@ -84,26 +122,10 @@ func BadField(field, format string, args ...any) *Error {
 
 // statusOf picks the HTTP status for a code when the Error has none.
 func statusOf(code string) int {
-	switch code {
-	case CodeInvalidArgument:
-		return http.StatusBadRequest
-	case CodeNotFound:
-		return http.StatusNotFound
-	case CodeConflict, CodeWrongOwner:
-		return http.StatusConflict
-	case CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case CodePermission:
-		return http.StatusForbidden
-	case CodeTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case CodeOverloaded:
-		return http.StatusTooManyRequests
-	case CodeNotLeader, CodeNoLeader, CodeUnavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
+	if st, ok := httpStatus[code]; ok {
+		return st
 	}
+	return http.StatusInternalServerError
 }
 
 // writeError writes err as the API's error body. Errors that are not *Error
@@ -136,24 +158,8 @@ func decodeError(status int, body []byte) *Error {
 }
 
 func codeForStatus(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return CodeInvalidArgument
-	case http.StatusNotFound:
-		return CodeNotFound
-	case http.StatusConflict:
-		return CodeConflict
-	case http.StatusUnauthorized:
-		return CodeUnauthenticated
-	case http.StatusForbidden:
-		return CodePermission
-	case http.StatusRequestEntityTooLarge:
-		return CodeTooLarge
-	case http.StatusTooManyRequests:
-		return CodeOverloaded
-	case http.StatusServiceUnavailable:
-		return CodeUnavailable
-	default:
-		return CodeInternal
+	if c, ok := statusCodes[status]; ok {
+		return c
 	}
+	return CodeInternal
 }
