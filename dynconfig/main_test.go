@@ -35,3 +35,7 @@ func mustSnapshot(t testing.TB, entries ...Entry) *Snapshot {
 	}
 	return s
 }
+
+// NewSnapshot is buildSnapshot from nothing, for tests (the node builds
+// snapshots through Collection.Update).
+func NewSnapshot(entries []Entry) (*Snapshot, error) { return buildSnapshot(entries, nil) }

@@ -40,14 +40,12 @@ type keyValues struct {
 
 var empty = &Snapshot{keys: make([]keyValues, len(registry))}
 
-// NewSnapshot builds a snapshot from the stored entries. Entries are expected
-// to be valid already; one that is not is skipped and reported in the
-// returned error (also kept as Invalid), and the snapshot is still usable.
-// When two entries address the same key and constraint the later one wins
-// and the earlier is reported.
-func NewSnapshot(entries []Entry) (*Snapshot, error) { return buildSnapshot(entries, nil) }
-
-// buildSnapshot is NewSnapshot reusing prev's decoded values: an entry whose
+// buildSnapshot builds a snapshot from the stored entries (Collection.Update
+// is its one caller outside tests). Entries are expected to be valid
+// already; one that is not is skipped and reported in the returned error
+// (also kept as Invalid), and the snapshot is still usable. When two
+// entries address the same key and constraint the later one wins and the
+// earlier is reported. It reuses prev's decoded values: an entry whose
 // key, constraint and bytes equal a value of prev (the usual case, since the
 // store keeps canonical values) is not decoded again.
 func buildSnapshot(entries []Entry, prev *Snapshot) (*Snapshot, error) {

@@ -32,10 +32,32 @@ func TestOpsRaftAndSnapshotThroughFollower(t *testing.T) {
 	fc := f.client()
 
 	// transfer-leader to a named voter, asked of another follower.
-	res, err := fc.TransferLeader(ctx, target.cfg.NodeID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// raft gives a transfer one election timeout (fast timing: a few
+	// hundred ms) to catch the target up and hand over; on a loaded machine
+	// that can time out, which the API answers as retryable unavailable:
+	// retry as an operator would, until the transfer lands.
+	var res raftstore.TransferResult
+	waitFor(t, 30*time.Second, "a leadership transfer to the named voter", func() bool {
+		if res.From == "" && target.store.State().String() == "Leader" {
+			// An attempt that timed out still landed: the first answer
+			// was the retryable error, so there is no result to check.
+			res.From = leader.cfg.NodeID
+			return true
+		}
+		r, err := fc.TransferLeader(ctx, target.cfg.NodeID)
+		var te *transport.Error
+		switch {
+		case err == nil:
+			res = r
+			return true
+		case errors.As(err, &te) && te.Code == transport.CodeUnavailable:
+			t.Logf("transfer not done yet (retrying): %v", err)
+			return false
+		default:
+			t.Fatal(err)
+			return false
+		}
+	})
 	if res.From != leader.cfg.NodeID {
 		t.Fatalf("transfer result %+v", res)
 	}

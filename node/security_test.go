@@ -302,12 +302,15 @@ func TestLegacyForcedBreakerAppliesToHost(t *testing.T) {
 // itself wins over it.
 func TestLegacyConfigDestinationAppliesToHost(t *testing.T) {
 	key := dynconfig.KeyGroupLimiterConcurrency
-	s, err := dynconfig.NewSnapshot(configEntries([]raftstore.ConfigEntry{
+	c := dynconfig.NewCollection(nil)
+	defer c.Close()
+	c.Update(configEntries([]raftstore.ConfigEntry{
 		{Key: key, Destination: "http://h:1", Value: json.RawMessage(`7`)},
 		{Key: key, Destination: "http://H:1/cb?sig=x", Value: json.RawMessage(`3`)},
 		{Key: key, Destination: "https://other/cb", Value: json.RawMessage(`5`)},
 	}))
-	if err == nil || !strings.Contains(err.Error(), "more than once") {
+	s := c.Current()
+	if err := s.Invalid(); err == nil || !strings.Contains(err.Error(), "more than once") {
 		t.Errorf("the shadowed legacy value is not reported: %v", err)
 	}
 	if got := s.Concurrency("", "http://h:1"); got != 7 {

@@ -50,7 +50,7 @@ func (c *liveConfig) set(t *testing.T, key, ns, dest, value string) {
 func (e *env) startLive(t *testing.T, cfg queue.Config, lc *liveConfig, exec queue.Executor, res queue.Resolver) {
 	t.Helper()
 	q, err := queue.New(cfg, queue.Deps{
-		Store: e.store, Ownership: queue.HolderOwnership(e.holder, "a"), Limits: queue.DynamicLimits(lc.coll),
+		Store: e.store, Ownership: queuetest.HolderOwnership(e.holder, "a"), Limits: queue.DynamicLimits(lc.coll),
 		Breakers: queue.PoolBreakers(e.pool), Executor: exec, Resolver: res, Registerer: e.reg,
 	})
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
-	"fusebox/shardmap"
 	"fusebox/transport/outbound"
 )
 
@@ -144,25 +143,6 @@ func PoolBreakers(p *breakerpool.Pool) Breakers { return poolBreakers{p} }
 type poolBreakers struct{ p *breakerpool.Pool }
 
 func (b poolBreakers) Breaker(k breakerpool.Key) breakerpool.TwoStepCircuitBreaker { return b.p.Get(k) }
-
-// HolderOwnership adapts a shard-map holder to Ownership for node.
-func HolderOwnership(h *shardmap.Holder, node string) Ownership { return holderOwnership{h, node} }
-
-type holderOwnership struct {
-	h    *shardmap.Holder
-	node string
-}
-
-func (o holderOwnership) Watch() (map[int]uint64, <-chan struct{}) {
-	m, ch := o.h.Watch()
-	owned := make(map[int]uint64)
-	if m != nil {
-		for _, s := range m.OwnedBy(o.node) {
-			owned[s] = m.Shards[s].Epoch
-		}
-	}
-	return owned, ch
-}
 
 // DynamicLimits adapts a dynamic-config collection to LimitsSource.
 func DynamicLimits(c *dynconfig.Collection) LimitsSource { return dynLimits{c} }

@@ -58,8 +58,8 @@ type env struct {
 // store, limits and a real breaker pool.
 func newEnv(t testing.TB, numShards int, lim queuetest.LimitValues) *env {
 	t.Helper()
-	h, err := shardmap.NewHolder(singleOwnerMap(t, numShards, "a", 1, 1))
-	if err != nil {
+	h := &shardmap.Holder{}
+	if _, err := h.Store(singleOwnerMap(t, numShards, "a", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -81,7 +81,7 @@ func (e *env) start(t testing.TB, cfg queue.Config, exec queue.Executor, res que
 func (e *env) startNode(t testing.TB, node string, cfg queue.Config, exec queue.Executor, res queue.Resolver, reg prometheus.Registerer) *queue.Queue {
 	t.Helper()
 	q, err := queue.New(cfg, queue.Deps{
-		Store: e.store, Ownership: queue.HolderOwnership(e.holder, node), Limits: e.limits,
+		Store: e.store, Ownership: queuetest.HolderOwnership(e.holder, node), Limits: e.limits,
 		Breakers: queue.PoolBreakers(e.pool), Executor: exec, Resolver: res, Registerer: reg,
 	})
 	if err != nil {

@@ -201,7 +201,7 @@ func TestCloseCancelsAfterDrainTimeout(t *testing.T) {
 
 func TestConfigAndDepsValidation(t *testing.T) {
 	e := newEnv(t, 1, queuetest.DefaultLimits())
-	full := queue.Deps{Store: e.store, Ownership: queue.HolderOwnership(e.holder, "a"), Limits: e.limits,
+	full := queue.Deps{Store: e.store, Ownership: queuetest.HolderOwnership(e.holder, "a"), Limits: e.limits,
 		Breakers: queue.PoolBreakers(e.pool), Executor: newFakeExec(false)}
 	if _, err := queue.New(queue.Config{RejectRetry: -1}, full); err == nil || !strings.Contains(err.Error(), "RejectRetry") {
 		t.Fatalf("negative RejectRetry: %v", err)

@@ -10,8 +10,8 @@ const benchNS = "7c1b2f4e-2d8a-4b8e-9a55-0f3c2e8d1a77"
 
 func benchHolder(b *testing.B) *Holder {
 	b.Helper()
-	h, err := NewHolder(mustRebalance(b, mustNew(b, 1024), nodeIDs("node-", 10), nil))
-	if err != nil {
+	h := &Holder{}
+	if _, err := h.Store(mustRebalance(b, mustNew(b, 1024), nodeIDs("node-", 10), nil)); err != nil {
 		b.Fatal(err)
 	}
 	return h

@@ -36,17 +36,6 @@ type Holder struct {
 	changed chan struct{} // closed on the next successful Store; nil until asked for
 }
 
-// NewHolder returns a Holder holding m, or nothing if m is nil.
-func NewHolder(m *Map) (*Holder, error) {
-	h := &Holder{}
-	if m != nil {
-		if _, err := h.Store(m); err != nil {
-			return nil, err
-		}
-	}
-	return h, nil
-}
-
 // Load returns the current map, or nil if none was stored yet. It never
 // blocks. The result must not be modified.
 func (h *Holder) Load() *Map {

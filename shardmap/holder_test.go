@@ -60,14 +60,14 @@ func TestHolderStoresOnlyNewer(t *testing.T) {
 	if !ok || a.Owner != "b" || a.Shard != ShardOf("ns", "wf", 16) {
 		t.Fatalf("Lookup = %+v, %v", a, ok)
 	}
-	if _, err := NewHolder(&Map{}); err == nil {
-		t.Fatal("NewHolder accepted a malformed map")
+	if _, err := (&Holder{}).Store(&Map{}); err == nil {
+		t.Fatal("an empty Holder accepted a malformed map")
 	}
 }
 
 func TestHolderChangedIsClosedByNextStore(t *testing.T) {
-	h, err := NewHolder(versioned(t, 1, "a"))
-	if err != nil {
+	h := &Holder{}
+	if _, err := h.Store(versioned(t, 1, "a")); err != nil {
 		t.Fatal(err)
 	}
 	m, ch := h.Watch()

@@ -14,8 +14,8 @@ func TestStoreDueOrderSkipAndFencing(t *testing.T) {
 	m, _ := shardmap.New(2)
 	m.Version = 1
 	m.Shards[0].Owner, m.Shards[0].Epoch = "a", 4
-	h, err := shardmap.NewHolder(m)
-	if err != nil {
+	h := &shardmap.Holder{}
+	if _, err := h.Store(m); err != nil {
 		t.Fatal(err)
 	}
 	s := queuetest.NewStore(h)
