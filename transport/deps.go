@@ -70,6 +70,9 @@ type Store interface {
 	State() raft.RaftState
 	Configuration() ([]raftstore.Server, error)
 	Stats() raftstore.Stats
+	// ClusterLogVersion is the lowest log version the configuration's
+	// servers advertise (the version gate's view).
+	ClusterLogVersion() (raftstore.ClusterVersion, error)
 }
 
 // Members is the gossip view the API shows.

@@ -60,6 +60,9 @@ func (s *Server) clusterRaft(w http.ResponseWriter, r *http.Request) error {
 	for _, sv := range servers {
 		info.Servers = append(info.Servers, RaftServer{ID: sv.ID, Address: sv.Address, Suffrage: suffrageRole(sv.Suffrage), Leader: sv.ID == st.LeaderID})
 	}
+	if v, err := s.deps.Store.ClusterLogVersion(); err == nil {
+		info.LogVersion, info.LogVersionBehind = v.LogVersion, v.Behind
+	}
 	writeJSON(w, http.StatusOK, info)
 	return nil
 }

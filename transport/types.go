@@ -48,6 +48,13 @@ type RaftInfo struct {
 	LastIndex    uint64       `json:"last_index"`
 	AppliedIndex uint64       `json:"applied_index"`
 	Servers      []RaftServer `json:"servers"`
+	// LogVersion is the cluster's log version as this node sees it: the
+	// lowest any server of the configuration advertises (0: unknown). A
+	// command type newer than it is not proposed (upgrade_pending).
+	LogVersion int `json:"log_version"`
+	// LogVersionBehind lists the servers below this node's build, as
+	// "id (log version N)" or "id (unknown)".
+	LogVersionBehind []string `json:"log_version_behind,omitempty"`
 }
 
 // ConfigEntry is one dynamic-config value with its constraint.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -44,6 +45,13 @@ func raftCmd(o *adminOpts) *cobra.Command {
 					fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tLEADER")
 					for _, s := range info.Servers {
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Address, s.Suffrage, yesNo(s.Leader))
+					}
+					if info.LogVersion > 0 {
+						fmt.Fprintf(tw, "\ncluster log version %d", info.LogVersion)
+						if len(info.LogVersionBehind) > 0 {
+							fmt.Fprintf(tw, "; behind this node's build: %s", strings.Join(info.LogVersionBehind, ", "))
+						}
+						fmt.Fprintln(tw)
 					}
 				}, err
 			})

@@ -66,6 +66,10 @@ type ProcessConfig struct {
 	// TLS, when set, runs the node with TLS and a gossip key, and the
 	// harness's client speaks HTTPS (tls_harness_test.go).
 	TLS *ProcessTLS
+	// Bin, when set, is the binary this process runs instead of the one
+	// TestMain built (a build of an older release, say); Restart picks up
+	// a change, so a test can upgrade a node in place.
+	Bin string
 }
 
 // Process drives one real `fusebox serve` process.
@@ -232,12 +236,16 @@ func (p *Process) Launch() error {
 	}
 	defer logf.Close() // the child holds its own descriptor
 	p.starts++
-	fmt.Fprintf(logf, "==== e2e: run #%d: %s %s\n", p.starts, binPath, strings.Join(args, " "))
+	bin := binPath
+	if p.cfg.Bin != "" {
+		bin = p.cfg.Bin
+	}
+	fmt.Fprintf(logf, "==== e2e: run #%d: %s %s\n", p.starts, bin, strings.Join(args, " "))
 	var cmd *exec.Cmd
 	if p.cfg.Netns != "" {
-		cmd = exec.Command("ip", append([]string{"netns", "exec", p.cfg.Netns, binPath}, args...)...)
+		cmd = exec.Command("ip", append([]string{"netns", "exec", p.cfg.Netns, bin}, args...)...)
 	} else {
-		cmd = exec.Command(binPath, args...)
+		cmd = exec.Command(bin, args...)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), p.cfg.Env...)
