@@ -163,6 +163,9 @@ type Breaker struct {
 	// Confirm is the confirm hint policy's latest round for the key on
 	// this node, if any (breaker_confirm.go).
 	Confirm *BreakerConfirm `json:"confirm,omitempty"`
+	// Health is this node's last active health check of the key's
+	// destination, if any (breaker_health.go).
+	Health *BreakerHealth `json:"health,omitempty"`
 }
 
 // BreakerRamp is a recovery ramp under way: after its close the key's rate

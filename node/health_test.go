@@ -1,0 +1,177 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"fusebox/breakerpool"
+	"fusebox/dynconfig"
+	"fusebox/healthprobe"
+	"fusebox/raftstore"
+	"fusebox/transport"
+	"fusebox/transport/outbound/outboundtest"
+)
+
+// Active health checks (issue 19 §4), in process: three real nodes, real
+// Raft and memberlist on loopback, a real destination.
+
+// healthKey is the breaker key of deliveryNS's echo tasks through ep.
+func healthKey(ep string) breakerpool.Key {
+	return breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: deliveryNS, Destination: ep}
+}
+
+// allOpen reports whether every node's breaker for k is open.
+func allOpen(nodes []*Node, k breakerpool.Key) bool {
+	for _, n := range nodes {
+		b, ok := n.pool.Lookup(k)
+		if !ok || b.State() != gobreaker.StateOpen {
+			return false
+		}
+	}
+	return true
+}
+
+// healthChecks sums fusebox_health_checks_total{role} over nodes.
+func healthChecks(tb testing.TB, nodes []*Node, role string) int {
+	tb.Helper()
+	total := 0
+	for _, n := range nodes {
+		mfs, err := n.reg.Gather()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "fusebox_health_checks_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "role" && l.GetValue() == role {
+						total += int(m.GetCounter().GetValue())
+					}
+				}
+			}
+		}
+	}
+	return total
+}
+
+// While a Nexus endpoint with a health check is down, no task is spent on
+// probing once every node's breaker is open (the breakers' own Timeout is
+// 300ms, the outage lasts many of them): only the probe owner calls the
+// health URL. When the destination is back, a passed check resumes
+// delivery and every task succeeds; the breaker list shows the last check.
+func TestHealthCheckSparesTasksDuringOutage(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	dest := outboundtest.NewDestination(t)
+	const ep = "ep-health"
+	if _, err := c.nodes[0].client().PutEndpoint(ctxT(t), transport.Endpoint{Name: ep, URL: dest.NexusURL(),
+		Health: &transport.EndpointHealth{URL: dest.HealthURL(), Interval: "300ms", Timeout: "200ms"}}); err != nil {
+		t.Fatal(err)
+	}
+	setConfig(t, c.nodes, dynconfig.KeyBreakerSettings, ep, `{"Timeout":"300ms","FailureThreshold":3}`)
+	var nodes []*Node
+	for _, n := range c.nodes {
+		nodes = append(nodes, n.Node)
+	}
+	waitFor(t, 10*time.Second, "the endpoint on every node", func() bool {
+		for _, n := range nodes {
+			if e, ok := n.store.Endpoint(ep); !ok || e.Health == nil {
+				return false
+			}
+		}
+		return true
+	})
+	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+		t.Fatal(err)
+	}
+	sub := newSubmitter(t, c.nodes)
+	var ids []string
+	for i := range 60 {
+		id, err := sub.submit(echoTask(ep, fmt.Sprintf("wf-h-%d", i), fmt.Sprintf("h-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	k := healthKey(ep)
+	waitFor(t, 30*time.Second, "every node's breaker open", func() bool { return allOpen(nodes, k) })
+	spent := dest.Count(outboundtest.KindStart)
+	// Many breaker Timeouts and health intervals of outage.
+	waitFor(t, 30*time.Second, "8 owner health checks", func() bool { return healthChecks(t, nodes, healthprobe.RoleOwner) >= 8 })
+	if got := dest.Count(outboundtest.KindStart); got != spent {
+		t.Fatalf("%d tasks were spent on probing while the breakers were open", got-spent)
+	}
+	if !allOpen(nodes, k) {
+		t.Fatal("a breaker left open during the outage")
+	}
+	owner := c.nodes[0].hints.Owner(k)
+	var ownerNode *testNode
+	for _, n := range c.nodes {
+		if n.cfg.NodeID == owner {
+			ownerNode = n
+		}
+	}
+	var list transport.BreakerList
+	if err := json.Unmarshal([]byte(getRaw(t, ownerNode, "/v1/breakers")), &list); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, b := range list.Breakers {
+		if b.Destination == ep && b.Health != nil && b.Health.Result == healthprobe.ResultFail && b.Health.Role == healthprobe.RoleOwner && b.Health.Status == 503 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the owner's breaker list shows no failed health check: %+v", list.Breakers)
+	}
+
+	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		waitTask(t, c.nodes[0], id, "succeeded after the recovery", func(tk transport.Task) bool { return tk.Status == raftstore.TaskSucceeded })
+	}
+	if healthChecks(t, nodes, healthprobe.RoleOwner) == 0 {
+		t.Fatal("no owner checks")
+	}
+}
+
+// PUT /v1/endpoints/{name} validates the health check with errors naming
+// the field, refuses a health URL the outbound policy refuses (a member's
+// address) like the endpoint URL, and reads it back canonicalised and
+// redacted.
+func TestEndpointHealthAPI(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	n := c.nodes[0]
+	put := func(h transport.EndpointHealth) error {
+		_, err := n.client().PutEndpoint(ctxT(t), transport.Endpoint{Name: "ep", URL: "http://127.0.0.1:9/nexus", Health: &h})
+		return err
+	}
+	wantField(t, put(transport.EndpointHealth{URL: "http://" + n.HTTPAddr() + "/healthz"}), "health.url")
+	wantField(t, put(transport.EndpointHealth{URL: "http://u:p@127.0.0.1:9/h"}), "health.url")
+	wantField(t, put(transport.EndpointHealth{URL: "ftp://127.0.0.1:9/h"}), "health.url")
+	wantField(t, put(transport.EndpointHealth{URL: "http://127.0.0.1:9/h", Interval: "1ms"}), "health.interval")
+	wantField(t, put(transport.EndpointHealth{URL: "http://127.0.0.1:9/h", Timeout: "forever"}), "health.timeout")
+	wantField(t, put(transport.EndpointHealth{URL: "http://127.0.0.1:9/h", HealthyStatus: 42}), "health.healthy_status")
+	if err := put(transport.EndpointHealth{URL: "http://127.0.0.1:9/h?token=secret", Interval: "5s"}); err != nil {
+		t.Fatal(err)
+	}
+	raw := getRaw(t, n, "/v1/endpoints/ep")
+	if strings.Contains(raw, "secret") {
+		t.Fatalf("health URL not redacted: %s", raw)
+	}
+	var e transport.Endpoint
+	if err := json.Unmarshal([]byte(raw), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Health == nil || e.Health.Interval != "5s" || e.Health.Timeout != "2s" || e.Health.HealthyStatus != 200 ||
+		!strings.HasPrefix(e.Health.URL, "http://127.0.0.1:9/h?") {
+		t.Fatalf("health read back as %+v", e.Health)
+	}
+}
