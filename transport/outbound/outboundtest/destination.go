@@ -60,7 +60,7 @@ const (
 	KindCallback Kind = "callback"
 	// KindHealth is a GET of HealthURL (an active health check).
 	KindHealth Kind = "health"
-	KindOther    Kind = "other"
+	KindOther  Kind = "other"
 )
 
 // maxRecordedBody bounds each recorded body; maxSlow bounds a slow request.
