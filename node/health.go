@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"net/url"
 	"sync/atomic"
 
 	"fusebox/breakerpool"
 	"fusebox/healthprobe"
+	"fusebox/raftstore"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
 )
@@ -36,7 +38,10 @@ func (n *Node) startHealth(policy *outbound.Policy) error {
 		Pool:   n.pool,
 		Checks: n.healthCheckOf,
 		Owner:  n.hints.Owner,
-		Allow: func(ctx context.Context, _ breakerpool.Key, rawURL string) error {
+		Allow: func(ctx context.Context, k breakerpool.Key, rawURL string) error {
+			if k.TaskGroup == breakerpool.TaskGroupCallback {
+				return policy.Check(ctx, k.NamespaceID, rawURL) // the namespace's allowlist, as for its callbacks
+			}
 			return policy.CheckEndpoint(ctx, rawURL)
 		},
 		Client: n.deliver.exec.HTTPClient(),
@@ -51,10 +56,21 @@ func (n *Node) startHealth(policy *outbound.Policy) error {
 }
 
 // healthCheckOf is the health check of a breaker key, if its destination
-// has one: a Nexus endpoint registered with "health".
+// has one: a Nexus endpoint registered with "health", or a callback
+// destination (scheme://host) given a path by fusebox.destination.healthPath
+// (checked with the registration defaults: every 10s, 2s timeout, 200).
 func (n *Node) healthCheckOf(k breakerpool.Key) (healthprobe.Check, bool) {
 	if k.TaskGroup == breakerpool.TaskGroupCallback {
-		return healthprobe.Check{}, false
+		path := n.config.Current().HealthPath(k.NamespaceID, k.Destination)
+		if path == "" {
+			return healthprobe.Check{}, false
+		}
+		u, err := url.Parse(k.Destination)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.User != nil {
+			return healthprobe.Check{}, false
+		}
+		return healthprobe.Check{URL: k.Destination + path, Interval: raftstore.HealthDefaultInterval,
+			Timeout: raftstore.HealthDefaultTimeout, HealthyStatus: raftstore.HealthDefaultStatus}, true
 	}
 	e, ok := n.store.Endpoint(k.Destination)
 	if !ok || e.Health == nil {

@@ -175,3 +175,33 @@ func TestEndpointHealthAPI(t *testing.T) {
 		t.Fatalf("health read back as %+v", e.Health)
 	}
 }
+
+// fusebox.destination.healthPath gives a callback destination (its
+// scheme://host, the breaker's destination) a health check; other hosts
+// and Nexus keys without a registered check have none.
+func TestCallbackHealthPathFromConfig(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	n := c.nodes[0]
+	host := "http://127.0.0.1:9"
+	setConfig(t, c.nodes, dynconfig.KeyDestinationHealthPath, host, `"/healthz"`)
+	k := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: host}
+	got, ok := n.healthCheckOf(k)
+	if !ok || got.URL != host+"/healthz" || got.Interval != raftstore.HealthDefaultInterval || got.HealthyStatus != 200 {
+		t.Fatalf("check %+v, %v", got, ok)
+	}
+	if _, ok := n.healthCheckOf(breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: "http://127.0.0.1:10"}); ok {
+		t.Fatal("another host has a health check")
+	}
+	if _, ok := n.healthCheckOf(healthKey("no-such-endpoint")); ok {
+		t.Fatal("an unknown endpoint has a health check")
+	}
+	wantFieldConfig := func(value string) {
+		t.Helper()
+		_, err := n.client().ConfigSet(ctxT(t), dynconfig.KeyDestinationHealthPath, transport.ConfigWrite{Destination: host, Value: json.RawMessage(value)})
+		if err == nil {
+			t.Fatalf("health path %s accepted", value)
+		}
+	}
+	wantFieldConfig(`"http://evil.example/x"`)
+	wantFieldConfig(`"no-slash"`)
+}
