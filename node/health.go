@@ -80,6 +80,12 @@ func (n *Node) healthCheckOf(k breakerpool.Key) (healthprobe.Check, bool) {
 	return healthprobe.Check{URL: e.Health.URL, Interval: interval, Timeout: timeout, HealthyStatus: e.Health.HealthyStatus}, true
 }
 
+// hasHealthCheck is cluster.PolicyConfig.HealthChecked.
+func (n *Node) hasHealthCheck(k breakerpool.Key) bool {
+	_, ok := n.healthCheckOf(k)
+	return ok
+}
+
 // closeHealth stops the prober (before the executor whose client it uses).
 func (n *Node) closeHealth() {
 	n.healthFwd.p.Store(nil)

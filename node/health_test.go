@@ -61,26 +61,21 @@ func healthChecks(tb testing.TB, nodes []*Node, role string) int {
 	return total
 }
 
-// While a Nexus endpoint with a health check is down, no task is spent on
-// probing once every node's breaker is open (the breakers' own Timeout is
-// 300ms, the outage lasts many of them): only the probe owner calls the
-// health URL. When the destination is back, a passed check resumes
-// delivery and every task succeeds; the breaker list shows the last check.
-func TestHealthCheckSparesTasksDuringOutage(t *testing.T) {
+// startHealthOutage starts 3 nodes, registers ep with a health check (interval
+// 300ms) on dest, sets the breakers' Timeout to 300ms, takes dest down,
+// submits 60 tasks and waits until every node's breaker is open. It returns
+// the task ids and the real tasks the destination had received by then.
+func startHealthOutage(t *testing.T, ep string) (*testCluster, *outboundtest.Destination, []string, int) {
+	t.Helper()
 	c := newTestCluster(t, 3, nil)
 	dest := outboundtest.NewDestination(t)
-	const ep = "ep-health"
 	if _, err := c.nodes[0].client().PutEndpoint(ctxT(t), transport.Endpoint{Name: ep, URL: dest.NexusURL(),
 		Health: &transport.EndpointHealth{URL: dest.HealthURL(), Interval: "300ms", Timeout: "200ms"}}); err != nil {
 		t.Fatal(err)
 	}
 	setConfig(t, c.nodes, dynconfig.KeyBreakerSettings, ep, `{"Timeout":"300ms","FailureThreshold":3}`)
-	var nodes []*Node
-	for _, n := range c.nodes {
-		nodes = append(nodes, n.Node)
-	}
 	waitFor(t, 10*time.Second, "the endpoint on every node", func() bool {
-		for _, n := range nodes {
+		for _, n := range c.nodes {
 			if e, ok := n.store.Endpoint(ep); !ok || e.Health == nil {
 				return false
 			}
@@ -99,9 +94,27 @@ func TestHealthCheckSparesTasksDuringOutage(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	k := healthKey(ep)
-	waitFor(t, 30*time.Second, "every node's breaker open", func() bool { return allOpen(nodes, k) })
-	spent := dest.Count(outboundtest.KindStart)
+	waitFor(t, 30*time.Second, "every node's breaker open", func() bool { return allOpen(liveNodes(c.nodes), healthKey(ep)) })
+	return c, dest, ids, dest.Count(outboundtest.KindStart)
+}
+
+func liveNodes(tns []*testNode) []*Node {
+	var out []*Node
+	for _, n := range tns {
+		out = append(out, n.Node)
+	}
+	return out
+}
+
+// While a Nexus endpoint with a health check is down, no task is spent on
+// probing once every node's breaker is open (the breakers' own Timeout is
+// 300ms, the outage lasts many of them): only the probe owner calls the
+// health URL. When the destination is back, a passed check resumes
+// delivery and every task succeeds; the breaker list shows the last check.
+func TestHealthCheckSparesTasksDuringOutage(t *testing.T) {
+	const ep = "ep-health"
+	c, dest, ids, spent := startHealthOutage(t, ep)
+	nodes, k := liveNodes(c.nodes), healthKey(ep)
 	// Many breaker Timeouts and health intervals of outage.
 	waitFor(t, 30*time.Second, "8 owner health checks", func() bool { return healthChecks(t, nodes, healthprobe.RoleOwner) >= 8 })
 	if got := dest.Count(outboundtest.KindStart); got != spent {
@@ -137,8 +150,42 @@ func TestHealthCheckSparesTasksDuringOutage(t *testing.T) {
 	for _, id := range ids {
 		waitTask(t, c.nodes[0], id, "succeeded after the recovery", func(tk transport.Task) bool { return tk.Status == raftstore.TaskSucceeded })
 	}
-	if healthChecks(t, nodes, healthprobe.RoleOwner) == 0 {
-		t.Fatal("no owner checks")
+}
+
+// When the probe owner leaves during the outage, the node that takes over
+// its probe ownership checks the health URL instead of warm-starting its
+// breaker with a real task; delivery still resumes after the recovery.
+func TestHealthCheckOwnerLeaves(t *testing.T) {
+	const ep = "ep-health-leave"
+	c, dest, ids, spent := startHealthOutage(t, ep)
+	k := healthKey(ep)
+	owner := c.nodes[0].hints.Owner(k)
+	var rest []*testNode
+	for _, n := range c.nodes {
+		if n.cfg.NodeID == owner {
+			n.stop()
+		} else {
+			rest = append(rest, n)
+		}
+	}
+	nodes := liveNodes(rest)
+	waitFor(t, 30*time.Second, "a new probe owner", func() bool {
+		o := rest[0].hints.Owner(k)
+		return o != owner && o == rest[1].hints.Owner(k)
+	})
+	before := healthChecks(t, nodes, healthprobe.RoleOwner)
+	waitFor(t, 30*time.Second, "5 checks by the new owner", func() bool { return healthChecks(t, nodes, healthprobe.RoleOwner) >= before+5 })
+	if got := dest.Count(outboundtest.KindStart); got != spent {
+		t.Fatalf("%d tasks were spent on the down destination after the owner left", got-spent)
+	}
+	if !allOpen(nodes, k) {
+		t.Fatal("a breaker left open during the outage")
+	}
+	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		waitTask(t, rest[0], id, "succeeded after the recovery", func(tk transport.Task) bool { return tk.Status == raftstore.TaskSucceeded })
 	}
 }
 
