@@ -68,6 +68,11 @@ type PolicyConfig struct {
 	// The pool must report counts 1..WarnAfter (Config.WarnAfter 1,
 	// WarnUntil ≥ this) for confirm to see first failures.
 	WarnAfter int
+	// HealthChecked, optional, reports whether a key has an active health
+	// check (healthprobe): a node that takes over a key's probe ownership
+	// then leaves the first probe to the health check instead of
+	// warm-starting the breaker with a real call.
+	HealthChecked func(breakerpool.Key) bool
 	// ConfirmWait is how long a designated peer has to answer (probe) under
 	// confirm before the next is asked; ConfirmAttempts bounds how many are
 	// asked; DistrustTimeouts is how long, in the key's Timeouts after its
@@ -359,6 +364,9 @@ func (p *Policy) refreshOwners() {
 	for _, k := range takeover {
 		if b, ok := p.pool.Lookup(k); ok && b.Settings().HintPolicy != breakerpool.HintOff {
 			p.log.Info("took over probe ownership", "key", k.String())
+			if p.cfg.HealthChecked != nil && p.cfg.HealthChecked(k) {
+				continue // the health prober checks it at once, without a task
+			}
 			b.ProbeNow(breakerpool.SourceLocal) // a no-op unless open (and not operator-forced)
 		}
 	}

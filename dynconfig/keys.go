@@ -207,6 +207,9 @@ var registry = []*definition{
 		"after a breaker closes, the destination's rate rises in 1 s stages from rampStartRPS to its configured rate over this long; 0 turns the ramp off"),
 	durationZeroKey(KeyBreakerMaxRetryAfter, breakerpool.DefaultMaxRetryAfter, breakerpool.DefaultMaxOpenFor, PerNamespaceDestination,
 		"cap of the wait a 429 or 503 answer's Retry-After imposes: the breaker opens until the destination's deadline on this node and every peer; 0 ignores Retry-After (such answers count as ordinary failures)"),
+	// Active health checks (issue 19 §4).
+	healthPathKey(KeyDestinationHealthPath, PerNamespaceDestination,
+		`health check of a callback destination (scheme://host): while its breaker is open the probe owner GETs scheme://host + this path every 10s (2s timeout, 200 passes) instead of spending a task; "" (default): none`),
 }
 
 // byName maps a key name to its index in registry.
@@ -244,6 +247,7 @@ var (
 	idxRampStartRPS     = byName[KeyRampStartRPS]
 	idxRampDuration     = byName[KeyRampDuration]
 	idxMaxRetryAfter    = byName[KeyBreakerMaxRetryAfter]
+	idxHealthPath       = byName[KeyDestinationHealthPath]
 )
 
 // KeyInfo describes one registered key; the API serves the list.

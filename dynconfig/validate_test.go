@@ -296,6 +296,7 @@ func TestKeys(t *testing.T) {
 		KeyRampStartRPS:                   {"float", "10", "global,namespace,destination,namespace+destination"},
 		KeyRampDuration:                   {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
 		KeyBreakerMaxRetryAfter:           {"duration", `"10m0s"`, "global,namespace,destination,namespace+destination"},
+		KeyDestinationHealthPath:          {"path", `""`, "global,namespace,destination,namespace+destination"},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("Keys() has %d keys, want %d", len(keys), len(want))

@@ -16,6 +16,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/cluster"
 	"fusebox/dynconfig"
+	"fusebox/healthprobe"
 	"fusebox/internal/authtoken"
 	"fusebox/internal/tlsutil"
 	"fusebox/ownership"
@@ -32,19 +33,21 @@ type Node struct {
 	reg  *prometheus.Registry
 	adv  advertised // what peers are told to dial (advertise.go)
 
-	httpLn   net.Listener
-	config   *dynconfig.Collection
-	pool     *breakerpool.Pool
-	members  *cluster.Membership
-	hints    *cluster.Policy
-	hintFwd  hintForwarder
-	queueFwd queueForwarder // breaker closes → the queue releases blocked tasks (queue.go)
-	uiRec    *ui.Recorder   // recent breaker transitions for the status page
-	store    *raftstore.Store
-	shards   *ownership.Manager
-	deliver  *deliveries
-	api      *transport.Server
-	tokens   *authtoken.Store // the API tokens in force (nil set: no authorisation)
+	httpLn    net.Listener
+	config    *dynconfig.Collection
+	pool      *breakerpool.Pool
+	members   *cluster.Membership
+	hints     *cluster.Policy
+	hintFwd   hintForwarder
+	health    *healthprobe.Prober // active health checks of open keys (health.go)
+	healthFwd healthForwarder
+	queueFwd  queueForwarder // breaker closes → the queue releases blocked tasks (queue.go)
+	uiRec     *ui.Recorder   // recent breaker transitions for the status page
+	store     *raftstore.Store
+	shards    *ownership.Manager
+	deliver   *deliveries
+	api       *transport.Server
+	tokens    *authtoken.Store // the API tokens in force (nil set: no authorisation)
 
 	tls       *tlsutil.Holder // nil without TLS (tls.go)
 	peerHC    *http.Client    // node-to-node HTTPS client (tls.go)
@@ -114,6 +117,7 @@ func (n *Node) Start(ctx context.Context) error {
 		n.hintFwd.observe(t)
 		n.uiRec.Observe(t)
 		n.queueFwd.observe(t)
+		n.healthFwd.observe(t)
 	}
 	if n.pool, err = breakerpool.New(withSeriesLimit(poolConfig(observe, &n.hintFwd), n.config), n.config, n.reg, n.log.With("component", "breakerpool")); err != nil {
 		return err
@@ -152,7 +156,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.members.Start(context.Background()); err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
-	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.reg, n.log.With("component", "hints")); err != nil {
+	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.hasHealthCheck, n.reg, n.log.With("component", "hints")); err != nil {
 		return fmt.Errorf("hints: %w", err)
 	}
 	n.store.OnLeader(func(ctx context.Context) {
@@ -169,6 +173,9 @@ func (n *Node) Start(ctx context.Context) error {
 	policy := n.newDestinationPolicy()
 	if n.deliver, err = n.startDeliveries(n.shards, policy); err != nil {
 		return fmt.Errorf("queue: %w", err)
+	}
+	if err := n.startHealth(policy); err != nil {
+		return fmt.Errorf("health checks: %w", err)
 	}
 
 	loopCtx, cancel := context.WithCancel(context.Background())
@@ -187,6 +194,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Breakers: n.pool,
 		Ramps:    apiRamps{n.deliver.queue},
 		Confirm:  confirmAPI{n.hints},
+		Health:   healthAPI{n},
 		Tasks:    n.newTaskAPI(policy),
 		Shards:   n.shards,
 		Ops:      opsAPI{n},
@@ -283,6 +291,7 @@ func (n *Node) Close(ctx context.Context) error {
 			errs = append(errs, n.httpLn.Close())
 		}
 		n.tokens.Close()
+		n.closeHealth()
 		errs = append(errs, n.deliver.close())
 		if n.cancel != nil {
 			n.cancel()
@@ -328,6 +337,7 @@ func (n *Node) crash() {
 		if n.api != nil {
 			_ = n.api.Close(context.Background())
 		}
+		n.closeHealth()
 		_ = n.deliver.close()
 		if n.cancel != nil {
 			n.cancel()

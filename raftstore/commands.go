@@ -123,6 +123,9 @@ type PutEndpointCommand struct {
 	Name        string `json:"name"`
 	URL         string `json:"url"`
 	Description string `json:"description,omitempty"`
+	// Health is optional; the proposer validates and canonicalises it
+	// (ValidateEndpointHealth). Older builds ignore the field.
+	Health *EndpointHealth `json:"health,omitempty"`
 }
 
 // DeleteEndpointCommand removes a Nexus endpoint.

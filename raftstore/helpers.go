@@ -48,6 +48,13 @@ func (s *Store) PutEndpoint(ctx context.Context, c PutEndpointCommand) (Endpoint
 	if err := c.validate(); err != nil {
 		return Endpoint{}, err
 	}
+	if c.Health != nil {
+		h, err := ValidateEndpointHealth(*c.Health)
+		if err != nil {
+			return Endpoint{}, err
+		}
+		c.Health = &h
+	}
 	e, _, err := applyTyped[Endpoint](ctx, s, MsgPutEndpoint, c, c.RequestID)
 	return e, err
 }

@@ -58,7 +58,7 @@ func applyPutEndpoint(w *writer, payload []byte) (any, *Error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	e := &Endpoint{Name: c.Name, URL: c.URL, Description: c.Description, Index: w.index, UpdatedAt: c.At, Author: c.Author}
+	e := &Endpoint{Name: c.Name, URL: c.URL, Description: c.Description, Health: c.Health, Index: w.index, UpdatedAt: c.At, Author: c.Author}
 	if err := w.insert(string(TableEndpoints), e); err != nil {
 		return nil, err
 	}

@@ -72,12 +72,16 @@ type HistoryEntry struct {
 
 // Endpoint is a Nexus endpoint: name → target URL.
 type Endpoint struct {
-	Name        string    `json:"name"`
-	URL         string    `json:"url"`
-	Description string    `json:"description,omitempty"`
-	Index       uint64    `json:"index"`
-	UpdatedAt   time.Time `json:"updated_at"`
-	Author      string    `json:"author,omitempty"`
+	Name        string `json:"name"`
+	URL         string `json:"url"`
+	Description string `json:"description,omitempty"`
+	// Health is the endpoint's active health check, if it has one
+	// (endpoint_health.go). Added after log version 2 as an optional field
+	// of put_endpoint: entries and snapshots without it read as before.
+	Health    *EndpointHealth `json:"health,omitempty"`
+	Index     uint64          `json:"index"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	Author    string          `json:"author,omitempty"`
 }
 
 // ForcedBreaker forces one breaker key open or closed on every node.

@@ -35,6 +35,9 @@ type Deps struct {
 	// Confirm, optional, is the confirm hint policy's state per key, shown
 	// with each breaker.
 	Confirm Confirmations
+	// Health, optional, is the last active health check per key, shown
+	// with each breaker.
+	Health HealthChecks
 	// Peers reaches other nodes' APIs (for ?scope=cluster).
 	Peers func(httpAddr string) *Client
 	// UI serves the status page at /ui/ (package ui); nil leaves it out.

@@ -72,6 +72,7 @@ func (s *Server) localBreakers() []Breaker {
 		out = append(out, b)
 	}
 	s.withConfirm(out, sts)
+	s.withHealth(out, sts)
 	return out
 }
 

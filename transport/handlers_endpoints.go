@@ -19,8 +19,13 @@ func (s *Server) endpointRoutes() {
 
 // toEndpoint renders an endpoint; its URL's credentials and query are
 // redacted (one stored before credentials were refused must not show them).
+// The health check's URL is redacted the same way.
 func toEndpoint(e raftstore.Endpoint) Endpoint {
-	return Endpoint{Name: e.Name, URL: outbound.RedactURL(e.URL), Description: e.Description, Index: e.Index, UpdatedAt: e.UpdatedAt, Author: e.Author}
+	out := Endpoint{Name: e.Name, URL: outbound.RedactURL(e.URL), Description: e.Description, Index: e.Index, UpdatedAt: e.UpdatedAt, Author: e.Author}
+	if h := e.Health; h != nil {
+		out.Health = &EndpointHealth{URL: outbound.RedactURL(h.URL), Interval: h.Interval, Timeout: h.Timeout, HealthyStatus: h.HealthyStatus}
+	}
+	return out
 }
 
 func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
@@ -50,11 +55,18 @@ func (s *Server) endpointPut(w http.ResponseWriter, r *http.Request) error {
 	if in.Name != "" && in.Name != name {
 		return BadField("name", "body names endpoint %q but the path names %q", in.Name, name)
 	}
-	if err := s.checkEndpointURL(r.Context(), in.URL); err != nil {
+	if err := s.checkEndpointURL(r.Context(), "url", in.URL); err != nil {
 		return err
 	}
+	var health *raftstore.EndpointHealth
+	if h := in.Health; h != nil {
+		if err := s.checkEndpointURL(r.Context(), "health.url", h.URL); err != nil {
+			return err
+		}
+		health = &raftstore.EndpointHealth{URL: h.URL, Interval: h.Interval, Timeout: h.Timeout, HealthyStatus: h.HealthyStatus}
+	}
 	e, err := s.deps.Store.PutEndpoint(r.Context(), raftstore.PutEndpointCommand{
-		CommandMeta: s.meta(r), Name: name, URL: in.URL, Description: in.Description,
+		CommandMeta: s.meta(r), Name: name, URL: in.URL, Description: in.Description, Health: health,
 	})
 	if err != nil {
 		return err
@@ -74,14 +86,14 @@ func (s *Server) endpointDelete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// checkEndpointURL refuses, with a 400 naming url, an endpoint URL that
+// checkEndpointURL refuses, with a 400 naming field, an endpoint URL that
 // carries credentials (send them as headers: a URL is shown and logged) or
 // that the destination policy refuses (a member's address; the global
 // allowlist when one is set). raftstore checks the rest (scheme, host,
-// length).
-func (s *Server) checkEndpointURL(ctx context.Context, raw string) error {
+// length). The health check's URL (field health.url) passes the same check.
+func (s *Server) checkEndpointURL(ctx context.Context, field, raw string) error {
 	if u, err := url.Parse(raw); err == nil && u.User != nil {
-		return BadField("url", "must not carry credentials (user:password@); send them as request headers")
+		return BadField(field, "must not carry credentials (user:password@); send them as request headers")
 	}
 	if s.deps.Tasks == nil {
 		return nil
@@ -89,7 +101,7 @@ func (s *Server) checkEndpointURL(ctx context.Context, raw string) error {
 	if err := s.deps.Tasks.CheckEndpointURL(ctx, raw); err != nil {
 		var de *outbound.DestinationError
 		if errors.As(err, &de) {
-			return BadField("url", "%s", de.Reason)
+			return BadField(field, "%s", de.Reason)
 		}
 		return err
 	}

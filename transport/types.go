@@ -104,12 +104,25 @@ type ConfigWrite struct {
 
 // Endpoint is a Nexus endpoint: a name that resolves to a target URL.
 type Endpoint struct {
-	Name        string    `json:"name"`
-	URL         string    `json:"url"`
-	Description string    `json:"description,omitempty"`
-	Index       uint64    `json:"index,omitempty"`
-	UpdatedAt   time.Time `json:"updated_at,omitzero"`
-	Author      string    `json:"author,omitempty"`
+	Name        string `json:"name"`
+	URL         string `json:"url"`
+	Description string `json:"description,omitempty"`
+	// Health is the endpoint's active health check, if any.
+	Health    *EndpointHealth `json:"health,omitempty"`
+	Index     uint64          `json:"index,omitempty"`
+	UpdatedAt time.Time       `json:"updated_at,omitzero"`
+	Author    string          `json:"author,omitempty"`
+}
+
+// EndpointHealth is an endpoint's active health check: while the
+// endpoint's breaker is open, the key's probe owner GETs URL every Interval
+// (Go duration, default 10s), each call bounded by Timeout (default 2s, at
+// most Interval); an answer with HealthyStatus (default 200) passes.
+type EndpointHealth struct {
+	URL           string `json:"url"`
+	Interval      string `json:"interval,omitempty"`
+	Timeout       string `json:"timeout,omitempty"`
+	HealthyStatus int    `json:"healthy_status,omitempty"`
 }
 
 // WriteResult answers a replicated write: the Raft index it committed at.
@@ -157,6 +170,9 @@ type Breaker struct {
 	// Confirm is the confirm hint policy's latest round for the key on
 	// this node, if any (breaker_confirm.go).
 	Confirm *BreakerConfirm `json:"confirm,omitempty"`
+	// Health is this node's last active health check of the key's
+	// destination, if any (breaker_health.go).
+	Health *BreakerHealth `json:"health,omitempty"`
 }
 
 // BreakerRamp is a recovery ramp under way: after its close the key's rate

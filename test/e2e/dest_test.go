@@ -36,6 +36,7 @@ type Dest struct {
 // FrontCall is one call seen by a Dest's front.
 type FrontCall struct {
 	RequestID string
+	Path      string
 	Status    int // the destination's answer
 	Arrived   time.Time
 	// Answered is when the answer was written back, or the caller went
@@ -64,6 +65,9 @@ func NewDest(t testing.TB) *Dest {
 // NexusURL is the Nexus endpoint base URL to register.
 func (d *Dest) NexusURL() string { return d.srv.URL + "/nexus" }
 
+// HealthURL is the destination's health check (200 while up).
+func (d *Dest) HealthURL() string { return d.srv.URL + "/health" }
+
 // CallbackURL accepts completion callbacks and raw POSTs.
 func (d *Dest) CallbackURL() string { return d.srv.URL + "/callback" }
 
@@ -87,7 +91,7 @@ func (d *Dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.inner.ServeHTTP(rec, r)
 	d.mu.Lock()
 	i := len(d.calls)
-	d.calls = append(d.calls, FrontCall{RequestID: r.Header.Get("Nexus-Request-Id"), Status: rec.Code, Arrived: arrived})
+	d.calls = append(d.calls, FrontCall{RequestID: r.Header.Get("Nexus-Request-Id"), Path: r.URL.Path, Status: rec.Code, Arrived: arrived})
 	d.mu.Unlock()
 
 	gone := false

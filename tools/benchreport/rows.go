@@ -291,6 +291,16 @@ var rows = []row{
 		Baseline: "BenchmarkDeadDestination/policy=probe", Target: "ratio<=1", Time: "1x", QuickTime: "-", Runs: 3},
 	{Issue: "#19", What: "dead destination, N=5, confirm vs probe: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestination/policy=confirm", Metric: "trip-calls",
 		Baseline: "BenchmarkDeadDestination/policy=probe", Target: "value<=8", Time: "1x", QuickTime: "-", Runs: 3},
+	// Active health checks (issue 19 §4): a 10 s outage of a Nexus endpoint with 300 tasks waiting,
+	// N=3, breaker Timeout = health interval = 1 s; baseline: the same fleet, an endpoint without one.
+	{Issue: "#19", What: "health check, N=3: real tasks spent probing while every breaker was open (vs none)", Pkg: "./node", Bench: "BenchmarkHealthCheckOutage/health", Metric: "probe-calls",
+		Baseline: "BenchmarkHealthCheckOutage/no_health", Target: "value<=0", Time: "1x", QuickTime: "-", Runs: 3},
+	{Issue: "#19", What: "health check, N=3: real tasks the destination got during the outage (vs none)", Pkg: "./node", Bench: "BenchmarkHealthCheckOutage/health", Metric: "outage-calls",
+		Baseline: "BenchmarkHealthCheckOutage/no_health", Time: "1x", QuickTime: "-", Runs: 3},
+	{Issue: "#19", What: "health check, N=3: every node closed after the recovery (s), target interval + 0.25 s", Pkg: "./node", Bench: "BenchmarkHealthCheckOutage/health", Metric: "all-closed-s",
+		Baseline: "BenchmarkHealthCheckOutage/no_health", Target: "value<=1.25", Time: "1x", QuickTime: "-", Runs: 3},
+	{Issue: "#19", What: "health check, N=3: first task delivered after the recovery (s)", Pkg: "./node", Bench: "BenchmarkHealthCheckOutage/health", Metric: "first-delivery-s",
+		Baseline: "BenchmarkHealthCheckOutage/no_health", Time: "1x", QuickTime: "-", Runs: 3},
 
 	// Bounded metric cardinality (issue 20 §7): a scrape of 20,000 destinations.
 	{Issue: "#20", What: "scrape of 20k destinations, capped: bytes (vs cap off)", Pkg: "./breakerpool", Bench: "BenchmarkScrape20k/cap=100", Metric: "bytes/scrape",

@@ -172,12 +172,17 @@
     if (conf) title += `; ${conf.title}`;
     const data = { cell: '', key, node, state: b.state, source: b.source, mode: b.mode };
     if (conf) data.confirm = b.confirm.outcome;
+    // The node's last active health check of the destination (issue 19 §4).
+    const h = b.health;
+    const healthText = h ? `health ${h.result}${h.status ? ' ' + h.status : ''} (${h.role}) ${fmtTime(h.at)}` : '';
+    if (h) { title += `; ${healthText}${h.error ? ': ' + h.error : ''}`; data.health = h.result; }
     return el('td', { className: `cell state-${b.state}`, title, dataset: data },
       el('span', { className: 'cell-state' }, `${st.symbol} ${st.label}`),
       el('span', { className: 'cell-meta' }, `${b.source} · ${b.mode}`),
       b.retry_after_until ? el('span', { className: 'cell-retry-after', dataset: { retryAfter: b.retry_after_until } },
         `Retry-After until ${new Date(b.retry_after_until).toISOString().substring(11, 19)}Z`) : null,
       conf ? el('span', { className: `cell-confirm confirm-${conf.cls}` }, conf.text) : null,
+      h ? el('span', { className: 'cell-meta cell-health' }, healthText) : null,
       b.ramp ? rampPlot(b.ramp) : null);
   }
 

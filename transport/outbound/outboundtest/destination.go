@@ -58,7 +58,9 @@ const (
 	KindStart    Kind = "start"
 	KindCancel   Kind = "cancel"
 	KindCallback Kind = "callback"
-	KindOther    Kind = "other"
+	// KindHealth is a GET of HealthURL (an active health check).
+	KindHealth Kind = "health"
+	KindOther  Kind = "other"
 )
 
 // maxRecordedBody bounds each recorded body; maxSlow bounds a slow request.
@@ -148,6 +150,10 @@ func (d *Destination) Addr() string { return d.addr }
 
 // NexusURL is the base URL of the Nexus endpoint (service Service).
 func (d *Destination) NexusURL() string { return "http://" + d.addr + "/nexus" }
+
+// HealthURL is the destination's health check: 200 in ModeUp, the mode's
+// failure otherwise.
+func (d *Destination) HealthURL() string { return "http://" + d.addr + "/health" }
 
 // CallbackURL is a URL accepting completion callbacks and raw POSTs.
 func (d *Destination) CallbackURL() string { return "http://" + d.addr + "/callback" }
@@ -375,6 +381,8 @@ func (d *Destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/nexus/"):
 			http.StripPrefix("/nexus", d.nexus).ServeHTTP(sw, r)
+		case r.URL.Path == "/health":
+			sw.WriteHeader(http.StatusOK)
 		case r.URL.Path == "/callback" || strings.HasPrefix(r.URL.Path, "/callback/"):
 			if r.Method != http.MethodPost {
 				writeFailure(sw, http.StatusMethodNotAllowed, "POST only")
@@ -421,6 +429,8 @@ func describe(r *http.Request, body []byte) Call {
 		case len(parts) == 3 && parts[2] == "cancel":
 			c.Kind = KindCancel
 		}
+	} else if r.URL.Path == "/health" {
+		c.Kind = KindHealth
 	} else if strings.HasPrefix(r.URL.Path, "/callback") {
 		c.Kind = KindCallback
 		c.State = r.Header.Get("Nexus-Operation-State")

@@ -1,0 +1,82 @@
+package breakerpool
+
+import (
+	"testing"
+	"time"
+)
+
+func TestExtendOpen(t *testing.T) {
+	p := newTestPool(t, fastSettings(), Config{})
+	b := p.Get(keyA)
+	if b.ExtendOpen(time.Second) {
+		t.Fatal("extended a closed breaker")
+	}
+	wantStatus(t, b, closed, SourceLocal, ModeAuto)
+
+	b.OpenFor(50*time.Millisecond, SourceHint)
+	if !b.ExtendOpen(time.Hour) {
+		t.Fatal("did not extend an open breaker")
+	}
+	st := wantStatus(t, b, open, SourceHint, ModeAuto) // source unchanged
+	if st.OpenRemaining < 59*time.Minute {
+		t.Fatalf("open remaining %v", st.OpenRemaining)
+	}
+	if !b.ExtendOpen(time.Millisecond) || b.Status().OpenRemaining < 59*time.Minute {
+		t.Fatal("shortened")
+	}
+
+	// Half-open and operator-forced opens are left alone.
+	b2 := p.Get(keyB)
+	b2.OpenFor(time.Hour, SourceHint)
+	b2.ProbeNow(SourceHealth)
+	wantStatus(t, b2, half, SourceHealth, ModeAuto)
+	if b2.ExtendOpen(time.Hour) {
+		t.Fatal("extended a half-open breaker")
+	}
+	wantStatus(t, b2, half, SourceHealth, ModeAuto)
+	b3 := p.Get(Key{TaskGroup: "g", NamespaceID: "ns", Destination: "forced"})
+	b3.OpenFor(time.Minute, SourceOperator)
+	if b3.ExtendOpen(time.Hour) || b3.Status().OpenRemaining > time.Minute {
+		t.Fatal("extended an operator's open")
+	}
+}
+
+func TestSettleHalfOpen(t *testing.T) {
+	p := newTestPool(t, fastSettings(), Config{})
+
+	// Healthy: a half-open breaker nobody called closes.
+	b := p.Get(keyA)
+	b.OpenFor(time.Hour, SourceHint)
+	b.ProbeNow(SourceHealth)
+	gen := b.Generation()
+	if b.SettleHalfOpen(gen-1, true, 0) {
+		t.Fatal("settled at a stale generation")
+	}
+	if !b.SettleHalfOpen(gen, true, 0) {
+		t.Fatal("did not settle")
+	}
+	wantStatus(t, b, closed, SourceLocal, ModeAuto)
+	if b.SettleHalfOpen(b.Generation(), false, time.Second) {
+		t.Fatal("settled a closed breaker")
+	}
+	mustCall(t, b, true)
+
+	// Unhealthy: it reopens for the given period; a probe admitted before
+	// resolves into the old epoch and is ignored.
+	b2 := p.Get(keyB)
+	b2.OpenFor(time.Hour, SourceHint)
+	b2.ProbeNow(SourceHealth)
+	done, err := b2.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b2.SettleHalfOpen(b2.Generation(), false, time.Minute) {
+		t.Fatal("did not settle")
+	}
+	st := wantStatus(t, b2, open, SourceLocal, ModeAuto)
+	if st.OpenRemaining < 50*time.Second || st.OpenRemaining > time.Minute {
+		t.Fatalf("open remaining %v", st.OpenRemaining)
+	}
+	done(true)
+	wantStatus(t, b2, open, SourceLocal, ModeAuto)
+}

@@ -1,0 +1,221 @@
+package healthprobe
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sony/gobreaker/v2"
+	"go.uber.org/goleak"
+
+	"fusebox/breakerpool"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var key = breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: "ns", Destination: "ep"}
+
+// healthServer is a real destination whose /health answers healthy or 503,
+// counting calls.
+type healthServer struct {
+	*httptest.Server
+	healthy atomic.Bool
+	calls   atomic.Int64
+}
+
+func newHealthServer(t *testing.T) *healthServer {
+	h := &healthServer{}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.calls.Add(1)
+		if h.healthy.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+type fixture struct {
+	pool   *breakerpool.Pool
+	prober *Prober
+	reg    *prometheus.Registry
+	srv    *healthServer
+	owner  atomic.Value // string
+}
+
+// newFixture is a real pool (Timeout 100ms, no jitter) feeding a prober
+// whose key has a health check against a real server (interval 200ms).
+func newFixture(t *testing.T, cfg Config, allow func(context.Context, breakerpool.Key, string) error) *fixture {
+	t.Helper()
+	f := &fixture{srv: newHealthServer(t), reg: prometheus.NewRegistry()}
+	f.owner.Store("n1")
+	s := breakerpool.DefaultSettings()
+	s.Timeout = breakerpool.Duration(100 * time.Millisecond)
+	src, err := breakerpool.NewStaticSource(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fwd atomic.Pointer[Prober]
+	pool, err := breakerpool.New(breakerpool.Config{DisableJitter: true, Observer: func(tr breakerpool.Transition) {
+		if p := fwd.Load(); p != nil {
+			p.Observe(tr)
+		}
+	}}, src, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Start()
+	t.Cleanup(pool.Close)
+	check := Check{URL: f.srv.URL + "/health", Interval: 200 * time.Millisecond, Timeout: 100 * time.Millisecond, HealthyStatus: 200}
+	cfg.NodeID = "n1"
+	cfg.Registerer = f.reg
+	p, err := New(cfg, Deps{
+		Pool:   pool,
+		Checks: func(k breakerpool.Key) (Check, bool) { return check, k == key },
+		Owner:  func(breakerpool.Key) string { return f.owner.Load().(string) },
+		Allow:  allow,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd.Store(p)
+	p.Start()
+	t.Cleanup(p.Close)
+	f.pool, f.prober = pool, p
+	return f
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (f *fixture) checks(role, result string) float64 {
+	return testutil.ToFloat64(f.prober.met.checks.WithLabelValues(role, result))
+}
+
+// The owner keeps an open breaker open (no half-open probe with a real
+// call) while the health check fails, far past the breaker's own 100ms
+// Timeout; once it passes, the breaker goes half-open (source health) and
+// a real call closes it.
+func TestOwnerHoldsOpenUntilHealthy(t *testing.T) {
+	f := newFixture(t, Config{}, nil)
+	b := f.pool.Get(key)
+	b.OpenFor(100*time.Millisecond, breakerpool.SourceLocal)
+	waitFor(t, "three failed health checks", func() bool { return f.checks(RoleOwner, ResultFail) >= 3 })
+	if st := b.Status(); st.State != gobreaker.StateOpen {
+		t.Fatalf("breaker %v after 3 failed health checks, want open", st.State)
+	}
+	if r, ok := f.prober.Last(key); !ok || r.Result != ResultFail || r.Status != 503 || r.Role != RoleOwner {
+		t.Fatalf("last result %+v", r)
+	}
+	f.srv.healthy.Store(true)
+	waitFor(t, "half-open after a passed check", func() bool { return b.State() == gobreaker.StateHalfOpen })
+	if st := b.Status(); st.Source != breakerpool.SourceHealth {
+		t.Fatalf("half-open source %v", st.Source)
+	}
+	done, err := b.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(true)
+	if b.State() != gobreaker.StateClosed {
+		t.Fatalf("state %v after the probe passed", b.State())
+	}
+}
+
+// A half-open breaker that no call resolves does not stay stuck: one
+// interval later a passing health check closes it, a failing one reopens it.
+func TestHalfOpenWithoutTrafficSettles(t *testing.T) {
+	f := newFixture(t, Config{}, nil)
+	f.srv.healthy.Store(true)
+	b := f.pool.Get(key)
+	b.OpenFor(time.Hour, breakerpool.SourceHint)
+	b.ProbeNow(breakerpool.SourceHint) // a warm start no task follows
+	waitFor(t, "closed by a settling check", func() bool { return b.State() == gobreaker.StateClosed })
+	if f.checks(RoleSettle, ResultPass) != 1 {
+		t.Fatalf("settle passes %v", f.checks(RoleSettle, ResultPass))
+	}
+
+	f.srv.healthy.Store(false)
+	b.OpenFor(time.Hour, breakerpool.SourceHint)
+	b.ProbeNow(breakerpool.SourceHint)
+	waitFor(t, "reopened by a failing settling check", func() bool { return f.checks(RoleSettle, ResultFail) >= 1 })
+	if st := b.Status(); st.State != gobreaker.StateOpen || st.Source != breakerpool.SourceLocal {
+		t.Fatalf("status %v/%v, want open/local", st.State, st.Source)
+	}
+}
+
+// A node that is not the probe owner makes no health call before its
+// fallback (FallbackIntervals intervals), and holds the breaker open
+// meanwhile; becoming the owner starts the interval calls.
+func TestNonOwnerWaitsForFallback(t *testing.T) {
+	f := newFixture(t, Config{FallbackIntervals: 4}, nil)
+	f.owner.Store("n2")
+	b := f.pool.Get(key)
+	b.OpenFor(100*time.Millisecond, breakerpool.SourceLocal)
+	start := time.Now()
+	waitFor(t, "a fallback check", func() bool { return f.checks(RoleFallback, ResultFail) >= 1 })
+	if el := time.Since(start); el < 4*200*time.Millisecond {
+		t.Fatalf("fallback check after %v, before 4 intervals", el)
+	}
+	if f.srv.calls.Load() != 1 || b.State() != gobreaker.StateOpen {
+		t.Fatalf("calls %d, state %v", f.srv.calls.Load(), b.State())
+	}
+	f.owner.Store("n1")
+	waitFor(t, "owner checks", func() bool { return f.checks(RoleOwner, ResultFail) >= 2 })
+}
+
+// A health URL the allowlist refuses is never called and counts as a
+// failed check: the breaker stays open on its lease.
+func TestRefusedByAllowlist(t *testing.T) {
+	f := newFixture(t, Config{}, func(context.Context, breakerpool.Key, string) error {
+		return errors.New("not in the allowlist")
+	})
+	f.srv.healthy.Store(true)
+	b := f.pool.Get(key)
+	b.OpenFor(100*time.Millisecond, breakerpool.SourceLocal)
+	waitFor(t, "refused checks", func() bool { return f.checks(RoleOwner, ResultRefused) >= 2 })
+	if f.srv.calls.Load() != 0 || b.State() != gobreaker.StateOpen {
+		t.Fatalf("calls %d, state %v", f.srv.calls.Load(), b.State())
+	}
+}
+
+// The lease is what holds the breaker: a prober that stops leaves it to its
+// own open timer, so it probes with a real call again (never stuck open).
+func TestStoppedProberLeavesBreakerToItsTimer(t *testing.T) {
+	f := newFixture(t, Config{}, nil)
+	b := f.pool.Get(key)
+	b.OpenFor(100*time.Millisecond, breakerpool.SourceLocal)
+	waitFor(t, "a failed check", func() bool { return f.checks(RoleOwner, ResultFail) >= 1 })
+	f.prober.Close()
+	waitFor(t, "half-open on its own timer", func() bool { return b.State() == gobreaker.StateHalfOpen })
+	if st := b.Status(); st.Source != breakerpool.SourceLocal {
+		t.Fatalf("source %v", st.Source)
+	}
+}
+
+// Operator-forced opens are left alone: no call, no extension.
+func TestForcedOpenIgnored(t *testing.T) {
+	f := newFixture(t, Config{}, nil)
+	b := f.pool.Get(key)
+	b.OpenFor(300*time.Millisecond, breakerpool.SourceOperator)
+	waitFor(t, "the forced period to end", func() bool { return b.State() == gobreaker.StateHalfOpen })
+	if f.srv.calls.Load() != 0 {
+		t.Fatalf("%d health calls on a forced open", f.srv.calls.Load())
+	}
+}
