@@ -124,7 +124,8 @@ type PutEndpointCommand struct {
 	URL         string `json:"url"`
 	Description string `json:"description,omitempty"`
 	// Health is optional; the proposer validates and canonicalises it
-	// (ValidateEndpointHealth). Older builds ignore the field.
+	// (ValidateEndpointHealth), and proposes it only once every server is
+	// at LogVersionEndpointHealth (a build before it ignores the field).
 	Health *EndpointHealth `json:"health,omitempty"`
 }
 

@@ -91,6 +91,26 @@ func (s *Store) clusterKnows(lv int) bool {
 	return err == nil && v.LogVersion >= lv
 }
 
+// requireLogVersion refuses (upgrade_pending, naming field) a write that
+// uses a field of an existing command type introduced at log version lv
+// while some server is below it: that server's build would apply the entry
+// without the field and the replicas would disagree.
+func (s *Store) requireLogVersion(lv int, field string) *Error {
+	if lv > s.cfg.LogVersion {
+		return invalidArg(field, "%s needs log version %d; this node's build is at %d", field, lv, s.cfg.LogVersion)
+	}
+	v, err := s.ClusterLogVersion()
+	if err != nil {
+		return AsError(err)
+	}
+	if v.LogVersion < lv {
+		return &Error{Code: CodeUpgradePending, Field: field, Message: fmt.Sprintf(
+			"%s needs log version %d on every server, and the cluster is at log version %d (behind: %s); upgrade every server first",
+			field, lv, v.LogVersion, strings.Join(v.Behind, ", "))}
+	}
+	return nil
+}
+
 // checkGate refuses, before proposing, a command this build does not know
 // (unless ignorable) and one newer than the cluster's log version.
 func (s *Store) checkGate(t MessageType) *Error {

@@ -53,4 +53,17 @@ func TestVersionGateHoldsNewCommandsForAnOlderServer(t *testing.T) {
 			t.Fatalf("%s halted: %v", id, s.HaltErr())
 		}
 	}
+
+	// A field newer than n3's build (an endpoint's health check) is
+	// refused before proposing, naming the field; the endpoint without it
+	// is written.
+	ep := PutEndpointCommand{CommandMeta: CommandMeta{Author: "t"}, Name: "ep", URL: "http://127.0.0.1:1/nexus",
+		Health: &EndpointHealth{URL: "http://127.0.0.1:1/health"}}
+	if _, err := c.nodes["n1"].PutEndpoint(ctx, ep); !errors.As(err, &e) || e.Code != CodeUpgradePending || e.Field != "health" {
+		t.Fatalf("an endpoint with a health check while n3 is behind: %v, want upgrade_pending naming health", err)
+	}
+	ep.Health = nil
+	if _, err := c.nodes["n1"].PutEndpoint(ctx, ep); err != nil {
+		t.Fatalf("the endpoint without a health check: %v", err)
+	}
 }

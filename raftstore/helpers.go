@@ -54,6 +54,9 @@ func (s *Store) PutEndpoint(ctx context.Context, c PutEndpointCommand) (Endpoint
 			return Endpoint{}, err
 		}
 		c.Health = &h
+		if err := s.requireLogVersion(LogVersionEndpointHealth, "health"); err != nil {
+			return Endpoint{}, err
+		}
 	}
 	e, _, err := applyTyped[Endpoint](ctx, s, MsgPutEndpoint, c, c.RequestID)
 	return e, err

@@ -19,8 +19,13 @@ const (
 	// LogVersionConfigValue adds set_config_value (32): a config value the
 	// proposer validated and canonicalised, applied without the key registry.
 	LogVersionConfigValue = 2
+	// LogVersionEndpointHealth adds an endpoint's optional health check to
+	// put_endpoint (3): no new type, but a build before it would drop the
+	// field on apply and replicas would disagree, so the proposer refuses a
+	// put_endpoint with health (upgrade_pending) below this version.
+	LogVersionEndpointHealth = 3
 	// LogVersion is the newest log version this build knows.
-	LogVersion = LogVersionConfigValue
+	LogVersion = LogVersionEndpointHealth
 )
 
 // logVersionStamp, set with -ldflags "-X fusebox/raftstore.logVersionStamp=N",
