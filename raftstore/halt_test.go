@@ -1,8 +1,8 @@
 package raftstore
 
 import (
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
