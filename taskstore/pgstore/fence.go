@@ -129,6 +129,7 @@ WHERE t.id = r.id AND t.shard = $1 AND t.status = 'pending'`,
 		return err
 	})
 	if err == nil {
+		s.pending.drop()
 		s.notify()
 	}
 	return err
