@@ -41,6 +41,7 @@ type Node struct {
 	queueFwd queueForwarder // breaker closes → the queue releases blocked tasks (queue.go)
 	uiRec    *ui.Recorder   // recent breaker transitions for the status page
 	store    *raftstore.Store
+	pg       *pgTasks // the postgres task store; nil with --task-store raft (pgtasks.go)
 	shards   *ownership.Manager
 	deliver  *deliveries
 	api      *transport.Server
@@ -155,9 +156,18 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.reg, n.log.With("component", "hints")); err != nil {
 		return fmt.Errorf("hints: %w", err)
 	}
-	n.store.OnLeader(func(ctx context.Context) {
-		n.store.RunTaskCollector(ctx, time.Minute, TaskRetention(n.config))
-	})
+	if cfg.UsesPostgres() {
+		if n.pg, err = n.openPostgres(); err != nil {
+			return fmt.Errorf("--postgres-url: %w", err)
+		}
+		n.store.OnLeader(func(ctx context.Context) {
+			n.pg.store.RunCollector(ctx, time.Minute, TaskRetention(n.config))
+		})
+	} else {
+		n.store.OnLeader(func(ctx context.Context) {
+			n.store.RunTaskCollector(ctx, time.Minute, TaskRetention(n.config))
+		})
+	}
 	if n.shards, err = n.startShards(); err != nil {
 		return fmt.Errorf("shards: %w", err)
 	}
@@ -187,7 +197,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Breakers: n.pool,
 		Ramps:    apiRamps{n.deliver.queue},
 		Confirm:  confirmAPI{n.hints},
-		Tasks:    n.newTaskAPI(policy),
+		Tasks:    n.taskService(policy),
 		Shards:   n.shards,
 		Ops:      opsAPI{n},
 		Peers:    peers,
@@ -222,6 +232,9 @@ func (n *Node) ready() (bool, map[string]any) {
 	hintsReadyDetail(n.hints, detail)
 	ready := n.members.Joined() && leader != "" && st.AppliedIndex > 0
 	ready = shardsReady(n.shards, detail) && ready
+	if n.pg != nil {
+		ready = n.pg.readyDetail(detail) && ready
+	}
 	if err := n.store.HaltErr(); err != nil {
 		// Fail-stop: the state stops at the unknown entry; never ready.
 		detail["halted"] = err.Error()
@@ -301,6 +314,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if n.store != nil {
 			errs = append(errs, n.store.Close())
 		}
+		n.pg.close()
 		if n.pool != nil {
 			n.pool.Close()
 		}
@@ -343,6 +357,7 @@ func (n *Node) crash() {
 		if n.store != nil {
 			_ = n.store.Close()
 		}
+		n.pg.close()
 		if n.pool != nil {
 			n.pool.Close()
 		}

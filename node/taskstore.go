@@ -124,6 +124,15 @@ func (n *Node) newTaskAPI(policy *outbound.Policy) *TaskAPI {
 	return &TaskAPI{Store: n.store, config: n.config, disk: disk, Policy: policy}
 }
 
+// taskService is the API's task service on the node's task store.
+func (n *Node) taskService(policy *outbound.Policy) transport.TaskService {
+	api := n.newTaskAPI(policy)
+	if n.pg != nil {
+		return pgTaskAPI{TaskAPI: api, pg: n.pg}
+	}
+	return api
+}
+
 // SubmitLimits are fusebox.tasks.maxDestinationBacklog for (namespace,
 // destination), most specific wins, and fusebox.tasks.maxPendingTasks; 0:
 // no limit. fusebox.tasks.maxShardBacklog is retired (no effect).

@@ -214,7 +214,12 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-var dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+var (
+	dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+	// urlPassword is the user:password@ of a URL url.Parse refused (a bad
+	// port, say), so an error about it still hides the password.
+	urlPassword = regexp.MustCompile(`(://[^:/@]*:)[^@]*@`)
+)
 
 // RedactURL hides the password of a postgres URL or key=value DSN, for
 // logs, errors and status reads.
@@ -227,7 +232,7 @@ func RedactURL(raw string) string {
 		}
 		return u.Redacted()
 	}
-	return dsnPassword.ReplaceAllString(raw, "${1}xxxxx")
+	return dsnPassword.ReplaceAllString(urlPassword.ReplaceAllString(raw, "${1}xxxxx@"), "${1}xxxxx")
 }
 
 // micro rounds t to PostgreSQL's timestamp precision, so what is read back
