@@ -182,3 +182,11 @@ func (s *Store) RunCollector(ctx context.Context, interval time.Duration, retent
 		}
 	}
 }
+
+// CountStatus is how many of the tasks ids have status (benchmarks and
+// tests waiting for a batch to finish).
+func (s *Store) CountStatus(ctx context.Context, ids []string, status string) (int, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM fusebox_tasks WHERE id = ANY($1::text[]) AND status = $2`, ids, status).Scan(&n)
+	return int(n), err
+}
