@@ -31,17 +31,35 @@ func waitNodeReady(t *testing.T, n *testNode) {
 	waitFor(t, 30*time.Second, "shards placed", func() bool { return shardsSettled(t, []*Node{n.Node}) })
 }
 
-// The delivery path on the postgres store, through the API: a submit is
-// delivered to a real receiver and reads back succeeded; a task the
-// allowlist refuses at its attempt is dead-lettered, listed in the DLQ and
-// delivered after a redrive; the destination backlog limit refuses with a
-// 429 naming the key while another destination is accepted.
-func TestPostgresDeliveryDLQRedriveLimits(t *testing.T) {
-	n := pgNode(t, pgtest.NewDatabase(t))
-	waitNodeReady(t, n)
-	if _, detail := n.ready(); detail["task_store"] != TaskStorePostgres {
-		t.Fatalf("readyz detail %v does not name the task store", detail)
-	}
+// The delivery path through the API, the same on both task stores: a
+// submit is delivered to a real receiver and reads back succeeded (a
+// resubmit is its duplicate); a task the allowlist refuses at its attempt
+// is dead-lettered, listed in the DLQ and delivered after a redrive; the
+// destination backlog limit refuses with a 429 naming the key while
+// another destination is accepted. On postgres the task is in the
+// database and not in Raft.
+func TestTaskAPIOnBothStores(t *testing.T) {
+	t.Run(TaskStoreRaft, func(t *testing.T) {
+		cfg := testConfig(t, "r1", 1, nil)
+		n := startNode(t, cfg)
+		waitNodeReady(t, n)
+		testTaskAPI(t, n)
+	})
+	t.Run(TaskStorePostgres, func(t *testing.T) {
+		n := pgNode(t, pgtest.NewDatabase(t))
+		waitNodeReady(t, n)
+		if _, detail := n.ready(); detail["task_store"] != TaskStorePostgres {
+			t.Fatalf("readyz detail %v does not name the task store", detail)
+		}
+		id := testTaskAPI(t, n)
+		if _, err := pgtestStoreRow(t, n, id); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// testTaskAPI runs the API sequence on n and returns the first task's id.
+func testTaskAPI(t *testing.T, n *testNode) string {
 	const ns = "ns-pg"
 	dest := outboundtest.NewDestination(t)
 	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
@@ -63,9 +81,7 @@ func TestPostgresDeliveryDLQRedriveLimits(t *testing.T) {
 	if err != nil || !again.Duplicate || again.TaskID != acc.TaskID {
 		t.Fatalf("resubmit = %+v, %v; want a duplicate of %s", again, err, acc.TaskID)
 	}
-	if _, err := pgtestStoreRow(t, n, acc.TaskID); err != nil {
-		t.Fatal(err)
-	}
+	firstID := acc.TaskID
 
 	// DLQ and redrive.
 	if err := dest.SetMode(outboundtest.ModeRefuse); err != nil {
@@ -112,6 +128,7 @@ func TestPostgresDeliveryDLQRedriveLimits(t *testing.T) {
 	if err != nil || len(list.Tasks) == 0 {
 		t.Fatalf("pending listing = %+v, %v", list, err)
 	}
+	return firstID
 }
 
 // pgtestStoreRow reads a task straight from the node's database, to show

@@ -74,7 +74,7 @@ func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(id stri
 WHERE shard = $1 AND status = 'pending' AND next_attempt_at <= $2 AND (next_attempt_at, id) > ($3, $4)
 ORDER BY next_attempt_at, id LIMIT $5`, shard, micro(now), afterAt, afterID, limit)
 		if err != nil {
-			s.log.Warn("due read failed", "shard", shard, "err", err)
+			s.readFailed("due", shard, err)
 			return out, time.Time{}, false
 		}
 		got := 0
@@ -82,7 +82,7 @@ ORDER BY next_attempt_at, id LIMIT $5`, shard, micro(now), afterAt, afterID, lim
 			t, err := scanTask(rows)
 			if err != nil {
 				rows.Close()
-				s.log.Warn("due read failed", "shard", shard, "err", err)
+				s.readFailed("due", shard, err)
 				return out, time.Time{}, false
 			}
 			got++
@@ -148,7 +148,7 @@ WHERE shard = $1 AND status = 'pending' AND blocked > 0 AND task_group = $2 AND 
     AND `+destExpr+` = $4 AND (next_attempt_at, id) > ($5, $6)
 ORDER BY next_attempt_at, id LIMIT $7`, shard, k.TaskGroup, k.NamespaceID, k.Destination, afterAt, afterID, limit)
 		if err != nil {
-			s.log.Warn("blocked read failed", "shard", shard, "err", err)
+			s.readFailed("blocked", shard, err)
 			return out, last, false
 		}
 		got := 0
@@ -156,7 +156,7 @@ ORDER BY next_attempt_at, id LIMIT $7`, shard, k.TaskGroup, k.NamespaceID, k.Des
 			t, err := scanTask(rows)
 			if err != nil {
 				rows.Close()
-				s.log.Warn("blocked read failed", "shard", shard, "err", err)
+				s.readFailed("blocked", shard, err)
 				return out, last, false
 			}
 			got++
@@ -178,4 +178,16 @@ ORDER BY next_attempt_at, id LIMIT $7`, shard, k.TaskGroup, k.NamespaceID, k.Des
 			return out, last, false
 		}
 	}
+}
+
+// readFailed logs a failed read of the queue's, at most once every 5 s
+// (every reader of every shard fails alike while the database is down,
+// several times a second), counting the ones not logged.
+func (s *Store) readFailed(what string, shard int, err error) {
+	n := s.readFails.Add(1)
+	s.readWarn.Do(func() {
+		s.log.Warn(what+" read failed; the reader tries again at its next wake-up", "shard", shard, "err", err,
+			"failed_reads_since_last_log", n)
+		s.readFails.Store(0)
+	})
 }

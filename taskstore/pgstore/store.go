@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/time/rate"
 )
 
 // Config configures a Store. URL is required.
@@ -52,6 +53,9 @@ type Store struct {
 	initMu  sync.Mutex
 	ready   atomic.Bool
 	pending pendingCache // limits.go
+
+	readWarn  rate.Sometimes // readFailed (reads.go)
+	readFails atomic.Int64
 
 	stop chan struct{}
 	done chan struct{}
@@ -102,7 +106,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	s := &Store{cfg: cfg, pool: pool, log: cfg.Logger, subs: make(map[chan struct{}]struct{}),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), readWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second}}
 	go s.poll()
 	return s, nil
 }
