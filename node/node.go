@@ -41,11 +41,14 @@ type Node struct {
 	queueFwd queueForwarder // breaker closes → the queue releases blocked tasks (queue.go)
 	uiRec    *ui.Recorder   // recent breaker transitions for the status page
 	store    *raftstore.Store
-	pg       *pgTasks // the postgres task store; nil with --task-store raft (pgtasks.go)
 	shards   *ownership.Manager
 	deliver  *deliveries
 	api      *transport.Server
 	tokens   *authtoken.Store // the API tokens in force (nil set: no authorisation)
+
+	// pg is the postgres task store; nil with --task-store raft
+	// (pgtasks.go).
+	pg *pgTasks
 
 	tls       *tlsutil.Holder // nil without TLS (tls.go)
 	peerHC    *http.Client    // node-to-node HTTPS client (tls.go)
@@ -197,7 +200,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Breakers: n.pool,
 		Ramps:    apiRamps{n.deliver.queue},
 		Confirm:  confirmAPI{n.hints},
-		Tasks:    n.taskService(policy),
+		Tasks:    n.newTaskAPI(policy),
 		Shards:   n.shards,
 		Ops:      opsAPI{n},
 		Peers:    peers,
