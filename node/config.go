@@ -7,8 +7,12 @@ package node
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"fusebox/taskstore/pgstore"
 	"fusebox/transport"
 )
 
@@ -72,6 +76,53 @@ type Config struct {
 	// log rejoin as a new member that copies the state from the leader,
 	// instead of refusing to start (raftstore.Config.RejoinEmpty).
 	RejoinEmpty bool
+	// TaskStore is --task-store: "raft" (the default, also when empty:
+	// tasks in the replicated Raft state) or "postgres" (tasks, attempts,
+	// results and the DLQ in PostgreSQL at PostgresURL; Raft keeps the
+	// control plane).
+	TaskStore string
+	// PostgresURL is --postgres-url (or FUSEBOX_POSTGRES_URL), a
+	// postgres:// URL; its password is a secret: never logged, redacted
+	// by Redacted and in every error (pgstore.RedactURL).
+	PostgresURL string
+}
+
+// Redacted is c with its secrets hidden, for logs and dumps.
+func (c Config) Redacted() Config {
+	if c.PostgresURL != "" {
+		c.PostgresURL = pgstore.RedactURL(c.PostgresURL)
+	}
+	if c.AdminToken != "" {
+		c.AdminToken = "xxxxx"
+	}
+	c.GossipKeys = nil
+	return c
+}
+
+// UsesPostgres reports whether tasks live in PostgreSQL.
+func (c *Config) UsesPostgres() bool { return c.TaskStore == TaskStorePostgres }
+
+func (c *Config) validateTaskStore() error {
+	switch c.TaskStore {
+	case "", TaskStoreRaft:
+		if c.PostgresURL != "" {
+			return fmt.Errorf("--postgres-url: set, but --task-store is raft (want --task-store postgres, or unset FUSEBOX_POSTGRES_URL)")
+		}
+	case TaskStorePostgres:
+		if c.PostgresURL == "" {
+			return fmt.Errorf("--postgres-url: required with --task-store postgres (postgres://user:password@host:5432/db; prefer FUSEBOX_POSTGRES_URL, so the password is not on the command line)")
+		}
+		u, err := url.Parse(c.PostgresURL)
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+			return fmt.Errorf("--postgres-url %s: want postgres://[user[:password]@]host[:port]/database", pgstore.RedactURL(c.PostgresURL))
+		}
+		if _, err := pgxpool.ParseConfig(c.PostgresURL); err != nil {
+			return fmt.Errorf("--postgres-url %s: not a valid PostgreSQL connection URL", pgstore.RedactURL(c.PostgresURL))
+		}
+	default:
+		return fmt.Errorf("--task-store %q: want raft or postgres", c.TaskStore)
+	}
+	return nil
 }
 
 var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
@@ -108,6 +159,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HTTPLimits.BodyTimeout < 0 {
 		return fmt.Errorf("--http-body-timeout %v: must not be negative", c.HTTPLimits.BodyTimeout)
+	}
+	if err := c.validateTaskStore(); err != nil {
+		return err
 	}
 	switch c.Timing {
 	case "lan", "fast":

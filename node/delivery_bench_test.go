@@ -45,6 +45,12 @@ func startBenchCluster(tb, owner testing.TB, shards int) *benchCluster {
 
 // startBenchClusterTiming is startBenchCluster with a timing preset.
 func startBenchClusterTiming(tb, owner testing.TB, shards int, timing string) *benchCluster {
+	return startBenchClusterWith(tb, owner, shards, timing, nil)
+}
+
+// startBenchClusterWith is startBenchClusterTiming with mutate applied to
+// every node's config (the postgres task store).
+func startBenchClusterWith(tb, owner testing.TB, shards int, timing string, mutate func(*Config)) *benchCluster {
 	tb.Helper()
 	dir := owner.TempDir()
 	bc := &benchCluster{}
@@ -60,6 +66,9 @@ func startBenchClusterTiming(tb, owner testing.TB, shards int, timing string) *b
 		id := fmt.Sprintf("n%d", i)
 		cfg := Config{NodeID: id, DataDir: filepath.Join(dir, id), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0",
 			Join: join, BootstrapExpect: 3, Shards: shards, Timing: timing, Version: "bench"}
+		if mutate != nil {
+			mutate(&cfg)
+		}
 		n, err := New(cfg, testLogger(nil))
 		if err != nil {
 			tb.Fatal(err)
@@ -117,6 +126,10 @@ func (bc *benchCluster) setConfig(tb testing.TB, key, destination, value string)
 // replica. It walks ids in order, so the total work is O(len(ids) + polls).
 func (bc *benchCluster) waitSucceeded(tb testing.TB, ids []string) {
 	tb.Helper()
+	if pg := bc.nodes[0].pg; pg != nil {
+		waitSucceededPG(tb, pg, ids)
+		return
+	}
 	store := bc.nodes[0].store
 	next := 0
 	waitUntil(tb, deliverybench.Deadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() bool {

@@ -49,6 +49,10 @@ type Node struct {
 	api       *transport.Server
 	tokens    *authtoken.Store // the API tokens in force (nil set: no authorisation)
 
+	// pg is the postgres task store; nil with --task-store raft
+	// (pgtasks.go).
+	pg *pgTasks
+
 	tls       *tlsutil.Holder // nil without TLS (tls.go)
 	peerHC    *http.Client    // node-to-node HTTPS client (tls.go)
 	reloadMu  sync.Mutex      // Reload (reload.go)
@@ -159,9 +163,18 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.hasHealthCheck, n.reg, n.log.With("component", "hints")); err != nil {
 		return fmt.Errorf("hints: %w", err)
 	}
-	n.store.OnLeader(func(ctx context.Context) {
-		n.store.RunTaskCollector(ctx, time.Minute, TaskRetention(n.config))
-	})
+	if cfg.UsesPostgres() {
+		if n.pg, err = n.openPostgres(); err != nil {
+			return fmt.Errorf("--postgres-url: %w", err)
+		}
+		n.store.OnLeader(func(ctx context.Context) {
+			n.pg.store.RunCollector(ctx, time.Minute, TaskRetention(n.config))
+		})
+	} else {
+		n.store.OnLeader(func(ctx context.Context) {
+			n.store.RunTaskCollector(ctx, time.Minute, TaskRetention(n.config))
+		})
+	}
 	if n.shards, err = n.startShards(); err != nil {
 		return fmt.Errorf("shards: %w", err)
 	}
@@ -230,6 +243,9 @@ func (n *Node) ready() (bool, map[string]any) {
 	hintsReadyDetail(n.hints, detail)
 	ready := n.members.Joined() && leader != "" && st.AppliedIndex > 0
 	ready = shardsReady(n.shards, detail) && ready
+	if n.pg != nil {
+		ready = n.pg.readyDetail(detail) && ready
+	}
 	if err := n.store.HaltErr(); err != nil {
 		// Fail-stop: the state stops at the unknown entry; never ready.
 		detail["halted"] = err.Error()
@@ -310,6 +326,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if n.store != nil {
 			errs = append(errs, n.store.Close())
 		}
+		n.pg.close()
 		if n.pool != nil {
 			n.pool.Close()
 		}
@@ -353,6 +370,7 @@ func (n *Node) crash() {
 		if n.store != nil {
 			_ = n.store.Close()
 		}
+		n.pg.close()
 		if n.pool != nil {
 			n.pool.Close()
 		}

@@ -8,6 +8,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/queue"
+	"fusebox/taskstore/pgstore"
 	"fusebox/transport/outbound"
 )
 
@@ -66,8 +67,15 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *outbound.Policy) (
 	if err != nil {
 		return nil, err
 	}
+	var store queue.Store = NewTaskStore(n.store, n.cfg.NodeID)
+	if n.pg != nil {
+		// Every owner write is fenced in the database: a shard is read
+		// only once its epoch is acquired there (pgstore/DESIGN.md).
+		store = n.pg.store
+		owned = pgstore.NewFencedOwnership(owned, n.pg.store, n.cfg.NodeID, n.log.With("component", "pgstore"))
+	}
 	q, err := queue.New(queue.Config{NodeID: n.cfg.NodeID}, queue.Deps{
-		Store:      NewTaskStore(n.store, n.cfg.NodeID),
+		Store:      store,
 		Ownership:  owned,
 		Limits:     queue.DynamicLimits(n.config),
 		Breakers:   queue.PoolBreakers(n.pool),

@@ -33,6 +33,9 @@ func (n *Node) startShards() (*ownership.Manager, error) {
 // creation time, in Unix milliseconds, of its oldest pending task — every
 // task of the shard created before it is done (0: nothing pending).
 func (n *Node) shardStats(shard int) (backlog int, ackLevel uint64, ok bool) {
+	if n.pg != nil {
+		return n.pg.shardStats(shard)
+	}
 	backlog = n.store.TaskBacklog(shard)
 	if backlog > 0 {
 		if oldest, ok := n.store.OldestPendingTask(shard); ok {

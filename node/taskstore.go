@@ -114,14 +114,19 @@ func NewTaskAPI(store *raftstore.Store, config *dynconfig.Collection) *TaskAPI {
 	return &TaskAPI{Store: store, config: config}
 }
 
-// newTaskAPI is the node's task service: its data dir's free space is
+// newTaskAPI is the node's task service on its task store (with
+// --task-store postgres, pgTaskAPI over it): its data dir's free space is
 // checked against fusebox.tasks.minFreeDiskMB and exported as a metric.
-func (n *Node) newTaskAPI(policy *outbound.Policy) *TaskAPI {
+func (n *Node) newTaskAPI(policy *outbound.Policy) transport.TaskService {
 	disk := newDataDirSpace(n.cfg.DataDir)
 	if err := disk.register(n.reg); err != nil {
 		n.log.Warn("data dir free-space metric not registered", "err", err)
 	}
-	return &TaskAPI{Store: n.store, config: n.config, disk: disk, Policy: policy}
+	api := &TaskAPI{Store: n.store, config: n.config, disk: disk, Policy: policy}
+	if n.pg != nil {
+		return pgTaskAPI{TaskAPI: api, pg: n.pg}
+	}
+	return api
 }
 
 // SubmitLimits are fusebox.tasks.maxDestinationBacklog for (namespace,

@@ -30,6 +30,34 @@ func (s suiteStore) Task(_ context.Context, id string) (raftstore.Task, bool, er
 	return t, ok, nil
 }
 
+func (s suiteStore) ListTasksPage(_ context.Context, q raftstore.TaskQuery) ([]raftstore.Task, string, error) {
+	out, next := s.rs.ListTasksPage(q)
+	return out, next, nil
+}
+
+func (s suiteStore) Redrive(ctx context.Context, ids []string, all bool, at time.Time) (raftstore.RedriveOutcome, error) {
+	return s.rs.RedriveTasks(ctx, raftstore.RedriveTasksCommand{CommandMeta: raftstore.CommandMeta{At: at}, IDs: ids, All: all})
+}
+
+func (s suiteStore) DestinationBacklog(_ context.Context, namespace, destination string) int {
+	return s.rs.DestinationBacklog(namespace, destination)
+}
+
+func (s suiteStore) PendingTasks(context.Context) int { return s.rs.PendingTasks() }
+
+func (s suiteStore) ShardStats(_ context.Context, shard int) (int, time.Time, error) {
+	var oldest time.Time
+	if t, ok := s.rs.OldestPendingTask(shard); ok {
+		oldest = t.CreatedAt
+	}
+	return s.rs.TaskBacklog(shard), oldest, nil
+}
+
+func (s suiteStore) Collect(ctx context.Context, before time.Time, limit int) (int, bool, error) {
+	out, err := s.rs.CollectTasks(ctx, raftstore.CollectTasksCommand{Before: before, Limit: limit})
+	return out.Deleted, out.More, err
+}
+
 // TestRaftStoreSuite runs the shared task-store suite against the raft
 // store (the postgres store runs it in taskstore/pgstore).
 func TestRaftStoreSuite(t *testing.T) {

@@ -54,6 +54,19 @@ type TaskService interface {
 	CheckEndpointURL(ctx context.Context, rawURL string) error
 }
 
+// TaskReaderCtx and TaskListerCtx are what a TaskService over a remote
+// database (node's postgres task store) adds: reads that take the
+// request's context and can fail (a 503, not a 404 or an empty page). The
+// handlers use them when the service has them.
+type TaskReaderCtx interface {
+	TaskCtx(ctx context.Context, id string) (raftstore.Task, bool, error)
+}
+
+// TaskListerCtx: see TaskReaderCtx.
+type TaskListerCtx interface {
+	ListTasksPageCtx(ctx context.Context, q raftstore.TaskQuery) ([]raftstore.Task, string, error)
+}
+
 // Task API limits.
 const (
 	// MaxTaskListLimit bounds one page of a listing.
@@ -299,7 +312,16 @@ func (h *taskHandlers) waitApplied(ctx context.Context, index uint64) {
 }
 
 func (h *taskHandlers) get(w http.ResponseWriter, r *http.Request) error {
-	t, ok := h.svc.Task(r.PathValue("id"))
+	var t raftstore.Task
+	var ok bool
+	if rc, isCtx := h.svc.(TaskReaderCtx); isCtx {
+		var err error
+		if t, ok, err = rc.TaskCtx(r.Context(), r.PathValue("id")); err != nil {
+			return err
+		}
+	} else {
+		t, ok = h.svc.Task(r.PathValue("id"))
+	}
 	if !ok {
 		return Errorf(http.StatusNotFound, CodeNotFound, "no task %q (terminal tasks are collected after the retention period)", r.PathValue("id"))
 	}
@@ -325,8 +347,7 @@ func (h *taskHandlers) list(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return BadField("status", "want pending, blocked, succeeded, failed or dlq, got %q", st)
 	}
-	h.writeList(w, q)
-	return nil
+	return h.writeList(w, r, q)
 }
 
 func (h *taskHandlers) dlq(w http.ResponseWriter, r *http.Request) error {
@@ -335,8 +356,7 @@ func (h *taskHandlers) dlq(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q.Status = raftstore.TaskDLQ
-	h.writeList(w, q)
-	return nil
+	return h.writeList(w, r, q)
 }
 
 func listQuery(r *http.Request) (raftstore.TaskQuery, error) {
@@ -351,13 +371,23 @@ func listQuery(r *http.Request) (raftstore.TaskQuery, error) {
 	return raftstore.TaskQuery{Limit: limit, After: after}, nil
 }
 
-func (h *taskHandlers) writeList(w http.ResponseWriter, q raftstore.TaskQuery) {
-	ts, next := h.svc.ListTasksPage(q)
+func (h *taskHandlers) writeList(w http.ResponseWriter, r *http.Request, q raftstore.TaskQuery) error {
+	var ts []raftstore.Task
+	var next string
+	if lc, ok := h.svc.(TaskListerCtx); ok {
+		var err error
+		if ts, next, err = lc.ListTasksPageCtx(r.Context(), q); err != nil {
+			return err
+		}
+	} else {
+		ts, next = h.svc.ListTasksPage(q)
+	}
 	out := TaskList{Tasks: make([]Task, len(ts)), Next: next}
 	for i, t := range ts {
 		out.Tasks[i] = toTask(t, false, h.svc)
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 func (h *taskHandlers) redrive(w http.ResponseWriter, r *http.Request) error {

@@ -85,8 +85,8 @@ func waitReady(ctx context.Context, c *transport.Client, progress func(why strin
 }
 
 // notReadyReason names the /readyz checks that fail (node.ready: the
-// false booleans, no leader, nothing applied, the shards' explanation), in
-// a stable order.
+// false booleans, no leader, nothing applied, the shards' explanation, a
+// task store's error), in a stable order.
 func notReadyReason(detail map[string]any) string {
 	var parts []string
 	for k, v := range detail {
@@ -99,7 +99,7 @@ func notReadyReason(detail map[string]any) string {
 			switch {
 			case k == "raft_leader" && v == "":
 				parts = append(parts, "no raft leader known")
-			case k == "shards" || strings.HasSuffix(k, "_detail"):
+			case k == "shards" || strings.HasSuffix(k, "_detail") || strings.HasSuffix(k, "_error"):
 				parts = append(parts, k+": "+v)
 			}
 		case float64:

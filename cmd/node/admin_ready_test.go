@@ -80,3 +80,12 @@ func TestWaitReadyTimesOutOnNoNode(t *testing.T) {
 		t.Errorf("no progress line:\n%s", out)
 	}
 }
+
+// The postgres task store's reason is shown by wait-ready.
+func TestNotReadyReasonNamesTaskStoreError(t *testing.T) {
+	got := notReadyReason(map[string]any{"raft_leader": "n1", "applied_index": float64(3), "task_store": "postgres",
+		"task_store_error": "postgres task store not open: connection refused"})
+	if got != "task_store_error: postgres task store not open: connection refused" {
+		t.Fatalf("reason = %q", got)
+	}
+}

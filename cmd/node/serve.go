@@ -42,6 +42,8 @@ type serveFlags struct {
 	metricsPublic   bool
 	maxConns        int
 	httpBodyTimeout time.Duration
+	taskStore       string
+	postgresURL     string
 }
 
 func serveCmd() *cobra.Command {
@@ -72,6 +74,12 @@ and certificates with "fusebox tls ca create" and "fusebox tls cert create".
 Beyond loopback (any --http-addr or --raft-addr that is not 127.0.0.1, ::1 or
 localhost, including 0.0.0.0) serve refuses to start without TLS and
 --admin-token-file unless --insecure is given.
+
+Tasks live in the nodes' Raft state by default. With --task-store postgres
+and --postgres-url (or FUSEBOX_POSTGRES_URL) they live in a PostgreSQL
+database the nodes share, and Raft keeps only the control plane; the node
+starts even while the database is unreachable, retrying, and refuses submits
+with 503 (its /readyz names the task store and the error) until it is open.
 
 Peers are told the --advertise-{http,raft,gossip}-addr addresses. Without
 them a node advertises what it binds; a wildcard bind (0.0.0.0, :: or an
@@ -114,6 +122,8 @@ the flag to set, when the host has none.`,
 	fl.BoolVar(&f.metricsPublic, "metrics-public", false, "serve /metrics without a token (by default it needs the read role when tokens are set)")
 	fl.IntVar(&f.maxConns, "max-conns", transport.DefaultMaxConns, fmt.Sprintf("most HTTP API connections served at once; over it %d more are kept to answer /healthz and /readyz only, the rest are closed (keep it well below the fd limit, ulimit -n)", transport.DefaultHealthReserve))
 	fl.DurationVar(&f.httpBodyTimeout, "http-body-timeout", transport.DefaultBodyTimeout, "how long a client may take to send a request body; a slower one gets 408 and its connection is closed")
+	fl.StringVar(&f.taskStore, "task-store", node.TaskStoreRaft, "where tasks, attempts, results and the DLQ live: raft (replicated in the nodes' Raft state, nothing else to run) or postgres (a PostgreSQL database shared by the nodes, --postgres-url; Raft keeps config, endpoints, shards and forced breakers)")
+	fl.StringVar(&f.postgresURL, "postgres-url", "", "with --task-store postgres: postgres://user:password@host:5432/database[?sslmode=…]; the password is a secret (never logged): prefer FUSEBOX_POSTGRES_URL to the command line. The node starts while the database is unreachable and retries; /readyz says why")
 	f.tls.register(fl)
 	return cmd
 }
@@ -214,6 +224,8 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 		TLSCAFile:           f.tls.caFile,
 		Insecure:            f.tls.insecure,
 		RejoinEmpty:         f.rejoinEmpty,
+		TaskStore:           f.taskStore,
+		PostgresURL:         f.postgresURL,
 	}
 	n, err := node.New(cfg, logger)
 	if err != nil {

@@ -129,7 +129,10 @@ WHERE t.id = r.id AND t.shard = $1 AND t.status = 'pending'`,
 		return err
 	})
 	if err == nil {
-		s.notify()
+		// No notify: only the shard's owner writes its results, and its
+		// queue wakes its own reader after each write; waking every reader
+		// of the node here made each of them query again per write.
+		s.pending.drop()
 	}
 	return err
 }

@@ -80,6 +80,7 @@ func TestRedactURL(t *testing.T) {
 		"postgres://db.example/fusebox?password=s3cret",
 		"host=db.example user=fusebox password=s3cret dbname=fusebox",
 		"host=db.example password='s3cret' dbname=fusebox",
+		"postgres://fusebox:s3cret@db.example:notaport/fusebox",
 	} {
 		if got := RedactURL(raw); strings.Contains(got, "s3cret") || !strings.Contains(got, "db.example") {
 			t.Errorf("RedactURL(%q) = %q", raw, got)

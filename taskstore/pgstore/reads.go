@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"fusebox/breakerpool"
 	"fusebox/queue"
 	"fusebox/raftstore"
 )
@@ -73,7 +74,7 @@ func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(id stri
 WHERE shard = $1 AND status = 'pending' AND next_attempt_at <= $2 AND (next_attempt_at, id) > ($3, $4)
 ORDER BY next_attempt_at, id LIMIT $5`, shard, micro(now), afterAt, afterID, limit)
 		if err != nil {
-			s.log.Warn("due read failed", "shard", shard, "err", err)
+			s.readFailed("due", shard, err)
 			return out, time.Time{}, false
 		}
 		got := 0
@@ -81,7 +82,7 @@ ORDER BY next_attempt_at, id LIMIT $5`, shard, micro(now), afterAt, afterID, lim
 			t, err := scanTask(rows)
 			if err != nil {
 				rows.Close()
-				s.log.Warn("due read failed", "shard", shard, "err", err)
+				s.readFailed("due", shard, err)
 				return out, time.Time{}, false
 			}
 			got++
@@ -124,12 +125,69 @@ func (s *Store) Backlog(shard int) int {
 	return int(n)
 }
 
-// PendingTasks is the number of pending tasks in all shards (-1 when the
-// database does not answer).
-func (s *Store) PendingTasks(ctx context.Context) int {
-	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM fusebox_tasks WHERE status = 'pending'`).Scan(&n); err != nil {
-		return -1
+var _ queue.BlockedStore = (*Store)(nil)
+
+// Blocked implements queue.BlockedStore: the shard's pending tasks a
+// breaker refused whose key is k (task group, namespace, breaker
+// destination), in due order after `after`, paged like Due.
+func (s *Store) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	if limit <= 0 {
+		return nil, after, false
 	}
-	return int(n)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueryTimeout)
+	defer cancel()
+	afterAt, afterID := micro(after.At), after.ID
+	if after.At.IsZero() {
+		afterAt = time.Unix(0, 0).UTC()
+	}
+	var out []queue.Task
+	last := after
+	for {
+		rows, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM fusebox_tasks
+WHERE shard = $1 AND status = 'pending' AND blocked > 0 AND task_group = $2 AND namespace_id = $3
+    AND `+destExpr+` = $4 AND (next_attempt_at, id) > ($5, $6)
+ORDER BY next_attempt_at, id LIMIT $7`, shard, k.TaskGroup, k.NamespaceID, k.Destination, afterAt, afterID, limit)
+		if err != nil {
+			s.readFailed("blocked", shard, err)
+			return out, last, false
+		}
+		got := 0
+		for rows.Next() {
+			t, err := scanTask(rows)
+			if err != nil {
+				rows.Close()
+				s.readFailed("blocked", shard, err)
+				return out, last, false
+			}
+			got++
+			afterAt, afterID = t.NextAttemptAt, t.ID
+			if (skip != nil && skip(t.ID)) || len(out) >= limit {
+				continue
+			}
+			out = append(out, toQueueTask(&t))
+			last = queue.Cursor{At: t.NextAttemptAt, ID: t.ID}
+		}
+		rows.Close()
+		if rows.Err() != nil {
+			return out, last, false
+		}
+		if got < limit {
+			return out, last, true
+		}
+		if len(out) >= limit {
+			return out, last, false
+		}
+	}
+}
+
+// readFailed logs a failed read of the queue's, at most once every 5 s
+// (every reader of every shard fails alike while the database is down,
+// several times a second), counting the ones not logged.
+func (s *Store) readFailed(what string, shard int, err error) {
+	n := s.readFails.Add(1)
+	s.readWarn.Do(func() {
+		s.log.Warn(what+" read failed; the reader tries again at its next wake-up", "shard", shard, "err", err,
+			"failed_reads_since_last_log", n)
+		s.readFails.Store(0)
+	})
 }

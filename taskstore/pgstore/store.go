@@ -16,11 +16,13 @@ import (
 	"net/url"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/time/rate"
 )
 
 // Config configures a Store. URL is required.
@@ -48,14 +50,37 @@ type Store struct {
 	mu   sync.Mutex
 	subs map[chan struct{}]struct{}
 
+	initMu  sync.Mutex
+	ready   atomic.Bool
+	pending pendingCache // limits.go
+
+	readWarn  rate.Sometimes // readFailed (reads.go)
+	readFails atomic.Int64
+
 	stop chan struct{}
 	done chan struct{}
 }
 
-// Open connects, migrates the schema (golang-migrate, embedded migrations)
-// and starts the subscription poller. It fails when the database cannot be
-// reached; the caller retries (node waits, and /readyz says why).
+// Open is New then Init: it connects, migrates the schema (golang-migrate,
+// embedded migrations) and starts the subscription poller. It fails when
+// the database cannot be reached.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Init(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// New builds the store without touching the database: the pool connects
+// on first use, and nothing is ready until Init succeeds. A node calls New
+// at start and retries Init while the database is unreachable (its
+// /readyz says why), so it can start before PostgreSQL does.
+func New(cfg Config) (*Store, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("pgstore: URL is required")
 	}
@@ -76,25 +101,42 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("pgstore: %s unreachable: %w", RedactURL(cfg.URL), err)
-	}
-	v, err := migrateUp(pool)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
 	s := &Store{cfg: cfg, pool: pool, log: cfg.Logger, subs: make(map[chan struct{}]struct{}),
-		stop: make(chan struct{}), done: make(chan struct{})}
-	s.log.Info("postgres task store open", "url", RedactURL(cfg.URL), "schema_version", v)
+		stop: make(chan struct{}), done: make(chan struct{}), readWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second}}
 	go s.poll()
 	return s, nil
 }
+
+// Init pings the database and migrates the schema; once it has succeeded
+// the store is Ready and later calls return at once. Safe to call again
+// after a failure.
+func (s *Store) Init(ctx context.Context) error {
+	if s.ready.Load() {
+		return nil
+	}
+	s.initMu.Lock()
+	defer s.initMu.Unlock()
+	if s.ready.Load() {
+		return nil
+	}
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("pgstore: %s unreachable: %w", RedactURL(s.cfg.URL), err)
+	}
+	v, err := migrateUp(s.pool)
+	if err != nil {
+		return err
+	}
+	s.ready.Store(true)
+	s.log.Info("postgres task store open", "url", RedactURL(s.cfg.URL), "schema_version", v)
+	return nil
+}
+
+// Ready reports whether Init has succeeded (the schema is in place).
+func (s *Store) Ready() bool { return s.ready.Load() }
 
 // Close stops the poller and closes the pool.
 func (s *Store) Close() {
@@ -176,7 +218,12 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-var dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+var (
+	dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+	// urlPassword is the user:password@ of a URL url.Parse refused (a bad
+	// port, say), so an error about it still hides the password.
+	urlPassword = regexp.MustCompile(`(://[^:/@]*:)[^@]*@`)
+)
 
 // RedactURL hides the password of a postgres URL or key=value DSN, for
 // logs, errors and status reads.
@@ -189,7 +236,7 @@ func RedactURL(raw string) string {
 		}
 		return u.Redacted()
 	}
-	return dsnPassword.ReplaceAllString(raw, "${1}xxxxx")
+	return dsnPassword.ReplaceAllString(urlPassword.ReplaceAllString(raw, "${1}xxxxx@"), "${1}xxxxx")
 }
 
 // micro rounds t to PostgreSQL's timestamp precision, so what is read back

@@ -24,6 +24,7 @@ type Store interface {
 	// they are committed and readable through this store.
 	Submit(ctx context.Context, tasks []raftstore.NewTask, at time.Time) ([]raftstore.SubmitOutcome, error)
 	Task(ctx context.Context, id string) (raftstore.Task, bool, error)
+	API
 }
 
 // Harness is one fresh store with Shards shards, every shard owned by
@@ -48,6 +49,11 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("IdempotentSubmit", func(t *testing.T) { testIdempotentSubmit(t, newHarness(t)) })
 	t.Run("DuePagesWithSkip", func(t *testing.T) { testDuePages(t, newHarness(t)) })
 	t.Run("StaleOwnerWritesDoNotLand", func(t *testing.T) { testStaleOwner(t, newHarness(t)) })
+	t.Run("ListPages", func(t *testing.T) { testListPages(t, newHarness(t)) })
+	t.Run("DLQRedrive", func(t *testing.T) { testRedrive(t, newHarness(t)) })
+	t.Run("SubmitLimits", func(t *testing.T) { testSubmitLimits(t, newHarness(t)) })
+	t.Run("ShardStatsAndCollect", func(t *testing.T) { testStatsCollect(t, newHarness(t)) })
+	t.Run("BlockedByKey", func(t *testing.T) { testBlocked(t, newHarness(t)) })
 }
 
 func newTask(h Harness, ns, wf, requestID string, i int) raftstore.NewTask {

@@ -52,6 +52,9 @@ type Config struct {
 	// Raft and forwarding from a demo CA, named API tokens, gossip
 	// encryption (docs/security.md).
 	Secure bool
+	// TaskStore is the nodes' --task-store: raft (default) or postgres
+	// (a throwaway PostgreSQL server started for the run, postgres.go).
+	TaskStore string
 }
 
 // DefaultConfig is the configuration `make demo` starts from.
@@ -66,6 +69,7 @@ func DefaultConfig() Config {
 		Refresh:        time.Second,
 		ReadyTimeout:   60 * time.Second,
 		StopTimeout:    15 * time.Second,
+		TaskStore:      taskStoreRaft,
 	}
 }
 
@@ -104,6 +108,8 @@ func (c Config) Validate() error {
 		return errors.New("--ready-timeout: must be positive")
 	case c.StopTimeout <= 0:
 		return errors.New("--stop-timeout: must be positive")
+	case c.TaskStore != taskStoreRaft && c.TaskStore != taskStorePostgres:
+		return fmt.Errorf("--task-store: %q is not raft or postgres", c.TaskStore)
 	}
 	switch breakerpool.HintPolicy(c.HintPolicy) {
 	case "", breakerpool.HintProbe, breakerpool.HintAdopt, breakerpool.HintOff, breakerpool.HintConfirm:
@@ -140,6 +146,7 @@ Flags:
 	fs.DurationVar(&c.BreakerTimeout, "breaker-timeout", c.BreakerTimeout, "breaker Timeout set cluster-wide for the demo (fusebox default: 60s)")
 	fs.StringVar(&c.HintPolicy, "hint-policy", c.HintPolicy, "fusebox.breaker.hintPolicy to set: confirm, probe, adopt or off (default: leave the cluster default)")
 	fs.BoolVar(&c.Secure, "secure", c.Secure, "run the cluster with TLS (HTTPS API, mutual-TLS Raft), named API tokens and gossip encryption, from a CA made for the run")
+	fs.StringVar(&c.TaskStore, "task-store", c.TaskStore, "where the nodes keep tasks: raft, or postgres (starts a throwaway PostgreSQL server for the run; needs its binaries: make pg-tools)")
 	fs.DurationVar(&c.Refresh, "refresh", c.Refresh, "live view refresh period")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "how long the nodes may take to become ready")
 	fs.DurationVar(&c.StopTimeout, "stop-timeout", c.StopTimeout, "how long a node may take to exit after SIGTERM before it is killed")

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"fusebox/internal/pgtest"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -33,6 +34,7 @@ type demo struct {
 	obs      *observer
 	out      *outage
 	sum      *Summary
+	pg       *pgtest.Server // --task-store postgres (postgres.go)
 	torndown bool
 }
 
@@ -100,6 +102,11 @@ func (d *demo) start(ctx context.Context) error {
 
 	if d.cl, err = newCluster(cfg.Nodes, bin, d.dir, cfg.Secure); err != nil {
 		return err
+	}
+	if cfg.TaskStore == taskStorePostgres {
+		if err := d.startPostgres(ctx); err != nil {
+			return err
+		}
 	}
 	for _, p := range d.cl.nodes {
 		d.sum.Nodes = append(d.sum.Nodes, NodeSummary{ID: p.id})
@@ -244,6 +251,7 @@ func (d *demo) teardown(panicking bool) {
 		}
 		d.cl.close()
 	}
+	d.stopPostgres()
 	for _, name := range []string{destFlaky, destHealthy} {
 		if dst := d.dests[name]; dst != nil {
 			_ = dst.Close()

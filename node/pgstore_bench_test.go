@@ -1,0 +1,78 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"fusebox/internal/deliverybench"
+	"fusebox/internal/pgtest"
+	"fusebox/raftstore"
+	"fusebox/transport/outbound/outboundtest"
+)
+
+// waitSucceededPG is waitSucceeded on the postgres store: it checks ids
+// in chunks, one query a chunk, so the wait costs O(len(ids)/chunk)
+// queries plus one per poll.
+func waitSucceededPG(tb testing.TB, pg *pgTasks, ids []string) {
+	tb.Helper()
+	const chunk = 1000
+	next := 0
+	waitUntil(tb, deliverybench.Deadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() bool {
+		for next < len(ids) {
+			end := min(next+chunk, len(ids))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			n, err := pg.store.CountStatus(ctx, ids[next:end], raftstore.TaskSucceeded)
+			cancel()
+			if err != nil || n != end-next {
+				return false
+			}
+			next = end
+		}
+		return true
+	})
+}
+
+// BenchmarkDeliveryStore is BenchmarkDelivery's durable delivery (3 nodes,
+// batches of 500 through the three APIs, delivered and acknowledged) on
+// each task store, side by side: raft (the replicated state, fsync on)
+// and postgres (one local PostgreSQL server, fsync and synchronous commit
+// on, shared by the three nodes; Raft then carries only the control
+// plane). Issue 18's target: postgres ≥ 0.7× raft.
+func BenchmarkDeliveryStore(b *testing.B) {
+	dest := outboundtest.NewDestination(b)
+	run := 0
+	for _, store := range []string{TaskStoreRaft, TaskStorePostgres} {
+		var mutate func(*Config)
+		if store == TaskStorePostgres {
+			if _, err := pgtest.BinDir(); err != nil {
+				b.Skip(err)
+			}
+			srv, err := pgtest.StartWith(context.Background(), pgtest.Options{Durable: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = srv.Stop() }) // after the cluster's cleanup (LIFO)
+			url := srv.URL("postgres")
+			mutate = func(c *Config) { c.TaskStore, c.PostgresURL = TaskStorePostgres, url }
+		}
+		var bc *benchCluster
+		parent := b
+		b.Run(store, func(b *testing.B) {
+			if bc == nil { // kept for every b.N of this sub-benchmark
+				bc = startBenchClusterWith(b, parent, DefaultShards, "fast", mutate)
+			}
+			run++
+			before := dest.Count("")
+			b.ResetTimer()
+			took := bc.deliverRun(b, run, b.N, dest.CallbackURL())
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+			b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
+		})
+		if bc != nil { // the next store runs alone
+			(&lazyCluster{m: map[int]*benchCluster{0: bc}}).close()
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package node
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"fusebox/queue"
+	"fusebox/raftstore"
+	"fusebox/taskstore/pgstore"
+	"fusebox/transport"
+)
+
+// Task store kinds (--task-store).
+const (
+	TaskStoreRaft     = "raft"
+	TaskStorePostgres = "postgres"
+)
+
+// pgTasks is the postgres task store of a node started with --task-store
+// postgres: tasks, attempts, results and the DLQ in PostgreSQL; Raft keeps
+// the control plane. The store is built at start without touching the
+// database; a loop owned here retries its Init (ping, migrations) with
+// backoff until it succeeds, and until then /readyz says why and submits
+// are refused with a 503 (never a 202 for a task not committed).
+type pgTasks struct {
+	store   *pgstore.Store
+	lastErr atomic.Pointer[string] // the last Init error; nil once open
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// Init backoff: first retry after initBackoffMin, doubling to initBackoffMax.
+const (
+	initBackoffMin = 100 * time.Millisecond
+	initBackoffMax = 5 * time.Second
+)
+
+// openPostgres builds the store and starts the loop that opens it.
+func (n *Node) openPostgres() (*pgTasks, error) {
+	s, err := pgstore.New(pgstore.Config{URL: n.cfg.PostgresURL, Logger: n.log.With("component", "pgstore")})
+	if err != nil {
+		return nil, err // names no password (pgstore redacts)
+	}
+	p := &pgTasks{store: s}
+	msg := "not connected yet"
+	p.lastErr.Store(&msg)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.initLoop(ctx, n)
+	}()
+	return p, nil
+}
+
+func (p *pgTasks) initLoop(ctx context.Context, n *Node) {
+	wait := initBackoffMin
+	for try := 1; ; try++ {
+		ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := p.store.Init(ictx)
+		cancel()
+		if err == nil {
+			p.lastErr.Store(nil)
+			return
+		}
+		msg := err.Error()
+		p.lastErr.Store(&msg)
+		if try == 1 || try%10 == 0 {
+			n.log.Warn("postgres task store not open yet; retrying", "try", try, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, initBackoffMax)
+	}
+}
+
+// open reports whether the store is open, and if not why.
+func (p *pgTasks) open() (bool, string) {
+	if p.store.Ready() {
+		return true, ""
+	}
+	if e := p.lastErr.Load(); e != nil {
+		return false, *e
+	}
+	return false, "not connected yet"
+}
+
+// readyDetail adds the task store to /readyz: open, and answering a ping.
+func (p *pgTasks) readyDetail(detail map[string]any) bool {
+	detail["task_store"] = TaskStorePostgres
+	if ok, why := p.open(); !ok {
+		detail["task_store_error"] = "postgres task store not open: " + why
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := p.store.Ping(ctx); err != nil {
+		detail["task_store_error"] = "postgres task store unreachable: " + err.Error()
+		return false
+	}
+	return true
+}
+
+// close stops the open loop and closes the pool.
+func (p *pgTasks) close() {
+	if p == nil {
+		return
+	}
+	p.cancel()
+	p.wg.Wait()
+	p.store.Close()
+}
+
+// shardStats is Node.shardStats over the database.
+func (p *pgTasks) shardStats(shard int) (backlog int, ackLevel uint64, ok bool) {
+	if !p.store.Ready() {
+		return 0, 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, oldest, err := p.store.ShardStats(ctx, shard)
+	if err != nil {
+		return 0, 0, false
+	}
+	if !oldest.IsZero() {
+		ackLevel = uint64(oldest.UnixMilli())
+	}
+	return n, ackLevel, true
+}
+
+// pgReadTimeout bounds the API's reads that have no context of their own.
+const pgReadTimeout = 5 * time.Second
+
+// pgTaskAPI is the API's transport.TaskService on the postgres store: the
+// task reads and writes go to the database; the control plane (endpoints,
+// shard count, limits, redaction, destination checks) stays the raft
+// TaskAPI's.
+type pgTaskAPI struct {
+	*TaskAPI
+	pg *pgTasks
+}
+
+var (
+	_ transport.TaskService   = pgTaskAPI{}
+	_ transport.TaskReaderCtx = pgTaskAPI{}
+	_ transport.TaskListerCtx = pgTaskAPI{}
+	_ queue.Store             = (*pgstore.Store)(nil)
+)
+
+// unavailable is the 503 of a task write or read the database did not
+// answer: nothing is known committed, retry.
+func (a pgTaskAPI) unavailable(what string, err error) error {
+	msg := "the task store (postgres) is not open yet"
+	if ok, why := a.pg.open(); !ok {
+		msg += ": " + why
+	} else if err != nil {
+		msg = "the task store (postgres) did not answer: " + err.Error()
+	}
+	return &transport.Error{Status: http.StatusServiceUnavailable, Code: transport.CodeUnavailable, RetryAfter: 1,
+		Message: what + ": " + msg + "; retry"}
+}
+
+// SubmitTasks inserts the tasks; an error is a 503 and means none is known
+// committed. The index is 0 (nothing to wait for: the row is read back
+// from the database).
+func (a pgTaskAPI) SubmitTasks(ctx context.Context, c raftstore.SubmitTasksCommand) ([]raftstore.SubmitOutcome, uint64, error) {
+	if !a.pg.store.Ready() {
+		return nil, 0, a.unavailable("submit refused", nil)
+	}
+	at := c.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	out, err := a.pg.store.Submit(ctx, c.Tasks, at)
+	if err != nil {
+		return nil, 0, a.unavailable("submit not committed", err)
+	}
+	return out, 0, nil
+}
+
+// RedriveTasks implements transport.TaskService.
+func (a pgTaskAPI) RedriveTasks(ctx context.Context, c raftstore.RedriveTasksCommand) (raftstore.RedriveOutcome, error) {
+	if !a.pg.store.Ready() {
+		return raftstore.RedriveOutcome{}, a.unavailable("redrive refused", nil)
+	}
+	at := c.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	out, err := a.pg.store.Redrive(ctx, c.IDs, c.All, at)
+	if err != nil {
+		return out, a.unavailable("redrive not committed", err)
+	}
+	return out, nil
+}
+
+// WaitForApplied implements transport.TaskService: a committed row is
+// readable at once.
+func (pgTaskAPI) WaitForApplied(context.Context, uint64) error { return nil }
+
+// TaskCtx implements transport.TaskReaderCtx.
+func (a pgTaskAPI) TaskCtx(ctx context.Context, id string) (raftstore.Task, bool, error) {
+	if !a.pg.store.Ready() {
+		return raftstore.Task{}, false, a.unavailable("read refused", nil)
+	}
+	t, ok, err := a.pg.store.Task(ctx, id)
+	if err != nil {
+		return t, false, a.unavailable("read failed", err)
+	}
+	return t, ok, nil
+}
+
+// Task implements transport.TaskService (the handlers use TaskCtx).
+func (a pgTaskAPI) Task(id string) (raftstore.Task, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
+	defer cancel()
+	t, ok, _ := a.TaskCtx(ctx, id)
+	return t, ok
+}
+
+// ListTasksPageCtx implements transport.TaskListerCtx.
+func (a pgTaskAPI) ListTasksPageCtx(ctx context.Context, q raftstore.TaskQuery) ([]raftstore.Task, string, error) {
+	if !a.pg.store.Ready() {
+		return nil, "", a.unavailable("listing refused", nil)
+	}
+	out, next, err := a.pg.store.ListTasksPage(ctx, q)
+	if err != nil {
+		return nil, "", a.unavailable("listing failed", err)
+	}
+	return out, next, nil
+}
+
+// ListTasksPage implements transport.TaskService (the handlers use
+// ListTasksPageCtx).
+func (a pgTaskAPI) ListTasksPage(q raftstore.TaskQuery) ([]raftstore.Task, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
+	defer cancel()
+	out, next, _ := a.ListTasksPageCtx(ctx, q)
+	return out, next
+}
+
+// TaskBacklog implements transport.TaskService (-1: no answer).
+func (a pgTaskAPI) TaskBacklog(shard int) int { return a.pg.store.Backlog(shard) }
+
+// DestinationBacklog implements transport.TaskService: the guard's early
+// check (-1 when the database does not answer: the submit then decides).
+func (a pgTaskAPI) DestinationBacklog(namespace, destination string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
+	defer cancel()
+	return a.pg.store.DestinationBacklog(ctx, namespace, destination)
+}
+
+// PendingTasks implements transport.TaskService (-1: no answer).
+func (a pgTaskAPI) PendingTasks() int {
+	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
+	defer cancel()
+	return a.pg.store.PendingTasks(ctx)
+}

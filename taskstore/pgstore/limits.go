@@ -1,0 +1,204 @@
+package pgstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"fusebox/raftstore"
+)
+
+// destExpr is the breaker destination a row counts against for the
+// submit limits (its DestinationKey, else its Destination); the index
+// fusebox_tasks_dest_pending is on the same expression.
+const destExpr = `(CASE WHEN destination_key <> '' THEN destination_key ELSE destination END)`
+
+// pendingTTL is how long a count of all pending tasks is reused: counting
+// is O(pending), and the limit it feeds (fusebox.tasks.maxPendingTasks) is
+// a ceiling against runaway growth, not an exact quota.
+const pendingTTL = time.Second
+
+// pendingCache is the last count of pending tasks, moved by this store's
+// own submits and dropped by its completes and redrives.
+type pendingCache struct {
+	mu sync.Mutex
+	n  int
+	at time.Time
+}
+
+func (c *pendingCache) get(now time.Time) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || now.Sub(c.at) > pendingTTL {
+		return 0, false
+	}
+	return c.n, true
+}
+
+func (c *pendingCache) set(n int, now time.Time) {
+	c.mu.Lock()
+	c.n, c.at = n, now
+	c.mu.Unlock()
+}
+
+func (c *pendingCache) add(d int) {
+	c.mu.Lock()
+	c.n += d
+	c.mu.Unlock()
+}
+
+func (c *pendingCache) drop() {
+	c.mu.Lock()
+	c.at = time.Time{}
+	c.mu.Unlock()
+}
+
+func breakerDest(t *raftstore.NewTask) string {
+	if t.DestinationKey != "" {
+		return t.DestinationKey
+	}
+	return t.Destination
+}
+
+// overloaded decides, inside the submit's transaction, which tasks a limit
+// they carry refuses, with the raft store's rules: a task whose request id
+// is already stored (or accepted earlier in the batch) is a duplicate,
+// never refused; the counts include the batch's tasks accepted before it.
+// Unlike the raft store's FSM, concurrent submits through other nodes are
+// not serialised with this one: a limit can be overshot by the tasks of
+// submits in flight at the same moment (and the pending-task ceiling by a
+// second's worth, pendingTTL).
+func (s *Store) overloaded(ctx context.Context, tx pgx.Tx, tasks []raftstore.NewTask) (map[int]string, error) {
+	limited := false
+	for i := range tasks {
+		if tasks[i].MaxDestinationBacklog > 0 || tasks[i].MaxPendingTasks > 0 {
+			limited = true
+			break
+		}
+	}
+	if !limited {
+		return nil, nil
+	}
+	stored, err := storedRequests(ctx, tx, tasks)
+	if err != nil {
+		return nil, err
+	}
+	refused := map[int]string{}
+	destCount := map[[2]string]int{} // stored, read once per destination
+	destAdded := map[[2]string]int{} // accepted earlier in this batch
+	total, haveTotal, added := 0, false, 0
+	for i := range tasks {
+		t := &tasks[i]
+		rkey := [2]string{t.NamespaceID, t.RequestID}
+		if t.RequestID != "" && stored[rkey] {
+			continue // a duplicate: the insert keeps it out
+		}
+		dkey := [2]string{t.NamespaceID, breakerDest(t)}
+		if t.MaxDestinationBacklog > 0 {
+			n, ok := destCount[dkey]
+			if !ok {
+				var c int64
+				if err := tx.QueryRow(ctx, `SELECT count(*) FROM fusebox_tasks
+WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, t.NamespaceID, dkey[1]).Scan(&c); err != nil {
+					return nil, err
+				}
+				n = int(c)
+				destCount[dkey] = n
+			}
+			if n+destAdded[dkey] >= t.MaxDestinationBacklog {
+				refused[i] = raftstore.OverloadDestination
+				continue
+			}
+		}
+		if t.MaxPendingTasks > 0 {
+			if !haveTotal {
+				if total, err = s.pendingTotal(ctx, tx); err != nil {
+					return nil, err
+				}
+				haveTotal = true
+			}
+			if total+added >= t.MaxPendingTasks {
+				refused[i] = raftstore.OverloadPending
+				continue
+			}
+		}
+		destAdded[dkey]++
+		added++
+		if t.RequestID != "" {
+			stored[rkey] = true // a later task of the batch with it is a duplicate
+		}
+	}
+	return refused, nil
+}
+
+// storedRequests are the (namespace, request id) pairs of tasks that are
+// already stored.
+func storedRequests(ctx context.Context, tx pgx.Tx, tasks []raftstore.NewTask) (map[[2]string]bool, error) {
+	var nss, rids []string
+	for i := range tasks {
+		if tasks[i].RequestID != "" {
+			nss, rids = append(nss, tasks[i].NamespaceID), append(rids, tasks[i].RequestID)
+		}
+	}
+	out := map[[2]string]bool{}
+	if len(nss) == 0 {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT t.namespace_id, t.request_id FROM fusebox_tasks t
+JOIN unnest($1::text[], $2::text[]) AS d(ns, rid) ON t.namespace_id = d.ns AND t.request_id = d.rid`, nss, rids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return nil, err
+		}
+		out[k] = true
+	}
+	return out, rows.Err()
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// pendingTotal is the number of pending tasks in all shards, reused for
+// pendingTTL.
+func (s *Store) pendingTotal(ctx context.Context, q querier) (int, error) {
+	now := time.Now()
+	if n, ok := s.pending.get(now); ok {
+		return n, nil
+	}
+	var c int64
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM fusebox_tasks WHERE status = 'pending'`).Scan(&c); err != nil {
+		return 0, err
+	}
+	s.pending.set(int(c), now)
+	return int(c), nil
+}
+
+// PendingTasks is the number of pending tasks in all shards, at most
+// pendingTTL old (-1 when the database does not answer).
+func (s *Store) PendingTasks(ctx context.Context) int {
+	n, err := s.pendingTotal(ctx, s.pool)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// DestinationBacklog is the number of pending tasks of namespace for the
+// breaker destination (-1 when the database does not answer).
+func (s *Store) DestinationBacklog(ctx context.Context, namespace, destination string) int {
+	var c int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM fusebox_tasks
+WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, namespace, destination).Scan(&c); err != nil {
+		return -1
+	}
+	return int(c)
+}

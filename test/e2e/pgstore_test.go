@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"fusebox/internal/pgtest"
+	"fusebox/transport"
+)
+
+// Chaos scenarios of the postgres task store (issue 18): real fusebox
+// processes sharing one throwaway PostgreSQL server (durable: an immediate
+// shutdown must not lose a commit). Skipped only when PostgreSQL's
+// binaries are missing (`make pg-tools` installs them).
+
+// pgServer starts a durable PostgreSQL server stopped when the test ends.
+func pgServer(t *testing.T) *pgtest.Server {
+	t.Helper()
+	if _, err := pgtest.BinDir(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := pgtest.StartWith(ctx, pgtest.Options{Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	return srv
+}
+
+// pgOptions run every node with --task-store postgres and the URL in
+// FUSEBOX_POSTGRES_URL (as the docs advise: not on the command line).
+func pgOptions(url string) ClusterOptions {
+	return ClusterOptions{
+		ExtraArgs: []string{"--task-store", "postgres"},
+		Tweak:     func(c *ProcessConfig) { c.Env = append(c.Env, "FUSEBOX_POSTGRES_URL="+url) },
+	}
+}
+
+// TestPostgresKillShardOwner is the owner-kill scenario on the postgres
+// store: SIGKILL a node owning shards with a backlog; its shards are
+// re-owned under new epochs (raised in the database before the new owner
+// reads them), every accepted task succeeds, duplicates only from calls the
+// victim had made, and the restarted node does not deliver again.
+func TestPostgresKillShardOwner(t *testing.T) {
+	srv := pgServer(t)
+	testTasksKillShardOwner(t, pgOptions(srv.URL("postgres")))
+}
+
+// TestPostgresRestartedMidRun: with tasks flowing, PostgreSQL stops with an
+// immediate shutdown (a crash) and starts again. No accepted task is lost,
+// delivery resumes after the database returns (the time is reported), and
+// a task is delivered twice only if its first delivery was before the
+// database returned (a result the crash kept from being written).
+func TestPostgresRestartedMidRun(t *testing.T) {
+	srv := pgServer(t)
+	c, dest, l := busyCluster(t, "pgrestart", 50*time.Millisecond, pgOptions(srv.URL("postgres")))
+	WaitFor(t, convergeTimout, "deliveries under way", func() error {
+		if n := len(dest.Deliveries()); n < 20 {
+			return fmt.Errorf("%d tasks delivered", n)
+		}
+		return nil
+	})
+	downAt := time.Now()
+	if err := srv.StopImmediate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	WaitFor(t, convergeTimout, "a node's /readyz to report the database unreachable", func() error {
+		body, code, err := readyz(c.Procs[0])
+		if err != nil {
+			return err
+		}
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "task_store_error") {
+			return fmt.Errorf("/readyz %d %s", code, body)
+		}
+		return nil
+	})
+	accDown := l.Stats().Accepted
+	time.Sleep(2 * time.Second) // dwell: the outage (a fault's duration, not a wait for a state)
+	if err := srv.StartAgain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	upAt := time.Now()
+	WaitFor(t, convergeTimout, "a delivery after PostgreSQL's return", func() error {
+		if dest.CallsBetween(upAt, time.Now().Add(time.Hour)) == 0 {
+			return errors.New("no call since the database came back")
+		}
+		return nil
+	})
+	resumed := time.Since(upAt)
+	WaitFor(t, convergeTimout, "20 more tasks accepted after the return", func() error {
+		if s := l.Stats(); s.Accepted < accDown+20 {
+			return fmt.Errorf("%d accepted since the outage (last error %v)", s.Accepted-accDown, s.LastErr)
+		}
+		return nil
+	})
+	rep := l.Check(t, 2*convergeTimout)
+	t.Logf("PostgreSQL down %v (immediate shutdown); delivery resumed %v after its return; %v; submits %v",
+		upAt.Sub(downAt).Round(time.Millisecond), resumed.Round(time.Millisecond), rep, l.Stats())
+	if rep.Succeeded != rep.Accepted {
+		t.Errorf("%d of %d accepted tasks succeeded", rep.Succeeded, rep.Accepted)
+	}
+	firstAt := map[string]time.Time{}
+	for _, call := range dest.Calls() {
+		if _, ok := firstAt[call.RequestID]; !ok && call.Delivered() {
+			firstAt[call.RequestID] = call.Arrived
+		}
+	}
+	var late []string
+	for _, id := range rep.DupTasks {
+		if firstAt[id].After(upAt) {
+			late = append(late, id)
+		}
+	}
+	if len(late) > 0 {
+		t.Errorf("%d of %d duplicated tasks were first delivered after the database returned: %v", len(late), len(rep.DupTasks), first(late, 10))
+	}
+	c.CheckInvariants(t, convergeTimout)
+	c.StopAll(t)
+}
+
+// TestPostgresUnreachableAtStart: a node started while its database is
+// down comes up, its /readyz is 503 naming the task store and the error
+// (the URL's password hidden), a submit gets 503 and no 202; once the
+// database is up the node turns ready by itself and delivers.
+func TestPostgresUnreachableAtStart(t *testing.T) {
+	srv := pgServer(t)
+	if err := srv.StopImmediate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(srv.URL("postgres"), "postgres@", "postgres:s3cret-pw@", 1)
+	cfg := ProcessConfig{NodeID: "n1", BootstrapExpect: 1, ExtraArgs: []string{"--task-store", "postgres"},
+		Env: []string{"FUSEBOX_POSTGRES_URL=" + url}}
+	if err := assignPorts(&cfg, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	p := NewProcess(t, cfg)
+	if err := p.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	WaitFor(t, convergeTimout, "/readyz to name the unreachable task store", func() error {
+		body, code, err := readyz(p)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "postgres task store not open") || !strings.Contains(body, `"raft_leader":"n1"`) {
+			return fmt.Errorf("/readyz %d %s", code, body)
+		}
+		if strings.Contains(body, "s3cret-pw") {
+			t.Fatalf("/readyz shows the password: %s", body)
+		}
+		return nil
+	})
+	dest := NewDest(t)
+	for i := range 3 {
+		_, err := p.Client().SubmitTask(t.Context(), callbackTask("ns", "wf", dest.CallbackURL(), i))
+		var ae *transport.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != transport.CodeUnavailable {
+			t.Fatalf("submit with the database down = %v, want a 503 unavailable", err)
+		}
+	}
+	if p.LogContains("s3cret-pw") {
+		t.Fatal("the node logged the database password")
+	}
+	if err := srv.StartAgain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	acc, err := p.Client().SubmitTask(t.Context(), callbackTask("ns", "wf", dest.CallbackURL(), 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	WaitFor(t, convergeTimout, "the task delivered", func() error {
+		if dest.Deliveries()[acc.TaskID] == 0 {
+			return fmt.Errorf("task %s not delivered", acc.TaskID)
+		}
+		return nil
+	})
+	if n := len(dest.Deliveries()); n != 1 {
+		t.Fatalf("%d tasks delivered, want only the one accepted", n)
+	}
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readyz returns p's /readyz body and status.
+func readyz(p *Process) (string, int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.baseURL()+"/readyz", nil)
+	if err != nil {
+		return "", 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), resp.StatusCode, err
+}
