@@ -157,8 +157,10 @@ func TestPolicyFailingSuspectAndPrecreate(t *testing.T) {
 // same moment. Without hints every node pays its own FailureThreshold
 // (5 × 6 = 30 calls, BenchmarkDeadDestination); with them the first node to
 // see WarnAfter failures makes every peer guard, so each stops at its next
-// failure. The bound asserted is generous (4N) so a loaded machine cannot
-// make it flake; the figure is logged.
+// failure. The bound asserted is only that hints beat no hints (fewer than
+// N × FailureThreshold calls): the count depends on how the 5 drivers are
+// scheduled, and a loaded machine made a tighter bound (4N) flake; the
+// figure is logged, and BenchmarkDeadDestinationGrowth measures it.
 func TestPolicySimultaneousOutageCost(t *testing.T) {
 	const size = 5
 	for _, pol := range []breakerpool.HintPolicy{breakerpool.HintProbe, breakerpool.HintAdopt} {
@@ -191,8 +193,8 @@ func TestPolicySimultaneousOutageCost(t *testing.T) {
 			if failing == 0 {
 				t.Fatal("no node published a failing hint")
 			}
-			if got > 4*size {
-				t.Fatalf("policy %s: %d calls until the fleet was open, want ≤ %d", pol, got, 4*size)
+			if off := size * breakerpool.DefaultFailureThreshold; got >= off {
+				t.Fatalf("policy %s: %d calls until the fleet was open, want fewer than without hints (%d)", pol, got, off)
 			}
 		})
 	}

@@ -62,9 +62,21 @@ func TestRecoveryRampAcrossFleet(t *testing.T) {
 	recovered := time.Now()
 
 	ramped := make([]bool, len(c.nodes))
+	var lastSeen string // each node's breaker and ramp at the last poll, logged on failure
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("at the last poll: %s", lastSeen)
+		}
+	})
 	waitFor(t, 30*time.Second, "every node's close to start its ramp", func() bool {
 		all := true
+		lastSeen = ""
 		for i, n := range c.nodes {
+			if b, ok := n.pool.Lookup(key); ok {
+				lastSeen += fmt.Sprintf("[node %d: breaker %v, ramped %v] ", i, b.State(), ramped[i])
+			} else {
+				lastSeen += fmt.Sprintf("[node %d: no breaker, ramped %v] ", i, ramped[i])
+			}
 			if st, ok := n.deliver.queue.Ramp(key); ok {
 				ramped[i] = true
 				if want := float64(start) / float64(len(c.nodes)); st.StartRPS != want {
