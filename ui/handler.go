@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"fusebox/transport"
 )
 
@@ -78,6 +80,9 @@ type Deps struct {
 	// Peers reaches another node's API by its http_addr (the same function
 	// the API uses for /v1/breakers?scope=cluster).
 	Peers func(httpAddr string) *transport.Client
+	// Gatherer is this node's metrics registry: the call counters of GET
+	// /ui/api/calls are read from its fusebox_breaker_requests_total.
+	Gatherer prometheus.Gatherer
 }
 
 // Handler serves the status page and its timeline endpoint. It starts no
@@ -116,6 +121,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case path == Prefix+"api/transitions":
 		h.serveTransitions(w, r)
+		return
+	case path == Prefix+"api/calls":
+		h.serveCalls(w, r)
 		return
 	}
 	name, ok := strings.CutPrefix(path, Prefix)
