@@ -16,8 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"fusebox/transport"
 )
 
@@ -80,9 +78,9 @@ type Deps struct {
 	// Peers reaches another node's API by its http_addr (the same function
 	// the API uses for /v1/breakers?scope=cluster).
 	Peers func(httpAddr string) *transport.Client
-	// Gatherer is this node's metrics registry: the call counters of GET
-	// /ui/api/calls are read from its fusebox_breaker_requests_total.
-	Gatherer prometheus.Gatherer
+	// History, optional, is this node's sampled calls and shard owners
+	// (GET /ui/api/history); the node runs it.
+	History *History
 }
 
 // Handler serves the status page and its timeline endpoint. It starts no
@@ -122,8 +120,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == Prefix+"api/transitions":
 		h.serveTransitions(w, r)
 		return
-	case path == Prefix+"api/calls":
-		h.serveCalls(w, r)
+	case path == Prefix+"api/history":
+		h.serveHistory(w, r)
 		return
 	}
 	name, ok := strings.CutPrefix(path, Prefix)
