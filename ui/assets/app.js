@@ -1,7 +1,8 @@
 // fusebox status page. Plain JS, no framework, no build step: every two
-// seconds it reads this node's JSON API and redraws five sections. Every
-// string from the API goes into the DOM as text (textContent, title,
-// dataset), never as markup.
+// seconds it reads this node's JSON API and redraws its sections, the plots
+// as inline SVG. Every string from the API goes into the DOM as text
+// (textContent, title, dataset, SVG attributes), never as markup. Every
+// time shown is UTC and says so.
 'use strict';
 
 (() => {
@@ -102,6 +103,18 @@
     const d = new Date(s);
     return isNaN(d) ? String(s) : d.toISOString().replace('T', ' ').replace('Z', ' UTC');
   };
+  // clock is a time of day in UTC, without the zone (callers write it).
+  const clock = (ms) => new Date(ms).toISOString().substring(11, 19);
+  // fmtDur is a duration in seconds for people: 42s, 3m 05s, 2h 10m.
+  const fmtDur = (sec) => {
+    const s = Math.max(0, Math.round(sec));
+    if (s < 90) return `${s}s`;
+    if (s < 5400) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, '0')}s`;
+    return `${Math.floor(s / 3600)}h ${String(Math.floor(s / 60) % 60).padStart(2, '0')}m`;
+  };
+  // A member that is dead or has left: its cells are marked, not blank.
+  const GONE = new Set(['dead', 'left']);
+  const goneMembers = (members) => new Map((members || []).filter((m) => GONE.has(m.state)).map((m) => [m.id, m.state]));
 
   // Node order and owner colours: members sorted by id, then any other id
   // seen (an owner that already left), so colours are stable between
@@ -130,7 +143,7 @@
       `applied index ${raft.applied_index} as seen by ${raft.node_id} (${raft.state}).`;
   }
 
-  function renderShards(list, order) {
+  function renderShards(list, order, gone) {
     const shards = (list && list.shards) || [];
     const owners = new Map(order.map((id, i) => [id, i]));
     const counts = new Map();
@@ -138,7 +151,7 @@
     const draining = new Set(((list && list.draining) || []).map((d) => d.node));
 
     $('shards-summary').textContent = `${list ? list.num_shards : 0} shards, map version ${list ? list.version : '?'}. ` +
-      'P = pinned by an operator, D = owner draining.';
+      'P = pinned by an operator, D = owner draining, † = owner dead or left.';
     $('shard-legend').replaceChildren(...order.filter((id) => counts.has(id)).map((id) =>
       el('li', { dataset: { owner: id } },
         el('span', { className: `swatch owner-${owners.get(id) % OWNER_COLOURS}` }, id),
@@ -150,6 +163,7 @@
       let title = `shard ${s.shard}: owner ${s.owner || 'none'}, epoch ${s.epoch}`;
       if (s.pinned) { cls.push('pinned'); marks.push('P'); title += `, pinned to ${s.pinned}`; }
       if (s.owner_draining) { cls.push('draining'); marks.push('D'); title += ', owner draining'; }
+      if (gone.has(s.owner)) { cls.push('owner-gone'); marks.push('†'); title += `, owner ${gone.get(s.owner)} (gossip)`; }
       return el('li', { className: cls.join(' '), title, dataset: { shard: String(s.shard), owner: s.owner || '' } },
         el('span', { className: 'shard-no' }, `#${s.shard}`),
         el('span', { className: 'shard-owner' }, s.owner || 'unowned'),
@@ -157,7 +171,11 @@
     }));
   }
 
-  function breakerCell(key, node, b, unreachable) {
+  function breakerCell(key, node, b, unreachable, gone, openedAt) {
+    if (gone) {
+      return el('td', { className: 'cell state-dead', title: `${key} on ${node}: the node ${gone === 'left' ? 'has left' : 'is dead'} (gossip); its breakers are unknown`,
+        dataset: { cell: '', key, node, state: 'gone', gone } }, `† ${gone}`);
+    }
     if (!b) {
       const text = unreachable ? '? unreachable' : '—';
       return el('td', { className: 'cell state-none', title: `${key} on ${node}: ${unreachable ? 'node did not answer' : 'no breaker'}`,
@@ -165,8 +183,12 @@
     }
     const st = STATES[b.state] || { symbol: '?', label: b.state };
     let title = `${key} on ${node}: ${st.label}; source ${b.source}; mode ${b.mode}; generation ${b.generation}`;
-    if (b.open_remaining_seconds) title += `; open for ${Math.round(b.open_remaining_seconds)}s more`;
-    if (b.retry_after_until) title += `; Retry-After: held open until ${b.retry_after_until}`;
+    const reopens = b.state === 'open' && b.open_remaining_seconds > 0 ? fmtDur(b.open_remaining_seconds) : '';
+    const openSince = b.state === 'open' && openedAt ? (Date.now() - openedAt) / 1000 : null;
+    if (reopens) title += `; reopens in ${reopens} (a probe call is let through then)`;
+    if (openSince !== null && openSince >= 0) title += `; open for ${fmtDur(openSince)} so far`;
+    if (b.mode === 'guarded') title += '; guarded: closed, but admitting only MaxRequests probe calls until one answers (a peer\'s hint said the destination fails)';
+    if (b.retry_after_until) title += `; Retry-After: held open until ${fmtTime(b.retry_after_until)}`;
     if (b.counts) title += `; failures in a row ${b.counts.consecutive_failures}, requests ${b.counts.requests}`;
     const conf = confirmText(b.confirm);
     if (conf) title += `; ${conf.title}`;
@@ -175,8 +197,10 @@
     return el('td', { className: `cell state-${b.state}`, title, dataset: data },
       el('span', { className: 'cell-state' }, `${st.symbol} ${st.label}`),
       el('span', { className: 'cell-meta' }, `${b.source} · ${b.mode}`),
+      reopens ? el('span', { className: 'cell-reopens', dataset: { reopensIn: String(Math.round(b.open_remaining_seconds)) } },
+        `reopens in ${reopens}` + (openSince !== null && openSince >= 0 ? ` · open ${fmtDur(openSince)}` : '')) : null,
       b.retry_after_until ? el('span', { className: 'cell-retry-after', dataset: { retryAfter: b.retry_after_until } },
-        `Retry-After until ${new Date(b.retry_after_until).toISOString().substring(11, 19)}Z`) : null,
+        `Retry-After until ${clock(Date.parse(b.retry_after_until))} UTC`) : null,
       conf ? el('span', { className: `cell-confirm confirm-${conf.cls}` }, conf.text) : null,
       b.ramp ? rampPlot(b.ramp) : null);
   }
@@ -228,7 +252,7 @@
     return { cls, text, title };
   }
 
-  function renderBreakers(list, order) {
+  function renderBreakers(list, order, gone, opened) {
     const breakers = (list && list.breakers) || [];
     const unreachable = new Set((list && list.unreachable) || []);
     const nodes = nodeOrder([], [...order, ...breakers.map((b) => b.node), ...unreachable]);
@@ -241,17 +265,19 @@
     const keys = [...byKey.keys()].sort();
     const open = breakers.filter((b) => b.state === 'open').length;
     $('breakers-summary').textContent = `${keys.length} breaker key${keys.length === 1 ? '' : 's'} on ${nodes.length} node${nodes.length === 1 ? '' : 's'}; ` +
-      `${open} open cell${open === 1 ? '' : 's'}` + (unreachable.size ? `; did not answer: ${[...unreachable].sort().join(', ')}` : '') + '.';
+      `${open} open cell${open === 1 ? '' : 's'}` + (unreachable.size ? `; did not answer: ${[...unreachable].sort().join(', ')}` : '') +
+      (gone.size ? `; dead or left: ${[...gone.keys()].sort().join(', ')}` : '') + '.';
 
     const table = $('breakers');
     table.tHead.replaceChildren(el('tr', {},
       el('th', { scope: 'col' }, 'Task group'), el('th', { scope: 'col' }, 'Namespace'), el('th', { scope: 'col' }, 'Destination'),
-      ...nodes.map((n) => el('th', { scope: 'col', dataset: { node: n } }, n, unreachable.has(n) ? ' (unreachable)' : ''))));
+      ...nodes.map((n) => el('th', { scope: 'col', dataset: { node: n }, className: gone.has(n) ? 'node-gone' : '' }, n,
+        unreachable.has(n) ? ' (unreachable)' : '', gone.has(n) ? ` † ${gone.get(n)}` : ''))));
     const rows = keys.map((k) => {
       const { b, nodes: per } = byKey.get(k);
       return el('tr', { dataset: { key: k } },
         el('th', { scope: 'row' }, b.task_group), el('td', {}, b.namespace || '(any)'), el('td', {}, b.destination),
-        ...nodes.map((n) => breakerCell(k, n, per.get(n), unreachable.has(n))));
+        ...nodes.map((n) => breakerCell(k, n, per.get(n), unreachable.has(n), per.has(n) ? null : gone.get(n), opened.get(`${k}|${n}`))));
     });
     if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 3 + nodes.length, className: 'empty' }, 'No breakers yet: none of the nodes has called out.')));
     table.tBodies[0].replaceChildren(...rows);
@@ -300,7 +326,7 @@
         el('span', { className: 'event-key mono' }, key),
         el('span', { className: `event-change state-${t.to}` }, `${from.label} → ${to.symbol} ${to.label}`),
         el('span', { className: 'event-meta' }, `source ${t.source}, generation ${t.generation}` +
-          (t.open_for_seconds ? `, open for ${Math.round(t.open_for_seconds)}s` : '')));
+          (t.open_for_seconds ? `, to reopen after ${fmtDur(t.open_for_seconds)}` : '')));
     });
     if (!items.length) items.push(el('li', { className: 'empty' }, 'No transitions recorded yet.'));
     $('timeline').replaceChildren(...items);
@@ -315,8 +341,227 @@
     $('history').tBodies[0].replaceChildren(...rows);
   }
 
+  // openedAt maps "key|node" to when its breaker last opened, from the
+  // merged timeline (newest first): how long an open cell has been open.
+  function openedAt(list) {
+    const out = new Map();
+    for (const t of (list && list.transitions) || []) {
+      const k = `${keyOf(t)}|${t.node}`;
+      if (t.to === 'open' && !out.has(k)) {
+        const at = Date.parse(t.at);
+        if (!isNaN(at)) out.set(k, at);
+      }
+    }
+    return out;
+  }
+
+  // Backlog, blocked and DLQ tasks per destination (GET /v1/tasks/_counts),
+  // the busiest first.
+  const COUNTS_LIMIT = 20;
+  function renderDestTasks(list) {
+    const ds = (list && list.destinations) || [];
+    const total = (list && list.total) || 0;
+    $('dest-tasks-summary').textContent = total
+      ? `${total} destination${total === 1 ? '' : 's'} with pending or dead-lettered tasks` +
+        (total > ds.length ? `; the busiest ${ds.length} shown` : '') +
+        (list.partial ? '; blocked and DLQ counts are lower bounds (too many tasks to count them all)' : '') + '.'
+      : 'No pending or dead-lettered task.';
+    const rows = ds.map((d) => el('tr', { dataset: { destTasks: `${d.namespace}/${d.destination}` } },
+      el('td', {}, d.namespace), el('th', { scope: 'row', className: 'mono' }, d.destination),
+      el('td', { className: 'num', dataset: { col: 'backlog' } }, String(d.backlog)),
+      el('td', { className: `num${d.blocked ? ' warn' : ''}`, dataset: { col: 'blocked' } }, String(d.blocked)),
+      el('td', { className: `num${d.dlq ? ' bad' : ''}`, dataset: { col: 'dlq' } }, String(d.dlq))));
+    $('dest-tasks').tBodies[0].replaceChildren(...rows);
+  }
+
+  // Plots: inline SVG, no library. The SVG namespace comes from the page's
+  // own <svg> element, so the script names no URL.
+  const SVG_NS = $('plot-shards').namespaceURI;
+  function svg(tag, attrs, ...children) {
+    const e = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) e.setAttribute(k, String(v));
+    for (const c of children) if (c !== undefined && c !== null) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    return e;
+  }
+  const PLOT = { w: 640, h: 140, l: 46, r: 12, t: 12, b: 22 };
+  const fmtNum = (v) => (v >= 100 || Number.isInteger(v) ? String(Math.round(v)) : v.toFixed(1));
+  // niceTop rounds a maximum up to 1, 2 or 5 × 10^n.
+  function niceTop(v) {
+    if (!(v > 0)) return 1;
+    const p = 10 ** Math.floor(Math.log10(v));
+    return [1, 2, 5, 10].map((m) => m * p).find((m) => m >= v);
+  }
+  // linePlot draws series ({name, cls, title, points: [[ms, value], ...]})
+  // over [t0, t1] into root, y from 0; nowMs, if given, is marked.
+  function linePlot(root, series, t0, t1, unit, nowMs) {
+    const { w, h, l, r, t, b } = PLOT;
+    const top = niceTop(Math.max(0, ...series.flatMap((s) => s.points.map((p) => p[1]))));
+    const x = (ms) => l + (w - l - r) * (t1 > t0 ? (ms - t0) / (t1 - t0) : 1);
+    const y = (v) => h - b - (h - t - b) * Math.min(1, v / top);
+    root.setAttribute('viewBox', `0 0 ${w} ${h}`);
+    const kids = [
+      svg('line', { class: 'grid', x1: l, y1: y(top / 2), x2: w - r, y2: y(top / 2) }),
+      svg('line', { class: 'axis', x1: l, y1: h - b, x2: w - r, y2: h - b }),
+      svg('line', { class: 'axis', x1: l, y1: t, x2: l, y2: h - b }),
+      svg('text', { class: 'tick', x: l - 4, y: t + 4, 'text-anchor': 'end' }, fmtNum(top)),
+      svg('text', { class: 'tick', x: l - 4, y: h - b, 'text-anchor': 'end' }, '0'),
+      svg('text', { class: 'tick', x: l + 4, y: t + 4 }, unit),
+      svg('text', { class: 'tick', x: l, y: h - 6 }, `${clock(t0)} UTC`),
+      svg('text', { class: 'tick', x: w - r, y: h - 6, 'text-anchor': 'end' }, `${clock(t1)} UTC`),
+    ];
+    if (nowMs !== undefined && nowMs >= t0 && nowMs <= t1) {
+      kids.push(svg('line', { class: 'now', x1: x(nowMs), y1: t, x2: x(nowMs), y2: h - b }, svg('title', {}, `now, ${clock(nowMs)} UTC`)));
+    }
+    for (const s of series) {
+      const pts = s.points.map(([ms, v]) => `${x(ms).toFixed(1)},${y(v).toFixed(1)}`).join(' ');
+      kids.push(svg('polyline', { class: `series ${s.cls}`, points: pts, 'data-series': s.name, 'data-points': s.points.length,
+        'data-max': fmtNum(Math.max(0, ...s.points.map((p) => p[1]))) }, svg('title', {}, s.title || s.name)));
+    }
+    root.replaceChildren(...kids);
+  }
+  function figure(kind, label, caption) {
+    const root = svg('svg', { class: 'plot', role: 'img', 'aria-label': label });
+    const fig = el('figure', { className: 'plot-figure', dataset: { plot: kind } }, el('figcaption', {}, caption));
+    fig.append(root);
+    return { fig, root };
+  }
+
+  const MAX_CALL_PLOTS = 6;
+  // Calls, failures and rejections per destination and interval, summed
+  // over the nodes (GET /ui/api/history?scope=cluster), as calls/s.
+  function renderCallPlots(hist) {
+    const every = ((hist && hist.interval_seconds) || 2) * 1000;
+    const byDest = new Map();
+    let t0 = Infinity, t1 = -Infinity;
+    for (const n of (hist && hist.nodes) || []) {
+      for (const s of n.samples || []) {
+        const at = Date.parse(s.at);
+        if (isNaN(at)) continue;
+        const bucket = Math.floor(at / every) * every;
+        t0 = Math.min(t0, bucket); t1 = Math.max(t1, bucket);
+        for (const c of s.calls || []) {
+          if (!byDest.has(c.destination)) byDest.set(c.destination, { total: 0, calls: 0, failures: 0, rejected: 0, at: new Map() });
+          const d = byDest.get(c.destination);
+          const v = d.at.get(bucket) || { calls: 0, failures: 0, rejected: 0 };
+          v.calls += c.calls; v.failures += c.failures; v.rejected += c.rejected;
+          d.at.set(bucket, v);
+          d.calls += c.calls; d.failures += c.failures; d.rejected += c.rejected; d.total += c.calls + c.rejected;
+        }
+      }
+    }
+    const dests = [...byDest.entries()].sort((a, b) => b[1].total - a[1].total || a[0].localeCompare(b[0])).slice(0, MAX_CALL_PLOTS);
+    const figs = dests.map(([dest, d]) => {
+      const per = every / 1000;
+      const pts = { calls: [], failures: [], rejected: [] };
+      for (let b = t0; b <= t1; b += every) {
+        const v = d.at.get(b) || { calls: 0, failures: 0, rejected: 0 };
+        for (const k of Object.keys(pts)) pts[k].push([b + every, v[k] / per]);
+      }
+      const caption = `${dest}: ${d.calls} calls, ${d.failures} failures, ${d.rejected} rejected`;
+      const { fig, root } = figure('calls', `calls and failures to ${dest}`, caption);
+      fig.dataset.destination = dest;
+      fig.dataset.calls = String(d.calls);
+      fig.dataset.failures = String(d.failures);
+      linePlot(root, [
+        { name: 'calls', cls: 'series-calls', points: pts.calls, title: `${dest}: calls/s reaching it` },
+        { name: 'failures', cls: 'series-failures', points: pts.failures, title: `${dest}: failures/s (destination down)` },
+        { name: 'rejected', cls: 'series-rejected', points: pts.rejected, title: `${dest}: calls/s refused by an open breaker` },
+      ], t0 + every, t1 + every, 'calls/s');
+      return fig;
+    });
+    if (!figs.length) figs.push(el('p', { className: 'empty' }, 'No calls in the last 5 minutes.'));
+    $('plot-calls').replaceChildren(...figs);
+    return byDest.size;
+  }
+
+  // Shards per owner over time, from the answering node's samples (the map
+  // is replicated: every node's copy is the same).
+  function renderShardPlot(hist, order) {
+    const self = ((hist && hist.nodes) || []).find((n) => n.node === hist.node) || { samples: [] };
+    const samples = (self.samples || []).filter((s) => s.shards && !isNaN(Date.parse(s.at)));
+    const owners = nodeOrder([], [...order, ...samples.flatMap((s) => Object.keys(s.shards))]).filter((id) => samples.some((s) => s.shards[id]));
+    const idx = new Map(order.map((id, i) => [id, i]));
+    const series = owners.map((id) => ({
+      name: id, cls: `owner-line-${(idx.has(id) ? idx.get(id) : owners.indexOf(id)) % OWNER_COLOURS}`,
+      title: `${id}: shards owned`, points: samples.map((s) => [Date.parse(s.at), s.shards[id] || 0]),
+    }));
+    const t0 = samples.length ? Date.parse(samples[0].at) : Date.now();
+    const t1 = samples.length ? Date.parse(samples[samples.length - 1].at) : Date.now();
+    linePlot($('plot-shards'), series, t0, t1, 'shards');
+    $('plot-shards').dataset.samples = String(samples.length);
+    $('plot-shards-legend').replaceChildren(...series.map((s) => {
+      const last = s.points.length ? s.points[s.points.length - 1][1] : 0;
+      return el('li', { dataset: { owner: s.name } }, el('span', { className: `swatch ${s.cls.replace('owner-line-', 'owner-')}` }, s.name), ` ${last} now`);
+    }));
+  }
+
+  // Each ramping key's planned rate over time (GET /v1/breakers "ramp"),
+  // one line per node, the current rate marked: the same 1 s stages as the
+  // cell's bars, on a time axis.
+  function rampRate(r, k, steps) {
+    if (k === 0) return r.start_rps;
+    return r.target_rps > 0 ? r.start_rps + (r.target_rps - r.start_rps) * k / steps : Infinity;
+  }
+  function renderRampPlots(list, order) {
+    const byKey = new Map();
+    for (const b of (list && list.breakers) || []) {
+      if (!b.ramp) continue;
+      const since = Date.parse(b.ramp.since), until = Date.parse(b.ramp.until);
+      if (isNaN(since) || isNaN(until) || until <= since) continue;
+      const k = keyOf(b);
+      if (!byKey.has(k)) byKey.set(k, []);
+      byKey.get(k).push({ node: b.node, r: b.ramp, since, until });
+    }
+    const idx = new Map(order.map((id, i) => [id, i]));
+    const now = Date.now();
+    const figs = [...byKey.keys()].sort().slice(0, MAX_CALL_PLOTS).map((k) => {
+      const ramps = byKey.get(k).sort((a, b) => a.node.localeCompare(b.node));
+      const t0 = Math.min(...ramps.map((x) => x.since)), t1 = Math.max(...ramps.map((x) => x.until));
+      const finite = ramps.flatMap((x) => [x.r.start_rps, x.r.target_rps, x.r.rps]).filter((v) => Number.isFinite(v) && v > 0);
+      const cap = Math.max(1, ...finite) * (ramps.some((x) => !(x.r.target_rps > 0)) ? 2 : 1);
+      const series = ramps.map((x) => {
+        const steps = Math.max(1, Math.ceil((x.until - x.since) / 1000));
+        const stride = Math.max(1, Math.ceil(steps / 120));
+        const pts = [];
+        for (let s = 0; s < steps; s += stride) {
+          const v = Math.min(cap, rampRate(x.r, s, steps));
+          pts.push([x.since + s * 1000, v], [x.since + Math.min(steps, s + stride) * 1000, v]);
+        }
+        return { name: x.node, cls: `owner-line-${(idx.has(x.node) ? idx.get(x.node) : 0) % OWNER_COLOURS}`, points: pts,
+          title: `${x.node}: ${x.r.start_rps.toFixed(1)} → ${x.r.target_rps > 0 ? x.r.target_rps.toFixed(0) : 'unlimited'} calls/s, ` +
+            `${x.r.rps.toFixed(1)} now, until ${clock(x.until)} UTC` };
+      });
+      const { fig, root } = figure('ramp', `recovery ramp of ${k}`,
+        `${k}: ${ramps.map((x) => `${x.node} ${x.r.rps.toFixed(1)} calls/s now`).join(', ')}`);
+      fig.dataset.key = k;
+      linePlot(root, series, t0, t1, 'calls/s', now);
+      for (const x of ramps) { // the rate now, a dot on each node's line
+        const { w, h, l, r, t, b } = PLOT;
+        const top = niceTop(Math.max(0, ...series.flatMap((s) => s.points.map((p) => p[1]))));
+        root.append(svg('circle', { class: `dot ${series.find((s) => s.name === x.node).cls}`, r: 3,
+          cx: (l + (w - l - r) * (Math.min(now, t1) - t0) / (t1 - t0)).toFixed(1),
+          cy: (h - b - (h - t - b) * Math.min(1, x.r.rps / top)).toFixed(1), 'data-node': x.node },
+        svg('title', {}, `${x.node}: ${x.r.rps.toFixed(1)} calls/s now`)));
+      }
+      return fig;
+    });
+    if (!figs.length) figs.push(el('p', { className: 'empty' }, 'No recovery ramp under way.'));
+    $('plot-ramps').replaceChildren(...figs);
+  }
+
+  function renderPlots(hist, breakers, order) {
+    const dests = renderCallPlots(hist);
+    renderShardPlot(hist, order);
+    const samples = Math.max(0, ...((hist && hist.nodes) || []).map((n) => (n.samples || []).length));
+    const unreachable = (hist && hist.unreachable) || [];
+    $('plots-summary').textContent = `${samples} sample${samples === 1 ? '' : 's'} per node, one every ${(hist && hist.interval_seconds) || 2}s, ` +
+      `kept by each node; ${dests} destination${dests === 1 ? '' : 's'} called` +
+      (unreachable.length ? `; no history from: ${unreachable.join(', ')}` : '') + '.';
+    renderRampPlots(breakers, order);
+  }
+
   async function refresh() {
-    const [members, raft, shards, breakers, forced, timeline, history, blocked] = await Promise.allSettled([
+    const [members, raft, shards, breakers, forced, timeline, history, blocked, counts, samples] = await Promise.allSettled([
       getJSON('/v1/cluster/members'),
       getJSON('/v1/cluster/raft'),
       getJSON('/v1/shards'),
@@ -325,30 +570,35 @@
       getJSON('/ui/api/transitions?scope=cluster'),
       getJSON('/v1/config/_history?limit=10'),
       getJSON(`/v1/tasks?status=blocked&limit=${BLOCKED_LIMIT}`),
+      getJSON(`/v1/tasks/_counts?limit=${COUNTS_LIMIT}`),
+      getJSON('/ui/api/history?scope=cluster'),
     ]);
     const val = (r) => (r.status === 'fulfilled' ? r.value : null);
     let failed = 0;
     const shardOwners = (val(shards) && val(shards).shards || []).map((s) => s.owner);
     const order = nodeOrder(val(members), shardOwners);
+    const gone = goneMembers(val(members));
 
     if (!showError('members-error', members)) renderMembers(val(members)); else failed++;
     if (raft.status === 'fulfilled') renderRaft(raft.value);
     else { $('raft-summary').textContent = `Raft: could not load: ${raft.reason && raft.reason.message}`; failed++; }
-    if (!showError('shards-error', shards)) renderShards(val(shards), order); else failed++;
-    if (!showError('breakers-error', breakers)) renderBreakers(val(breakers), order); else failed++;
+    if (!showError('shards-error', shards)) renderShards(val(shards), order, gone); else failed++;
+    if (!showError('breakers-error', breakers)) renderBreakers(val(breakers), order, gone, openedAt(val(timeline))); else failed++;
     if (!showError('forced-error', forced)) renderForced(val(forced)); else failed++;
     if (!showError('timeline-error', timeline)) renderTimeline(val(timeline)); else failed++;
     if (!showError('history-error', history)) renderHistory(val(history)); else failed++;
     if (!showError('blocked-error', blocked)) renderBlocked(val(blocked)); else failed++;
+    if (!showError('dest-tasks-error', counts)) renderDestTasks(val(counts)); else failed++;
+    if (!showError('plots-error', samples)) renderPlots(val(samples), val(breakers), order); else failed++;
 
     const status = $('status');
-    const denied = [members, raft, shards, breakers, forced, timeline, history, blocked].find((r) => r.status === 'rejected' && r.reason && r.reason.auth);
+    const denied = [members, raft, shards, breakers, forced, timeline, history, blocked, counts, samples].find((r) => r.status === 'rejected' && r.reason && r.reason.auth);
     if (denied) {
       status.textContent = token ? 'This token may not read the cluster: enter one with the read role.' : 'This node needs an API token: enter one with the read role.';
       status.className = 'degraded';
       showAuth(denied.reason.message);
     } else {
-      status.textContent = `Updated ${new Date().toLocaleTimeString()}` + (failed ? ` — ${failed} section${failed === 1 ? '' : 's'} could not load` : '');
+      status.textContent = `Updated ${clock(Date.now())} UTC` + (failed ? ` — ${failed} section${failed === 1 ? '' : 's'} could not load` : '');
       status.className = failed ? 'degraded' : 'ok';
       showAuth('');
     }
