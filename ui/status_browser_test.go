@@ -181,7 +181,9 @@ func checkLabels(t *testing.T, doc *html.Node, timedKey string) {
 
 	// "reopens in": the time left, not "open for".
 	for _, id := range []string{"n1", "n2"} {
-		cells := find(doc, func(n *html.Node) bool { return hasAttr(n, "data-cell") && attr(n, "data-key") == timedKey && attr(n, "data-node") == id })
+		cells := find(doc, func(n *html.Node) bool {
+			return hasAttr(n, "data-cell") && attr(n, "data-key") == timedKey && attr(n, "data-node") == id
+		})
 		if len(cells) != 1 {
 			t.Fatalf("%d cells of %s on %s", len(cells), timedKey, id)
 		}
