@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -115,6 +117,26 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 	if t.Failed() {
 		t.Logf("dumped DOM:\n%s", tail(string(dom)))
 	}
+	screenshot(t, bin, "http://"+nodes[0].HTTPAddr()+"/ui/", "status-page-plots.png", "1400,2600")
+}
+
+// screenshot saves the page as name in $FUSEBOX_UI_SCREENSHOT_DIR (or the
+// test's artifact dir) and checks it is an image of some size.
+func screenshot(t *testing.T, bin, url, name, size string) {
+	t.Helper()
+	dir := os.Getenv("FUSEBOX_UI_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = t.ArtifactDir()
+	}
+	shot, err := filepath.Abs(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runChromium(t, bin, "--virtual-time-budget=8000", "--window-size="+size, "--screenshot="+shot, url)
+	if st, err := os.Stat(shot); err != nil || st.Size() < 10_000 {
+		t.Fatalf("screenshot %s: %v; want a PNG of the page", shot, err)
+	}
+	t.Logf("screenshot: %s", shot)
 }
 
 func callbackTo(ns, wf, url string) transport.TaskSubmit {
