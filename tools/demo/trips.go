@@ -23,7 +23,8 @@ const (
 	originOperator = "operator"       // a force or a config change
 )
 
-// tripOrigins is the column order of the view.
+// tripOrigins is the column order of the view (local, probe, hint,
+// operator).
 var tripOrigins = []string{originLocal, originProbe, originHint, originOperator}
 
 // originOf classifies one opening by the transition the node recorded.
@@ -143,13 +144,14 @@ func confirmDetail(node, origin string, c *transport.BreakerConfirm) string {
 
 // writeTrips is the view's section on why each node stopped calling flaky.
 func writeTrips(b *strings.Builder, ts []nodeTrips, o outageView) {
-	b.WriteString("WHY EACH NODE STOPPED CALLING flaky (its latest opening; openings by origin over the run)\n")
+	b.WriteString("WHY EACH NODE STOPPED CALLING flaky (its latest opening; openings over the run: local = its own\n" +
+		"  failed calls, probe = its failed probe, hint = a peer's hint opened it without a call of its own)\n")
 	if len(ts) == 0 {
 		b.WriteString("  (no opening yet)\n")
 		return
 	}
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  node\tlatest opening\t%s\tcalls while down\n", strings.Join(tripOrigins, "\t"))
+	fmt.Fprintln(tw, "  node\tlatest opening\tlocal\tprobe\thint\toperator\tcalls while down")
 	for _, n := range ts {
 		latest := fmtT(n.LastAt) + " " + n.Origin
 		if n.Detail != "" {

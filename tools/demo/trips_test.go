@@ -51,7 +51,7 @@ func TestTripsClassifiesOpenings(t *testing.T) {
 
 	var b strings.Builder
 	writeTrips(&b, got, outageView{PerNode: map[string]int{"n1": 6, "n2": 0}})
-	for _, want := range []string{"WHY EACH NODE STOPPED CALLING flaky", "local failures", "peer hint", "t+3.0s peer hint (n1 reported, n3 confirmed)", "calls while down"} {
+	for _, want := range []string{"WHY EACH NODE STOPPED CALLING flaky", "t+7.0s failed probe", "local  probe  hint  operator", "t+3.0s peer hint (n1 reported, n3 confirmed)", "calls while down"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("trips section lacks %q:\n%s", want, b.String())
 		}
