@@ -28,7 +28,7 @@ const Prefix = "/ui/"
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-//go:embed assets/index.html assets/app.js assets/app.css
+//go:embed assets/index.html assets/app.js assets/plots.js assets/app.css
 var assetFS embed.FS
 
 type asset struct {
@@ -44,6 +44,7 @@ func loadAssets() map[string]asset {
 	types := map[string]string{
 		"index.html": "text/html; charset=utf-8",
 		"app.js":     "text/javascript; charset=utf-8",
+		"plots.js":   "text/javascript; charset=utf-8",
 		"app.css":    "text/css; charset=utf-8",
 	}
 	out := make(map[string]asset, len(types))
