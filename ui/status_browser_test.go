@@ -54,6 +54,30 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 	}
 	upKey, downKey := "http://"+up.Addr(), "http://"+down.Addr()
 
+	// A destination that answers 429 with Retry-After: its breaker is held
+	// open until then, and the cell says until when, in UTC.
+	busy := outboundtest.NewDestination(t)
+	busy.SetRetryAfter("120")
+	if err := busy.SetMode(outboundtest.ModeTooManyRequests); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.SubmitTask(ctx, callbackTo("ns-busy", "wf-busy", busy.CallbackURL())); err != nil {
+		t.Fatal(err)
+	}
+	busyKey := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: "ns-busy", Destination: "http://" + busy.Addr()}
+	waitFor(t, 30*time.Second, "a breaker held open by the destination's Retry-After", func() bool {
+		var list transport.BreakerList
+		if api.Do(ctx, http.MethodGet, "/v1/breakers", map[string][]string{"scope": {"cluster"}}, nil, &list) != nil {
+			return false
+		}
+		for _, b := range list.Breakers {
+			if b.Destination == busyKey.Destination && b.RetryAfterUntil != nil {
+				return true
+			}
+		}
+		return false
+	})
+
 	// A breaker forced open for 10 minutes: its cells say when it reopens.
 	timed := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: "ns-ui", Destination: "maintenance-api"}
 	if err := api.Do(ctx, http.MethodPost, "/v1/breakers/force", nil, transport.BreakerForce{TaskGroup: timed.TaskGroup, Namespace: timed.NamespaceID,
@@ -112,6 +136,7 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkLabels(t, doc, timed.String())
+	checkRetryAfter(t, doc, busyKey.String())
 	checkCounts(t, doc, blockedID, dlqKey)
 	checkPlots(t, doc, upKey, downKey, ramping.String())
 	if t.Failed() {
@@ -243,6 +268,24 @@ func checkLabels(t *testing.T, doc *html.Node, timedKey string) {
 	terms := text(byID(t, doc, "breaker-terms"))
 	if !strings.Contains(terms, "guarded closed, but admitting only the breaker's MaxRequests probe calls") || !strings.Contains(terms, "reopens in") {
 		t.Errorf("terms %q lack the guarded and reopens-in explanations", terms)
+	}
+}
+
+// checkRetryAfter: the Retry-After deadline (issue 19) stays on the page,
+// in UTC.
+func checkRetryAfter(t *testing.T, doc *html.Node, key string) {
+	t.Helper()
+	spans := find(doc, func(n *html.Node) bool { return hasAttr(n, "data-retry-after") })
+	held := 0
+	for _, sp := range spans {
+		if regexp.MustCompile(`^Retry-After until \d\d:\d\d:\d\d UTC$`).MatchString(text(sp)) {
+			held++
+		} else {
+			t.Errorf("Retry-After label %q, want \"Retry-After until HH:MM:SS UTC\"", text(sp))
+		}
+	}
+	if held == 0 {
+		t.Errorf("no cell of %s shows its Retry-After deadline", key)
 	}
 }
 
