@@ -22,7 +22,7 @@ const (
 	MaxHistorySamples = 600
 	// MaxSampleKeys bounds the breaker keys of one sample: the busiest by
 	// calls in the interval.
-	MaxSampleKeys = 50
+	MaxSampleKeys = 20
 )
 
 // requestsMetric is the breaker pool's per-key call counter

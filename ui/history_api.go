@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
+	"time"
 
 	"fusebox/transport/outbound"
 )
@@ -19,6 +21,8 @@ type NodeHistory struct {
 // HistoryList is GET /ui/api/history: this node's samples (scope local) or
 // every reachable alive member's (scope cluster), for the page's plots of
 // calls and failures per destination and of shard ownership over time.
+// ?since=<RFC 3339> keeps the samples taken after it: the page asks for
+// everything once, then only for what is new.
 // Shard owners come from the replicated shard map, so with scope cluster
 // only the answering node's samples carry them.
 type HistoryList struct {
@@ -30,6 +34,15 @@ type HistoryList struct {
 }
 
 func (h *Handler) serveHistory(w http.ResponseWriter, r *http.Request) {
+	var since time.Time
+	if v := r.URL.Query().Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_argument", "since="+jsonQuote(v)+": want an RFC 3339 time")
+			return
+		}
+		since = t
+	}
 	out := HistoryList{Node: h.deps.NodeID, Nodes: []NodeHistory{}}
 	if hist := h.deps.History; hist != nil {
 		out.IntervalSeconds = hist.Every().Seconds()
@@ -37,10 +50,10 @@ func (h *Handler) serveHistory(w http.ResponseWriter, r *http.Request) {
 	switch scope := r.URL.Query().Get("scope"); scope {
 	case "", "local":
 		out.Scope = "local"
-		out.Nodes = append(out.Nodes, h.localHistory())
+		out.Nodes = append(out.Nodes, h.localHistory(since))
 	case "cluster":
 		out.Scope = "cluster"
-		h.clusterHistory(r.Context(), &out)
+		h.clusterHistory(r.Context(), since, &out)
 	default:
 		writeError(w, http.StatusBadRequest, "invalid_argument", "scope="+jsonQuote(scope)+": want local or cluster")
 		return
@@ -49,12 +62,26 @@ func (h *Handler) serveHistory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) localHistory() NodeHistory {
+// localHistory is this node's samples after since (zero: all).
+func (h *Handler) localHistory(since time.Time) NodeHistory {
 	out := NodeHistory{Node: h.deps.NodeID, Samples: []Sample{}}
 	if h.deps.History != nil {
-		out.Samples = h.deps.History.Samples()
+		out.Samples = after(h.deps.History.Samples(), since)
 	}
 	return out
+}
+
+// after keeps the samples taken after since (oldest first in, oldest
+// first out).
+func after(ss []Sample, since time.Time) []Sample {
+	if since.IsZero() {
+		return ss
+	}
+	i := 0
+	for i < len(ss) && !ss[i].At.After(since) {
+		i++
+	}
+	return ss[i:]
 }
 
 // clusterHistory asks every alive member for its local history in
@@ -63,10 +90,14 @@ func (h *Handler) localHistory() NodeHistory {
 // MaxHistorySamples samples of at most MaxSampleKeys keys are taken, its
 // destinations are redacted again, samples without a time are dropped, and
 // its shard owners are left out (this node's replica has the same map).
-func (h *Handler) clusterHistory(ctx context.Context, out *HistoryList) {
+func (h *Handler) clusterHistory(ctx context.Context, since time.Time, out *HistoryList) {
 	if h.deps.Members == nil {
-		out.Nodes = append(out.Nodes, h.localHistory())
+		out.Nodes = append(out.Nodes, h.localHistory(since))
 		return
+	}
+	var query url.Values
+	if !since.IsZero() {
+		query = url.Values{"since": {since.Format(time.RFC3339Nano)}}
 	}
 	var (
 		mu sync.Mutex
@@ -77,7 +108,7 @@ func (h *Handler) clusterHistory(ctx context.Context, out *HistoryList) {
 			continue
 		}
 		if m.ID == h.deps.NodeID {
-			local := h.localHistory()
+			local := h.localHistory(since)
 			mu.Lock()
 			out.Nodes = append(out.Nodes, local)
 			mu.Unlock()
@@ -93,7 +124,7 @@ func (h *Handler) clusterHistory(ctx context.Context, out *HistoryList) {
 			cctx, cancel := context.WithTimeout(ctx, PeerTimeout)
 			defer cancel()
 			var list HistoryList
-			err := h.deps.Peers(m.HTTPAddr).Do(cctx, http.MethodGet, Prefix+"api/history", nil, nil, &list)
+			err := h.deps.Peers(m.HTTPAddr).Do(cctx, http.MethodGet, Prefix+"api/history", query, nil, &list)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil || len(list.Nodes) == 0 {
@@ -101,7 +132,7 @@ func (h *Handler) clusterHistory(ctx context.Context, out *HistoryList) {
 				out.Unreachable = append(out.Unreachable, m.ID)
 				return
 			}
-			out.Nodes = append(out.Nodes, NodeHistory{Node: m.ID, Samples: sanitizeSamples(list.Nodes[0].Samples)})
+			out.Nodes = append(out.Nodes, NodeHistory{Node: m.ID, Samples: sanitizeSamples(list.Nodes[0].Samples, since)})
 		})
 	}
 	wg.Wait()
@@ -109,13 +140,13 @@ func (h *Handler) clusterHistory(ctx context.Context, out *HistoryList) {
 	slices.Sort(out.Unreachable)
 }
 
-func sanitizeSamples(in []Sample) []Sample {
+func sanitizeSamples(in []Sample, since time.Time) []Sample {
 	if len(in) > MaxHistorySamples {
 		in = in[len(in)-MaxHistorySamples:]
 	}
 	out := make([]Sample, 0, len(in))
 	for _, s := range in {
-		if s.At.IsZero() {
+		if s.At.IsZero() || !s.At.After(since) {
 			continue
 		}
 		if len(s.Calls) > MaxSampleKeys {

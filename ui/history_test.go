@@ -62,6 +62,8 @@ func TestHistoryFromRealPool(t *testing.T) {
 		}
 		return sum.Calls >= 3 && sum.Rejected >= 1
 	})
+	cancel() // the ring holds still from here
+	wg.Wait()
 	if sum.Calls-sum.Failures != 2 || sum.Failures < 1 {
 		t.Errorf("sampled %+v, want 2 successes and the failures that tripped it, counted once", sum)
 	}
@@ -103,6 +105,24 @@ func TestHistoryFromRealPool(t *testing.T) {
 	}
 	if calls < 3 {
 		t.Errorf("merged history has %d calls from n1, want its sampled calls", calls)
+	}
+	// ?since= keeps what is newer, here and from the peer.
+	pin := cl.Nodes[0].Samples[0].At
+	rec = serve(t, n2, http.MethodGet, "/ui/api/history?scope=cluster&since="+pin.Format(time.RFC3339Nano), nil)
+	var newer ui.HistoryList
+	if err := json.Unmarshal(rec.Body.Bytes(), &newer); err != nil || len(newer.Nodes) != 2 {
+		t.Fatalf("since: %v %s", err, rec.Body)
+	}
+	for _, s := range newer.Nodes[0].Samples {
+		if !s.At.After(pin) {
+			t.Errorf("since %v returned a sample of %v", pin, s.At)
+		}
+	}
+	if len(newer.Nodes[0].Samples) >= len(cl.Nodes[0].Samples) {
+		t.Errorf("since kept %d of %d samples", len(newer.Nodes[0].Samples), len(cl.Nodes[0].Samples))
+	}
+	if rec := serve(t, n1, http.MethodGet, "/ui/api/history?since=yesterday", nil); rec.Code != http.StatusBadRequest {
+		t.Errorf("since=yesterday: %d, want 400", rec.Code)
 	}
 	if rec := serve(t, n2, http.MethodGet, "/ui/api/history?scope=fleet", nil); rec.Code != http.StatusBadRequest {
 		t.Errorf("scope=fleet: %d, want 400", rec.Code)

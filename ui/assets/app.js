@@ -385,7 +385,7 @@
       getJSON('/v1/config/_history?limit=10'),
       getJSON(`/v1/tasks?status=blocked&limit=${BLOCKED_LIMIT}`),
       getJSON(`/v1/tasks/_counts?limit=${COUNTS_LIMIT}`),
-      getJSON('/ui/api/history?scope=cluster'),
+      getJSON(FuseboxPlots.historyPath()),
     ]);
     const val = (r) => (r.status === 'fulfilled' ? r.value : null);
     let failed = 0;

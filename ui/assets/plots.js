@@ -1,13 +1,50 @@
 // fusebox status page: the plots of the last 5 minutes, as inline SVG
-// (no library). app.js calls FuseboxPlots.render after each refresh with
-// the history (GET /ui/api/history?scope=cluster), the breaker list (for
-// the ramps), the node order (for owner colours) and its DOM helpers. API
-// strings go into SVG attributes and text nodes only, never markup.
+// (no library). app.js fetches FuseboxPlots.historyPath() (GET
+// /ui/api/history?scope=cluster: everything once, then only the samples
+// after the newest it has) and calls FuseboxPlots.render after each refresh
+// with that answer, the breaker list (for the ramps), the node order (for
+// owner colours) and its DOM helpers. API strings go into SVG attributes
+// and text nodes only, never markup.
 'use strict';
 
 globalThis.FuseboxPlots = (() => {
   // The helpers app.js hands over (render sets them).
   let $, el, keyOf, clock, nodeOrder, OWNER_COLOURS;
+
+  // The samples received so far, by node and time, kept for 5 minutes of
+  // the nodes' own clocks: each answer adds what is new.
+  const KEEP_MS = 5 * 60 * 1000;
+  const store = { node: '', interval: 2, nodes: new Map(), unreachable: [] };
+  function remember(hist) {
+    if (!hist) return;
+    store.node = hist.node || store.node;
+    store.interval = hist.interval_seconds || store.interval;
+    store.unreachable = hist.unreachable || [];
+    let newest = -Infinity;
+    for (const n of hist.nodes || []) {
+      if (!store.nodes.has(n.node)) store.nodes.set(n.node, new Map());
+      const m = store.nodes.get(n.node);
+      for (const s of n.samples || []) if (!isNaN(Date.parse(s.at))) m.set(s.at, s);
+    }
+    for (const m of store.nodes.values()) for (const at of m.keys()) newest = Math.max(newest, Date.parse(at));
+    for (const [id, m] of store.nodes) {
+      for (const at of [...m.keys()]) if (Date.parse(at) < newest - KEEP_MS) m.delete(at);
+      if (!m.size) store.nodes.delete(id);
+    }
+  }
+  // historyPath asks for the samples after the oldest of the nodes' newest
+  // (a node whose clock is behind loses nothing; repeats are merged by time).
+  function historyPath() {
+    const latest = [...store.nodes.values()].map((m) => Math.max(...[...m.keys()].map(Date.parse)));
+    const base = '/ui/api/history?scope=cluster';
+    return latest.length ? `${base}&since=${encodeURIComponent(new Date(Math.min(...latest)).toISOString())}` : base;
+  }
+  function stored() {
+    return {
+      node: store.node, interval_seconds: store.interval, unreachable: store.unreachable,
+      nodes: [...store.nodes].map(([node, m]) => ({ node, samples: [...m.values()].sort((a, b) => Date.parse(a.at) - Date.parse(b.at)) })),
+    };
+  }
 
   // The SVG namespace comes from the page's own <svg> element, so the
   // script names no URL.
@@ -184,8 +221,10 @@ globalThis.FuseboxPlots = (() => {
     $('plot-ramps').replaceChildren(...figs);
   }
 
-  function render(hist, breakers, order, helpers) {
+  function render(answer, breakers, order, helpers) {
     ({ $, el, keyOf, clock, nodeOrder, OWNER_COLOURS } = helpers);
+    remember(answer);
+    const hist = stored();
     const dests = renderCallPlots(hist);
     renderShardPlot(hist, order);
     const samples = Math.max(0, ...((hist && hist.nodes) || []).map((n) => (n.samples || []).length));
@@ -196,5 +235,5 @@ globalThis.FuseboxPlots = (() => {
     renderRampPlots(breakers, order);
   }
 
-  return { render };
+  return { render, historyPath };
 })();
