@@ -30,9 +30,10 @@ import (
 // real three-node cluster with real traffic: a healthy and a failing
 // callback destination, a breaker forced open for 10 minutes, a blocked
 // task, a dead-lettered task, a recovery ramp, and finally one node that
-// leaves. It checks the labels ("reopens in", the gone node's mark, the
-// guarded explanation, UTC times), the per-destination task counts, and
-// that each plot is drawn from the nodes' real samples.
+// leaves (one whose departure keeps both destinations' calls in the
+// remaining histories). It checks the labels ("reopens in", the gone
+// node's mark, the guarded explanation, UTC times), the per-destination
+// task counts, and that each plot is drawn from the nodes' real samples.
 func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 	bin := chromium(t)
 	nodes := startCluster(t, 3)
@@ -88,61 +89,91 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 	dlqKey := deadLetterTask(t, api)
 	ramping := rampKey(t, api, nodes)
 
-	// Every node's history has sampled the traffic.
-	waitFor(t, 30*time.Second, "the cluster history to hold both destinations' calls and n1 three samples", func() bool {
+	// Every node's history has sampled the traffic. Which node called which
+	// destination depends on the shards (and on hints: a node a peer warned
+	// may never call the failing one), so the node that leaves is one whose
+	// departure keeps both destinations' calls in the remaining histories.
+	var upOn, downOn map[string]uint64
+	waitFor(t, 30*time.Second, "the cluster history to hold both destinations' calls and three samples of every node", func() bool {
 		var h ui.HistoryList
-		if api.Do(ctx, http.MethodGet, "/ui/api/history", map[string][]string{"scope": {"cluster"}}, nil, &h) != nil {
+		if api.Do(ctx, http.MethodGet, "/ui/api/history", map[string][]string{"scope": {"cluster"}}, nil, &h) != nil || len(h.Nodes) != 3 {
 			return false
 		}
-		var upCalls, downFails uint64
+		upOn, downOn = map[string]uint64{}, map[string]uint64{}
 		for _, n := range h.Nodes {
+			if len(n.Samples) < 3 {
+				return false
+			}
 			for _, s := range n.Samples {
 				for _, c := range s.Calls {
-					if c.Destination == upKey {
-						upCalls += c.Calls
+					if c.Destination == upKey && c.Calls > 0 {
+						upOn[n.Node] += c.Calls
 					}
-					if c.Destination == downKey {
-						downFails += c.Failures
+					if c.Destination == downKey && c.Failures > 0 {
+						downOn[n.Node] += c.Failures
 					}
 				}
 			}
 		}
-		return upCalls >= 1 && downFails >= 1 && len(h.Nodes) > 0 && h.Nodes[0].Node == "n1" && len(h.Nodes[0].Samples) >= 3
+		return len(upOn) > 0 && len(downOn) > 0
 	})
+	leave := -1
+	for i := len(nodes) - 1; i >= 0 && leave < 0; i-- {
+		id := fmt.Sprintf("n%d", i+1)
+		if len(upOn)-boolInt(upOn[id] > 0) > 0 && len(downOn)-boolInt(downOn[id] > 0) > 0 {
+			leave = i
+		}
+	}
+	if leave < 0 {
+		t.Fatalf("no node can leave with both destinations' calls kept: up %v, down failures %v", upOn, downOn)
+	}
+	goneID := fmt.Sprintf("n%d", leave+1)
+	var stay []string
+	var front *node.Node
+	for i, nd := range nodes {
+		if i != leave {
+			stay = append(stay, fmt.Sprintf("n%d", i+1))
+			if front == nil {
+				front = nd
+			}
+		}
+	}
+	api = transport.NewClient(front.HTTPAddr(), "", hc)
 
-	// n3 leaves: its column is marked, not blank.
+	// It leaves: its column is marked, not blank.
 	closeCtx, closeCancel := context.WithTimeout(context.Background(), 20*time.Second)
-	err := nodes[2].Close(closeCtx)
+	err := nodes[leave].Close(closeCtx)
 	closeCancel()
 	if err != nil {
-		t.Fatalf("close n3: %v", err)
+		t.Fatalf("close %s: %v", goneID, err)
 	}
-	waitFor(t, 30*time.Second, "n1 to see n3 gone and serve breakers without it", func() bool {
+	waitFor(t, 30*time.Second, stay[0]+" to see "+goneID+" gone", func() bool {
 		ms, err := api.Members(ctx)
 		if err != nil {
 			return false
 		}
 		for _, m := range ms {
-			if m.ID == "n3" {
+			if m.ID == goneID {
 				return m.State == "left" || m.State == "dead"
 			}
 		}
 		return false
 	})
 
-	dom := runChromium(t, bin, "--virtual-time-budget=8000", "--dump-dom", "http://"+nodes[0].HTTPAddr()+"/ui/")
+	page := "http://" + front.HTTPAddr() + "/ui/"
+	dom := runChromium(t, bin, "--virtual-time-budget=8000", "--dump-dom", page)
 	doc, err := html.Parse(bytes.NewReader(dom))
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkLabels(t, doc, timed.String())
+	checkLabels(t, doc, timed.String(), goneID, stay)
 	checkRetryAfter(t, doc, busyKey.String())
 	checkCounts(t, doc, blockedID, dlqKey)
-	checkPlots(t, doc, upKey, downKey, ramping.String())
+	checkPlots(t, doc, upKey, downKey, ramping.String(), stay)
 	if t.Failed() {
 		t.Logf("dumped DOM:\n%s", tail(string(dom)))
 	}
-	screenshot(t, bin, "http://"+nodes[0].HTTPAddr()+"/ui/", "status-page-plots.png", "1400,2600")
+	screenshot(t, bin, page, "status-page-plots.png", "1400,2600")
 }
 
 // screenshot saves the page as name in $FUSEBOX_UI_SCREENSHOT_DIR (or the
@@ -206,7 +237,14 @@ func deadLetterTask(t *testing.T, api *transport.Client) string {
 
 var utcClock = regexp.MustCompile(`^Updated \d\d:\d\d:\d\d UTC$`)
 
-func checkLabels(t *testing.T, doc *html.Node, timedKey string) {
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func checkLabels(t *testing.T, doc *html.Node, timedKey, goneID string, stay []string) {
 	t.Helper()
 	body := find(doc, func(n *html.Node) bool { return n.Data == "body" })
 	if len(body) != 1 || attr(body[0], "data-loaded") != "true" {
@@ -227,7 +265,7 @@ func checkLabels(t *testing.T, doc *html.Node, timedKey string) {
 	}
 
 	// "reopens in": the time left, not "open for".
-	for _, id := range []string{"n1", "n2"} {
+	for _, id := range stay {
 		cells := find(doc, func(n *html.Node) bool {
 			return hasAttr(n, "data-cell") && attr(n, "data-key") == timedKey && attr(n, "data-node") == id
 		})
@@ -243,21 +281,21 @@ func checkLabels(t *testing.T, doc *html.Node, timedKey string) {
 	}
 
 	// The node that left: its own mark in the header and every cell.
-	heads := find(doc, func(n *html.Node) bool { return n.Data == "th" && attr(n, "data-node") == "n3" })
+	heads := find(doc, func(n *html.Node) bool { return n.Data == "th" && attr(n, "data-node") == goneID })
 	if len(heads) != 1 || !strings.Contains(text(heads[0]), "†") || !strings.Contains(attr(heads[0], "class"), "node-gone") {
-		t.Errorf("n3's column header: %d, want one marked †", len(heads))
+		t.Errorf("%s's column header: %d, want one marked †", goneID, len(heads))
 	}
-	gone := find(doc, func(n *html.Node) bool { return hasAttr(n, "data-cell") && attr(n, "data-node") == "n3" })
+	gone := find(doc, func(n *html.Node) bool { return hasAttr(n, "data-cell") && attr(n, "data-node") == goneID })
 	if len(gone) < 3 {
-		t.Errorf("%d cells of n3, want one per breaker key", len(gone))
+		t.Errorf("%d cells of %s, want one per breaker key", len(gone), goneID)
 	}
 	for _, c := range gone {
 		if attr(c, "data-state") != "gone" || !strings.Contains(attr(c, "class"), "state-dead") || !regexp.MustCompile(`^† (left|dead)$`).MatchString(text(c)) {
-			t.Errorf("n3's cell of %s: state %q class %q text %q; want the gone mark", attr(c, "data-key"), attr(c, "data-state"), attr(c, "class"), text(c))
+			t.Errorf("%s's cell of %s: state %q class %q text %q; want the gone mark", goneID, attr(c, "data-key"), attr(c, "data-state"), attr(c, "class"), text(c))
 		}
 	}
-	if s := text(byID(t, doc, "breakers-summary")); !strings.Contains(s, "dead or left: n3") {
-		t.Errorf("breakers summary %q does not name n3 as gone", s)
+	if s := text(byID(t, doc, "breakers-summary")); !strings.Contains(s, "dead or left: "+goneID) {
+		t.Errorf("breakers summary %q does not name %s as gone", s, goneID)
 	}
 	legend := find(doc, hasClass("state-dead"))
 	if len(legend) == 0 || !strings.Contains(text(doc), "† gone the node is dead or has left") {
@@ -321,7 +359,7 @@ func checkCounts(t *testing.T, doc *html.Node, blockedID, dlqKey string) {
 	}
 }
 
-func checkPlots(t *testing.T, doc *html.Node, upKey, downKey, rampKey string) {
+func checkPlots(t *testing.T, doc *html.Node, upKey, downKey, rampKey string, stay []string) {
 	t.Helper()
 	series := func(root *html.Node, name string) *html.Node {
 		return first(find(root, func(n *html.Node) bool { return n.Data == "polyline" && attr(n, "data-series") == name }))
@@ -368,7 +406,7 @@ func checkPlots(t *testing.T, doc *html.Node, upKey, downKey, rampKey string) {
 	}
 	// The recovery ramp over time: each remaining node's line and its rate now.
 	rf := fig("ramp", "data-key", rampKey)
-	for _, id := range []string{"n1", "n2"} {
+	for _, id := range stay {
 		if l := series(rf, id); points(l) < 10 || maxOf(l) <= 0 {
 			t.Errorf("ramp line of %s: %d points, max %v", id, points(l), maxOf(l))
 		}
