@@ -212,7 +212,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Shards:   n.shards,
 		Ops:      opsAPI{n},
 		Peers:    peers,
-		UI: ui.New(ui.Deps{NodeID: cfg.NodeID, Recorder: n.uiRec, Members: apiMembers{n.members}, Peers: peers},
+		UI: ui.New(ui.Deps{NodeID: cfg.NodeID, Recorder: n.uiRec, Members: apiMembers{n.members}, Peers: peers, History: n.uiHistory(loopCtx)},
 			n.log.With("component", "ui")),
 	}, n.log.With("component", "api"))
 	n.api.Serve(ln)

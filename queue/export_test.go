@@ -1,6 +1,10 @@
 package queue
 
-import "fusebox/breakerpool"
+import (
+	"time"
+
+	"fusebox/breakerpool"
+)
 
 // ShardState reports test-visible state of this node's work on a shard.
 type ShardState struct {
@@ -46,6 +50,9 @@ func (q *Queue) GroupCount() int { return q.sched.groupCount() }
 
 // RampRate is rampRate.
 var RampRate = rampRate
+
+// RetuneAt runs the ramp loop's retune with now.
+func (q *Queue) RetuneAt(now time.Time) { q.sched.retune(now) }
 
 // GroupRate returns the rate limit and burst of k's group.
 func (q *Queue) GroupRate(k breakerpool.Key) (limit float64, burst int, ok bool) {

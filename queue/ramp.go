@@ -210,6 +210,13 @@ func (s *scheduler) retune(now time.Time) {
 	s.rmu.Lock()
 	touched := make(map[breakerpool.Key]bool, len(s.ramps))
 	for k, r := range s.ramps {
+		if r.since.After(now) {
+			// Started after this tick's time (a close racing the tick, or a
+			// tick read late): not ended, the next tick handles it. Without
+			// this it read as "from the future", was forgotten, and its group
+			// was tuned back to the full rate: no ramp after that close.
+			continue
+		}
 		touched[k] = true
 		_, _, _, ok := s.rampOfLocked(l, k, now)
 		if !ok || (r.armed && s.groups[k] == nil && now.Sub(r.since) > rampArmTTL) {
@@ -245,8 +252,8 @@ func (q *Queue) rampLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case now := <-t.C:
-			q.sched.retune(now)
+		case <-t.C:
+			q.sched.retune(time.Now()) // not the tick's time, which may be stale
 		case <-q.stop:
 			return
 		}

@@ -91,6 +91,23 @@ func TestRampAfterClose(t *testing.T) {
 	})
 }
 
+// A close that races the ramp loop's tick (the tick's time is before the
+// ramp's start) keeps its ramp: it used to read as a ramp from the future
+// and be forgotten, so the key went back to its full rate at once.
+func TestRampSurvivesAStaleTick(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.RampStartRPS, lim.RampDuration = 5, time.Hour
+	e := newEnv(t, 1, lim)
+	q := e.start(t, fastCfg(), newFakeExec(false), nil)
+	waitFor(t, 5*time.Second, "the shard to start", func() bool { _, ok := q.ShardState(0); return ok })
+	tick := time.Now() // the tick fired, then the close came before retune ran
+	q.KeyClosed(key("dest"))
+	q.RetuneAt(tick)
+	if st, ok := q.Ramp(key("dest")); !ok || st.StartRPS != 5 {
+		t.Fatalf("Ramp after a tick older than the close = %+v, %v; want the ramp under way", st, ok)
+	}
+}
+
 // With rampDuration 0 a close changes nothing about the rate.
 func TestNoRampWhenOff(t *testing.T) {
 	lim := queuetest.DefaultLimits()

@@ -88,6 +88,9 @@ func (s *Server) taskRoutes(svc TaskService) {
 	s.handle("GET /v1/tasks/{id}", needTaskRead, h.get)
 	s.handle("GET /v1/tasks", needRead, h.list)
 	s.handle("GET /v1/dlq", needRead, h.dlq)
+	if c, ok := svc.(TaskCounter); ok {
+		s.handle("GET /v1/tasks/_counts", needRead, h.counts(c)) // handlers_task_counts.go
+	}
 	s.handle("POST /v1/dlq/redrive", needAdmin, h.redrive)
 }
 

@@ -28,7 +28,7 @@ const Prefix = "/ui/"
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-//go:embed assets/index.html assets/app.js assets/app.css
+//go:embed assets/index.html assets/app.js assets/plots.js assets/app.css
 var assetFS embed.FS
 
 type asset struct {
@@ -44,6 +44,7 @@ func loadAssets() map[string]asset {
 	types := map[string]string{
 		"index.html": "text/html; charset=utf-8",
 		"app.js":     "text/javascript; charset=utf-8",
+		"plots.js":   "text/javascript; charset=utf-8",
 		"app.css":    "text/css; charset=utf-8",
 	}
 	out := make(map[string]asset, len(types))
@@ -78,6 +79,9 @@ type Deps struct {
 	// Peers reaches another node's API by its http_addr (the same function
 	// the API uses for /v1/breakers?scope=cluster).
 	Peers func(httpAddr string) *transport.Client
+	// History, optional, is this node's sampled calls and shard owners
+	// (GET /ui/api/history); the node runs it.
+	History *History
 }
 
 // Handler serves the status page and its timeline endpoint. It starts no
@@ -116,6 +120,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case path == Prefix+"api/transitions":
 		h.serveTransitions(w, r)
+		return
+	case path == Prefix+"api/history":
+		h.serveHistory(w, r)
 		return
 	}
 	name, ok := strings.CutPrefix(path, Prefix)

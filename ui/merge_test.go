@@ -15,13 +15,13 @@ import (
 
 // peerClients returns a Peers function over one private transport whose
 // idle connections are closed when the test ends.
-func peerClients(t *testing.T) func(string) *transport.Client {
+func peerClients(t testing.TB) func(string) *transport.Client {
 	hc := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	t.Cleanup(hc.CloseIdleConnections)
 	return func(addr string) *transport.Client { return transport.NewClient(addr, "", hc) }
 }
 
-func startServer(t *testing.T, h http.Handler) *httptest.Server {
+func startServer(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv

@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -37,18 +38,28 @@ func rampKey(t *testing.T, api *transport.Client, nodes []*node.Node) breakerpoo
 		want := map[string]string{"open": "open", "closed": "closed"}[mode]
 		for _, nd := range nodes {
 			c := transport.NewClient(nd.HTTPAddr(), "", hc)
-			waitFor(t, 20*time.Second, nd.HTTPAddr()+" applying "+mode+" and its ramp", func() bool {
+			var last string // what the node showed last, for the failure message
+			deadline := time.Now().Add(30 * time.Second)
+			for done := false; !done; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s did not apply %s and its ramp within 30s; it shows %s", nd.HTTPAddr(), mode, last)
+				}
 				var list transport.BreakerList
 				if err := c.Do(context.Background(), http.MethodGet, "/v1/breakers", nil, nil, &list); err != nil {
-					return false
+					last = err.Error()
+					continue
 				}
+				last = "no breaker for the key"
 				for _, b := range list.Breakers {
-					if b.Destination == k.Destination && b.State == want && (mode == "open" || b.Ramp != nil) {
-						return true
+					if b.Destination != k.Destination {
+						continue
+					}
+					last = fmt.Sprintf("state %s source %s mode %s generation %d ramp %+v", b.State, b.Source, b.Mode, b.Generation, b.Ramp)
+					if b.State == want && (mode == "open" || b.Ramp != nil) {
+						done = true
 					}
 				}
-				return false
-			})
+			}
 		}
 	}
 	return k

@@ -31,6 +31,7 @@ func TestAssetsContentTypesAndHeaders(t *testing.T) {
 		{"/ui/", "text/html; charset=utf-8", `<script src="app.js" defer></script>`},
 		{"/ui/index.html", "text/html; charset=utf-8", `<link rel="stylesheet" href="app.css">`},
 		{"/ui/app.js", "text/javascript; charset=utf-8", "getJSON('/v1/breakers?scope=cluster')"},
+		{"/ui/plots.js", "text/javascript; charset=utf-8", "globalThis.FuseboxPlots"},
 		{"/ui/app.css", "text/css; charset=utf-8", ".state-open"},
 	} {
 		rec := serve(t, h, http.MethodGet, tc.path, nil)
@@ -84,7 +85,7 @@ func TestCSPIsStrict(t *testing.T) {
 // script or style, and no markup built from strings.
 func TestAssetsSelfContained(t *testing.T) {
 	h := ui.New(ui.Deps{}, nil)
-	for _, path := range []string{"/ui/", "/ui/app.js", "/ui/app.css"} {
+	for _, path := range []string{"/ui/", "/ui/app.js", "/ui/plots.js", "/ui/app.css"} {
 		body := serve(t, h, http.MethodGet, path, nil).Body.String()
 		for _, bad := range []string{"http://", "https://", "innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
 			if strings.Contains(body, bad) {

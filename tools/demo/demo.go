@@ -215,6 +215,7 @@ func (d *demo) finishRun(ran time.Duration) {
 	d.sum.Outage = d.out.view()
 	d.sum.Transitions = transitionsFrom(s)
 	d.sum.Events = d.obs.events
+	d.sum.Trips = s.Trips
 	ws := d.wl.stats()
 	d.sum.Submitted, d.sum.SubmitFailed, d.sum.Overloaded = ws.Submitted, ws.Failed, ws.Overloaded
 	tasks, err := countTasks(ctx, d.cl)

@@ -118,6 +118,28 @@ func testDemoHeadless(t *testing.T, secure bool) {
 	if o.Estimate <= 0 || !strings.Contains(o.Formula, "failures to trip") {
 		t.Errorf("estimate %d (%q)", o.Estimate, o.Formula)
 	}
+	// Each opening is traced to where it came from, from the nodes' own
+	// timelines: as many as the nodes' counters saw (a node's ring holds
+	// its last 200 transitions, far more than this run makes), give or take
+	// one per node opening between the two reads.
+	opened := 0
+	for _, n := range sum.Trips {
+		for _, o := range tripOrigins {
+			opened += n.Counts[o]
+		}
+	}
+	want := 0
+	for k, n := range sum.Transitions {
+		if strings.HasPrefix(k, destFlaky+" ") && strings.HasSuffix(k, "→open") {
+			want += n
+		}
+	}
+	if opened == 0 || opened > want+cfg.Nodes || opened < want-cfg.Nodes {
+		t.Errorf("trips traced %d flaky openings (%+v), the nodes' counters %d", opened, sum.Trips, want)
+	}
+	if !strings.Contains(out.String(), " | trips n") || !strings.Contains(sum.String(), "flaky opened:") {
+		t.Error("neither the status lines nor the summary say where the flaky openings came from")
+	}
 	if sum.Transitions[destFlaky+" closed→open"] == 0 {
 		t.Errorf("no closed→open transition of flaky in the nodes' counters: %v", sum.Transitions)
 	}

@@ -12,6 +12,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
+	"fusebox/ui"
 )
 
 // maxEvents bounds the breaker events kept for the summary.
@@ -40,7 +41,10 @@ type breakerView struct {
 	ConsecutiveFailures  uint32
 	OpenRemainingSeconds float64
 	// Ramp, while the key's recovery ramp is under way on that node (issue 19 §2).
-	Ramp        *transport.BreakerRamp
+	Ramp *transport.BreakerRamp
+	// Confirm is the confirm hint policy's latest round for the key on that
+	// node (who reported, who checked), if any.
+	Confirm     *transport.BreakerConfirm
 	settings    breakerpool.Settings
 	hasSettings bool
 }
@@ -80,7 +84,9 @@ type snapshot struct {
 	Workload    workloadStats
 	Outage      outageView
 	Events      []event // the newest few
-	Err         string  // the last observation error, if any
+	// Trips says, per node, where its flaky breaker's openings came from.
+	Trips []nodeTrips
+	Err   string // the last observation error, if any
 }
 
 // observer polls the cluster and the destinations. It is used from one
@@ -94,10 +100,11 @@ type observer struct {
 	lastDelivered map[string]int
 	prev          map[[2]string]breakerView // (node, destination)
 	events        []event
+	trips         *trips
 }
 
 func newObserver(cl *cluster, dests map[string]*outboundtest.Destination) *observer {
-	o := &observer{cl: cl, dests: map[string]*deliveries{}, hc: cl.hc, lastDelivered: map[string]int{}, prev: map[[2]string]breakerView{}}
+	o := &observer{cl: cl, dests: map[string]*deliveries{}, hc: cl.hc, lastDelivered: map[string]int{}, prev: map[[2]string]breakerView{}, trips: newTrips()}
 	for name, d := range dests {
 		o.dests[name] = newDeliveries(d)
 	}
@@ -122,7 +129,8 @@ func (o *observer) observe(ctx context.Context, at time.Duration) snapshot {
 		members []transport.Member
 		shards  transport.ShardList
 		brk     transport.BreakerList
-		errs    [3]error
+		tl      ui.TransitionList
+		errs    [4]error
 	)
 	wg.Go(func() {
 		errs[0] = o.cl.call(ctx, 0, func(ctx context.Context, c *transport.Client) (err error) {
@@ -141,6 +149,9 @@ func (o *observer) observe(ctx context.Context, at time.Duration) snapshot {
 			return c.Do(ctx, http.MethodGet, "/v1/breakers", map[string][]string{"scope": {"cluster"}}, nil, &brk)
 		})
 	})
+	wg.Go(func() {
+		tl, errs[3] = fetchTimeline(ctx, o.cl)
+	})
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
@@ -149,6 +160,10 @@ func (o *observer) observe(ctx context.Context, at time.Duration) snapshot {
 	}
 	o.mergeMembers(&s, members, shards)
 	o.mergeBreakers(&s, brk, errs[2])
+	if errs[3] == nil {
+		o.trips.update(tl, time.Now().Add(-at))
+	}
+	s.Trips = o.trips.view(s.Breakers)
 	o.observeDests(&s)
 	for _, n := range s.Nodes {
 		s.Pending += n.Pending
@@ -204,7 +219,7 @@ func (o *observer) mergeBreakers(s *snapshot, brk transport.BreakerList, err err
 	for _, b := range brk.Breakers {
 		v := breakerView{
 			Node: b.Node, Destination: b.Destination, State: b.State, Source: b.Source, Mode: b.Mode,
-			ConsecutiveFailures: b.Counts.ConsecutiveFailures, OpenRemainingSeconds: b.OpenRemainingSeconds, Ramp: b.Ramp,
+			ConsecutiveFailures: b.Counts.ConsecutiveFailures, OpenRemainingSeconds: b.OpenRemainingSeconds, Ramp: b.Ramp, Confirm: b.Confirm,
 		}
 		if len(b.Settings) > 0 && json.Unmarshal(b.Settings, &v.settings) == nil {
 			v.hasSettings = true

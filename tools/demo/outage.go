@@ -91,15 +91,16 @@ func (o *outage) observeSettings(bs []breakerView) {
 type outageView struct {
 	Phase          string
 	Mode           string
-	At, For        time.Duration // as configured
-	Elapsed        time.Duration // down so far (or in all, once over)
-	Calls          int           // calls to flaky that failed while it was down, all nodes
-	Rejected       int           // flaky tasks the breakers refused meanwhile
-	Received       int           // requests flaky's server handled in its outage mode (503s; ~0 when refusing)
-	TasksSubmitted int           // flaky tasks submitted meanwhile
-	NodesCalling   int           // nodes with flaky tasks meanwhile
-	Estimate       int           // per-host breakers, gossip off: see perHostEstimate
-	Formula        string        // how Estimate was computed, with the figures
+	At, For        time.Duration  // as configured
+	Elapsed        time.Duration  // down so far (or in all, once over)
+	Calls          int            // calls to flaky that failed while it was down, all nodes
+	PerNode        map[string]int // Calls by node
+	Rejected       int            // flaky tasks the breakers refused meanwhile
+	Received       int            // requests flaky's server handled in its outage mode (503s; ~0 when refusing)
+	TasksSubmitted int            // flaky tasks submitted meanwhile
+	NodesCalling   int            // nodes with flaky tasks meanwhile
+	Estimate       int            // per-host breakers, gossip off: see perHostEstimate
+	Formula        string         // how Estimate was computed, with the figures
 }
 
 func (o *outage) view() outageView {
@@ -108,8 +109,10 @@ func (o *outage) view() outageView {
 		return v
 	}
 	v.Elapsed = o.endedAt - o.startedAt
+	v.PerNode = map[string]int{}
 	for n, c := range o.last {
 		b := o.base[n] // a node without a baseline counts from zero
+		v.PerNode[n] = int(c.failures - b.failures)
 		v.Calls += int(c.failures - b.failures)
 		v.Rejected += int(c.rejected - b.rejected)
 		if c.failures+c.rejected > b.failures+b.rejected {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,9 @@ func TestOutageAccounting(t *testing.T) {
 	if v.Calls != 7+3 || v.Rejected != 39 || v.NodesCalling != 2 {
 		t.Errorf("calls %d rejected %d nodes %d; want 10, 39, 2", v.Calls, v.Rejected, v.NodesCalling)
 	}
+	if v.PerNode["n1"] != 7 || v.PerNode["n2"] != 0 || v.PerNode["n3"] != 3 {
+		t.Errorf("calls by node %v; want n1 7, n2 0, n3 3", v.PerNode)
+	}
 	if v.Received != 3 || v.TasksSubmitted != 200 {
 		t.Errorf("received %d submitted %d; want 3, 200", v.Received, v.TasksSubmitted)
 	}
@@ -98,7 +102,7 @@ func TestOutageAccounting(t *testing.T) {
 		t.Errorf("estimate %d, want %d", v.Estimate, want)
 	}
 	o.update(30*time.Second, map[string]flakyCount{"n1": {failures: 99}}, 999, 999)
-	if o.view() != v {
+	if !reflect.DeepEqual(o.view(), v) {
 		t.Error("an update after the outage changed its figures")
 	}
 	if v := newOutage(Config{OutageFor: 0}).view(); v.Phase != phaseNone {
@@ -212,15 +216,17 @@ func TestRender(t *testing.T) {
 		Pending: 17,
 		Outage:  outageView{Phase: phaseDown, Mode: "refuse", At: 10 * time.Second, For: 30 * time.Second, Elapsed: 2 * time.Second, Calls: 9, Estimate: 18, Formula: "2 nodes × …"},
 		Events:  []event{{At: 11 * time.Second, Node: "n1", Dest: destFlaky, What: "closed→open (local)"}},
+		Trips:   []nodeTrips{{Node: "n1", LastAt: 11 * time.Second, Origin: originLocal, Counts: map[string]int{originLocal: 1}}},
 	}
 	frame := renderFrame(viewInfo{cfg: DefaultConfig(), dir: "/tmp/x"}, s)
-	for _, want := range []string{"t+12.0s", "Timeout 5s", "Leader", "guarded", "3.5s", "DOWN (refuse)", "ESTIMATE", "18", "t+11.0s n1 flaky closed→open (local)", "/tmp/x", "pending tasks (all shards): 17", "12.5/s → 100/s"} {
+	for _, want := range []string{"t+12.0s", "Timeout 5s", "Leader", "guarded", "3.5s", "DOWN (refuse)", "ESTIMATE", "18", "t+11.0s n1 flaky closed→open (local)", "/tmp/x", "pending tasks (all shards): 17", "12.5/s → 100/s",
+		"reopens in", "WHY EACH NODE STOPPED CALLING flaky", "t+11.0s local failures", "█", "spared it 9 calls"} {
 		if !strings.Contains(frame, want) {
 			t.Errorf("frame lacks %q:\n%s", want, frame)
 		}
 	}
 	line := renderLine(s)
-	for _, want := range []string{"t+12.0s nodes 1/2 leader n1", "healthy up 20.0/s (240)", "n1:open/local", "n2:closed/hint/guarded", "n3:closed/hint/ramp 12.5/s", "pending 17", "outage down: 9 calls (per-host estimate 18)"} {
+	for _, want := range []string{"t+12.0s nodes 1/2 leader n1", "healthy up 20.0/s (240)", "n1:open/local", "n2:closed/hint/guarded", "n3:closed/hint/ramp 12.5/s", "pending 17", "outage down: 9 calls (per-host estimate 18)", "trips n1:local-failures"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("line lacks %q: %s", want, line)
 		}

@@ -50,6 +50,9 @@ type Summary struct {
 	Transitions map[string]int
 	// Events are the breaker changes the live view saw.
 	Events []event
+	// Trips are each node's flaky openings by origin (local failures, a
+	// failed probe, a peer's hint, an operator), from the nodes' timelines.
+	Trips []nodeTrips
 	// StopErr describes nodes that did not stop cleanly; LeftRunning the
 	// ones whose process was still alive after the teardown (should be
 	// empty).
@@ -181,6 +184,19 @@ func (s *Summary) String() string {
 		fmt.Fprintf(&b, "              %-8s %s\n", dest+":", strings.Join(tr, " · "))
 	}
 	fmt.Fprintf(&b, "events seen:  %d breaker changes in the live view\n", len(s.Events))
+	for i, n := range s.Trips {
+		label := ""
+		if i == 0 {
+			label = "flaky opened:"
+		}
+		var parts []string
+		for _, o := range tripOrigins {
+			if c := n.Counts[o]; c > 0 {
+				parts = append(parts, fmt.Sprintf("%d × %s", c, o))
+			}
+		}
+		fmt.Fprintf(&b, "%-14s%s %s\n", label, n.Node, strings.Join(parts, ", "))
+	}
 	if s.Dir != "" && !s.DirRemoved {
 		fmt.Fprintf(&b, "data & logs:  %s (kept)\n", s.Dir)
 	}

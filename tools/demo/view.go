@@ -68,7 +68,7 @@ func renderFrame(info viewInfo, s snapshot) string {
 
 	b.WriteString("\nBREAKERS (per node; source = where the state came from)\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  node\tdestination\tstate\tsource\tmode\tconsec. fails\topen for\trecovery ramp")
+	fmt.Fprintln(tw, "  node\tdestination\tstate\tsource\tmode\tconsec. fails\treopens in\trecovery ramp")
 	for _, br := range s.Breakers {
 		open := ""
 		if br.OpenRemainingSeconds > 0 {
@@ -83,6 +83,9 @@ func renderFrame(info viewInfo, s snapshot) string {
 	if len(s.Unreachable) > 0 {
 		fmt.Fprintf(&b, "  unreachable: %s\n", strings.Join(s.Unreachable, ", "))
 	}
+	b.WriteString("  source: local = the node's own calls or timer · hint = a peer's gossiped hint · operator = a force;\n" +
+		"  guarded = closed, but only a few probe calls until one answers (a peer warned); reopens in = time left open\n\n")
+	writeTrips(&b, s.Trips, s.Outage)
 
 	b.WriteString("\nDESTINATIONS\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -126,9 +129,13 @@ func writeOutage(b *strings.Builder, o outageView, now time.Duration) {
 	case phaseOver:
 		fmt.Fprintf(b, "OUTAGE: flaky was down (%s) from %s for %.0fs; it is back\n", o.Mode, fmtT(o.At), o.Elapsed.Seconds())
 	}
-	fmt.Fprintf(b, "  calls the dead destination received (measured, all nodes):  %d\n", o.Calls)
-	fmt.Fprintf(b, "  per-host breakers, gossip off (ESTIMATE):                    %d\n", o.Estimate)
+	measured, estimate := costBars(o.Calls, o.Estimate, 40)
+	fmt.Fprintf(b, "  calls the dead destination received (measured, all nodes)  %s %d\n", measured, o.Calls)
+	fmt.Fprintf(b, "  per-host breakers, gossip off (ESTIMATE)                    %s %d\n", estimate, o.Estimate)
 	fmt.Fprintf(b, "    = %s\n", o.Formula)
+	if o.Estimate > o.Calls {
+		fmt.Fprintf(b, "  fusebox spared it %d calls (%.0f %% of the per-host cost)\n", o.Estimate-o.Calls, 100*float64(o.Estimate-o.Calls)/float64(o.Estimate))
+	}
 	if o.Mode == outageUnavailable {
 		fmt.Fprintf(b, "    (flaky's own server answered %d requests with 503 meanwhile)\n", o.Received)
 	}
@@ -160,6 +167,9 @@ func renderLine(s snapshot) string {
 				fmt.Fprintf(&b, "/ramp %.1f/s", br.Ramp.RPS)
 			}
 		}
+	}
+	if len(s.Trips) > 0 {
+		fmt.Fprintf(&b, " | trips %s", tripsLine(s.Trips))
 	}
 	fmt.Fprintf(&b, " | pending %d", s.Pending)
 	if o := s.Outage; o.Phase == phaseDown || o.Phase == phaseOver {

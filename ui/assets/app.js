@@ -1,7 +1,8 @@
 // fusebox status page. Plain JS, no framework, no build step: every two
-// seconds it reads this node's JSON API and redraws five sections. Every
-// string from the API goes into the DOM as text (textContent, title,
-// dataset), never as markup.
+// seconds it reads this node's JSON API and redraws its sections, the plots
+// as inline SVG. Every string from the API goes into the DOM as text
+// (textContent, title, dataset, SVG attributes), never as markup. Every
+// time shown is UTC and says so.
 'use strict';
 
 (() => {
@@ -102,6 +103,18 @@
     const d = new Date(s);
     return isNaN(d) ? String(s) : d.toISOString().replace('T', ' ').replace('Z', ' UTC');
   };
+  // clock is a time of day in UTC, without the zone (callers write it).
+  const clock = (ms) => new Date(ms).toISOString().substring(11, 19);
+  // fmtDur is a duration in seconds for people: 42s, 3m 05s, 2h 10m.
+  const fmtDur = (sec) => {
+    const s = Math.max(0, Math.round(sec));
+    if (s < 90) return `${s}s`;
+    if (s < 5400) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, '0')}s`;
+    return `${Math.floor(s / 3600)}h ${String(Math.floor(s / 60) % 60).padStart(2, '0')}m`;
+  };
+  // A member that is dead or has left: its cells are marked, not blank.
+  const GONE = new Set(['dead', 'left']);
+  const goneMembers = (members) => new Map((members || []).filter((m) => GONE.has(m.state)).map((m) => [m.id, m.state]));
 
   // Node order and owner colours: members sorted by id, then any other id
   // seen (an owner that already left), so colours are stable between
@@ -130,7 +143,7 @@
       `applied index ${raft.applied_index} as seen by ${raft.node_id} (${raft.state}).`;
   }
 
-  function renderShards(list, order) {
+  function renderShards(list, order, gone) {
     const shards = (list && list.shards) || [];
     const owners = new Map(order.map((id, i) => [id, i]));
     const counts = new Map();
@@ -138,7 +151,7 @@
     const draining = new Set(((list && list.draining) || []).map((d) => d.node));
 
     $('shards-summary').textContent = `${list ? list.num_shards : 0} shards, map version ${list ? list.version : '?'}. ` +
-      'P = pinned by an operator, D = owner draining.';
+      'P = pinned by an operator, D = owner draining, † = owner dead or left.';
     $('shard-legend').replaceChildren(...order.filter((id) => counts.has(id)).map((id) =>
       el('li', { dataset: { owner: id } },
         el('span', { className: `swatch owner-${owners.get(id) % OWNER_COLOURS}` }, id),
@@ -150,6 +163,7 @@
       let title = `shard ${s.shard}: owner ${s.owner || 'none'}, epoch ${s.epoch}`;
       if (s.pinned) { cls.push('pinned'); marks.push('P'); title += `, pinned to ${s.pinned}`; }
       if (s.owner_draining) { cls.push('draining'); marks.push('D'); title += ', owner draining'; }
+      if (gone.has(s.owner)) { cls.push('owner-gone'); marks.push('†'); title += `, owner ${gone.get(s.owner)} (gossip)`; }
       return el('li', { className: cls.join(' '), title, dataset: { shard: String(s.shard), owner: s.owner || '' } },
         el('span', { className: 'shard-no' }, `#${s.shard}`),
         el('span', { className: 'shard-owner' }, s.owner || 'unowned'),
@@ -157,7 +171,11 @@
     }));
   }
 
-  function breakerCell(key, node, b, unreachable) {
+  function breakerCell(key, node, b, unreachable, gone, openedAt) {
+    if (gone) {
+      return el('td', { className: 'cell state-dead', title: `${key} on ${node}: the node ${gone === 'left' ? 'has left' : 'is dead'} (gossip); its breakers are unknown`,
+        dataset: { cell: '', key, node, state: 'gone', gone } }, `† ${gone}`);
+    }
     if (!b) {
       const text = unreachable ? '? unreachable' : '—';
       return el('td', { className: 'cell state-none', title: `${key} on ${node}: ${unreachable ? 'node did not answer' : 'no breaker'}`,
@@ -165,8 +183,12 @@
     }
     const st = STATES[b.state] || { symbol: '?', label: b.state };
     let title = `${key} on ${node}: ${st.label}; source ${b.source}; mode ${b.mode}; generation ${b.generation}`;
-    if (b.open_remaining_seconds) title += `; open for ${Math.round(b.open_remaining_seconds)}s more`;
-    if (b.retry_after_until) title += `; Retry-After: held open until ${b.retry_after_until}`;
+    const reopens = b.state === 'open' && b.open_remaining_seconds > 0 ? fmtDur(b.open_remaining_seconds) : '';
+    const openSince = b.state === 'open' && openedAt ? (Date.now() - openedAt) / 1000 : null;
+    if (reopens) title += `; reopens in ${reopens} (a probe call is let through then)`;
+    if (openSince !== null && openSince >= 0) title += `; open for ${fmtDur(openSince)} so far`;
+    if (b.mode === 'guarded') title += '; guarded: closed, but admitting only MaxRequests probe calls until one answers (a peer\'s hint said the destination fails)';
+    if (b.retry_after_until) title += `; Retry-After: held open until ${fmtTime(b.retry_after_until)}`;
     if (b.counts) title += `; failures in a row ${b.counts.consecutive_failures}, requests ${b.counts.requests}`;
     const conf = confirmText(b.confirm);
     if (conf) title += `; ${conf.title}`;
@@ -179,8 +201,10 @@
     return el('td', { className: `cell state-${b.state}`, title, dataset: data },
       el('span', { className: 'cell-state' }, `${st.symbol} ${st.label}`),
       el('span', { className: 'cell-meta' }, `${b.source} · ${b.mode}`),
+      reopens ? el('span', { className: 'cell-reopens', dataset: { reopensIn: String(Math.round(b.open_remaining_seconds)) } },
+        `reopens in ${reopens}` + (openSince !== null && openSince >= 0 ? ` · open ${fmtDur(openSince)}` : '')) : null,
       b.retry_after_until ? el('span', { className: 'cell-retry-after', dataset: { retryAfter: b.retry_after_until } },
-        `Retry-After until ${new Date(b.retry_after_until).toISOString().substring(11, 19)}Z`) : null,
+        `Retry-After until ${clock(Date.parse(b.retry_after_until))} UTC`) : null,
       conf ? el('span', { className: `cell-confirm confirm-${conf.cls}` }, conf.text) : null,
       h ? el('span', { className: 'cell-meta cell-health' }, healthText) : null,
       b.ramp ? rampPlot(b.ramp) : null);
@@ -233,7 +257,7 @@
     return { cls, text, title };
   }
 
-  function renderBreakers(list, order) {
+  function renderBreakers(list, order, gone, opened) {
     const breakers = (list && list.breakers) || [];
     const unreachable = new Set((list && list.unreachable) || []);
     const nodes = nodeOrder([], [...order, ...breakers.map((b) => b.node), ...unreachable]);
@@ -246,17 +270,19 @@
     const keys = [...byKey.keys()].sort();
     const open = breakers.filter((b) => b.state === 'open').length;
     $('breakers-summary').textContent = `${keys.length} breaker key${keys.length === 1 ? '' : 's'} on ${nodes.length} node${nodes.length === 1 ? '' : 's'}; ` +
-      `${open} open cell${open === 1 ? '' : 's'}` + (unreachable.size ? `; did not answer: ${[...unreachable].sort().join(', ')}` : '') + '.';
+      `${open} open cell${open === 1 ? '' : 's'}` + (unreachable.size ? `; did not answer: ${[...unreachable].sort().join(', ')}` : '') +
+      (gone.size ? `; dead or left: ${[...gone.keys()].sort().join(', ')}` : '') + '.';
 
     const table = $('breakers');
     table.tHead.replaceChildren(el('tr', {},
       el('th', { scope: 'col' }, 'Task group'), el('th', { scope: 'col' }, 'Namespace'), el('th', { scope: 'col' }, 'Destination'),
-      ...nodes.map((n) => el('th', { scope: 'col', dataset: { node: n } }, n, unreachable.has(n) ? ' (unreachable)' : ''))));
+      ...nodes.map((n) => el('th', { scope: 'col', dataset: { node: n }, className: gone.has(n) ? 'node-gone' : '' }, n,
+        unreachable.has(n) ? ' (unreachable)' : '', gone.has(n) ? ` † ${gone.get(n)}` : ''))));
     const rows = keys.map((k) => {
       const { b, nodes: per } = byKey.get(k);
       return el('tr', { dataset: { key: k } },
         el('th', { scope: 'row' }, b.task_group), el('td', {}, b.namespace || '(any)'), el('td', {}, b.destination),
-        ...nodes.map((n) => breakerCell(k, n, per.get(n), unreachable.has(n))));
+        ...nodes.map((n) => breakerCell(k, n, per.get(n), unreachable.has(n), per.has(n) ? null : gone.get(n), opened.get(`${k}|${n}`))));
     });
     if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 3 + nodes.length, className: 'empty' }, 'No breakers yet: none of the nodes has called out.')));
     table.tBodies[0].replaceChildren(...rows);
@@ -305,7 +331,7 @@
         el('span', { className: 'event-key mono' }, key),
         el('span', { className: `event-change state-${t.to}` }, `${from.label} → ${to.symbol} ${to.label}`),
         el('span', { className: 'event-meta' }, `source ${t.source}, generation ${t.generation}` +
-          (t.open_for_seconds ? `, open for ${Math.round(t.open_for_seconds)}s` : '')));
+          (t.open_for_seconds ? `, to reopen after ${fmtDur(t.open_for_seconds)}` : '')));
     });
     if (!items.length) items.push(el('li', { className: 'empty' }, 'No transitions recorded yet.'));
     $('timeline').replaceChildren(...items);
@@ -320,8 +346,41 @@
     $('history').tBodies[0].replaceChildren(...rows);
   }
 
+  // openedAt maps "key|node" to when its breaker last opened, from the
+  // merged timeline (newest first): how long an open cell has been open.
+  function openedAt(list) {
+    const out = new Map();
+    for (const t of (list && list.transitions) || []) {
+      const k = `${keyOf(t)}|${t.node}`;
+      if (t.to === 'open' && !out.has(k)) {
+        const at = Date.parse(t.at);
+        if (!isNaN(at)) out.set(k, at);
+      }
+    }
+    return out;
+  }
+
+  // Backlog, blocked and DLQ tasks per destination (GET /v1/tasks/_counts),
+  // the busiest first.
+  const COUNTS_LIMIT = 20;
+  function renderDestTasks(list) {
+    const ds = (list && list.destinations) || [];
+    const total = (list && list.total) || 0;
+    $('dest-tasks-summary').textContent = total
+      ? `${total} destination${total === 1 ? '' : 's'} with pending or dead-lettered tasks` +
+        (total > ds.length ? `; the busiest ${ds.length} shown` : '') +
+        (list.partial ? '; blocked and DLQ counts are lower bounds (too many tasks to count them all)' : '') + '.'
+      : 'No pending or dead-lettered task.';
+    const rows = ds.map((d) => el('tr', { dataset: { destTasks: `${d.namespace}/${d.destination}` } },
+      el('td', {}, d.namespace), el('th', { scope: 'row', className: 'mono' }, d.destination),
+      el('td', { className: 'num', dataset: { col: 'backlog' } }, String(d.backlog)),
+      el('td', { className: `num${d.blocked ? ' warn' : ''}`, dataset: { col: 'blocked' } }, String(d.blocked)),
+      el('td', { className: `num${d.dlq ? ' bad' : ''}`, dataset: { col: 'dlq' } }, String(d.dlq))));
+    $('dest-tasks').tBodies[0].replaceChildren(...rows);
+  }
+
   async function refresh() {
-    const [members, raft, shards, breakers, forced, timeline, history, blocked] = await Promise.allSettled([
+    const [members, raft, shards, breakers, forced, timeline, history, blocked, counts, samples] = await Promise.allSettled([
       getJSON('/v1/cluster/members'),
       getJSON('/v1/cluster/raft'),
       getJSON('/v1/shards'),
@@ -330,30 +389,35 @@
       getJSON('/ui/api/transitions?scope=cluster'),
       getJSON('/v1/config/_history?limit=10'),
       getJSON(`/v1/tasks?status=blocked&limit=${BLOCKED_LIMIT}`),
+      getJSON(`/v1/tasks/_counts?limit=${COUNTS_LIMIT}`),
+      getJSON(FuseboxPlots.historyPath()),
     ]);
     const val = (r) => (r.status === 'fulfilled' ? r.value : null);
     let failed = 0;
     const shardOwners = (val(shards) && val(shards).shards || []).map((s) => s.owner);
     const order = nodeOrder(val(members), shardOwners);
+    const gone = goneMembers(val(members));
 
     if (!showError('members-error', members)) renderMembers(val(members)); else failed++;
     if (raft.status === 'fulfilled') renderRaft(raft.value);
     else { $('raft-summary').textContent = `Raft: could not load: ${raft.reason && raft.reason.message}`; failed++; }
-    if (!showError('shards-error', shards)) renderShards(val(shards), order); else failed++;
-    if (!showError('breakers-error', breakers)) renderBreakers(val(breakers), order); else failed++;
+    if (!showError('shards-error', shards)) renderShards(val(shards), order, gone); else failed++;
+    if (!showError('breakers-error', breakers)) renderBreakers(val(breakers), order, gone, openedAt(val(timeline))); else failed++;
     if (!showError('forced-error', forced)) renderForced(val(forced)); else failed++;
     if (!showError('timeline-error', timeline)) renderTimeline(val(timeline)); else failed++;
     if (!showError('history-error', history)) renderHistory(val(history)); else failed++;
     if (!showError('blocked-error', blocked)) renderBlocked(val(blocked)); else failed++;
+    if (!showError('dest-tasks-error', counts)) renderDestTasks(val(counts)); else failed++;
+    if (!showError('plots-error', samples)) FuseboxPlots.render(val(samples), val(breakers), order, { $, el, keyOf, clock, nodeOrder, OWNER_COLOURS }); else failed++;
 
     const status = $('status');
-    const denied = [members, raft, shards, breakers, forced, timeline, history, blocked].find((r) => r.status === 'rejected' && r.reason && r.reason.auth);
+    const denied = [members, raft, shards, breakers, forced, timeline, history, blocked, counts, samples].find((r) => r.status === 'rejected' && r.reason && r.reason.auth);
     if (denied) {
       status.textContent = token ? 'This token may not read the cluster: enter one with the read role.' : 'This node needs an API token: enter one with the read role.';
       status.className = 'degraded';
       showAuth(denied.reason.message);
     } else {
-      status.textContent = `Updated ${new Date().toLocaleTimeString()}` + (failed ? ` — ${failed} section${failed === 1 ? '' : 's'} could not load` : '');
+      status.textContent = `Updated ${clock(Date.now())} UTC` + (failed ? ` — ${failed} section${failed === 1 ? '' : 's'} could not load` : '');
       status.className = failed ? 'degraded' : 'ok';
       showAuth('');
     }
