@@ -128,6 +128,20 @@ func testTaskAPI(t *testing.T, n *testNode) string {
 	if err != nil || len(list.Tasks) == 0 {
 		t.Fatalf("pending listing = %+v, %v", list, err)
 	}
+	// The status page's counts come from the store the tasks live in.
+	var counts transport.TaskCounts
+	if err := n.client().Do(ctxT(t), http.MethodGet, "/v1/tasks/_counts", nil, nil, &counts); err != nil {
+		t.Fatal(err)
+	}
+	backlog := 0
+	for _, c := range counts.Destinations {
+		if c.Namespace == ns {
+			backlog += c.Backlog
+		}
+	}
+	if backlog < 2 {
+		t.Fatalf("counts %+v: want the namespace's 2 pending tasks", counts.Destinations)
+	}
 	return firstID
 }
 

@@ -151,6 +151,7 @@ var (
 	_ transport.TaskService   = pgTaskAPI{}
 	_ transport.TaskReaderCtx = pgTaskAPI{}
 	_ transport.TaskListerCtx = pgTaskAPI{}
+	_ transport.TaskCounter   = pgTaskAPI{}
 	_ queue.Store             = (*pgstore.Store)(nil)
 )
 
@@ -262,4 +263,24 @@ func (a pgTaskAPI) PendingTasks() int {
 	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
 	defer cancel()
 	return a.pg.store.PendingTasks(ctx)
+}
+
+// pgCountsTimeout bounds the status page's counts query.
+const pgCountsTimeout = 5 * time.Second
+
+// DestinationCounts is transport.TaskCounter on the database (the raft
+// TaskAPI's would count the raft store's task table, empty in this mode).
+// A database that does not answer gives no rows, marked partial: the page
+// shows what it has and asks again at its next refresh.
+func (a pgTaskAPI) DestinationCounts(maxScan int) ([]raftstore.DestinationCount, bool) {
+	if !a.pg.store.Ready() {
+		return nil, true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pgCountsTimeout)
+	defer cancel()
+	out, partial, err := a.pg.store.DestinationCounts(ctx, maxScan)
+	if err != nil {
+		return nil, true
+	}
+	return out, partial
 }
