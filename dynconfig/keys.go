@@ -96,6 +96,14 @@ const (
 	DefaultRampDuration = 10 * time.Second
 )
 
+// Fleet rate budget (issue 19 §3, docs/operations.md "Fleet rate budget").
+const (
+	// KeyFleetRPS is a destination's rate for the whole fleet: the nodes
+	// with tasks for it share it, weighted by their backlogs; 0 is off
+	// (each node keeps its own per-host rate).
+	KeyFleetRPS = "fusebox.destination.fleetRPS"
+)
+
 // Defaults of the scalar keys (Temporal's, see REFERENCE.md).
 const (
 	DefaultOutboundTaskBatchSize   = 100
@@ -205,6 +213,9 @@ var registry = []*definition{
 		"calls per second the whole fleet sends a destination in the first second after its breaker closes; each node takes its share (1/live members, or its fleet-budget share)"),
 	durationZeroKey(KeyRampDuration, DefaultRampDuration, time.Hour, PerNamespaceDestination,
 		"after a breaker closes, the destination's rate rises in 1 s stages from rampStartRPS to its configured rate over this long; 0 turns the ramp off"),
+	// Fleet rate budget (issue 19 §3).
+	floatZeroKey(KeyFleetRPS, 0, 1_000_000, PerNamespaceDestination,
+		"calls per second the whole fleet may send a destination, shared by the nodes with tasks for it in proportion to their backlogs (gossiped); each node's share also stays under its per-host rate; 0 turns the budget off"),
 	durationZeroKey(KeyBreakerMaxRetryAfter, breakerpool.DefaultMaxRetryAfter, breakerpool.DefaultMaxOpenFor, PerNamespaceDestination,
 		"cap of the wait a 429 or 503 answer's Retry-After imposes: the breaker opens until the destination's deadline on this node and every peer; 0 ignores Retry-After (such answers count as ordinary failures)"),
 }
@@ -244,6 +255,7 @@ var (
 	idxRampStartRPS     = byName[KeyRampStartRPS]
 	idxRampDuration     = byName[KeyRampDuration]
 	idxMaxRetryAfter    = byName[KeyBreakerMaxRetryAfter]
+	idxFleetRPS         = byName[KeyFleetRPS]
 )
 
 // KeyInfo describes one registered key; the API serves the list.
