@@ -1,0 +1,341 @@
+package cluster
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"fusebox/breakerpool"
+)
+
+// Fleet rate budget (issue 19 §3, DESIGN.md "Fleet rate budget"): each node
+// tells its peers its backlog per budgeted key, directly over UDP every
+// FleetInterval; every node then takes the share of a key's budget its
+// backlog weighs among the nodes that have one. No consensus: a node's view
+// is what it heard in the last fleetTTL.
+
+// Defaults of the fleet timings.
+const (
+	DefaultFleetInterval     = 250 * time.Millisecond
+	DefaultFleetSilentForget = 30 * time.Second
+	// fleetTTLIntervals is how many intervals a report stays fresh: one
+	// lost packet in a row does not drop a node from a key's set.
+	fleetTTLIntervals = 3
+	// maxFleetKeysPerRound bounds the keys one node reports per round (top
+	// backlogs first) and the keys kept per origin.
+	maxFleetKeysPerRound = 256
+)
+
+// BacklogSource is this node's backlog per key that has a fleet budget,
+// only keys with a backlog (> 0). The queue implements it.
+type BacklogSource interface {
+	FleetBacklogs() []FleetEntry
+}
+
+type backlogBox struct{ src BacklogSource }
+
+// fleetEntry is one origin's last reported backlog of a key.
+type fleetEntry struct {
+	backlog int64
+	at      time.Time
+}
+
+// fleetOrigin is what this node heard from one node (itself included).
+type fleetOrigin struct {
+	heard time.Time // its last report, any key
+	keys  map[breakerpool.Key]fleetEntry
+}
+
+// fleetState is the fleet budget's table. mu is a leaf lock.
+type fleetState struct {
+	interval, ttl, forget time.Duration
+	src                   atomic.Pointer[backlogBox]
+
+	mu       sync.Mutex
+	origins  map[string]*fleetOrigin
+	overflow map[breakerpool.Key]struct{} // own keys left out of the last round
+}
+
+func newFleetState(cfg Config) *fleetState {
+	fs := &fleetState{
+		interval: cfg.FleetInterval, ttl: fleetTTLIntervals * cfg.FleetInterval, forget: cfg.FleetSilentForget,
+		origins: make(map[string]*fleetOrigin), overflow: map[breakerpool.Key]struct{}{},
+	}
+	fs.src.Store(&backlogBox{})
+	return fs
+}
+
+// SetBacklogSource installs this node's backlog source (nil removes it).
+// Until one is installed the node reports nothing.
+func (m *Membership) SetBacklogSource(src BacklogSource) { m.fleet.src.Store(&backlogBox{src}) }
+
+// fleetLoop sends this node's report every FleetInterval until Close.
+func (m *Membership) fleetLoop() {
+	t := time.NewTicker(m.fleet.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case now := <-t.C:
+			m.sendFleetReport(now)
+		}
+	}
+}
+
+// sendFleetReport reads the backlogs, records them as this node's own
+// entries and sends them to every live peer. A node with nothing to report
+// still sends an empty report (a heartbeat): peers then see it leave a
+// key's set (heard, key absent) rather than fall silent, and a node knows
+// whether it hears any peer at all.
+func (m *Membership) sendFleetReport(now time.Time) {
+	fs := m.fleet
+	var entries []FleetEntry
+	if src := fs.src.Load().src; src != nil {
+		entries = src.FleetBacklogs()
+	}
+	var over []FleetEntry // not reported: their share falls back to an equal split
+	seen := make(map[breakerpool.Key]bool, len(entries))
+	entries = slices.DeleteFunc(entries, func(e FleetEntry) bool {
+		if e.Backlog <= 0 || seen[e.Key] {
+			return true
+		}
+		seen[e.Key] = true
+		e.Backlog = min(e.Backlog, MaxFleetBacklog)
+		if e.validate(0) != nil || fleetEntrySize(e)+len(m.cfg.NodeID)+4 > MaxFleetReportSize {
+			over = append(over, e)
+			return true
+		}
+		return false
+	})
+	for i := range entries {
+		entries[i].Backlog = min(entries[i].Backlog, MaxFleetBacklog)
+	}
+	slices.SortFunc(entries, func(a, b FleetEntry) int { return cmp.Compare(b.Backlog, a.Backlog) })
+	if len(entries) > maxFleetKeysPerRound {
+		over = append(over, entries[maxFleetKeysPerRound:]...)
+		entries = entries[:maxFleetKeysPerRound]
+	}
+	fs.mu.Lock()
+	self := fs.originLocked(m.cfg.NodeID)
+	self.heard = now
+	clear(self.keys)
+	for _, e := range entries {
+		self.keys[e.Key] = fleetEntry{backlog: e.Backlog, at: now}
+	}
+	clear(fs.overflow)
+	for _, e := range over {
+		fs.overflow[e.Key] = struct{}{}
+	}
+	fs.mu.Unlock()
+	if fs.src.Load().src == nil {
+		return // not part of any budget yet (no queue)
+	}
+	ml := m.ml.Load()
+	peers := m.table.snap.Load().peers
+	for _, msg := range splitFleetReport(m.cfg.NodeID, entries) {
+		for _, p := range peers {
+			if err := ml.SendBestEffort(p, msg); err != nil {
+				m.metrics.fleetReports.WithLabelValues("send_error").Inc()
+				continue
+			}
+			m.metrics.fleetReports.WithLabelValues("sent").Inc()
+		}
+	}
+}
+
+// originLocked returns id's record, creating it. fs.mu held.
+func (fs *fleetState) originLocked(id string) *fleetOrigin {
+	o := fs.origins[id]
+	if o == nil {
+		o = &fleetOrigin{keys: make(map[breakerpool.Key]fleetEntry)}
+		fs.origins[id] = o
+	}
+	return o
+}
+
+// receiveFleetReport records a peer's report. Reports from this node's own
+// ID or from nodes that are not alive members are dropped: the table is
+// bounded by the membership.
+func (m *Membership) receiveFleetReport(body []byte) {
+	r, err := DecodeFleetReport(body)
+	if err != nil {
+		m.metrics.fleetReports.WithLabelValues("invalid").Inc()
+		m.log.Debug("dropping invalid fleet report", "err", err)
+		return
+	}
+	if r.Origin == m.cfg.NodeID {
+		m.metrics.fleetReports.WithLabelValues("self").Inc()
+		return
+	}
+	if mem, ok := m.Member(r.Origin); !ok || mem.State != StateAlive {
+		m.metrics.fleetReports.WithLabelValues("unknown_origin").Inc()
+		return
+	}
+	now := time.Now()
+	fs := m.fleet
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	o := fs.originLocked(r.Origin)
+	o.heard = now
+	for _, e := range r.Entries {
+		if _, ok := o.keys[e.Key]; !ok && len(o.keys) >= maxFleetKeysPerRound {
+			fs.pruneLocked(o)
+			if len(o.keys) >= maxFleetKeysPerRound {
+				continue
+			}
+		}
+		o.keys[e.Key] = fleetEntry{backlog: e.Backlog, at: now}
+	}
+	m.metrics.fleetReports.WithLabelValues("received").Inc()
+}
+
+// pruneLocked forgets o's entries that can no longer count: o was heard
+// for a TTL since without them (a silent origin's entries stay until the
+// origin is forgotten).
+func (fs *fleetState) pruneLocked(o *fleetOrigin) {
+	for k, e := range o.keys {
+		if o.heard.Sub(e.at) > fs.ttl {
+			delete(o.keys, k)
+		}
+	}
+}
+
+// sweepFleet forgets what can no longer count (called by the worker's
+// sweep; splitLocked forgets too, so the sweep only bounds memory).
+func (m *Membership) sweepFleet(now time.Time) {
+	fs := m.fleet
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	m.forgetLocked(now)
+	for _, o := range fs.origins {
+		fs.pruneLocked(o)
+	}
+}
+
+// forgetLocked drops the nodes not heard for FleetSilentForget, unless
+// this node hears no peer at all: cut off alone, it cannot tell its peers'
+// death from its own isolation, and keeps its last-known set (so never
+// takes the whole budget). A forgotten node counts again once heard.
+// fs.mu held.
+func (m *Membership) forgetLocked(now time.Time) {
+	fs := m.fleet
+	hears := false
+	for id, o := range fs.origins {
+		if id != m.cfg.NodeID && now.Sub(o.heard) <= fs.ttl {
+			hears = true
+			break
+		}
+	}
+	if !hears {
+		return
+	}
+	for id, o := range fs.origins {
+		if id != m.cfg.NodeID && now.Sub(o.heard) > fs.forget {
+			delete(fs.origins, id)
+		}
+	}
+}
+
+// FleetNodeShare is one node's part of a key's fleet budget as this node
+// sees it.
+type FleetNodeShare struct {
+	Node    string  `json:"node"`
+	Backlog int64   `json:"backlog"`
+	Share   float64 `json:"share"`
+	// Silent: the node had a backlog for the key but has not been heard
+	// for a TTL (crashed, or on the other side of a partition); its share is
+	// held back for it.
+	Silent bool `json:"silent,omitempty"`
+}
+
+// fleetSplit is one key's set as this node sees it.
+type fleetSplit struct {
+	fresh  map[string]int64 // nodes heard with a backlog for the key
+	silent []string         // nodes last heard with one, silent since
+	sum    int64
+}
+
+// splitLocked builds k's set at now. fs.mu held.
+func (m *Membership) splitLocked(k breakerpool.Key, now time.Time) fleetSplit {
+	fs := m.fleet
+	sp := fleetSplit{fresh: map[string]int64{}}
+	m.forgetLocked(now)
+	for id, o := range fs.origins {
+		e, ok := o.keys[k]
+		if !ok {
+			continue
+		}
+		heard := id == m.cfg.NodeID || now.Sub(o.heard) <= fs.ttl
+		switch {
+		case heard && now.Sub(e.at) <= fs.ttl:
+			sp.fresh[id] = e.backlog
+			sp.sum += e.backlog
+		case heard:
+			// heard since without the key: it left the key's set
+		case o.heard.Sub(e.at) > fs.ttl:
+			// it had left the key's set before falling silent
+		default:
+			if mem, ok := m.Member(id); ok && mem.State == StateLeft {
+				continue // a graceful leave is not a silence
+			}
+			sp.silent = append(sp.silent, id)
+		}
+	}
+	return sp
+}
+
+// share is id's part of the budget: the fresh nodes share len(fresh) /
+// (len(fresh) + len(silent)) of it by backlog; each silent node keeps an
+// equal slot (which is what it takes itself if it is cut off alone).
+func (sp fleetSplit) share(id string) float64 {
+	b, ok := sp.fresh[id]
+	if !ok || sp.sum <= 0 {
+		return 0
+	}
+	n := float64(len(sp.fresh))
+	return n / (n + float64(len(sp.silent))) * float64(b) / float64(sp.sum)
+}
+
+// FleetShare is this node's share, in [0, 1], of k's fleet budget. ok is
+// false when no node (this one included) reports a backlog for k, or this
+// node's backlog for k did not fit its last report: the caller then falls
+// back to an equal split. Before this node's own report reaches its peers
+// (one FleetInterval), a key others report gives it 0.
+func (m *Membership) FleetShare(k breakerpool.Key) (share float64, ok bool) {
+	now := time.Now()
+	fs := m.fleet
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if _, over := fs.overflow[k]; over {
+		return 0, false
+	}
+	sp := m.splitLocked(k, now)
+	if len(sp.fresh) == 0 && len(sp.silent) == 0 {
+		return 0, false
+	}
+	return sp.share(m.cfg.NodeID), true
+}
+
+// FleetShares is every node's share of k's budget as this node sees it,
+// sorted by node; silent nodes show the slot held back for them. Empty
+// when nobody reports a backlog for k.
+func (m *Membership) FleetShares(k breakerpool.Key) []FleetNodeShare {
+	now := time.Now()
+	fs := m.fleet
+	fs.mu.Lock()
+	sp := m.splitLocked(k, now)
+	var out []FleetNodeShare
+	for id, b := range sp.fresh {
+		out = append(out, FleetNodeShare{Node: id, Backlog: b, Share: sp.share(id)})
+	}
+	total := float64(len(sp.fresh) + len(sp.silent))
+	for _, id := range sp.silent {
+		out = append(out, FleetNodeShare{Node: id, Backlog: fs.origins[id].keys[k].backlog, Share: 1 / total, Silent: true})
+	}
+	fs.mu.Unlock()
+	slices.SortFunc(out, func(a, b FleetNodeShare) int { return cmp.Compare(a.Node, b.Node) })
+	return out
+}
