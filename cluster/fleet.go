@@ -269,14 +269,15 @@ func (m *Membership) splitLocked(k breakerpool.Key, now time.Time) fleetSplit {
 			continue
 		}
 		heard := id == m.cfg.NodeID || now.Sub(o.heard) <= fs.ttl
+		// inLast: the key was in the origin's latest round (the messages of
+		// one round arrive within a few ms of each other).
+		inLast := o.heard.Sub(e.at) <= fs.interval/2
 		switch {
-		case heard && now.Sub(e.at) <= fs.ttl:
+		case !inLast:
+			// its latest round came without the key: it left the key's set
+		case heard:
 			sp.fresh[id] = e.backlog
 			sp.sum += e.backlog
-		case heard:
-			// heard since without the key: it left the key's set
-		case o.heard.Sub(e.at) > fs.ttl:
-			// it had left the key's set before falling silent
 		default:
 			if mem, ok := m.Member(id); ok && mem.State == StateLeft {
 				continue // a graceful leave is not a silence

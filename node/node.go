@@ -186,6 +186,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Members:  apiMembers{n.members},
 		Breakers: n.pool,
 		Ramps:    apiRamps{n.deliver.queue},
+		Fleet:    apiFleet{n.deliver.queue, n.members},
 		Confirm:  confirmAPI{n.hints},
 		Tasks:    n.newTaskAPI(policy),
 		Shards:   n.shards,
