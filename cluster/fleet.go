@@ -26,6 +26,12 @@ const (
 	// maxFleetKeysPerRound bounds the keys one node reports per round (top
 	// backlogs first) and the keys kept per origin.
 	maxFleetKeysPerRound = 256
+	// FleetJoinDelay is how long this node waits, after it first reports a
+	// backlog for a key, before it takes its share: its peers must have
+	// heard the report and lowered their own shares first (the queue
+	// retunes every 100 ms). Until then its share is 0 (or the equal split
+	// when nobody else reports the key).
+	FleetJoinDelay = 150 * time.Millisecond
 )
 
 // BacklogSource is this node's backlog per key that has a fleet budget,
@@ -46,6 +52,9 @@ type fleetEntry struct {
 type fleetOrigin struct {
 	heard time.Time // its last report, any key
 	keys  map[breakerpool.Key]fleetEntry
+	// since is, for this node's own record only, when each key's current
+	// run of reports began (FleetJoinDelay).
+	since map[breakerpool.Key]time.Time
 }
 
 // fleetState is the fleet budget's table. mu is a leaf lock.
@@ -122,8 +131,19 @@ func (m *Membership) sendFleetReport(now time.Time) {
 	self := fs.originLocked(m.cfg.NodeID)
 	self.heard = now
 	clear(self.keys)
+	if self.since == nil {
+		self.since = map[breakerpool.Key]time.Time{}
+	}
 	for _, e := range entries {
 		self.keys[e.Key] = fleetEntry{backlog: e.Backlog, at: now}
+		if _, ok := self.since[e.Key]; !ok {
+			self.since[e.Key] = now
+		}
+	}
+	for k := range self.since {
+		if _, ok := self.keys[k]; !ok {
+			delete(self.since, k)
+		}
 	}
 	clear(fs.overflow)
 	for _, e := range over {
@@ -275,6 +295,8 @@ func (m *Membership) splitLocked(k breakerpool.Key, now time.Time) fleetSplit {
 		switch {
 		case !inLast:
 			// its latest round came without the key: it left the key's set
+		case id == m.cfg.NodeID && now.Sub(o.since[k]) < FleetJoinDelay:
+			// this node is joining the key's set: its peers first
 		case heard:
 			sp.fresh[id] = e.backlog
 			sp.sum += e.backlog

@@ -23,9 +23,10 @@ type FleetLimits interface {
 }
 
 // fleetBurstSeconds is the burst a budgeted key's limiter gets, in seconds
-// of its rate: a tenth of a second, so tokens saved while idle cannot push
-// a node far past its share in any one-second window.
-const fleetBurstSeconds = 0.1
+// of its rate: a token bucket admits rate × 1 s + burst in any one-second
+// window, so 20 ms keeps the tokens saved while idle within 2 % of the
+// share.
+const fleetBurstSeconds = 0.02
 
 // fleetBudget is k's fleet-wide budget, 0 when it has none.
 func fleetBudget(l Limits, k breakerpool.Key) float64 {
