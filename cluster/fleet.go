@@ -65,6 +65,7 @@ type fleetState struct {
 	mu       sync.Mutex
 	origins  map[string]*fleetOrigin
 	overflow map[breakerpool.Key]struct{} // own keys left out of the last round
+	joinedAt time.Time                    // first round after the node joined (FleetWarm)
 }
 
 func newFleetState(cfg Config) *fleetState {
@@ -128,6 +129,9 @@ func (m *Membership) sendFleetReport(now time.Time) {
 		entries = entries[:maxFleetKeysPerRound]
 	}
 	fs.mu.Lock()
+	if fs.joinedAt.IsZero() && m.Joined() {
+		fs.joinedAt = now
+	}
 	self := fs.originLocked(m.cfg.NodeID)
 	self.heard = now
 	clear(self.keys)
@@ -322,11 +326,28 @@ func (sp fleetSplit) share(id string) float64 {
 	return n / (n + float64(len(sp.silent))) * float64(b) / float64(sp.sum)
 }
 
+// FleetWarm reports whether this node has been in the cluster long enough
+// to have heard its peers' reports: joined, and one TTL since. A node that
+// has just started (or restarted) knows nothing of the other nodes' shares
+// yet, not even how many there are, so it takes none of a budget until
+// then.
+func (m *Membership) FleetWarm() bool {
+	fs := m.fleet
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.warmLocked(time.Now())
+}
+
+func (fs *fleetState) warmLocked(now time.Time) bool {
+	return !fs.joinedAt.IsZero() && now.Sub(fs.joinedAt) >= fs.ttl
+}
+
 // FleetShare is this node's share, in [0, 1], of k's fleet budget. ok is
 // false when no node (this one included) reports a backlog for k, or this
 // node's backlog for k did not fit its last report: the caller then falls
-// back to an equal split. Before this node's own report reaches its peers
-// (one FleetInterval), a key others report gives it 0.
+// back to an equal split (0 while not FleetWarm). Before this node's own
+// report reaches its peers (one FleetInterval, then FleetJoinDelay), and
+// before it is FleetWarm, a key others report gives it 0.
 func (m *Membership) FleetShare(k breakerpool.Key) (share float64, ok bool) {
 	now := time.Now()
 	fs := m.fleet
@@ -338,6 +359,9 @@ func (m *Membership) FleetShare(k breakerpool.Key) (share float64, ok bool) {
 	sp := m.splitLocked(k, now)
 	if len(sp.fresh) == 0 && len(sp.silent) == 0 {
 		return 0, false
+	}
+	if !fs.warmLocked(now) {
+		return 0, true
 	}
 	return sp.share(m.cfg.NodeID), true
 }

@@ -25,6 +25,19 @@ func (f fleetShare) Share(k breakerpool.Key) float64 {
 	return 1 / float64(max(1, f.m.NumAlive()))
 }
 
+// BudgetShare is queue.FleetBudgetShare: Share, but 0 instead of the equal
+// split while this node is not yet FleetWarm (just started or restarted,
+// it does not know how many nodes share the budget).
+func (f fleetShare) BudgetShare(k breakerpool.Key) float64 {
+	if s, ok := f.m.FleetShare(k); ok {
+		return s
+	}
+	if !f.m.FleetWarm() {
+		return 0
+	}
+	return 1 / float64(max(1, f.m.NumAlive()))
+}
+
 // queueBacklogs is cluster.BacklogSource over the queue: the backlog of
 // every key with a fleet budget, gossiped every FleetInterval.
 type queueBacklogs struct{ q *queue.Queue }

@@ -49,7 +49,7 @@ func (q *Queue) fleetRate(l Limits, k breakerpool.Key, rps rate.Limit, burst int
 	if budget == 0 || rps == 0 {
 		return rps, burst
 	}
-	r := budget * q.share(k)
+	r := budget * q.budgetShare(k)
 	if rps != rate.Inf && float64(rps) < r {
 		r = float64(rps)
 	}
@@ -109,5 +109,5 @@ func (q *Queue) Fleet(k breakerpool.Key) (st FleetStatus, ok bool) {
 	}
 	_, _, rps, _ := limitsFor(l, k)
 	r, _ := q.fleetRate(l, k, rps, 1)
-	return FleetStatus{BudgetRPS: budget, Share: q.share(k), RPS: float64(r)}, true
+	return FleetStatus{BudgetRPS: budget, Share: q.budgetShare(k), RPS: float64(r)}, true
 }
