@@ -82,8 +82,7 @@ const (
 	KeyBreakerMaxRetryAfter = "fusebox.breaker.maxRetryAfter"
 )
 
-// Staged recovery (issue 19 §2, docs/operations.md "Recovery ramp and fleet
-// rate budget").
+// Staged recovery (issue 19 §2, docs/operations.md "Recovery ramp").
 const (
 	// KeyRampStartRPS is the fleet-wide rate a destination gets in the first
 	// second after its breaker closes; each node takes its share of it.
