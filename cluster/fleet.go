@@ -26,12 +26,18 @@ const (
 	// maxFleetKeysPerRound bounds the keys one node reports per round (top
 	// backlogs first) and the keys kept per origin.
 	maxFleetKeysPerRound = 256
-	// FleetJoinDelay is how long this node waits, after it first reports a
-	// backlog for a key, before it takes its share: its peers must have
-	// heard the report and lowered their own shares first (the queue
-	// retunes every 100 ms). Until then its share is 0 (or the equal split
-	// when nobody else reports the key).
+	// FleetJoinDelay is how long this node waits, after it reports a
+	// bigger backlog for a key (a first one included), before its own
+	// share grows with it: its peers must have heard the report and
+	// lowered their shares first (the queue retunes every 100 ms). A
+	// smaller backlog counts at once (that only lowers its share). A node
+	// joining a key's set thus has share 0 (or the equal split when nobody
+	// else reports the key) for this long after its first report.
 	FleetJoinDelay = 150 * time.Millisecond
+	// fleetSampleDivisor: the loop reads the backlogs FleetInterval /
+	// fleetSampleDivisor apart and reports at once when a key appears, so
+	// a node joining a key's set need not wait for the next round.
+	fleetSampleDivisor = 5
 )
 
 // BacklogSource is this node's backlog per key that has a fleet budget,
@@ -52,9 +58,13 @@ type fleetEntry struct {
 type fleetOrigin struct {
 	heard time.Time // its last report, any key
 	keys  map[breakerpool.Key]fleetEntry
-	// since is, for this node's own record only, when each key's current
-	// run of reports began (FleetJoinDelay).
-	since map[breakerpool.Key]time.Time
+}
+
+// ownReport is one of this node's reported backlogs for a key
+// (FleetJoinDelay).
+type ownReport struct {
+	at      time.Time
+	backlog int64
 }
 
 // fleetState is the fleet budget's table. mu is a leaf lock.
@@ -66,12 +76,17 @@ type fleetState struct {
 	origins  map[string]*fleetOrigin
 	overflow map[breakerpool.Key]struct{} // own keys left out of the last round
 	joinedAt time.Time                    // first round after the node joined (FleetWarm)
+	// own is this node's reports per key still in its set: the newest one
+	// at least FleetJoinDelay old, then the newer ones (ownBacklogLocked).
+	own      map[breakerpool.Key][]ownReport
+	lastSent time.Time // the last round
 }
 
 func newFleetState(cfg Config) *fleetState {
 	fs := &fleetState{
 		interval: cfg.FleetInterval, ttl: fleetTTLIntervals * cfg.FleetInterval, forget: cfg.FleetSilentForget,
 		origins: make(map[string]*fleetOrigin), overflow: map[breakerpool.Key]struct{}{},
+		own: map[breakerpool.Key][]ownReport{},
 	}
 	fs.src.Store(&backlogBox{})
 	return fs
@@ -81,18 +96,40 @@ func newFleetState(cfg Config) *fleetState {
 // Until one is installed the node reports nothing.
 func (m *Membership) SetBacklogSource(src BacklogSource) { m.fleet.src.Store(&backlogBox{src}) }
 
-// fleetLoop sends this node's report every FleetInterval until Close.
+// fleetLoop sends this node's report every FleetInterval until Close, and
+// at once (checked every FleetInterval/5) when a key appears in its
+// backlogs.
 func (m *Membership) fleetLoop() {
-	t := time.NewTicker(m.fleet.interval)
+	fs := m.fleet
+	t := time.NewTicker(fs.interval / fleetSampleDivisor)
 	defer t.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
 		case now := <-t.C:
-			m.sendFleetReport(now)
+			entries := m.readBacklogs()
+			fs.mu.Lock()
+			due := now.Sub(fs.lastSent) >= fs.interval-fs.interval/(2*fleetSampleDivisor)
+			for _, e := range entries {
+				if _, ok := fs.own[e.Key]; !ok {
+					due = true // a key joins this node's set
+				}
+			}
+			fs.mu.Unlock()
+			if due {
+				m.sendFleetReport(now, entries)
+			}
 		}
 	}
+}
+
+// readBacklogs reads the source's backlogs (nil without a source).
+func (m *Membership) readBacklogs() []FleetEntry {
+	if src := m.fleet.src.Load().src; src != nil {
+		return src.FleetBacklogs()
+	}
+	return nil
 }
 
 // sendFleetReport reads the backlogs, records them as this node's own
@@ -100,12 +137,8 @@ func (m *Membership) fleetLoop() {
 // still sends an empty report (a heartbeat): peers then see it leave a
 // key's set (heard, key absent) rather than fall silent, and a node knows
 // whether it hears any peer at all.
-func (m *Membership) sendFleetReport(now time.Time) {
+func (m *Membership) sendFleetReport(now time.Time, entries []FleetEntry) {
 	fs := m.fleet
-	var entries []FleetEntry
-	if src := fs.src.Load().src; src != nil {
-		entries = src.FleetBacklogs()
-	}
 	var over []FleetEntry // not reported: their share falls back to an equal split
 	seen := make(map[breakerpool.Key]bool, len(entries))
 	entries = slices.DeleteFunc(entries, func(e FleetEntry) bool {
@@ -132,21 +165,17 @@ func (m *Membership) sendFleetReport(now time.Time) {
 	if fs.joinedAt.IsZero() && m.Joined() {
 		fs.joinedAt = now
 	}
+	fs.lastSent = now
 	self := fs.originLocked(m.cfg.NodeID)
 	self.heard = now
 	clear(self.keys)
-	if self.since == nil {
-		self.since = map[breakerpool.Key]time.Time{}
-	}
 	for _, e := range entries {
 		self.keys[e.Key] = fleetEntry{backlog: e.Backlog, at: now}
-		if _, ok := self.since[e.Key]; !ok {
-			self.since[e.Key] = now
-		}
+		fs.own[e.Key] = append(pruneOwn(fs.own[e.Key], now), ownReport{at: now, backlog: e.Backlog})
 	}
-	for k := range self.since {
+	for k := range fs.own {
 		if _, ok := self.keys[k]; !ok {
-			delete(self.since, k)
+			delete(fs.own, k) // left the set: a return starts from 0
 		}
 	}
 	clear(fs.overflow)
@@ -168,6 +197,43 @@ func (m *Membership) sendFleetReport(now time.Time) {
 			m.metrics.fleetReports.WithLabelValues("sent").Inc()
 		}
 	}
+}
+
+// pruneOwn drops the reports older than the newest one that is at least
+// FleetJoinDelay old at now (that one stays: it is the settled value).
+func pruneOwn(rs []ownReport, now time.Time) []ownReport {
+	settled := -1
+	for i, r := range rs {
+		if now.Sub(r.at) >= FleetJoinDelay {
+			settled = i
+		}
+	}
+	if settled > 0 {
+		rs = append(rs[:0], rs[settled:]...)
+	}
+	return rs
+}
+
+// ownBacklogLocked is the backlog this node's own share of k uses at now:
+// the smallest of its newest report at least FleetJoinDelay old (0 if
+// none: it is joining the set) and the reports since. fs.mu held.
+func (fs *fleetState) ownBacklogLocked(k breakerpool.Key, now time.Time) int64 {
+	var b int64
+	settled := false
+	for _, r := range fs.own[k] {
+		if now.Sub(r.at) >= FleetJoinDelay {
+			b, settled = r.backlog, true
+		}
+	}
+	if !settled {
+		return 0
+	}
+	for _, r := range fs.own[k] {
+		if now.Sub(r.at) < FleetJoinDelay {
+			b = min(b, r.backlog)
+		}
+	}
+	return b
 }
 
 // originLocked returns id's record, creating it. fs.mu held.
@@ -299,8 +365,11 @@ func (m *Membership) splitLocked(k breakerpool.Key, now time.Time) fleetSplit {
 		switch {
 		case !inLast:
 			// its latest round came without the key: it left the key's set
-		case id == m.cfg.NodeID && now.Sub(o.since[k]) < FleetJoinDelay:
-			// this node is joining the key's set: its peers first
+		case id == m.cfg.NodeID:
+			if b := fs.ownBacklogLocked(k, now); b > 0 { // else joining: its peers first
+				sp.fresh[id] = b
+				sp.sum += b
+			}
 		case heard:
 			sp.fresh[id] = e.backlog
 			sp.sum += e.backlog

@@ -202,3 +202,46 @@ func TestFleetReportsFromStrangersDropped(t *testing.T) {
 		t.Errorf("invalid = %v, want 2", got)
 	}
 }
+
+// This node's own backlog counts at once when it shrinks and only
+// FleetJoinDelay after it grows (a first report included: joining).
+func TestFleetOwnBacklogDelaysGrowth(t *testing.T) {
+	fs := &fleetState{own: map[breakerpool.Key][]ownReport{}}
+	t0 := time.Unix(1000, 0)
+	report := func(at time.Duration, b int64) {
+		fs.own[fleetKey] = append(pruneOwn(fs.own[fleetKey], t0.Add(at)), ownReport{at: t0.Add(at), backlog: b})
+	}
+	ms := time.Millisecond
+	report(0, 100)
+	for _, tc := range []struct {
+		at   time.Duration
+		want int64
+	}{{0, 0}, {149 * ms, 0}, {150 * ms, 100}} {
+		if got := fs.ownBacklogLocked(fleetKey, t0.Add(tc.at)); got != tc.want {
+			t.Fatalf("joining, at %v: %d, want %d", tc.at, got, tc.want)
+		}
+	}
+	report(250*ms, 400) // grows: the old value until 400 ms
+	if got := fs.ownBacklogLocked(fleetKey, t0.Add(260*ms)); got != 100 {
+		t.Fatalf("grown to 400, 10 ms later: %d, want 100", got)
+	}
+	report(300*ms, 50) // shrinks: at once
+	for _, tc := range []struct {
+		at   time.Duration
+		want int64
+	}{{300 * ms, 50}, {399 * ms, 50}, {450 * ms, 50}} {
+		if got := fs.ownBacklogLocked(fleetKey, t0.Add(tc.at)); got != tc.want {
+			t.Fatalf("at %v: %d, want %d", tc.at, got, tc.want)
+		}
+	}
+	report(500*ms, 80)
+	if got := fs.ownBacklogLocked(fleetKey, t0.Add(600*ms)); got != 50 {
+		t.Fatalf("80 after 50, 100 ms later: %d, want 50", got)
+	}
+	if got := fs.ownBacklogLocked(fleetKey, t0.Add(650*ms)); got != 80 {
+		t.Fatalf("80 after 50, 150 ms later: %d, want 80", got)
+	}
+	if n := len(fs.own[fleetKey]); n > 3 {
+		t.Fatalf("%d reports kept, want the settled one and the newer", n)
+	}
+}

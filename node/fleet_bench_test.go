@@ -35,6 +35,9 @@ const (
 //	utilisation: calls / (budget × seconds) from the moment every task was
 //	submitted to the last call (target ≥ 0.9; the baseline's is N × its share)
 //	drain-s: first call → last call
+//	stale-releases: dispatches the nodes gave back because they were out of
+//	contact with the cluster (the box's CPU stalls the fast preset's Raft
+//	lease): time in which no node may send, which lowers the budget used
 func BenchmarkFleetBudget(b *testing.B) {
 	for _, n := range []int{3, 5} {
 		for _, mode := range []string{"budget", "no_budget"} {
@@ -45,6 +48,7 @@ func BenchmarkFleetBudget(b *testing.B) {
 				b.ReportMetric(r.utilisation, "utilisation")
 				b.ReportMetric(r.drain.Seconds(), "drain-s")
 				b.ReportMetric(r.peak, "peak-calls/s")
+				b.ReportMetric(r.stale, "stale-releases")
 			})
 		}
 	}
@@ -134,6 +138,7 @@ type fleetResult struct {
 	peak        float64 // most calls in a 1 s window
 	utilisation float64
 	drain       time.Duration
+	stale       float64 // stale_ownership releases during the run, all nodes
 }
 
 func fleetRun(tb testing.TB, bc *benchCluster, budget bool) fleetResult {
@@ -149,13 +154,41 @@ func fleetRun(tb testing.TB, bc *benchCluster, budget bool) fleetResult {
 	if b, ok := tb.(*testing.B); ok {
 		b.ResetTimer()
 	}
+	stale0 := staleReleases(tb, bc.nodes)
 	ids := deliverybench.SubmitAll(tb, bc.clients, tasks)
 	submitted := time.Now()
 	bc.waitSucceeded(tb, ids)
 	if b, ok := tb.(*testing.B); ok {
 		b.StopTimer()
 	}
-	return measureFleet(dest.Calls(), submitted, fleetBudget)
+	r := measureFleet(dest.Calls(), submitted, fleetBudget)
+	r.stale = staleReleases(tb, bc.nodes) - stale0
+	return r
+}
+
+// staleReleases sums fusebox_queue_scheduler_rejections_total{reason=
+// "stale_ownership"} over nodes.
+func staleReleases(tb testing.TB, nodes []*Node) float64 {
+	var sum float64
+	for _, n := range nodes {
+		mfs, err := n.reg.Gather()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "fusebox_queue_scheduler_rejections_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "reason" && l.GetValue() == "stale_ownership" {
+						sum += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return sum
 }
 
 // measureFleet reads the destination's successful calls: the most in any
