@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -66,15 +65,6 @@ func sharesNear(nodes []testNode, want []float64) bool {
 		}
 	}
 	return true
-}
-
-func describeShares(nodes []testNode) string {
-	s := ""
-	for _, nd := range nodes {
-		sh, ok := nd.FleetShare(fleetKey)
-		s += fmt.Sprintf(" %s=%.3f(%v)", nd.NodeID(), sh, ok)
-	}
-	return s
 }
 
 // The nodes with a backlog share the budget by backlog, every node
