@@ -71,15 +71,16 @@ type FleetBacklog struct {
 
 // FleetBacklogs returns, for every key with a fleet budget and tasks here,
 // its backlog: the tasks queued at its group (up to its BufferSize) plus
-// the calls under way. That is the weight the budget is shared by.
+// the calls under way. That is the weight the budget is shared by. Cheap
+// enough to call every 50 ms: whether a group has a budget is the flag the
+// last retune (≤ 100 ms ago) set, not a limits lookup.
 func (q *Queue) FleetBacklogs() []FleetBacklog {
-	l := q.limits.Current()
 	s := q.sched
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []FleetBacklog
 	for k, g := range s.groups {
-		if fleetBudget(l, k) == 0 {
+		if !g.budgeted.Load() {
 			continue
 		}
 		g.mu.Lock()

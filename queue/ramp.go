@@ -239,7 +239,9 @@ func (s *scheduler) retune(now time.Time) {
 	}
 	s.rmu.Unlock()
 	for k, g := range s.groups {
-		if touched[k] || s.q.fleetManaged(l, k) {
+		managed := s.q.fleetManaged(l, k)
+		g.budgeted.Store(managed)
+		if touched[k] || managed {
 			s.tune(g, l, now, false)
 		}
 	}
