@@ -112,7 +112,9 @@ func (m *Membership) fleetLoop() {
 			fs.mu.Lock()
 			due := now.Sub(fs.lastSent) >= fs.interval-fs.interval/(2*fleetSampleDivisor)
 			for _, e := range entries {
-				if _, ok := fs.own[e.Key]; !ok {
+				_, known := fs.own[e.Key]
+				_, over := fs.overflow[e.Key] // not reported: no hurry
+				if !known && !over && e.Backlog > 0 {
 					due = true // a key joins this node's set
 				}
 			}
@@ -132,8 +134,8 @@ func (m *Membership) readBacklogs() []FleetEntry {
 	return nil
 }
 
-// sendFleetReport reads the backlogs, records them as this node's own
-// entries and sends them to every live peer. A node with nothing to report
+// sendFleetReport records entries (the backlogs just read) as this node's
+// own and sends them to every live peer. A node with nothing to report
 // still sends an empty report (a heartbeat): peers then see it leave a
 // key's set (heard, key absent) rather than fall silent, and a node knows
 // whether it hears any peer at all.
@@ -141,21 +143,20 @@ func (m *Membership) sendFleetReport(now time.Time, entries []FleetEntry) {
 	fs := m.fleet
 	var over []FleetEntry // not reported: their share falls back to an equal split
 	seen := make(map[breakerpool.Key]bool, len(entries))
+	for i := range entries {
+		entries[i].Backlog = min(entries[i].Backlog, MaxFleetBacklog)
+	}
 	entries = slices.DeleteFunc(entries, func(e FleetEntry) bool {
 		if e.Backlog <= 0 || seen[e.Key] {
 			return true
 		}
 		seen[e.Key] = true
-		e.Backlog = min(e.Backlog, MaxFleetBacklog)
 		if e.validate(0) != nil || fleetEntrySize(e)+len(m.cfg.NodeID)+4 > MaxFleetReportSize {
 			over = append(over, e)
 			return true
 		}
 		return false
 	})
-	for i := range entries {
-		entries[i].Backlog = min(entries[i].Backlog, MaxFleetBacklog)
-	}
 	slices.SortFunc(entries, func(a, b FleetEntry) int { return cmp.Compare(b.Backlog, a.Backlog) })
 	if len(entries) > maxFleetKeysPerRound {
 		over = append(over, entries[maxFleetKeysPerRound:]...)

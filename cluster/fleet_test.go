@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"math"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -233,5 +234,26 @@ func TestFleetOwnBacklogDelaysGrowth(t *testing.T) {
 	}
 	if n := len(fs.own[fleetKey]); n > 3 {
 		t.Fatalf("%d reports kept, want the settled one and the newer", n)
+	}
+}
+
+// A node reports its 256 biggest budgeted keys; for the others FleetShare
+// says it does not know (the caller falls back to an equal split).
+func TestFleetReportCapsKeys(t *testing.T) {
+	n := startNode(t, "n0", func(c *Config) { c.FleetInterval = 100 * time.Millisecond })
+	src := &backlogs{}
+	key := func(i int) breakerpool.Key {
+		return breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: "ns", Destination: "https://d" + strconv.Itoa(i) + ".example"}
+	}
+	for i := range maxFleetKeysPerRound + 10 {
+		src.set(key(i), int64(1000-i))
+	}
+	n.SetBacklogSource(src)
+	waitFor(t, 5*time.Second, "the biggest key's share", func() bool { s, ok := n.FleetShare(key(0)); return ok && s == 1 })
+	if _, ok := n.FleetShare(key(maxFleetKeysPerRound - 1)); !ok {
+		t.Fatal("the 256th key is not reported")
+	}
+	if s, ok := n.FleetShare(key(maxFleetKeysPerRound)); ok {
+		t.Fatalf("the 257th key has share %v, want not known", s)
 	}
 }
