@@ -78,6 +78,13 @@ type Config struct {
 	// Tests and benchmarks use it to measure propagation delay. It must not
 	// block.
 	HintObserver func(h Hint, result HintResult)
+	// FleetInterval is how often this node sends its fleet budget backlog
+	// report; a report stays fresh for three intervals. Default 250ms.
+	FleetInterval time.Duration
+	// FleetSilentForget is how long a node that had a backlog for a key
+	// and fell silent keeps its slot of the key's budget (a node that hears
+	// no live peer keeps it for ever). Default 30s.
+	FleetSilentForget time.Duration
 }
 
 // timings are the preset-dependent durations of membership and joining.
@@ -171,6 +178,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.HintBurst == 0 {
 		c.HintBurst = DefaultHintBurst
+	}
+	if c.FleetInterval < 0 || c.FleetSilentForget < 0 {
+		return c, errors.New("cluster: FleetInterval and FleetSilentForget must not be negative")
+	}
+	if c.FleetInterval == 0 {
+		c.FleetInterval = DefaultFleetInterval
+	}
+	if c.FleetSilentForget == 0 {
+		c.FleetSilentForget = DefaultFleetSilentForget
 	}
 	return c, nil
 }

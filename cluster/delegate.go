@@ -15,6 +15,7 @@ import (
 const (
 	msgHint        byte = 1
 	msgLeaveIntent byte = 2
+	msgFleet       byte = 3 // a fleet budget backlog report (fleet.go)
 )
 
 // inbound is one user message copied off memberlist's UDP receive loop.
@@ -49,7 +50,7 @@ func (d *delegate) NotifyMsg(buf []byte) {
 	}
 	typ := buf[0]
 	switch typ {
-	case msgHint, msgLeaveIntent:
+	case msgHint, msgLeaveIntent, msgFleet:
 	default:
 		d.m.metrics.msgsDropped.WithLabelValues("unknown_type").Inc()
 		return

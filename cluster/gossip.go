@@ -208,6 +208,7 @@ func (m *Membership) workerLoop() {
 		case <-sweep.C:
 			m.table.reap()
 			m.hints.sweepQueued()
+			m.sweepFleet(time.Now())
 		}
 	}
 }
@@ -216,6 +217,8 @@ func (m *Membership) handleInbound(msg inbound) {
 	switch msg.typ {
 	case msgHint:
 		m.receiveHint(msg.body, false)
+	case msgFleet:
+		m.receiveFleetReport(msg.body)
 	case msgLeaveIntent:
 		id, err := decodeLeaveIntent(msg.body)
 		if err != nil {

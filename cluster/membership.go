@@ -38,6 +38,7 @@ type Membership struct {
 	metrics *metrics
 	table   *memberTable
 	hints   *hintState
+	fleet   *fleetState
 	queue   *memberlist.TransmitLimitedQueue
 	keyring *memberlist.Keyring // nil without encryption
 
@@ -88,6 +89,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 		stop:     make(chan struct{}),
 	}
 	m.hints = newHintState(cfg)
+	m.fleet = newFleetState(cfg)
 	b, _ := cfg.Meta.encode() // validated by withDefaults
 	m.metaBytes.Store(&b)
 	m.queue = &memberlist.TransmitLimitedQueue{
@@ -131,10 +133,11 @@ func (m *Membership) Start(ctx context.Context) error {
 	}
 	jctx, cancel := context.WithCancel(ctx)
 	m.joinCancel = cancel
-	m.wg.Add(3)
+	m.wg.Add(4)
 	go func() { defer m.wg.Done(); m.joinLoop(jctx) }()
 	go func() { defer m.wg.Done(); m.workerLoop() }()
 	go func() { defer m.wg.Done(); m.senderLoop() }()
+	go func() { defer m.wg.Done(); m.fleetLoop() }()
 	return nil
 }
 

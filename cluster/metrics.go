@@ -17,6 +17,7 @@ type metrics struct {
 	hintsSent     *prometheus.CounterVec // path: direct, gossip
 	sendErrors    prometheus.Counter
 	stateHints    *prometheus.CounterVec // direction: sent, received
+	fleetReports  *prometheus.CounterVec // result: sent, send_error, received, invalid, self, unknown_origin
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -53,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fusebox_hints_antientropy_total",
 			Help: "Hints exchanged by push/pull anti-entropy, by direction.",
 		}, []string{"direction"}),
+		fleetReports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fusebox_fleet_reports_total",
+			Help: "Fleet budget backlog reports: messages sent (per peer) or failed to send, and received by result (received, invalid, self, unknown_origin).",
+		}, []string{"result"}),
 	}
 	for _, s := range []MemberState{StateAlive, StateSuspect, StateDead, StateLeft} {
 		m.members.WithLabelValues(s.String())
@@ -61,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.members, m.events, m.joinAttempts, m.msgsDropped,
-		m.hintsReceived, m.hintsSent, m.sendErrors, m.stateHints} {
+		m.hintsReceived, m.hintsSent, m.sendErrors, m.stateHints, m.fleetReports} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("cluster: registering metrics: %w", err)
 		}

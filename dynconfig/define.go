@@ -102,6 +102,25 @@ func floatKey(name string, def, hi float64, scope Scope, desc string) *definitio
 	return newDefinition(name, "float", desc, scope, def, decode, mustMarshal)
 }
 
+// floatZeroKey registers a float key with value in [0, hi], where 0 has a
+// meaning of its own (off).
+func floatZeroKey(name string, def, hi float64, scope Scope, desc string) *definition {
+	decode := func(raw []byte) (any, *ValidationError) {
+		if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+			return nil, bad("want a number, got %s", echo(raw))
+		}
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, bad("want a finite number, got %s", echo(raw))
+		}
+		if !(f >= 0 && f <= hi) {
+			return nil, bad("must be in [0, %s], got %v", strconv.FormatFloat(hi, 'f', -1, 64), f)
+		}
+		return f, nil
+	}
+	return newDefinition(name, "float", desc, scope, def, decode, mustMarshal)
+}
+
 // durationKey registers a duration key with value in (0, hi].
 func durationKey(name string, def, hi time.Duration, scope Scope, desc string) *definition {
 	return durationRangeKey(name, def, 0, hi, false, scope, desc)

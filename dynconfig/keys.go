@@ -82,8 +82,7 @@ const (
 	KeyBreakerMaxRetryAfter = "fusebox.breaker.maxRetryAfter"
 )
 
-// Staged recovery (issue 19 §2, docs/operations.md "Recovery ramp and fleet
-// rate budget").
+// Staged recovery (issue 19 §2, docs/operations.md "Recovery ramp").
 const (
 	// KeyRampStartRPS is the fleet-wide rate a destination gets in the first
 	// second after its breaker closes; each node takes its share of it.
@@ -94,6 +93,14 @@ const (
 
 	DefaultRampStartRPS = 10.0
 	DefaultRampDuration = 10 * time.Second
+)
+
+// Fleet rate budget (issue 19 §3, docs/operations.md "Fleet rate budget").
+const (
+	// KeyFleetRPS is a destination's rate for the whole fleet: the nodes
+	// with tasks for it share it, weighted by their backlogs; 0 is off
+	// (each node keeps its own per-host rate).
+	KeyFleetRPS = "fusebox.destination.fleetRPS"
 )
 
 // Defaults of the scalar keys (Temporal's, see REFERENCE.md).
@@ -205,6 +212,9 @@ var registry = []*definition{
 		"calls per second the whole fleet sends a destination in the first second after its breaker closes; each node takes its share (1/live members, or its fleet-budget share)"),
 	durationZeroKey(KeyRampDuration, DefaultRampDuration, time.Hour, PerNamespaceDestination,
 		"after a breaker closes, the destination's rate rises in 1 s stages from rampStartRPS to its configured rate over this long; 0 turns the ramp off"),
+	// Fleet rate budget (issue 19 §3).
+	floatZeroKey(KeyFleetRPS, 0, 1_000_000, PerNamespaceDestination,
+		"calls per second the whole fleet may send a destination, shared by the nodes with tasks for it in proportion to their backlogs (gossiped); each node's share also stays under its per-host rate; 0 turns the budget off"),
 	durationZeroKey(KeyBreakerMaxRetryAfter, breakerpool.DefaultMaxRetryAfter, breakerpool.DefaultMaxOpenFor, PerNamespaceDestination,
 		"cap of the wait a 429 or 503 answer's Retry-After imposes: the breaker opens until the destination's deadline on this node and every peer; 0 ignores Retry-After (such answers count as ordinary failures)"),
 	// Active health checks (issue 19 §4).
@@ -248,6 +258,7 @@ var (
 	idxRampDuration     = byName[KeyRampDuration]
 	idxMaxRetryAfter    = byName[KeyBreakerMaxRetryAfter]
 	idxHealthPath       = byName[KeyDestinationHealthPath]
+	idxFleetRPS         = byName[KeyFleetRPS]
 )
 
 // KeyInfo describes one registered key; the API serves the list.

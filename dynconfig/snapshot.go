@@ -318,6 +318,12 @@ func (s *Snapshot) RampStartRPS(ns, dest string) float64 {
 	return s.get(idxRampStartRPS, ns, dest).(float64)
 }
 
+// FleetRPS returns fusebox.destination.fleetRPS for (ns, dest): the
+// destination's fleet-wide rate budget; 0 means none.
+func (s *Snapshot) FleetRPS(ns, dest string) float64 {
+	return s.get(idxFleetRPS, ns, dest).(float64)
+}
+
 // RampDuration returns fusebox.destination.rampDuration for (ns, dest); 0
 // means no ramp.
 func (s *Snapshot) RampDuration(ns, dest string) time.Duration {

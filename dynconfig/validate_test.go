@@ -188,6 +188,13 @@ func validateCases() []validateCase {
 		{name: "max retry-after off", e: ent(KeyBreakerMaxRetryAfter, "", "", `0`), canon: `"0s"`},
 		{name: "max retry-after too long", e: ent(KeyBreakerMaxRetryAfter, "", "", `"25h"`), want: "must be in [0, 24h0m0s]"},
 		{name: "max retry-after negative", e: ent(KeyBreakerMaxRetryAfter, "", "", `"-1s"`), want: "must be in [0, 24h0m0s]"},
+
+		// fusebox.destination.fleetRPS: [0, 1e6], 0 is off.
+		{name: "fleet rps", e: ent(KeyFleetRPS, "ns", "d", `200`), canon: `200`},
+		{name: "fleet rps fractional", e: ent(KeyFleetRPS, "", "d", `0.5`), canon: `0.5`},
+		{name: "fleet rps off", e: ent(KeyFleetRPS, "", "", `0`), canon: `0`},
+		{name: "fleet rps negative", e: ent(KeyFleetRPS, "", "", `-1`), want: "must be in [0, 1000000]"},
+		{name: "fleet rps string", e: ent(KeyFleetRPS, "", "", `"200"`), want: "want a number"},
 	}
 }
 
@@ -297,6 +304,7 @@ func TestKeys(t *testing.T) {
 		KeyRampDuration:                   {"duration", `"10s"`, "global,namespace,destination,namespace+destination"},
 		KeyBreakerMaxRetryAfter:           {"duration", `"10m0s"`, "global,namespace,destination,namespace+destination"},
 		KeyDestinationHealthPath:          {"path", `""`, "global,namespace,destination,namespace+destination"},
+		KeyFleetRPS:                       {"float", "0", "global,namespace,destination,namespace+destination"},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("Keys() has %d keys, want %d", len(keys), len(want))

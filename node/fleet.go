@@ -11,13 +11,44 @@ import (
 	"fusebox/transport"
 )
 
-// aliveShare is queue.FleetShare as an equal split over the live members:
-// a recovery ramp's fleet-wide start rate (issue 19 §2) divided so that
-// the fleet together starts at rampStartRPS.
-type aliveShare struct{ m *cluster.Membership }
+// fleetShare is queue.FleetShare: this node's part of a key's fleet-wide
+// rates — the fleet rate budget (issue 19 §3) and a recovery ramp's start
+// rate (§2). For a key the nodes report backlogs for (it has a fleet
+// budget) it is the backlog-weighted share the gossip gives
+// (cluster/fleet.go); otherwise an equal split over the live members.
+type fleetShare struct{ m *cluster.Membership }
 
-func (a aliveShare) Share(breakerpool.Key) float64 {
-	return 1 / float64(max(1, a.m.NumAlive()))
+func (f fleetShare) Share(k breakerpool.Key) float64 {
+	if s, ok := f.m.FleetShare(k); ok {
+		return s
+	}
+	return 1 / float64(max(1, f.m.NumAlive()))
+}
+
+// BudgetShare is queue.FleetBudgetShare: Share, but 0 instead of the equal
+// split while this node is not yet FleetWarm (just started or restarted,
+// it does not know how many nodes share the budget).
+func (f fleetShare) BudgetShare(k breakerpool.Key) float64 {
+	if s, ok := f.m.FleetShare(k); ok {
+		return s
+	}
+	if !f.m.FleetWarm() {
+		return 0
+	}
+	return 1 / float64(max(1, f.m.NumAlive()))
+}
+
+// queueBacklogs is cluster.BacklogSource over the queue: the backlog of
+// every key with a fleet budget, gossiped every FleetInterval.
+type queueBacklogs struct{ q *queue.Queue }
+
+func (b queueBacklogs) FleetBacklogs() []cluster.FleetEntry {
+	bl := b.q.FleetBacklogs()
+	out := make([]cluster.FleetEntry, len(bl))
+	for i, e := range bl {
+		out[i] = cluster.FleetEntry{Key: e.Key, Backlog: e.Backlog}
+	}
+	return out
 }
 
 // apiRamps is transport.Ramps over the queue's recovery ramps.
@@ -33,4 +64,27 @@ func (a apiRamps) Ramp(k breakerpool.Key) (transport.BreakerRamp, bool) {
 		target = 0 // unlimited: JSON has no infinity
 	}
 	return transport.BreakerRamp{Since: st.Since, Until: st.Until, StartRPS: st.StartRPS, RPS: st.RPS, TargetRPS: target}, true
+}
+
+// apiFleet is transport.Fleets: a budgeted key's share on this node and
+// every node's share as this node sees it.
+type apiFleet struct {
+	q *queue.Queue
+	m *cluster.Membership
+}
+
+func (a apiFleet) Fleet(k breakerpool.Key) (transport.BreakerFleet, bool) {
+	st, ok := a.q.Fleet(k)
+	if !ok {
+		return transport.BreakerFleet{}, false
+	}
+	rps := st.RPS
+	if math.IsInf(rps, 1) {
+		rps = 0
+	}
+	f := transport.BreakerFleet{BudgetRPS: st.BudgetRPS, Share: st.Share, RPS: rps}
+	for _, s := range a.m.FleetShares(k) {
+		f.Nodes = append(f.Nodes, transport.BreakerFleetNode{Node: s.Node, Backlog: s.Backlog, Share: s.Share, Silent: s.Silent})
+	}
+	return f, true
 }

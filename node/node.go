@@ -206,6 +206,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Members:  apiMembers{n.members},
 		Breakers: n.pool,
 		Ramps:    apiRamps{n.deliver.queue},
+		Fleet:    apiFleet{n.deliver.queue, n.members},
 		Confirm:  confirmAPI{n.hints},
 		Health:   healthAPI{n},
 		Tasks:    n.newTaskAPI(policy),

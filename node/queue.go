@@ -82,7 +82,7 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *outbound.Policy) (
 		Executor:   exec,
 		Resolver:   endpointResolver{n.store},
 		Policy:     policy,
-		Fleet:      aliveShare{n.members},
+		Fleet:      fleetShare{n.members},
 		Registerer: n.reg,
 		Logger:     n.log.With("component", "queue"),
 	})
@@ -91,6 +91,7 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *outbound.Policy) (
 		return nil, err
 	}
 	q.Start()
+	n.members.SetBacklogSource(queueBacklogs{q}) // the fleet budget's gossip (node/fleet.go)
 	n.queueFwd.pool.Store(n.pool)
 	n.queueFwd.q.Store(q)
 	return &deliveries{exec: exec, queue: q}, nil

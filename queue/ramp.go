@@ -57,6 +57,14 @@ type FleetShare interface {
 	Share(k breakerpool.Key) float64
 }
 
+// FleetBudgetShare is an optional extension of FleetShare for the fleet
+// rate budget (fleet.go), whose share may need to be more careful than a
+// ramp's: node/ gives 0 instead of an equal split while it cannot know its
+// peers' shares yet.
+type FleetBudgetShare interface {
+	BudgetShare(k breakerpool.Key) float64
+}
+
 // rampRate is the rate `elapsed` after a ramp began from start towards
 // target over d, in stages of rampStage; done is true once the ramp is
 // over (or pointless: start already at or above target).
@@ -73,6 +81,19 @@ func rampRate(start, target float64, d, elapsed time.Duration) (r float64, done 
 		return target, true
 	}
 	return start + (target-start)*k/steps, false
+}
+
+// budgetShare is this node's share of k's fleet rate budget: the Fleet's
+// BudgetShare when it has one, else its Share.
+func (q *Queue) budgetShare(k breakerpool.Key) float64 {
+	if bs, ok := q.fleet.(FleetBudgetShare); ok {
+		s := bs.BudgetShare(k)
+		if !(s > 0) {
+			return 0
+		}
+		return min(s, 1)
+	}
+	return q.share(k)
 }
 
 // share is this node's share of k's fleet-wide rates.
@@ -225,7 +246,9 @@ func (s *scheduler) retune(now time.Time) {
 	}
 	s.rmu.Unlock()
 	for k, g := range s.groups {
-		if touched[k] || s.q.fleetManaged(l, k) {
+		managed := s.q.fleetManaged(l, k)
+		g.budgeted.Store(managed)
+		if touched[k] || managed {
 			s.tune(g, l, now, false)
 		}
 	}

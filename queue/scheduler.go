@@ -60,6 +60,9 @@ type group struct {
 	s    *scheduler
 	lim  *rate.Limiter
 	gate chan struct{} // one slot: serializes token acquisition (see acquireToken)
+	// budgeted: the key has a fleet rate budget (fleet.go), as of the last
+	// retune; FleetBacklogs reads it instead of the limits.
+	budgeted atomic.Bool
 
 	mu       sync.Mutex
 	buf      []*item // FIFO; buf[head:] are queued

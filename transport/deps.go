@@ -32,6 +32,8 @@ type Deps struct {
 	Breakers Breakers
 	// Ramps, optional, is this node's recovery ramps (GET /v1/breakers).
 	Ramps Ramps
+	// Fleet, optional, is the fleet rate budget's shares (GET /v1/breakers).
+	Fleet Fleets
 	// Confirm, optional, is the confirm hint policy's state per key, shown
 	// with each breaker.
 	Confirm Confirmations
@@ -87,6 +89,12 @@ type Members interface {
 // is under way.
 type Ramps interface {
 	Ramp(k breakerpool.Key) (r BreakerRamp, ok bool)
+}
+
+// Fleets reports a key's fleet rate budget on this node; ok is false when
+// the key has none.
+type Fleets interface {
+	Fleet(k breakerpool.Key) (f BreakerFleet, ok bool)
 }
 
 // Breakers is this node's breaker pool.

@@ -69,6 +69,11 @@ func (s *Server) localBreakers() []Breaker {
 				b.Ramp = &r
 			}
 		}
+		if s.deps.Fleet != nil {
+			if f, ok := s.deps.Fleet.Fleet(st.Key); ok {
+				b.Fleet = &f
+			}
+		}
 		out = append(out, b)
 	}
 	s.withConfirm(out, sts)

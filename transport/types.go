@@ -163,6 +163,9 @@ type Breaker struct {
 	// Ramp is the key's recovery ramp on this node while one is under way
 	// (issue 19 §2).
 	Ramp *BreakerRamp `json:"ramp,omitempty"`
+	// Fleet is the key's fleet rate budget and the shares of it, when the
+	// key has one (fusebox.destination.fleetRPS).
+	Fleet *BreakerFleet `json:"fleet,omitempty"`
 	// RetryAfterUntil is the destination's Retry-After deadline (this
 	// node's 429/503 answer or a peer's gossiped one) holding the breaker
 	// open; absent otherwise, and once it has passed.
@@ -185,6 +188,27 @@ type BreakerRamp struct {
 	RPS      float64   `json:"rps"`
 	// TargetRPS is 0 when the configured rate is unlimited.
 	TargetRPS float64 `json:"target_rps"`
+}
+
+// BreakerFleet is a key's fleet rate budget as this node sees it: the
+// budget, this node's share and rate, and every node's share (issue 19 §3).
+type BreakerFleet struct {
+	BudgetRPS float64 `json:"budget_rps"`
+	// Share is this node's fraction of the budget, in [0, 1].
+	Share float64 `json:"share"`
+	// RPS is this node's rate from it (the per-host rate caps it).
+	RPS   float64            `json:"rps"`
+	Nodes []BreakerFleetNode `json:"nodes,omitempty"`
+}
+
+// BreakerFleetNode is one node's share of a budget: the nodes with a backlog
+// for the key share it by backlog; a silent node (not heard for a moment,
+// crashed or cut off) keeps an equal slot.
+type BreakerFleetNode struct {
+	Node    string  `json:"node"`
+	Backlog int64   `json:"backlog"`
+	Share   float64 `json:"share"`
+	Silent  bool    `json:"silent,omitempty"`
 }
 
 // BreakerList is GET /v1/breakers. With ?scope=cluster, Breakers holds every

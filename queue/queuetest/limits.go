@@ -18,6 +18,8 @@ type LimitValues struct {
 	// RampDuration 0, the default here, is no ramp.
 	RampStartRPS float64
 	RampDuration time.Duration
+	// FleetRPS is the fleet rate budget (queue.FleetLimits); 0 is none.
+	FleetRPS float64
 }
 
 // DefaultLimits are Temporal's defaults (dynconfig's too).
@@ -111,3 +113,4 @@ func (s *snapshot) RequestTimeout(_, _, dest string) time.Duration {
 }
 func (s *snapshot) RampStartRPS(_, dest string) float64       { return s.get(dest).RampStartRPS }
 func (s *snapshot) RampDuration(_, dest string) time.Duration { return s.get(dest).RampDuration }
+func (s *snapshot) FleetRPS(_, dest string) float64           { return s.get(dest).FleetRPS }

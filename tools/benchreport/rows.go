@@ -11,7 +11,7 @@ type row struct {
 	// Baseline, when set, is measured in the same `go test` run; the ratio
 	// is Bench/Baseline on the same Metric.
 	Baseline string
-	// Target: "ratio<=X", "ratio>=X", "value<=X" or "" (report only).
+	// Target: "ratio<=X", "ratio>=X", "value<=X", "value>=X" or "" (report only).
 	Target string
 	// Time is the -benchtime for the package run this row belongs to
 	// (rows of one package share the slowest setting).
@@ -56,6 +56,10 @@ const preamble = `## Reading the baselines
   ` + "`adopt`" + ` (the cheap one). "Calls until all open" counts a node as open once it is settled, not
   while paused for a confirmation round. The sick node's calls all fail at its own egress; the figure is
   the other four nodes' delivered tasks over their tasks in 10 s.
+- **Fleet budget rows** (#19): the same fleet, backlog and per-host rate (200 calls/s, equal to the
+  budget) with ` + "`fusebox.destination.fleetRPS`" + ` unset: every node sends at its own rate, up to N × the budget.
+  "Busiest second" is the most calls the destination received in any sliding 1 s window; "budget used"
+  is the calls from the end of the submits to the last call over budget × that time.
 - **Growth rows**: the smallest size (16 shards, N=3) or, for dead-destination calls, policy ` + "`off`" + `
   (no hints, every node on its own) at the same N.
 
@@ -225,6 +229,15 @@ var rows = []row{
 		Baseline: "BenchmarkRecoveryRamp/no_ramp", Target: "value<=1.1", Time: "1x", QuickTime: "1x", Runs: 3},
 	{Issue: "#19", What: "recovery ramp: backlog drained after the close, over rampDuration + backlog/rate + 2 s", Pkg: "./node", Bench: "BenchmarkRecoveryRamp/ramp", Metric: "drain/target",
 		Baseline: "BenchmarkRecoveryRamp/no_ramp", Target: "value<=1", Time: "1x", QuickTime: "1x", Runs: 3},
+	// Fleet rate budget (issue 19 §3): 2,000 tasks skewed 80/10/10 (N=3) or 80/5/5/5/5 (N=5), budget 200 calls/s = the per-host rate.
+	{Issue: "#19", What: "fleet budget, N=3, 80/10/10: busiest second / budget (baseline: fleetRPS unset)", Pkg: "./node", Bench: "BenchmarkFleetBudget/n=3/budget", Metric: "fleet-rate/budget",
+		Baseline: "BenchmarkFleetBudget/n=3/no_budget", Target: "value<=1.05", Time: "1x", QuickTime: "1x"},
+	{Issue: "#19", What: "fleet budget, N=3, 80/10/10: budget used while the backlog lasts", Pkg: "./node", Bench: "BenchmarkFleetBudget/n=3/budget", Metric: "utilisation",
+		Baseline: "BenchmarkFleetBudget/n=3/no_budget", Target: "value>=0.9", Time: "1x", QuickTime: "1x"},
+	{Issue: "#19", What: "fleet budget, N=5, 80/5/5/5/5: busiest second / budget (baseline: fleetRPS unset)", Pkg: "./node", Bench: "BenchmarkFleetBudget/n=5/budget", Metric: "fleet-rate/budget",
+		Baseline: "BenchmarkFleetBudget/n=5/no_budget", Target: "value<=1.05", Time: "1x", QuickTime: "1x"},
+	{Issue: "#19", What: "fleet budget, N=5, 80/5/5/5/5: budget used while the backlog lasts", Pkg: "./node", Bench: "BenchmarkFleetBudget/n=5/budget", Metric: "utilisation",
+		Baseline: "BenchmarkFleetBudget/n=5/no_budget", Target: "value>=0.9", Time: "1x", QuickTime: "1x"},
 	{Issue: "#4", What: "hint opens every peer (adopt, N=5), p99 ms", Pkg: "./cluster", Bench: "BenchmarkHintApplied", Metric: "p99-ms", Time: "30x", QuickTime: "10x"},
 	// Early warning ("failing" hints): simultaneous onset costs about 2N+1 (probe) and 6+small (adopt) instead of 6N.
 	{Issue: "#4", What: "dead destination, N=5, probe: calls until all open", Pkg: "./cluster", Bench: "BenchmarkDeadDestination/policy=probe", Metric: "trip-calls",

@@ -207,7 +207,20 @@
         `Retry-After until ${clock(Date.parse(b.retry_after_until))} UTC`) : null,
       conf ? el('span', { className: `cell-confirm confirm-${conf.cls}` }, conf.text) : null,
       h ? el('span', { className: 'cell-meta cell-health' }, healthText) : null,
-      b.ramp ? rampPlot(b.ramp) : null);
+      b.ramp ? rampPlot(b.ramp) : null,
+      b.fleet ? fleetShare(b.fleet) : null);
+  }
+
+  // fleetShare shows a key's fleet rate budget (GET /v1/breakers "fleet",
+  // issue 19 §3): this node's share and rate; the title lists every node's
+  // share as this node sees it.
+  function fleetShare(f) {
+    const pct = (x) => `${Math.round(x * 100)}%`;
+    const nodes = (f.nodes || []).map((n) => `${n.node} ${pct(n.share)} (backlog ${n.backlog}${n.silent ? ', silent' : ''})`);
+    const title = `fleet budget ${f.budget_rps} calls/s; this node ${pct(f.share)} = ${f.rps.toFixed(1)} calls/s` +
+      (nodes.length ? `; ${nodes.join(', ')}` : '');
+    return el('span', { className: 'cell-meta cell-fleet', dataset: { fleetShare: String(f.share) }, title },
+      `fleet ${pct(f.share)} · ${f.rps.toFixed(0)}/${f.budget_rps} per s`);
   }
 
   // rampPlot draws a recovery ramp (GET /v1/breakers "ramp") as one bar per
