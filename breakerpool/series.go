@@ -85,11 +85,15 @@ func newSeriesState(limit func() int) *seriesState {
 	return &seriesState{limit: limit, members: map[*Breaker]*otherEntry{}, retired: map[otherKey]*counterSnap{}}
 }
 
-// SeriesShown reports whether k had per-destination series of its own at
-// the last scrape: other collectors (the outbound request series) label k's
-// destination SeriesOther otherwise, so both families show the same
+// SeriesShown reports whether k has per-destination series of its own, as
+// of the last scrape: other collectors (the outbound request series) label
+// k's destination SeriesOther otherwise, so both families show the same
 // destinations. Before the first scrape, and with the cap off, every key
-// is shown.
+// is shown. A key new since the last scrape is shown while that scrape
+// left the cap room (nothing summed, fewer shown than the limit): the next
+// scrape selects it, so its first calls must not be counted under
+// SeriesOther (they would stay there); should it be outnumbered by then,
+// it is demoted like any key and its request series deleted.
 func (p *Pool) SeriesShown(k Key) bool {
 	if p.series == nil {
 		return true
@@ -98,8 +102,12 @@ func (p *Pool) SeriesShown(k Key) bool {
 	if m == nil {
 		return true
 	}
-	_, ok := (*m)[k]
-	return ok
+	if _, ok := (*m)[k]; ok {
+		return true
+	}
+	// Not shown: summed at the last scrape, or new since. While that scrape
+	// summed nothing, it can only be new.
+	return p.series.aggregated.Load() == 0 && len(*m) < p.series.limit()
 }
 
 // candidate is a live breaker at a scrape, with its lifetime call count.

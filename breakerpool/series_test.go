@@ -112,3 +112,22 @@ func TestSeriesCap(t *testing.T) {
 		t.Error("cap off: SeriesShown false")
 	}
 }
+
+// A key that first calls after a scrape, while that scrape left the cap
+// room, is shown at once: its first calls are not counted under _other
+// (the request series label them by SeriesShown when they happen, and
+// would keep them there). Once the cap is full, a new key is not.
+func TestSeriesShownForANewKeyWhileTheCapHasRoom(t *testing.T) {
+	p := newTestPool(t, fastSettings(), Config{SeriesLimit: func() int { return 2 }})
+	mustCall(t, p.Get(key(0)), true)
+	scrape(t, p.reg) // ep-0 shown, room for one more
+	if !p.SeriesShown(key(1)) {
+		t.Fatal("a key new since a scrape that left room is not shown")
+	}
+	mustCall(t, p.Get(key(1)), true)
+	mustCall(t, p.Get(key(2)), true)
+	scrape(t, p.reg) // two shown, one summed: the cap is full
+	if p.SeriesShown(key(3)) {
+		t.Fatal("a new key is shown while the cap is full")
+	}
+}
