@@ -16,6 +16,11 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 	if err := decodePayload(payload, &c); err != nil {
 		return nil, err
 	}
+	return submitTasks(w, &c)
+}
+
+// submitTasks applies a decoded submit (either encoding).
+func submitTasks(w *writer, c *SubmitTasksCommand) (any, *Error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -53,7 +58,7 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 			pending = w.counter(counterPending(nt.Shard))
 			pendingOf[nt.Shard] = pending
 		}
-		if reason := overloadOf(w.tasks, &c, nt, pending); reason != "" {
+		if reason := overloadOf(w.tasks, c, nt, pending); reason != "" {
 			out[i] = SubmitOutcome{TaskID: nt.ID, Shard: nt.Shard, Outcome: SubmitOverloaded, Reason: reason}
 			continue
 		}
@@ -109,6 +114,11 @@ func applyCompleteTasks(w *writer, payload []byte) (any, *Error) {
 	if err := decodePayload(payload, &c); err != nil {
 		return nil, err
 	}
+	return completeTasks(w, &c)
+}
+
+// completeTasks applies a decoded complete (either encoding).
+func completeTasks(w *writer, c *CompleteTasksCommand) (any, *Error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}

@@ -22,7 +22,8 @@ const (
 	MsgRedriveTasks MessageType = 18
 	// MsgCollectTasks deletes terminal tasks completed before a cutoff.
 	MsgCollectTasks MessageType = 19
-	// Next in the family: 20.
+	// 20, 21: MsgSubmitTasksBin, MsgCompleteTasksBin (commands_tasks_bin.go).
+	// Next in the family: 22.
 )
 
 // Task statuses. They are the same words as queue.Status.

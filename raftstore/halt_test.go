@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestUnknownTypeHaltsTheFSM(t *testing.T) {
 	if r.Err == nil || r.Err.Code != CodeInternal {
 		t.Fatalf("result = %+v", r)
 	}
-	wantHalted(t, f, 2, "raft index 2", "command type 100", "entry version 1", "log version 2")
+	wantHalted(t, f, 2, "raft index 2", "command type 100", "entry version 1", fmt.Sprintf("log version %d", LogVersion))
 	// Nothing more is applied, and the applied index stays where it stopped.
 	r = applyCmd(t, f, 3, MsgSetConfig, SetConfigCommand{CommandMeta: meta0, Key: "b", Value: json.RawMessage(`{}`)}, "")
 	if r.Err == nil {

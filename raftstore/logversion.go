@@ -19,8 +19,15 @@ const (
 	// LogVersionConfigValue adds set_config_value (32): a config value the
 	// proposer validated and canonicalised, applied without the key registry.
 	LogVersionConfigValue = 2
+
+	// ---- issue 17 §2: binary task commands (one block; renumber here at a merge) ----
+	// LogVersionTasksBin adds submit_tasks_bin (20) and complete_tasks_bin
+	// (21): the hot task commands in a binary payload (commands_tasks_bin.go).
+	LogVersionTasksBin = 3
+	// ---- end issue 17 §2 ----
+
 	// LogVersion is the newest log version this build knows.
-	LogVersion = LogVersionConfigValue
+	LogVersion = LogVersionTasksBin
 )
 
 // logVersionStamp, set with -ldflags "-X fusebox/raftstore.logVersionStamp=N",
@@ -83,6 +90,11 @@ var commands = map[MessageType]command{
 	MsgRedriveTasks:    {applyRedriveTasks, LogVersionBase},
 	MsgCollectTasks:    {applyCollectTasks, LogVersionBase},
 	MsgSetConfigValue:  {applySetConfigValue, LogVersionConfigValue},
+
+	// ---- issue 17 §2: log version 3 (LogVersionTasksBin) ----
+	MsgSubmitTasksBin:   {applySubmitTasksBin, LogVersionTasksBin},
+	MsgCompleteTasksBin: {applyCompleteTasksBin, LogVersionTasksBin},
+	// ---- end issue 17 §2 ----
 }
 
 // lookupCommand returns t's apply function if a build at logVersion knows t.
