@@ -45,12 +45,12 @@ func submitTasks(w *writer, c *SubmitTasksCommand) (any, *Error) {
 			return nil, invalidArg(fmt.Sprintf("tasks[%d].shard", i), "shard %d is not ShardOf(namespace_id, workflow_id) = %d", nt.Shard, want)
 		}
 		if nt.RequestID != "" {
-			if t := w.tasks.byRequest(nt.NamespaceID, nt.RequestID); t != nil {
+			if t := w.tasks.lookupRequest(nt.NamespaceID, nt.RequestID); t != nil {
 				out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitDuplicate}
 				continue
 			}
 		}
-		if w.tasks.get(nt.ID) != nil {
+		if w.tasks.lookup(nt.ID) != nil {
 			return nil, conflict(fmt.Sprintf("tasks[%d].id", i), "task id %q already exists", nt.ID)
 		}
 		pending, ok := pendingOf[nt.Shard]
@@ -134,7 +134,7 @@ func completeTasks(w *writer, c *CompleteTasksCommand) (any, *Error) {
 	var out CompleteOutcome
 	pending := w.counter(counterPending(c.Shard))
 	for _, r := range c.Results {
-		o := w.tasks.get(r.TaskID)
+		o := w.tasks.lookup(r.TaskID)
 		if o == nil || o.Shard != c.Shard || o.Terminal() {
 			out.Ignored++
 			continue
@@ -201,7 +201,7 @@ func applyRedriveTasks(w *writer, payload []byte) (any, *Error) {
 	} else {
 		seen := make(map[string]bool, len(c.IDs))
 		for _, id := range c.IDs {
-			if t := w.tasks.get(id); t != nil && t.Status == TaskDLQ && !seen[id] {
+			if t := w.tasks.lookup(id); t != nil && t.Status == TaskDLQ && !seen[id] {
 				seen[id] = true
 				rows = append(rows, t)
 			}
