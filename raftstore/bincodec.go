@@ -61,17 +61,40 @@ func appendTime(b []byte, t time.Time) ([]byte, error) {
 
 // appendRaw appends a JSON value as json.Marshal writes a json.RawMessage
 // (compacted, HTML-escaped), so the state holds the same bytes as after the
-// JSON type; empty stays empty (omitempty).
+// JSON type; empty stays empty (omitempty). The proposer has validated it
+// (validate, before proposing); a value with nothing to compact or escape
+// (what json.Marshal produced, as the API's requests are) goes as it is.
 func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 {
 		return append(b, 0), nil
 	}
-	m, err := json.Marshal(raw)
-	if err != nil {
-		return b, err
+	if !canonicalJSON(raw) {
+		m, err := json.Marshal(raw)
+		if err != nil {
+			return b, err
+		}
+		raw = m
 	}
-	b = binary.AppendUvarint(b, uint64(len(m)))
-	return append(b, m...), nil
+	b = binary.AppendUvarint(b, uint64(len(raw)))
+	return append(b, raw...), nil
+}
+
+// canonicalJSON reports whether valid JSON v is already as json.Marshal
+// writes it: no whitespace (compaction removes it outside strings; inside
+// a string it stays, but telling the two apart needs a scanner), no <, >, &
+// and no U+2028, U+2029 (escaped).
+func canonicalJSON(v []byte) bool {
+	for i, c := range v {
+		switch c {
+		case ' ', '\t', '\n', '\r', '<', '>', '&':
+			return false
+		case 0xE2:
+			if i+2 < len(v) && v[i+1] == 0x80 && v[i+2]&^1 == 0xA8 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // binReader decodes a binary payload. The first error sticks (with the

@@ -325,3 +325,16 @@ func FuzzDecodeTaskCommandsBin(f *testing.F) {
 		checkBinaryDecode(t, typ, data[1:])
 	})
 }
+
+// canonicalJSON holds only for values json.Marshal leaves as they are.
+func TestCanonicalJSONMatchesMarshal(t *testing.T) {
+	for _, v := range []string{`{"a":1}`, `{"a":"b c"}`, `{ "a":1}`, `{"a":"<"}`, `{"a":"\u003c"}`, "{\"a\":\"\u2028\"}", `[1,2]`, `{"a":{"b":[true,null]}}`, "{\"a\":\"é\"}"} {
+		m, err := json.Marshal(json.RawMessage(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if canonicalJSON([]byte(v)) && string(m) != v {
+			t.Errorf("%s: canonical, but json.Marshal writes %s", v, m)
+		}
+	}
+}
