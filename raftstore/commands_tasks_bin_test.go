@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -208,6 +210,23 @@ func TestBinaryTaskCommandsRefuseDamage(t *testing.T) {
 		for i := 1; i < len(cmd); i += 7 {
 			p := bytes.Clone(cmd[1:])
 			p[i-1] ^= 0xa5
+			checkBinaryDecode(t, MessageType(cmd[0]), p)
+		}
+		// Random damage: a few bytes changed, inserted or removed.
+		rng := rand.New(rand.NewPCG(1, uint64(cmd[0])))
+		for range 3000 {
+			p := bytes.Clone(cmd[1:])
+			for range 1 + rng.IntN(4) {
+				i := rng.IntN(len(p))
+				switch rng.IntN(3) {
+				case 0:
+					p[i] = byte(rng.Uint32())
+				case 1:
+					p = slices.Insert(p, i, byte(rng.Uint32()))
+				default:
+					p = slices.Delete(p, i, i+1)
+				}
+			}
 			checkBinaryDecode(t, MessageType(cmd[0]), p)
 		}
 	}
