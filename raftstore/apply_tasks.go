@@ -31,7 +31,7 @@ func submitTasks(w *writer, c *SubmitTasksCommand) (any, *Error) {
 	if count <= 0 {
 		return nil, conflict("shard", "the shard count is not set yet")
 	}
-	out := make([]SubmitOutcome, len(c.Tasks))
+	out := make(submitOutcomes, len(c.Tasks))
 	// Pending counts of the shards this batch touches, read once and
 	// written once at the end: a counter row per task was 4% of a loaded
 	// node's CPU (each write a radix-tree insert).

@@ -357,3 +357,16 @@ func TestCanonicalJSONMatchesMarshal(t *testing.T) {
 		}
 	}
 }
+
+func TestSubmitOutcomesJSONMatchesMarshal(t *testing.T) {
+	for _, o := range []submitOutcomes{nil, {}, {{TaskID: "a", Shard: 3, Outcome: SubmitAccepted}},
+		{{TaskID: "t\"<é>\u2028&\\", Shard: -1, Outcome: SubmitOverloaded, Reason: OverloadPending}, {TaskID: "", Outcome: SubmitDuplicate, Reason: "x\x01"}}} {
+		want, err := json.Marshal([]SubmitOutcome(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.appendJSON(nil); !bytes.Equal(got, want) {
+			t.Errorf("appendJSON %s, json.Marshal %s", got, want)
+		}
+	}
+}
