@@ -115,6 +115,7 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 		if rep.Succeeded != 60 {
 			t.Fatalf("%s: %v", name, rep)
 		}
+		t.Logf("%s: %v", name, rep)
 	}
 	tasks("mixed-old")
 
