@@ -228,7 +228,7 @@ func (r *binReader) time(field string) time.Time {
 		}
 		t = t.In(r.loc)
 	}
-	if y := t.Year(); y < 0 || y > 9999 || t.IsZero() {
+	if y := t.Year(); y < 0 || y > 9999 || t.IsZero() || t.Unix() != sec {
 		r.fail(field, "time out of range")
 		return time.Time{}
 	}

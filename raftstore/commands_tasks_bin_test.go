@@ -71,6 +71,9 @@ func taskCommandsForEncodings() []any {
 				r.Message, r.Blocked, r.Unexpected = "refused: <dest> & more", 1, 2
 			case 2:
 				r.Output, r.OperationID = json.RawMessage(` {"op" : "x"} `), "op-"+t.ID
+				if i%8 == 6 {
+					r.Output = json.RawMessage(`null`)
+				}
 			}
 			if r.Status == TaskPending {
 				r.NextAttemptAt = at.Add(time.Duration(i) * time.Hour).In(plus2)
