@@ -123,21 +123,7 @@ func (d *lifecycleDriver) step(n int) {
 // add encodes a command (submits and completes in the driver's encoding)
 // and queues its entry, applying a full batch.
 func (d *lifecycleDriver) add(typ MessageType, payload any) {
-	var cmd []byte
-	var err error
-	switch c := payload.(type) {
-	case SubmitTasksCommand:
-		if d.bin {
-			cmd, err = encodeSubmitTasksBin(&c)
-		}
-	case CompleteTasksCommand:
-		if d.bin {
-			cmd, err = encodeCompleteTasksBin(&c)
-		}
-	}
-	if cmd == nil && err == nil {
-		cmd, err = EncodeCommand(typ, payload)
-	}
+	cmd, err := benchEncode(d.bin, typ, payload)
 	if err != nil {
 		d.b.Fatal(err)
 	}
@@ -146,6 +132,22 @@ func (d *lifecycleDriver) add(typ MessageType, payload any) {
 	if len(d.pending) == lifecycleApplyBatch {
 		d.flush()
 	}
+}
+
+// benchEncode encodes a command; with bin, submits and completes in their
+// binary types.
+func benchEncode(bin bool, typ MessageType, payload any) ([]byte, error) {
+	switch c := payload.(type) {
+	case SubmitTasksCommand:
+		if bin {
+			return encodeSubmitTasksBin(&c)
+		}
+	case CompleteTasksCommand:
+		if bin {
+			return encodeCompleteTasksBin(&c)
+		}
+	}
+	return EncodeCommand(typ, payload)
 }
 
 func (d *lifecycleDriver) flush() {
@@ -176,8 +178,14 @@ func processCPU() time.Duration {
 
 // BenchmarkFSMTaskMemory is the heap one replica holds per retained task:
 // b.N tasks submitted through the FSM in entries of 500 and left pending
-// (rows, indexes, the pending counters), measured after a GC.
+// (rows, indexes, the pending counters), measured after a GC; submitted as
+// JSON entries and as binary ones.
 func BenchmarkFSMTaskMemory(b *testing.B) {
+	b.Run("json", func(b *testing.B) { benchmarkFSMTaskMemory(b, false) })
+	b.Run("binary", func(b *testing.B) { benchmarkFSMTaskMemory(b, true) })
+}
+
+func benchmarkFSMTaskMemory(b *testing.B, bin bool) {
 	const shards, submitBatch = 16, 500
 	st, err := NewState(StateOptions{Validator: fakeValidator{}})
 	if err != nil {
@@ -186,7 +194,7 @@ func BenchmarkFSMTaskMemory(b *testing.B) {
 	f := NewFSM(st, nil)
 	idx := uint64(0)
 	apply := func(typ MessageType, payload any) {
-		cmd, err := EncodeCommand(typ, payload)
+		cmd, err := benchEncode(bin, typ, payload)
 		if err != nil {
 			b.Fatal(err)
 		}
