@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -385,4 +386,21 @@ func TestBinaryTaskEntryHaltsLogVersion2(t *testing.T) {
 	}
 	old.Apply(&raft.Log{Index: 1, Data: encodeEntry(cmd, "")})
 	wantHalted(t, old, 1, "command type 20 (submit_tasks_bin", "log version 2")
+}
+
+func TestHasControlCharMatchesRunes(t *testing.T) {
+	byRunes := func(s string) bool {
+		return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	alphabet := []byte{0x00, 0x01, 0x1f, 0x20, 'a', 0x7e, 0x7f, 0x80, 0xbf, 0xc3, 0xa9, 0xe2, 0x80, 0xa8, 0xf0, 0x9f, 0xff}
+	for range 20000 {
+		b := make([]byte, rng.IntN(8))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		if s := string(b); hasControlChar(s) != byRunes(s) {
+			t.Fatalf("%q: bytes %v, runes %v", s, hasControlChar(s), byRunes(s))
+		}
+	}
 }
