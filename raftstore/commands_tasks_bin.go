@@ -6,15 +6,15 @@ import (
 	"errors"
 )
 
-// The binary twins of the hot task commands (log version 3,
-// LogVersionTasksBin). submit_tasks and complete_tasks were about half of a
-// replica's apply time, most of it encoding/json reading the payload; these
-// carry the same commands in the encoding of bincodec.go and apply through
-// the same validate and apply code, so an entry of either type leaves the
-// same state (TestBinaryAndJSONTaskEntriesAgree). The JSON types stay: the
-// log holds them, and a proposer sends them while the cluster is below log
-// version 3 or when a command holds a value the binary form does not carry
-// as JSON would (errNotBinary).
+// The binary twins of the hot task commands (LogVersionTasksBin).
+// submit_tasks and complete_tasks were about half of a replica's apply
+// time, most of it encoding/json reading the payload; these carry the same
+// commands in the encoding of bincodec.go and apply through the same
+// validate and apply code, so an entry of either type leaves the same state
+// (TestBinaryAndJSONTaskEntriesAgree). The JSON types stay: the log holds
+// them, and a proposer sends them while the cluster is below
+// LogVersionTasksBin or when a command holds a value the binary form does
+// not carry as JSON would (errNotBinary).
 const (
 	// MsgSubmitTasksBin is MsgSubmitTasks in the binary encoding.
 	MsgSubmitTasksBin MessageType = 20
@@ -224,9 +224,9 @@ func applyCompleteTasksBin(w *writer, payload []byte) (any, *Error) {
 }
 
 // applyBinOrJSON proposes a task command in its binary type when every
-// server knows log version 3 and the command encodes (bin), else in its JSON
-// type — the SetConfig pattern (helpers.go): a leader whose view of the
-// servers is older than ours refuses the binary type unproposed
+// server knows LogVersionTasksBin and the command encodes (bin), else in
+// its JSON type — the SetConfig pattern (helpers.go): a leader whose view
+// of the servers is older than ours refuses the binary type unproposed
 // (upgrade_pending), so the JSON one may go with the same request id.
 func applyBinOrJSON[T any](ctx context.Context, s *Store, jsonType MessageType, payload any, bin func() ([]byte, error), requestID string) (T, uint64, error) {
 	if s.clusterKnows(LogVersionTasksBin) {

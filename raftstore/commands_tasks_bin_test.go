@@ -375,17 +375,18 @@ func TestSubmitOutcomesJSONMatchesMarshal(t *testing.T) {
 	}
 }
 
-// A node built at log version 2 halts on a binary task entry instead of
-// guessing at it; the proposer's gate keeps such entries out of its log.
-func TestBinaryTaskEntryHaltsLogVersion2(t *testing.T) {
-	old := newTestFSM(t, StateOptions{LogVersion: LogVersionConfigValue})
+// A node built at the log version before LogVersionTasksBin halts on a
+// binary task entry instead of guessing at it; the proposer's gate keeps
+// such entries out of its log.
+func TestBinaryTaskEntryHaltsAnOlderLogVersion(t *testing.T) {
+	old := newTestFSM(t, StateOptions{LogVersion: LogVersionTasksBin - 1})
 	c := SubmitTasksCommand{CommandMeta: meta0, Tasks: []NewTask{newTaskFor("t1", "ns", "wf", "")}}
 	cmd, err := encodeSubmitTasksBin(&c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	old.Apply(&raft.Log{Index: 1, Data: encodeEntry(cmd, "")})
-	wantHalted(t, old, 1, "command type 20 (submit_tasks_bin", "log version 2")
+	wantHalted(t, old, 1, "command type 20 (submit_tasks_bin", fmt.Sprintf("log version %d", LogVersionTasksBin-1))
 }
 
 func TestHasControlCharMatchesRunes(t *testing.T) {

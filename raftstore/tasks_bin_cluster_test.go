@@ -38,11 +38,11 @@ func logTypes(t *testing.T, s *Store) map[MessageType]int {
 	return out
 }
 
-// The task helpers propose the JSON types while a server is below log
-// version 3 and the binary ones once every server knows them; the replicas
+// The task helpers propose the JSON types while a server is below
+// LogVersionTasksBin and the binary ones once every server knows them; the replicas
 // apply both alike and none halts.
 func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
-	n3Version := LogVersionConfigValue
+	n3Version := LogVersionTasksBin - 1
 	c := newTestCluster(t, func(cfg *Config) {
 		if cfg.NodeID == "n3" {
 			cfg.LogVersion = n3Version
@@ -58,9 +58,11 @@ func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _, _ := shardmap.Rebalance(mustNewMap(t, taskShards), []string{"n1"}, nil)
-	if _, err := leader.CommitShardMap(ctx, CommitShardMapCommand{Map: m}); err != nil {
+	idx, err := leader.CommitShardMap(ctx, CommitShardMapCommand{Map: m})
+	if err != nil {
 		t.Fatal(err)
 	}
+	c.waitAllApplied(idx, 10*time.Second) // followers submit next: they need the shard count
 	// round submits two tasks in one entry and one alone (group commit),
 	// from every node, and completes them from the leader.
 	round := func(name string) {
@@ -102,14 +104,14 @@ func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
 		}
 	}
 
-	waitFor(t, 5*time.Second, "the cluster log version seen as 2", func() bool {
+	waitFor(t, 5*time.Second, "the cluster log version seen as n3's", func() bool {
 		v, err := leader.ClusterLogVersion()
-		return err == nil && v.LogVersion == LogVersionConfigValue
+		return err == nil && v.LogVersion == LogVersionTasksBin-1
 	})
 	round("old")
 	sameEverywhere()
 	if got := logTypes(t, leader); got[MsgSubmitTasksBin]+got[MsgCompleteTasksBin] != 0 || got[MsgSubmitTasks] == 0 || got[MsgCompleteTasks] == 0 {
-		t.Fatalf("below log version 3 the log holds %v", got)
+		t.Fatalf("below LogVersionTasksBin the log holds %v", got)
 	}
 
 	// Upgrade n3 in place (same data dir), as a rolling upgrade does.
@@ -126,7 +128,7 @@ func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
 	sameEverywhere()
 	got := logTypes(t, leader)
 	if got[MsgSubmitTasksBin] == 0 || got[MsgCompleteTasksBin] == 0 {
-		t.Fatalf("at log version 3 the log holds %v", got)
+		t.Fatalf("at LogVersionTasksBin the log holds %v", got)
 	}
 	if n := len(leader.ListTasks(TaskQuery{Limit: 1000})); n != 18 {
 		t.Fatalf("%d tasks, want 18", n)
