@@ -255,9 +255,9 @@ func (r *binReader) count(field string, minItem int) int {
 	return int(n)
 }
 
-// strs reads len(dst) consecutive text fields (named by names) into dst
-// with one allocation: the strings share one copy of their bytes, which is
-// the item's own (a row never keeps another task's bytes alive).
+// strs reads len(dst) consecutive text fields (named by names, at most 8)
+// into dst with one allocation: the strings share one copy of their bytes,
+// which is the item's own (a row never keeps another task's bytes alive).
 func (r *binReader) strs(names []string, dst []*string) {
 	var bounds [8][2]int
 	first := r.off
