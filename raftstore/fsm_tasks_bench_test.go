@@ -19,7 +19,7 @@ import (
 // ApplyBatch 16 entries at a time as raft's batching FSM hands them over.
 // Every replica of a cluster pays this for every task. json is the JSON
 // types (submit_tasks, complete_tasks), binary their binary twins
-// (log version 3), which the proposer sends once every server knows them.
+// (LogVersionTasksBin), which the proposer sends once every server knows them.
 // interleaved runs both on two FSMs in alternating blocks of 500 tasks and
 // reports each one's ns per task and their ratio: on a machine shared with
 // other work both then meet the same load, so the ratio holds still where

@@ -91,7 +91,7 @@ var commands = map[MessageType]command{
 	MsgCollectTasks:    {applyCollectTasks, LogVersionBase},
 	MsgSetConfigValue:  {applySetConfigValue, LogVersionConfigValue},
 
-	// ---- issue 17 §2: log version 3 (LogVersionTasksBin) ----
+	// ---- issue 17 §2: LogVersionTasksBin ----
 	MsgSubmitTasksBin:   {applySubmitTasksBin, LogVersionTasksBin},
 	MsgCompleteTasksBin: {applyCompleteTasksBin, LogVersionTasksBin},
 	// ---- end issue 17 §2 ----

@@ -129,7 +129,7 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 	}
 	WaitFor(t, 30*time.Second, "every node seeing the current log version", logVersions(raftstore.LogVersion))
 	setAndSee(9)
-	// And after the upgrade, as the binary task types (log version 3).
+	// And after the upgrade, as the binary task types (LogVersionTasksBin).
 	tasks("mixed-new")
 	setAndSee(11) // every node still ready: none met an entry it does not know
 }
