@@ -193,11 +193,17 @@ func raftError(r *raft.Raft, err error) *Error {
 
 // applyTyped encodes a command, applies it and decodes the result value.
 func applyTyped[T any](ctx context.Context, s *Store, t MessageType, payload any, requestID string) (T, uint64, error) {
-	var zero T
 	cmd, err := EncodeCommand(t, payload)
 	if err != nil {
+		var zero T
 		return zero, 0, &Error{Code: CodeInternal, Message: err.Error()}
 	}
+	return applyCommand[T](ctx, s, cmd, requestID)
+}
+
+// applyCommand applies an encoded command and decodes the result value.
+func applyCommand[T any](ctx context.Context, s *Store, cmd []byte, requestID string) (T, uint64, error) {
+	var zero T
 	res, err := s.Apply(ctx, cmd, requestID)
 	if err != nil {
 		return zero, 0, err

@@ -16,6 +16,11 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 	if err := decodePayload(payload, &c); err != nil {
 		return nil, err
 	}
+	return submitTasks(w, &c)
+}
+
+// submitTasks applies a decoded submit (either encoding).
+func submitTasks(w *writer, c *SubmitTasksCommand) (any, *Error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -26,7 +31,7 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 	if count <= 0 {
 		return nil, conflict("shard", "the shard count is not set yet")
 	}
-	out := make([]SubmitOutcome, len(c.Tasks))
+	out := make(submitOutcomes, len(c.Tasks))
 	// Pending counts of the shards this batch touches, read once and
 	// written once at the end: a counter row per task was 4% of a loaded
 	// node's CPU (each write a radix-tree insert).
@@ -40,12 +45,12 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 			return nil, invalidArg(fmt.Sprintf("tasks[%d].shard", i), "shard %d is not ShardOf(namespace_id, workflow_id) = %d", nt.Shard, want)
 		}
 		if nt.RequestID != "" {
-			if t := w.tasks.byRequest(nt.NamespaceID, nt.RequestID); t != nil {
+			if t := w.tasks.lookupRequest(nt.NamespaceID, nt.RequestID); t != nil {
 				out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitDuplicate}
 				continue
 			}
 		}
-		if w.tasks.get(nt.ID) != nil {
+		if w.tasks.lookup(nt.ID) != nil {
 			return nil, conflict(fmt.Sprintf("tasks[%d].id", i), "task id %q already exists", nt.ID)
 		}
 		pending, ok := pendingOf[nt.Shard]
@@ -53,7 +58,7 @@ func applySubmitTasks(w *writer, payload []byte) (any, *Error) {
 			pending = w.counter(counterPending(nt.Shard))
 			pendingOf[nt.Shard] = pending
 		}
-		if reason := overloadOf(w.tasks, &c, nt, pending); reason != "" {
+		if reason := overloadOf(w.tasks, c, nt, pending); reason != "" {
 			out[i] = SubmitOutcome{TaskID: nt.ID, Shard: nt.Shard, Outcome: SubmitOverloaded, Reason: reason}
 			continue
 		}
@@ -109,6 +114,11 @@ func applyCompleteTasks(w *writer, payload []byte) (any, *Error) {
 	if err := decodePayload(payload, &c); err != nil {
 		return nil, err
 	}
+	return completeTasks(w, &c)
+}
+
+// completeTasks applies a decoded complete (either encoding).
+func completeTasks(w *writer, c *CompleteTasksCommand) (any, *Error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -124,7 +134,7 @@ func applyCompleteTasks(w *writer, payload []byte) (any, *Error) {
 	var out CompleteOutcome
 	pending := w.counter(counterPending(c.Shard))
 	for _, r := range c.Results {
-		o := w.tasks.get(r.TaskID)
+		o := w.tasks.lookup(r.TaskID)
 		if o == nil || o.Shard != c.Shard || o.Terminal() {
 			out.Ignored++
 			continue
@@ -191,7 +201,7 @@ func applyRedriveTasks(w *writer, payload []byte) (any, *Error) {
 	} else {
 		seen := make(map[string]bool, len(c.IDs))
 		for _, id := range c.IDs {
-			if t := w.tasks.get(id); t != nil && t.Status == TaskDLQ && !seen[id] {
+			if t := w.tasks.lookup(id); t != nil && t.Status == TaskDLQ && !seen[id] {
 				seen[id] = true
 				rows = append(rows, t)
 			}

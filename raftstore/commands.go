@@ -34,7 +34,8 @@ const (
 	// ApplyLocal turns it into a raft RemoveServer (rejoin.go).
 	MsgRejoin MessageType = 14
 	// MsgImportConfig (15) is declared in state_config_import.go.
-	// 16–31: the task family, see commands_tasks.go (16–19 taken).
+	// 16–31: the task family, see commands_tasks.go and
+	// commands_tasks_bin.go (16–21 taken).
 
 	// MsgSetConfigValue sets one config value as proposed: the proposer
 	// validated and canonicalised it, and the FSM does not consult the key
@@ -86,6 +87,10 @@ func (t MessageType) String() string {
 		return "redrive_tasks"
 	case MsgCollectTasks:
 		return "collect_tasks"
+	case MsgSubmitTasksBin:
+		return "submit_tasks_bin"
+	case MsgCompleteTasksBin:
+		return "complete_tasks_bin"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }

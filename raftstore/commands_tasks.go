@@ -3,10 +3,10 @@ package raftstore
 import (
 	"bytes"
 	crand "crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -22,7 +22,8 @@ const (
 	MsgRedriveTasks MessageType = 18
 	// MsgCollectTasks deletes terminal tasks completed before a cutoff.
 	MsgCollectTasks MessageType = 19
-	// Next in the family: 20.
+	// 20, 21: MsgSubmitTasksBin, MsgCompleteTasksBin (commands_tasks_bin.go).
+	// Next in the family: 22.
 )
 
 // Task statuses. They are the same words as queue.Status.
@@ -56,9 +57,12 @@ const (
 // NewTaskID returns a task id that sorts by creation time: 16 hex digits of
 // at's Unix nanoseconds, then 16 random hex digits.
 func NewTaskID(at time.Time) string {
-	var b [8]byte
-	_, _ = crand.Read(b[:])
-	return fmt.Sprintf("%016x", uint64(at.UnixNano())) + hex.EncodeToString(b[:])
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(at.UnixNano()))
+	_, _ = crand.Read(b[8:])
+	var out [32]byte
+	hex.Encode(out[:], b[:])
+	return string(out[:])
 }
 
 // NewTask is one task of a submit. ID and Shard are assigned by the
@@ -394,7 +398,7 @@ func checkDestination(v string) *Error {
 		return invalidArg("destination", "required")
 	case len(v) > maxDestinationLen:
 		return invalidArg("destination", "longer than %d bytes", maxDestinationLen)
-	case strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+	case hasControlChar(v):
 		return invalidArg("destination", "contains control characters")
 	}
 	return nil

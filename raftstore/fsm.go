@@ -234,7 +234,13 @@ func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID str
 		if v == nil {
 			break
 		}
-		b, err := json.Marshal(v)
+		var b []byte
+		var err error
+		if a, ok := v.(jsonAppender); ok {
+			b = a.appendJSON(nil)
+		} else {
+			b, err = json.Marshal(v)
+		}
 		if err != nil {
 			result.Err = &Error{Code: CodeInternal, Message: "marshal result: " + err.Error()}
 		} else {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -22,6 +23,8 @@ func goldenCommands() []struct {
 	payload any
 } {
 	nt := NewTask{ID: "task-1", Shard: 1, NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "nexus", Destination: "ep", Request: json.RawMessage(`{"url":"http://x"}`)}
+	nt2 := nt
+	nt2.ID, nt2.Deadline = "task-2", t0.Add(time.Hour)
 	return []struct {
 		t       MessageType
 		payload any
@@ -45,6 +48,9 @@ func goldenCommands() []struct {
 		{MsgCompleteTasks, CompleteTasksCommand{CommandMeta: meta0, Shard: 0, Epoch: 1, Node: "n1", Results: []TaskResult{{TaskID: "task-1", Status: "succeeded", Attempts: 1}}}},
 		{MsgRedriveTasks, RedriveTasksCommand{CommandMeta: meta0, All: true}},
 		{MsgCollectTasks, CollectTasksCommand{CommandMeta: meta0, Before: t0.Add(1e12)}},
+		// Log version 3: the binary twins (goldenEncode).
+		{MsgSubmitTasksBin, SubmitTasksCommand{CommandMeta: meta0, Tasks: []NewTask{nt2}}},
+		{MsgCompleteTasksBin, CompleteTasksCommand{CommandMeta: meta0, Shard: 0, Epoch: 1, Node: "n1", Results: []TaskResult{{TaskID: "task-2", Status: "succeeded", Attempts: 1}}}},
 	}
 }
 
@@ -64,7 +70,7 @@ func TestGoldenEntries(t *testing.T) {
 		seen[c.t] = true
 		name := filepath.Join(dir, fmt.Sprintf("type%02d", uint8(c.t)))
 		if *updateGolden {
-			cmd, err := EncodeCommand(c.t, c.payload)
+			cmd, err := goldenEncode(c.t, c.payload)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,6 +116,21 @@ func TestGoldenEntries(t *testing.T) {
 	if _, ok := g.State().ConfigEntry("b", "", ""); !ok {
 		t.Fatal("restored snapshot lacks config entry b")
 	}
+}
+
+// goldenEncode encodes a golden command in its type's encoding.
+func goldenEncode(t MessageType, payload any) ([]byte, error) {
+	switch c := payload.(type) {
+	case SubmitTasksCommand:
+		if t == MsgSubmitTasksBin {
+			return encodeSubmitTasksBin(&c)
+		}
+	case CompleteTasksCommand:
+		if t == MsgCompleteTasksBin {
+			return encodeCompleteTasksBin(&c)
+		}
+	}
+	return EncodeCommand(t, payload)
 }
 
 type nopCloser struct{ *bytes.Reader }

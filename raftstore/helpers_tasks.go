@@ -53,7 +53,8 @@ func (s *Store) CompleteTasks(ctx context.Context, c CompleteTasksCommand) (Comp
 	if err := c.validate(); err != nil {
 		return CompleteOutcome{}, err
 	}
-	out, idx, err := applyTyped[CompleteOutcome](ctx, s, MsgCompleteTasks, c, c.RequestID)
+	out, idx, err := applyBinOrJSON[CompleteOutcome](ctx, s, MsgCompleteTasks, c,
+		func() ([]byte, error) { return encodeCompleteTasksBin(&c) }, c.RequestID)
 	if err != nil {
 		return CompleteOutcome{}, err
 	}

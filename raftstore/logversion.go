@@ -24,8 +24,15 @@ const (
 	// field on apply and replicas would disagree, so the proposer refuses a
 	// put_endpoint with health (upgrade_pending) below this version.
 	LogVersionEndpointHealth = 3
+
+	// ---- issue 17 §2: binary task commands (one block; renumber here at a merge) ----
+	// LogVersionTasksBin adds submit_tasks_bin (20) and complete_tasks_bin
+	// (21): the hot task commands in a binary payload (commands_tasks_bin.go).
+	LogVersionTasksBin = 4
+	// ---- end issue 17 §2 ----
+
 	// LogVersion is the newest log version this build knows.
-	LogVersion = LogVersionEndpointHealth
+	LogVersion = LogVersionTasksBin
 )
 
 // logVersionStamp, set with -ldflags "-X fusebox/raftstore.logVersionStamp=N",
@@ -88,6 +95,11 @@ var commands = map[MessageType]command{
 	MsgRedriveTasks:    {applyRedriveTasks, LogVersionBase},
 	MsgCollectTasks:    {applyCollectTasks, LogVersionBase},
 	MsgSetConfigValue:  {applySetConfigValue, LogVersionConfigValue},
+
+	// ---- issue 17 §2: LogVersionTasksBin ----
+	MsgSubmitTasksBin:   {applySubmitTasksBin, LogVersionTasksBin},
+	MsgCompleteTasksBin: {applyCompleteTasksBin, LogVersionTasksBin},
+	// ---- end issue 17 §2 ----
 }
 
 // lookupCommand returns t's apply function if a build at logVersion knows t.

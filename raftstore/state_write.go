@@ -3,7 +3,6 @@ package raftstore
 import (
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/hashicorp/go-memdb"
 )
@@ -71,7 +70,7 @@ func checkName(field, v string, required bool) *Error {
 	if len(v) > 256 {
 		return invalidArg(field, "longer than 256 bytes")
 	}
-	if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if hasControlChar(v) {
 		return invalidArg(field, "contains control characters")
 	}
 	return nil
@@ -117,4 +116,19 @@ func validatorError(err error) *Error {
 		return invalidArg(fe.FieldName(), "%v", err)
 	}
 	return invalidArg("value", "%v", err)
+}
+
+// hasControlChar reports whether s holds a control character (U+0000–U+001F,
+// U+007F). A byte scan, not a rune scan: every such character is one ASCII
+// byte, and UTF-8 (valid or not) never hides an ASCII byte inside another
+// character, so it answers exactly as strings.ContainsFunc over the runes
+// did (TestHasControlCharMatchesRunes), at a fraction of the cost on the
+// apply path (every name of every task is checked on every replica).
+func hasControlChar(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return true
+		}
+	}
+	return false
 }

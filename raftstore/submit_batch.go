@@ -152,7 +152,7 @@ func (b *submitBatcher) send(batch []*submitWaiter) {
 			c.At = w.cmd.At
 		}
 	}
-	out, idx, err := applyTyped[[]SubmitOutcome](ctx, s, MsgSubmitTasks, c, "")
+	out, idx, err := applySubmit(ctx, s, c)
 	if err == nil && len(out) != len(batch) {
 		err = &Error{Code: CodeInternal, Message: "submit: outcomes do not match the batch"}
 	}
@@ -174,8 +174,11 @@ func (b *submitBatcher) send(batch []*submitWaiter) {
 	}
 }
 
+// applySubmit proposes a submit: binary once the cluster knows it, else
+// JSON (applyBinOrJSON).
 func applySubmit(ctx context.Context, s *Store, c SubmitTasksCommand) ([]SubmitOutcome, uint64, error) {
-	return applyTyped[[]SubmitOutcome](ctx, s, MsgSubmitTasks, c, c.RequestID)
+	return applyBinOrJSON[[]SubmitOutcome](ctx, s, MsgSubmitTasks, c,
+		func() ([]byte, error) { return encodeSubmitTasksBin(&c) }, c.RequestID)
 }
 
 func (w *submitWaiter) answer(out []SubmitOutcome, index uint64, err error) {

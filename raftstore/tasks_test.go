@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -536,6 +537,13 @@ func TestTaskIDsSortByTime(t *testing.T) {
 	a, b := NewTaskID(t0), NewTaskID(t0.Add(time.Nanosecond))
 	if !(a < b) || len(a) != 32 || NewTaskID(t0) == a {
 		t.Fatalf("ids %s %s", a, b)
+	}
+	// The first half is the Unix nanoseconds in 16 hex digits, as ids were
+	// always written (before 1970 too: two's complement).
+	for _, at := range []time.Time{t0, time.Unix(0, -5), time.Unix(0, 0)} {
+		if id, want := NewTaskID(at), fmt.Sprintf("%016x", uint64(at.UnixNano())); id[:16] != want || strings.ToLower(id) != id {
+			t.Fatalf("id %s at %v, want prefix %s", id, at, want)
+		}
 	}
 }
 

@@ -36,7 +36,8 @@ func buildStamped(t *testing.T, lv int) string {
 // sees every value. Had the proposer used set_config_value, n3's build
 // would meet a type it does not know and halt (readyz: halted). Once n3
 // runs the current build, the cluster's log version moves up and the write
-// goes through with the new type on every node.
+// goes through with the new type on every node. Tasks are submitted and
+// delivered (submit and complete entries) before and after the upgrade.
 func TestMixedVersionRollingUpgrade(t *testing.T) {
 	if raftstore.LogVersion <= raftstore.LogVersionBase {
 		t.Skip("this build has no command type newer than the base")
@@ -98,6 +99,26 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 	}
 	setAndSee(7)
 
+	// Tasks while n3 is behind: submits and completions go as the JSON
+	// types, which n3 applies; every node ends with the same terminal tasks.
+	WaitFor(t, convergeTimout, "an agreed shard map with every shard owned", c.sameShardMap)
+	dest := NewDest(t)
+	tasks := func(name string) {
+		t.Helper()
+		l := NewTaskLoad(c, name, func(i int) (transport.TaskSubmit, *Dest) {
+			return callbackTask(fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("wf-%d", i), dest.CallbackURL(), i), dest
+		})
+		if got := l.SubmitBatch(60); got != 60 {
+			t.Fatalf("%s: batch accepted %d of 60: %v", name, got, l.Stats())
+		}
+		rep := l.Check(t, convergeTimout)
+		if rep.Succeeded != 60 {
+			t.Fatalf("%s: %v", name, rep)
+		}
+		t.Logf("%s: %v", name, rep)
+	}
+	tasks("mixed-old")
+
 	// Upgrade n3 in place: same data dir, the current build.
 	if err := n3.Stop(); err != nil {
 		t.Fatal(err)
@@ -108,4 +129,7 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 	}
 	WaitFor(t, 30*time.Second, "every node seeing the current log version", logVersions(raftstore.LogVersion))
 	setAndSee(9)
+	// And after the upgrade, as the binary task types (LogVersionTasksBin).
+	tasks("mixed-new")
+	setAndSee(11) // every node still ready: none met an entry it does not know
 }
