@@ -23,7 +23,7 @@ func TestImport(t *testing.T) {
 			NewTask: raftstore.NewTask{
 				ID: fmt.Sprintf("%032x", 1000+i), Shard: i % 4, NamespaceID: "ns", WorkflowID: fmt.Sprintf("wf-%d", i),
 				TaskGroup: "callbacks.Invocation", Destination: "https://example.com/cb", RequestID: rid,
-				Request: []byte(`{"task_group":"callbacks.Invocation","header":{"Authorization":"Bearer x"}}`),
+				Request:  []byte(`{"task_group":"callbacks.Invocation","header":{"Authorization":"Bearer x"}}`),
 				Deadline: created.Add(48 * time.Hour),
 			},
 			Attempts: i + 3, NextAttemptAt: now.Add(time.Duration(i) * time.Second), CreatedAt: created,
