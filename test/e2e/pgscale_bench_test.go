@@ -65,7 +65,9 @@ func startBenchProcs(b *testing.B, owner testing.TB, n int, opts ClusterOptions)
 // starts. Issue 18: throughput must not fall as nodes are added (the
 // ratios are against nodes=1 of the same run). On this 2-core machine the
 // nodes, the database and the load generator share the two cores, so the
-// curve shows the coordination cost of more nodes, not added capacity.
+// curve shows the coordination cost of more nodes, not added capacity:
+// node-cpu-us/task is the fusebox processes' CPU (user + system, from
+// /proc) per task, node-cpu-cores the same over the run's wall time.
 func BenchmarkProcessPostgresNodes(b *testing.B) {
 	dest := outboundtest.NewDestination(b)
 	run := 0
@@ -85,14 +87,18 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 				tasks[i] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pn%d-%d", run, i), true)
 			}
 			before := dest.Count("")
+			cpu0 := clusterCPU(b, bp.c)
 			b.ResetTimer()
 			start := time.Now()
 			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
 			bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before })
 			took := time.Since(start)
 			b.StopTimer()
+			cpu := clusterCPU(b, bp.c) - cpu0
 			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
 			b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
+			b.ReportMetric(cpu.Seconds()*1e6/float64(b.N), "node-cpu-us/task")
+			b.ReportMetric(cpu.Seconds()/took.Seconds(), "node-cpu-cores")
 		})
 		stop() // the next node count runs alone
 	}
@@ -183,6 +189,30 @@ func BenchmarkProcessPendingRSS(b *testing.B) {
 				store, count, rss0>>20, rss>>20, hwm>>20, took.Round(time.Millisecond))
 		})
 	}
+}
+
+// clusterCPU is the CPU time (user + system) the cluster's processes
+// have used, from /proc/<pid>/stat (the database's is not included).
+func clusterCPU(b *testing.B, c *Cluster) time.Duration {
+	b.Helper()
+	var ticks int64
+	for _, p := range c.Procs {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+		if err != nil {
+			b.Fatalf("%s: %v", p.Name(), err)
+		}
+		// Fields after the command's closing parenthesis: state is 3rd,
+		// utime 14th and stime 15th of the whole line.
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+		for _, i := range []int{11, 12} {
+			v, err := strconv.ParseInt(f[i], 10, 64)
+			if err != nil {
+				b.Fatalf("%s: /proc stat field %d: %v", p.Name(), i+3, err)
+			}
+			ticks += v
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // maxRSS is the largest of the cluster's processes' field (VmRSS, VmHWM)
