@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -71,17 +72,21 @@ func (g *submitGroup) submit(ctx context.Context, s *Store, tasks []raftstore.Ne
 	}
 	g.mu.Unlock()
 
+	defer g.handOff() // also if runGroup panics: the queue never waits on a lead no one holds
 	s.runGroup(ctx, calls, n)
+	<-c.done // c is the first of calls
+	return c.out, c.err
+}
 
+// handOff passes the lead to the first waiting call, or ends it.
+func (g *submitGroup) handOff() {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	if len(g.queue) > 0 {
 		g.queue[0].lead <- struct{}{} // still leading: handed on
-	} else {
-		g.leading = false
+		return
 	}
-	g.mu.Unlock()
-	<-c.done // in calls unless an earlier leader's group took it (then done already)
-	return c.out, c.err
+	g.leading = false
 }
 
 // runGroup commits calls' tasks in one transaction and gives each call its
@@ -100,6 +105,13 @@ func (s *Store) runGroup(ctx context.Context, calls []*submitCall, n int) {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
 		defer cancel()
 	}
+	answered := 0
+	defer func() { // a panic below still answers every call
+		for _, c := range calls[answered:] {
+			c.err = errGroupFailed
+			close(c.done)
+		}
+	}()
 	out, err := s.submitNow(ctx, tasks, ats)
 	i := 0
 	for _, c := range calls {
@@ -110,5 +122,9 @@ func (s *Store) runGroup(ctx context.Context, calls []*submitCall, n int) {
 		}
 		i += len(c.tasks)
 		close(c.done)
+		answered++
 	}
 }
+
+// errGroupFailed answers the calls of a group whose transaction panicked.
+var errGroupFailed = errors.New("pgstore: the submit group failed; nothing is known committed")
