@@ -106,7 +106,7 @@ func run(ctx context.Context, sel []row, quick bool) (map[string]map[string]floa
 				continue
 			}
 			pattern := benchPattern(g.names)
-			args := []string{"test", "-run", "^$", "-bench", pattern, "-benchmem", "-benchtime", g.time, "-count", "1", g.pkg}
+			args := []string{"test", "-run", "^$", "-bench", pattern, "-benchmem", "-benchtime", g.time, "-count", "1", "-timeout", "30m", g.pkg}
 			cmd := "go " + strings.Join(quoteArgs(args), " ")
 			if g.runs > 1 {
 				fmt.Fprintf(os.Stderr, "» (run %d of %d) %s\n", i+1, g.runs, cmd)
