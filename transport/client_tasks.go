@@ -62,3 +62,17 @@ func listValues(after string, limit int) url.Values {
 	}
 	return v
 }
+
+// ExportTasks reads one page of pending tasks with their requests as
+// stored (GET /v1/tasks:export, admin). Keep paging while Next is set.
+func (c *Client) ExportTasks(ctx context.Context, after string, limit int) (TaskExportPage, error) {
+	var out TaskExportPage
+	return out, c.Do(ctx, http.MethodGet, "/v1/tasks:export", listValues(after, limit), nil, &out)
+}
+
+// ImportTasks inserts exported tasks with their ids (POST /v1/tasks:import,
+// admin); a task already stored comes back as a duplicate.
+func (c *Client) ImportTasks(ctx context.Context, ts []TaskExport) (TaskImportResult, error) {
+	var out TaskImportResult
+	return out, c.Do(ctx, http.MethodPost, "/v1/tasks:import", nil, TaskImport{Tasks: ts}, &out)
+}

@@ -92,6 +92,10 @@ func (s *Server) taskRoutes(svc TaskService) {
 		s.handle("GET /v1/tasks/_counts", needRead, h.counts(c)) // handlers_task_counts.go
 	}
 	s.handle("POST /v1/dlq/redrive", needAdmin, h.redrive)
+	// Moving pending tasks between clusters (handlers_tasks_export.go):
+	// admin only, since an export carries the requests as stored.
+	s.handle("GET /v1/tasks:export", needAdmin, h.export)
+	s.handle("POST /v1/tasks:import", needAdmin, h.importTasks)
 }
 
 type taskHandlers struct {
@@ -375,15 +379,9 @@ func listQuery(r *http.Request) (raftstore.TaskQuery, error) {
 }
 
 func (h *taskHandlers) writeList(w http.ResponseWriter, r *http.Request, q raftstore.TaskQuery) error {
-	var ts []raftstore.Task
-	var next string
-	if lc, ok := h.svc.(TaskListerCtx); ok {
-		var err error
-		if ts, next, err = lc.ListTasksPageCtx(r.Context(), q); err != nil {
-			return err
-		}
-	} else {
-		ts, next = h.svc.ListTasksPage(q)
+	ts, next, err := h.listPage(r.Context(), q)
+	if err != nil {
+		return err
 	}
 	out := TaskList{Tasks: make([]Task, len(ts)), Next: next}
 	for i, t := range ts {
@@ -391,6 +389,16 @@ func (h *taskHandlers) writeList(w http.ResponseWriter, r *http.Request, q rafts
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// listPage reads one page of a listing, through the context-taking read
+// when the service has one.
+func (h *taskHandlers) listPage(ctx context.Context, q raftstore.TaskQuery) ([]raftstore.Task, string, error) {
+	if lc, ok := h.svc.(TaskListerCtx); ok {
+		return lc.ListTasksPageCtx(ctx, q)
+	}
+	ts, next := h.svc.ListTasksPage(q)
+	return ts, next, nil
 }
 
 func (h *taskHandlers) redrive(w http.ResponseWriter, r *http.Request) error {

@@ -16,7 +16,7 @@ import (
 	"fusebox/transport"
 )
 
-// tasksCmd is `fusebox admin tasks submit|get|list`.
+// tasksCmd is `fusebox admin tasks submit|get|list|export|import`.
 func tasksCmd(o *adminOpts) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tasks",
@@ -105,7 +105,7 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 	lf.IntVar(&shard, "shard", 0, "only this shard")
 	lf.StringVar(&q.Status, "status", "", "only this status: pending, blocked (pending, refused by an open circuit breaker), succeeded, failed or dlq")
 	pageFlags(list, &q.After, &q.Limit)
-	cmd.AddCommand(submit, get, list)
+	cmd.AddCommand(submit, get, list, tasksExportCmd(o), tasksImportCmd(o)) // admin_tasks_move.go
 	return cmd
 }
 

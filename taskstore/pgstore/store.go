@@ -33,6 +33,11 @@ type Config struct {
 	// local write woke them (tasks submitted through other nodes);
 	// default 200ms. Correctness never depends on a notification.
 	PollInterval time.Duration
+	// WakeInterval is how often the store reads the newest task id (one
+	// primary-key index probe) and wakes subscribers when it changed: a task
+	// submitted through another node is seen within this, not PollInterval.
+	// Default 20ms; negative: off (PollInterval alone).
+	WakeInterval time.Duration
 	// QueryTimeout bounds each read the queue makes (its reads have no
 	// context); default 5s.
 	QueryTimeout time.Duration
@@ -53,12 +58,15 @@ type Store struct {
 	initMu  sync.Mutex
 	ready   atomic.Bool
 	pending pendingCache // limits.go
+	group   submitGroup  // group.go: concurrent submits committed together
 
 	readWarn  rate.Sometimes // readFailed (reads.go)
 	readFails atomic.Int64
 
-	stop chan struct{}
-	done chan struct{}
+	stop     chan struct{}
+	stopCtx  context.Context // cancelled by Close: bounds the poller's reads
+	stopRead context.CancelFunc
+	done     chan struct{}
 }
 
 // Open is New then Init: it connects, migrates the schema (golang-migrate,
@@ -90,6 +98,9 @@ func New(cfg Config) (*Store, error) {
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = 5 * time.Second
 	}
+	if cfg.WakeInterval == 0 {
+		cfg.WakeInterval = 20 * time.Millisecond
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -107,6 +118,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{cfg: cfg, pool: pool, log: cfg.Logger, subs: make(map[chan struct{}]struct{}),
 		stop: make(chan struct{}), done: make(chan struct{}), readWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second}}
+	s.stopCtx, s.stopRead = context.WithCancel(context.Background())
 	go s.poll()
 	return s, nil
 }
@@ -146,6 +158,7 @@ func (s *Store) Close() {
 	default:
 	}
 	close(s.stop)
+	s.stopRead()
 	<-s.done
 	s.pool.Close()
 }
@@ -181,14 +194,37 @@ func (s *Store) notify() {
 	}
 }
 
+// poll wakes the subscribers every PollInterval, and every WakeInterval
+// when the newest task id changed (a submit through any node). Task ids
+// begin with their creation time, so the newest id moves with every
+// submit; an import (old ids) or a redrive is seen at the next full wake.
 func (s *Store) poll() {
 	defer close(s.done)
 	t := time.NewTicker(s.cfg.PollInterval)
 	defer t.Stop()
+	var quick <-chan time.Time
+	if s.cfg.WakeInterval > 0 {
+		q := time.NewTicker(s.cfg.WakeInterval)
+		defer q.Stop()
+		quick = q.C
+	}
+	last := ""
 	for {
 		select {
 		case <-t.C:
 			s.notify()
+		case <-quick:
+			if !s.ready.Load() {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.QueryTimeout)
+			var id string
+			err := s.pool.QueryRow(ctx, `SELECT id FROM fusebox_tasks ORDER BY id DESC LIMIT 1`).Scan(&id)
+			cancel()
+			if err == nil && id != last {
+				last = id
+				s.notify()
+			}
 		case <-s.stop:
 			return
 		}

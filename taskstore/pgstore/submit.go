@@ -17,8 +17,16 @@ import (
 // MaxPendingTasks) is not inserted: its outcome is overloaded with the
 // raft store's reason (limits.go). The returned error means nothing is
 // known committed: no outcome is accepted before the statement commits.
+//
+// Concurrent calls are committed together (group.go): the calls that
+// arrive while a transaction is in flight share the next one, in arrival
+// order, as the raft store puts concurrent submits in one log entry.
 func (s *Store) Submit(ctx context.Context, tasks []raftstore.NewTask, at time.Time) ([]raftstore.SubmitOutcome, error) {
-	at = micro(at)
+	return s.group.submit(ctx, s, tasks, at)
+}
+
+// submitNow is one transaction for tasks, task i due at ats[i].
+func (s *Store) submitNow(ctx context.Context, tasks []raftstore.NewTask, ats []time.Time) ([]raftstore.SubmitOutcome, error) {
 	n := len(tasks)
 	inserted := make(map[string]bool, n)
 	var refused map[int]string
@@ -28,7 +36,7 @@ func (s *Store) Submit(ctx context.Context, tasks []raftstore.NewTask, at time.T
 		if refused, err = s.overloaded(ctx, tx, tasks); err != nil {
 			return err
 		}
-		return insertTasks(ctx, tx, tasks, refused, at, inserted)
+		return insertTasks(ctx, tx, tasks, refused, ats, inserted)
 	})
 	if err != nil {
 		return nil, err
@@ -58,7 +66,7 @@ func (s *Store) Submit(ctx context.Context, tasks []raftstore.NewTask, at time.T
 }
 
 // insertTasks inserts the tasks not refused and records the ids inserted.
-func insertTasks(ctx context.Context, tx pgx.Tx, tasks []raftstore.NewTask, refused map[int]string, at time.Time, inserted map[string]bool) error {
+func insertTasks(ctx context.Context, tx pgx.Tx, tasks []raftstore.NewTask, refused map[int]string, ats []time.Time, inserted map[string]bool) error {
 	n := len(tasks)
 	ids, groups, nss, wfs, dests, keys := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 	shards := make([]int32, 0, n)
@@ -66,6 +74,7 @@ func insertTasks(ctx context.Context, tx pgx.Tx, tasks []raftstore.NewTask, refu
 	reqs := make([][]byte, 0, n)
 	deadlines := make([]*time.Time, 0, n)
 	s2c := make([]int64, 0, n)
+	dues := make([]time.Time, 0, n)
 	for i, t := range tasks {
 		if refused[i] != "" {
 			continue
@@ -78,6 +87,8 @@ func insertTasks(ctx context.Context, tx pgx.Tx, tasks []raftstore.NewTask, refu
 			rid = &r
 		}
 		reqIDs, reqs = append(reqIDs, rid), append(reqs, t.Request)
+		at := micro(ats[i])
+		dues = append(dues, at)
 		var dl *time.Time
 		var d2c int64
 		if !t.Deadline.IsZero() {
@@ -92,12 +103,12 @@ func insertTasks(ctx context.Context, tx pgx.Tx, tasks []raftstore.NewTask, refu
 	rows, err := tx.Query(ctx, `
 INSERT INTO fusebox_tasks (id, shard, namespace_id, workflow_id, task_group, destination, destination_key,
     request_id, request, status, next_attempt_at, created_at, deadline, schedule_to_close_ns)
-SELECT r.id, r.shard, r.ns, r.wf, r.tg, r.dest, r.dkey, r.rid, r.req, 'pending', $12, $12, r.deadline, r.s2c
+SELECT r.id, r.shard, r.ns, r.wf, r.tg, r.dest, r.dkey, r.rid, r.req, 'pending', r.due, r.due, r.deadline, r.s2c
 FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-    $9::bytea[], $10::timestamptz[], $11::bigint[])
-    AS r(id, shard, ns, wf, tg, dest, dkey, rid, req, deadline, s2c)
+    $9::bytea[], $10::timestamptz[], $11::bigint[], $12::timestamptz[])
+    AS r(id, shard, ns, wf, tg, dest, dkey, rid, req, deadline, s2c, due)
 ON CONFLICT (namespace_id, request_id) DO NOTHING
-RETURNING id`, ids, shards, nss, wfs, groups, dests, keys, reqIDs, reqs, deadlines, s2c, at)
+RETURNING id`, ids, shards, nss, wfs, groups, dests, keys, reqIDs, reqs, deadlines, s2c, dues)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,129 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"fusebox/internal/pgtest"
+	"fusebox/raftstore"
+)
+
+// Concurrent submits are committed in groups and each caller gets its own
+// outcomes: 40 callers, each submitting 3 tasks of which one request id
+// is shared by all callers, get 80 accepted private tasks, and for the
+// shared request id exactly one accepted task that every other caller's
+// outcome names as the duplicate; every task is stored due at its own
+// caller's time; a caller whose context is cancelled does not fail the
+// others.
+func TestSubmitGroupsConcurrentCallers(t *testing.T) {
+	s := openTest(t)
+	const callers = 40
+	base := micro(time.Now().Add(-time.Minute))
+	mk := func(c, i int, rid string) raftstore.NewTask {
+		return raftstore.NewTask{
+			ID: fmt.Sprintf("%016x%04x%012x", base.UnixNano(), c, i), Shard: (c + i) % 4, NamespaceID: "ns",
+			WorkflowID: fmt.Sprintf("wf-%d-%d", c, i), TaskGroup: "callbacks.Invocation", Destination: "https://example.com/cb",
+			RequestID: rid, Request: []byte(`{}`), MaxDestinationBacklog: 1000, MaxPendingTasks: 1000,
+		}
+	}
+	outs := make([][]raftstore.SubmitOutcome, callers)
+	errs := make([]error, callers)
+	ats := make([]time.Time, callers)
+	var wg sync.WaitGroup
+	for c := range callers {
+		ats[c] = base.Add(time.Duration(c) * time.Millisecond)
+		tasks := []raftstore.NewTask{mk(c, 0, fmt.Sprintf("own-%d", c)), mk(c, 1, "shared"), mk(c, 2, "")}
+		ctx := t.Context()
+		if c == 7 {
+			cctx, cancel := context.WithCancel(ctx)
+			cancel() // this caller gives up at once
+			ctx = cctx
+		}
+		wg.Go(func() { outs[c], errs[c] = s.Submit(ctx, tasks, ats[c]) })
+	}
+	wg.Wait()
+	var sharedID string
+	accepted, sharedAccepted := 0, 0
+	for c := range callers {
+		if c == 7 {
+			continue // cancelled: an error, or outcomes if its group had already gone
+		}
+		if errs[c] != nil || len(outs[c]) != 3 {
+			t.Fatalf("caller %d: %v %+v", c, errs[c], outs[c])
+		}
+		for i, o := range outs[c] {
+			switch {
+			case i == 1 && o.Outcome == raftstore.SubmitAccepted:
+				sharedAccepted++
+				sharedID = o.TaskID
+			case i == 1:
+				if o.Outcome != raftstore.SubmitDuplicate {
+					t.Fatalf("caller %d shared task: %+v", c, o)
+				}
+			case o.Outcome != raftstore.SubmitAccepted || o.TaskID != mk(c, i, "").ID:
+				t.Fatalf("caller %d task %d: %+v", c, i, o)
+			default:
+				accepted++
+			}
+		}
+	}
+	if accepted != 2*(callers-1) || sharedAccepted > 1 {
+		t.Fatalf("%d private tasks accepted, shared accepted %d times", accepted, sharedAccepted)
+	}
+	if sharedID == "" { // caller 7's task won the shared id
+		sharedID = outs[7][1].TaskID
+	}
+	for c := range callers {
+		if c != 7 && outs[c][1].TaskID != sharedID {
+			t.Fatalf("caller %d's shared outcome names %s, want %s", c, outs[c][1].TaskID, sharedID)
+		}
+		got, ok, err := s.Task(t.Context(), mk(c, 2, "").ID)
+		if c != 7 && (err != nil || !ok || !got.CreatedAt.Equal(ats[c]) || !got.NextAttemptAt.Equal(ats[c])) {
+			t.Fatalf("caller %d's task: %+v %v %v, want due at %v", c, got, ok, err, ats[c])
+		}
+	}
+}
+
+// A submit through another node's store wakes this store's subscribers
+// through the newest-id check (WakeInterval), with no local write and the
+// full poll an hour away.
+func TestOtherNodesSubmitWakesSubscribers(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	open := func() *Store {
+		s, err := Open(t.Context(), Config{URL: url, PollInterval: time.Hour, WakeInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	reader, writer := open(), open()
+	ch, cancel := reader.Subscribe()
+	defer cancel()
+	drain := func() {
+		for {
+			select {
+			case <-ch:
+			default:
+				return
+			}
+		}
+	}
+	deadline := time.After(10 * time.Second)
+	for i := range 3 {
+		drain()
+		task := raftstore.NewTask{ID: fmt.Sprintf("%032x", 500+i), NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "callbacks.Invocation",
+			Destination: "https://example.com/cb", Request: []byte(`{}`)}
+		if _, err := writer.Submit(t.Context(), []raftstore.NewTask{task}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("submit %d through the other store woke no subscriber", i)
+		}
+	}
+}

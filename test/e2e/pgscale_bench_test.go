@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"fusebox/dynconfig"
+	"fusebox/internal/deliverybench"
+	"fusebox/internal/pgtest"
+	"fusebox/transport"
+	"fusebox/transport/outbound/outboundtest"
+)
+
+// Issue 18's scaling figures on real processes: `fusebox serve --task-store
+// postgres` nodes sharing one durable throwaway PostgreSQL server (fsync
+// and synchronous commit on), all on this machine. docs/benchmarks.md and
+// docs/scaling.md show them.
+
+// startPGServer is pgServer for a benchmark: a fresh durable server,
+// stopped in owner's cleanup.
+func startPGServer(b *testing.B, owner testing.TB) *pgtest.Server {
+	b.Helper()
+	if _, err := pgtest.BinDir(); err != nil {
+		b.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := pgtest.StartWith(ctx, pgtest.Options{Durable: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	owner.Cleanup(func() { _ = srv.Stop() })
+	return srv
+}
+
+// startBenchProcs starts n processes with opts (log level warn), waits for
+// an agreed shard map, lifts the per-host rate limit and widens the group
+// buffer (as lazyProcs does for three), and stops them in owner's cleanup
+// (which runs before a server's registered earlier).
+func startBenchProcs(b *testing.B, owner testing.TB, n int, opts ClusterOptions) *benchProcs {
+	b.Helper()
+	opts.LogLevel = "warn"
+	c := NewCluster(owner, n, opts)
+	owner.Cleanup(func() { c.StopAll(owner) })
+	bp := &benchProcs{c: c}
+	for _, p := range c.Procs {
+		bp.clients = append(bp.clients, benchClient(p))
+	}
+	WaitFor(b, time.Minute, "one shard map, every shard owned and worked on", c.sameShardMap)
+	bp.setConfig(b, dynconfig.KeyHostSchedulerMaxTaskRPS, "1000000")
+	bp.setConfig(b, dynconfig.KeyGroupLimiterBufferSize, "1000")
+	return bp
+}
+
+// BenchmarkProcessPostgresNodes is durable delivery (b.N callback tasks in
+// batches of 500 through every node's API, delivered and acknowledged in
+// the database) with 1, 3 and 5 fusebox processes on one PostgreSQL. Each
+// node count runs on a fresh server and cluster, stopped before the next
+// starts. Issue 18: throughput must not fall as nodes are added (the
+// ratios are against nodes=1 of the same run). On this 2-core machine the
+// nodes, the database and the load generator share the two cores, so the
+// curve shows the coordination cost of more nodes, not added capacity:
+// node-cpu-us/task is the fusebox processes' CPU (user + system, from
+// /proc) per task, node-cpu-cores the same over the run's wall time.
+func BenchmarkProcessPostgresNodes(b *testing.B) {
+	dest := outboundtest.NewDestination(b)
+	run := 0
+	for _, n := range []int{1, 3, 5} {
+		var bp *benchProcs
+		stop := func() {}
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			if bp == nil { // kept for every b.N of this sub-benchmark
+				owner := &cleanups{TB: b}
+				stop = owner.run
+				srv := startPGServer(b, owner)
+				bp = startBenchProcs(b, owner, n, pgOptions(srv.URL("postgres")))
+			}
+			run++
+			tasks := make([]transport.TaskSubmit, b.N)
+			for i := range tasks {
+				tasks[i] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pn%d-%d", run, i), true)
+			}
+			before := dest.Count("")
+			cpu0 := clusterCPU(b, bp.c)
+			b.ResetTimer()
+			start := time.Now()
+			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
+			bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before })
+			took := time.Since(start)
+			b.StopTimer()
+			cpu := clusterCPU(b, bp.c) - cpu0
+			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+			b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
+			b.ReportMetric(cpu.Seconds()*1e6/float64(b.N), "node-cpu-us/task")
+			b.ReportMetric(cpu.Seconds()/took.Seconds(), "node-cpu-cores")
+		})
+		stop() // the next node count runs alone
+	}
+}
+
+// BenchmarkProcessPostgresLatency paces single submits (POST /v1/tasks,
+// spread over three processes) at 1,000 tasks/s and reports enqueue →
+// delivered (p50-ms, p99-ms) on the postgres store, beside the Raft store
+// in the same run. Issue 18's target: p99 ≤ 50 ms on postgres.
+func BenchmarkProcessPostgresLatency(b *testing.B) {
+	const rate = 1000
+	dest := outboundtest.NewDestination(b)
+	run := 0
+	for _, store := range []string{"raft", "postgres"} {
+		var bp *benchProcs
+		stop := func() {}
+		b.Run("store="+store+"/rate=1000", func(b *testing.B) {
+			if bp == nil {
+				owner := &cleanups{TB: b}
+				stop = owner.run
+				var opts ClusterOptions
+				if store == "postgres" {
+					opts = pgOptions(startPGServer(b, owner).URL("postgres"))
+				}
+				bp = startBenchProcs(b, owner, 3, opts)
+			}
+			run++
+			before := dest.Count("")
+			deliverybench.Latency(b, bp.clients, dest, rate, fmt.Sprintf("pgl%d", run), true,
+				func(ids []string) { bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before }) })
+		})
+		stop()
+	}
+}
+
+// BenchmarkProcessPendingRSS is each node's resident memory (VmRSS from
+// /proc/<pid>/status) with a backlog of pending tasks: three processes, a
+// destination refusing every connection (the tasks stay pending, retried
+// and blocked by the open breaker as in a real outage), the backlog limits
+// lifted. postgres holds b.N tasks (-benchtime 1000000x: 1M); raft holds
+// b.N/5 — its RSS grows with every task on every node, so it is measured
+// smaller and extrapolated per task, as the figures say. Metrics: rss-MB
+// (the largest node's RSS once submitted, after a settle), hwm-MB (its
+// peak, VmHWM), rss-B/task ((RSS after − before) / tasks) and rss-MB@1M
+// (before + 1M × that: the extrapolation, equal to the measurement at 1M),
+// and submit tasks/s.
+func BenchmarkProcessPendingRSS(b *testing.B) {
+	for _, store := range []string{"raft", "postgres"} {
+		b.Run("store="+store, func(b *testing.B) {
+			if b.N == 1 {
+				return // the framework's first probe run: nothing to measure
+			}
+			owner := &cleanups{TB: b}
+			defer owner.run()
+			count := b.N
+			var opts ClusterOptions
+			if store == "postgres" {
+				opts = pgOptions(startPGServer(b, owner).URL("postgres"))
+			} else {
+				count = b.N / 5
+			}
+			bp := startBenchProcs(b, owner, 3, opts)
+			bp.setConfig(b, dynconfig.KeyTaskMaxDestinationBacklog, "0")
+			bp.setConfig(b, dynconfig.KeyTaskMaxPendingTasks, "0")
+			dead := outboundtest.NewDestination(b)
+			if err := dead.SetMode(outboundtest.ModeRefuse); err != nil {
+				b.Fatal(err)
+			}
+			rss0 := maxRSS(b, bp.c, "VmRSS")
+			tasks := make([]transport.TaskSubmit, count)
+			for i := range tasks {
+				tasks[i] = deliverybench.Task(dead.CallbackURL(), "rss-"+strconv.Itoa(i), false)
+			}
+			b.ResetTimer()
+			start := time.Now()
+			deliverybench.SubmitAll(b, bp.clients, tasks)
+			took := time.Since(start)
+			b.StopTimer()
+			time.Sleep(10 * time.Second) // settle: readers page, retries and breaker blocks run (a dwell, not a wait for a state)
+			rss, hwm := maxRSS(b, bp.c, "VmRSS"), maxRSS(b, bp.c, "VmHWM")
+			perTask := float64(rss-rss0) / float64(count)
+			b.ReportMetric(float64(rss)/(1<<20), "rss-MB")
+			b.ReportMetric(float64(hwm)/(1<<20), "hwm-MB")
+			b.ReportMetric(perTask, "rss-B/task")
+			b.ReportMetric((float64(rss0)+perTask*1e6)/(1<<20), "rss-MB@1M")
+			b.ReportMetric(float64(count)/took.Seconds(), "submit-tasks/s")
+			b.Logf("%s: %d pending tasks on 3 nodes; largest node RSS %d MB before, %d MB after (peak %d MB); submitted in %v",
+				store, count, rss0>>20, rss>>20, hwm>>20, took.Round(time.Millisecond))
+		})
+	}
+}
+
+// clusterCPU is the CPU time (user + system) the cluster's processes
+// have used, from /proc/<pid>/stat (the database's is not included).
+func clusterCPU(b *testing.B, c *Cluster) time.Duration {
+	b.Helper()
+	var ticks int64
+	for _, p := range c.Procs {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+		if err != nil {
+			b.Fatalf("%s: %v", p.Name(), err)
+		}
+		// Fields after the command's closing parenthesis: state is 3rd,
+		// utime 14th and stime 15th of the whole line.
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+		for _, i := range []int{11, 12} {
+			v, err := strconv.ParseInt(f[i], 10, 64)
+			if err != nil {
+				b.Fatalf("%s: /proc stat field %d: %v", p.Name(), i+3, err)
+			}
+			ticks += v
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
+
+// maxRSS is the largest of the cluster's processes' field (VmRSS, VmHWM)
+// in bytes.
+func maxRSS(b *testing.B, c *Cluster, field string) int64 {
+	b.Helper()
+	var most int64
+	for _, p := range c.Procs {
+		v, err := procStatusBytes(p.Pid(), field)
+		if err != nil {
+			b.Fatalf("%s: %v", p.Name(), err)
+		}
+		most = max(most, v)
+	}
+	return most
+}
+
+// procStatusBytes reads a "kB" field of /proc/<pid>/status.
+func procStatusBytes(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// cleanups is a testing.TB whose Cleanup functions run when run is called
+// (last registered first), so a sub-benchmark's cluster and server can be
+// stopped before the next sub-benchmark starts while being kept across
+// the b.N calls of its own.
+type cleanups struct {
+	testing.TB
+	fns []func()
+}
+
+func (c *cleanups) Cleanup(f func()) { c.fns = append(c.fns, f) }
+
+func (c *cleanups) run() {
+	for i := len(c.fns) - 1; i >= 0; i-- {
+		c.fns[i]()
+	}
+	c.fns = nil
+}
