@@ -45,7 +45,8 @@ func throttleHeadline(t throttleView, now time.Duration) string {
 	if t.Phase == throttleOver {
 		verb = "answered"
 	}
-	return fmt.Sprintf("Retry-After: flaky %s %s from %s for %v · %d calls reached it in the hold (target ≤ 1 per node), deadlines within %.1fs",
+	return fmt.Sprintf("Retry-After: flaky %s %s from %s for %v\n"+
+		"    %d calls reached it in the hold (target ≤ 1 per node); the nodes' deadlines within %.1fs",
 		verb, ra, fmtT(t.At), t.For, t.TotalCalls, t.Spread().Seconds())
 }
 
