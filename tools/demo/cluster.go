@@ -174,11 +174,17 @@ func (c *cluster) call(ctx context.Context, first int, f func(context.Context, *
 	return err
 }
 
-// setup registers the demo's endpoints and its breaker settings.
-func (c *cluster) setup(ctx context.Context, cfg Config, healthyURL, flakyURL string) error {
+// setup registers the demo's endpoints (flaky with its health check when
+// cfg.HealthInterval is set), its breaker settings and healthy's fleet
+// budget.
+func (c *cluster) setup(ctx context.Context, cfg Config, healthyURL, flakyURL, flakyHealthURL string) error {
+	flaky := transport.Endpoint{Name: destFlaky, URL: flakyURL, Description: "demo: goes down for a while"}
+	if cfg.HealthInterval > 0 {
+		flaky.Health = &transport.EndpointHealth{URL: flakyHealthURL, Interval: cfg.HealthInterval.String(), Timeout: healthTimeout(cfg.HealthInterval).String()}
+	}
 	for _, e := range []transport.Endpoint{
 		{Name: destHealthy, URL: healthyURL, Description: "demo: always up"},
-		{Name: destFlaky, URL: flakyURL, Description: "demo: goes down for a while"},
+		flaky,
 	} {
 		err := c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
 			_, err := cl.PutEndpoint(ctx, e)
@@ -192,20 +198,22 @@ func (c *cluster) setup(ctx context.Context, cfg Config, healthyURL, flakyURL st
 	if err != nil {
 		return err
 	}
-	writes := []struct {
-		key   string
-		value json.RawMessage
-	}{{dynconfig.KeyBreakerSettings, settings}}
+	type write struct {
+		key string
+		transport.ConfigWrite
+	}
+	writes := []write{{dynconfig.KeyBreakerSettings, transport.ConfigWrite{Value: settings}}}
 	if cfg.HintPolicy != "" {
 		v, _ := json.Marshal(cfg.HintPolicy)
-		writes = append(writes, struct {
-			key   string
-			value json.RawMessage
-		}{dynconfig.KeyBreakerHintPolicy, v})
+		writes = append(writes, write{dynconfig.KeyBreakerHintPolicy, transport.ConfigWrite{Value: v}})
+	}
+	if cfg.FleetRPS > 0 {
+		v, _ := json.Marshal(cfg.FleetRPS)
+		writes = append(writes, write{dynconfig.KeyFleetRPS, transport.ConfigWrite{Namespace: demoNamespace, Destination: destHealthy, Value: v}})
 	}
 	for _, w := range writes {
 		err := c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-			_, err := cl.ConfigSet(ctx, w.key, transport.ConfigWrite{Value: w.value})
+			_, err := cl.ConfigSet(ctx, w.key, w.ConfigWrite)
 			return err
 		})
 		if err != nil {
@@ -213,6 +221,12 @@ func (c *cluster) setup(ctx context.Context, cfg Config, healthyURL, flakyURL st
 		}
 	}
 	return nil
+}
+
+// healthTimeout is the timeout of flaky's health check: half its
+// interval, at most 2 s (fusebox's default).
+func healthTimeout(interval time.Duration) time.Duration {
+	return min(interval/2, 2*time.Second)
 }
 
 func (c *cluster) close() { c.hc.CloseIdleConnections() }

@@ -55,6 +55,16 @@ type Config struct {
 	// TaskStore is the nodes' --task-store: raft (default) or postgres
 	// (a throwaway PostgreSQL server started for the run, postgres.go).
 	TaskStore string
+	// ThrottleAt is when (from the workload start) flaky starts answering
+	// 429 with "Retry-After: RetryAfter" (whole seconds), for RetryAfter;
+	// RetryAfter 0 means no such phase (fleet.go).
+	ThrottleAt time.Duration
+	RetryAfter time.Duration
+	// FleetRPS is fusebox.destination.fleetRPS set on healthy (0: none).
+	FleetRPS float64
+	// HealthInterval is the interval of flaky's active health check
+	// (0: flaky is registered without one).
+	HealthInterval time.Duration
 }
 
 // DefaultConfig is the configuration `make demo` starts from.
@@ -70,6 +80,10 @@ func DefaultConfig() Config {
 		ReadyTimeout:   60 * time.Second,
 		StopTimeout:    15 * time.Second,
 		TaskStore:      taskStoreRaft,
+		ThrottleAt:     50 * time.Second,
+		RetryAfter:     8 * time.Second,
+		FleetRPS:       15,
+		HealthInterval: time.Second,
 	}
 }
 
@@ -83,6 +97,10 @@ const (
 const (
 	maxNodes = 7
 	maxRate  = 500
+	// maxRetryAfter stays under fusebox.breaker.maxRetryAfter's default
+	// (10m), which caps the hold.
+	maxRetryAfter = 10 * time.Minute
+	maxFleetRPS   = 1_000_000 // the key's own bound
 )
 
 // Validate names the first bad field.
@@ -110,6 +128,17 @@ func (c Config) Validate() error {
 		return errors.New("--stop-timeout: must be positive")
 	case c.TaskStore != taskStoreRaft && c.TaskStore != taskStorePostgres:
 		return fmt.Errorf("--task-store: %q is not raft or postgres", c.TaskStore)
+	case c.RetryAfter < 0 || c.RetryAfter > maxRetryAfter || c.RetryAfter%time.Second != 0:
+		return fmt.Errorf("--retry-after: %v is not whole seconds in [0, %v]", c.RetryAfter, maxRetryAfter)
+	case c.ThrottleAt < 0:
+		return errors.New("--throttle-at: must not be negative")
+	case c.RetryAfter > 0 && c.OutageFor > 0 && c.ThrottleAt < c.OutageAt+c.OutageFor && c.ThrottleAt+c.RetryAfter > c.OutageAt:
+		return fmt.Errorf("--throttle-at: the 429 phase [%v, %v) overlaps the outage [%v, %v)",
+			c.ThrottleAt, c.ThrottleAt+c.RetryAfter, c.OutageAt, c.OutageAt+c.OutageFor)
+	case !(c.FleetRPS >= 0 && c.FleetRPS <= maxFleetRPS):
+		return fmt.Errorf("--fleet-rps: %v is not in [0, %d]", c.FleetRPS, maxFleetRPS)
+	case c.HealthInterval != 0 && (c.HealthInterval < 100*time.Millisecond || c.HealthInterval > time.Hour):
+		return fmt.Errorf("--health-interval: %v is not 0 or in [100ms, 1h]", c.HealthInterval)
 	}
 	switch breakerpool.HintPolicy(c.HintPolicy) {
 	case "", breakerpool.HintProbe, breakerpool.HintAdopt, breakerpool.HintOff, breakerpool.HintConfirm:
@@ -129,8 +158,10 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 
 Starts a fusebox cluster on loopback, two destinations (healthy, and flaky
 which goes down for a while and comes back) and a steady workload, and shows
-a live view every second. Ctrl-C (or --duration) tears everything down and
-prints a summary.
+a live view every second. Later flaky answers 429 with a Retry-After for a
+while (the fleet holds it until that deadline); healthy has a fleet-wide rate
+budget; flaky has an active health check. Ctrl-C (or --duration) tears
+everything down and prints a summary.
 
 Flags:
 `)
@@ -147,6 +178,10 @@ Flags:
 	fs.StringVar(&c.HintPolicy, "hint-policy", c.HintPolicy, "fusebox.breaker.hintPolicy to set: confirm, probe, adopt or off (default: leave the cluster default)")
 	fs.BoolVar(&c.Secure, "secure", c.Secure, "run the cluster with TLS (HTTPS API, mutual-TLS Raft), named API tokens and gossip encryption, from a CA made for the run")
 	fs.StringVar(&c.TaskStore, "task-store", c.TaskStore, "where the nodes keep tasks: raft, or postgres (starts a throwaway PostgreSQL server for the run; needs its binaries: make pg-tools)")
+	fs.DurationVar(&c.ThrottleAt, "throttle-at", c.ThrottleAt, "when flaky starts answering 429 with Retry-After, from the workload start (it must not overlap the outage)")
+	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "the Retry-After flaky sends (whole seconds), which is also how long it answers 429 (0: no 429 phase)")
+	fs.Float64Var(&c.FleetRPS, "fleet-rps", c.FleetRPS, "fusebox.destination.fleetRPS set on healthy: calls/s for the whole fleet (0: no fleet budget)")
+	fs.DurationVar(&c.HealthInterval, "health-interval", c.HealthInterval, "interval of flaky's active health check, GET /health on its server (0: no health check)")
 	fs.DurationVar(&c.Refresh, "refresh", c.Refresh, "live view refresh period")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "how long the nodes may take to become ready")
 	fs.DurationVar(&c.StopTimeout, "stop-timeout", c.StopTimeout, "how long a node may take to exit after SIGTERM before it is killed")

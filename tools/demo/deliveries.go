@@ -21,11 +21,12 @@ type deliveries struct {
 	delivered map[string]bool
 	received  int
 	down      int // received while not in ModeUp
+	byMode    map[outboundtest.Mode]int
 	dups      int
 }
 
 func newDeliveries(dst *outboundtest.Destination) *deliveries {
-	return &deliveries{dst: dst, delivered: map[string]bool{}}
+	return &deliveries{dst: dst, delivered: map[string]bool{}, byMode: map[outboundtest.Mode]int{}}
 }
 
 // update tallies the calls recorded since the last update.
@@ -36,6 +37,7 @@ func (d *deliveries) update() {
 			continue
 		}
 		d.received++
+		d.byMode[c.Mode]++
 		if c.Mode != outboundtest.ModeUp {
 			d.down++
 		}

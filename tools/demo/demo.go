@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +34,7 @@ type demo struct {
 	wl       *workload
 	obs      *observer
 	out      *outage
+	fl       *fleet
 	sum      *Summary
 	pg       *pgtest.Server // --task-store postgres (postgres.go)
 	torndown bool
@@ -120,7 +122,7 @@ func (d *demo) start(ctx context.Context) error {
 	for i := range d.sum.Nodes {
 		d.sum.Nodes[i].Ready = true
 	}
-	if err := d.cl.setup(rctx, cfg, d.dests[destHealthy].NexusURL(), d.dests[destFlaky].NexusURL()); err != nil {
+	if err := d.cl.setup(rctx, cfg, d.dests[destHealthy].NexusURL(), d.dests[destFlaky].NexusURL(), d.dests[destFlaky].HealthURL()); err != nil {
 		return err
 	}
 	d.sc.message(fmt.Sprintf("endpoints %s and %s registered; breaker Timeout set to %v", destHealthy, destFlaky, cfg.BreakerTimeout))
@@ -130,6 +132,7 @@ func (d *demo) start(ctx context.Context) error {
 	}
 	d.obs = newObserver(d.cl, d.dests)
 	d.out = newOutage(cfg)
+	d.fl = newFleet(cfg)
 	d.wl = newWorkload(d.cl, cfg.Rate, d.logger)
 	return nil
 }
@@ -143,7 +146,7 @@ func (d *demo) loop(ctx context.Context) {
 	d.wl.start()
 	tick := time.NewTicker(cfg.Refresh)
 	defer tick.Stop()
-	var durC, downC, upC <-chan time.Time
+	var durC, downC, upC, throttleC, unthrottleC <-chan time.Time
 	if cfg.Duration > 0 {
 		t := time.NewTimer(cfg.Duration)
 		defer t.Stop()
@@ -153,6 +156,11 @@ func (d *demo) loop(ctx context.Context) {
 		t := time.NewTimer(cfg.OutageAt)
 		defer t.Stop()
 		downC = t.C
+	}
+	if d.fl.phase == throttleScheduled {
+		t := time.NewTimer(cfg.ThrottleAt)
+		defer t.Stop()
+		throttleC = t.C
 	}
 	flaky := d.dests[destFlaky]
 	for {
@@ -183,6 +191,23 @@ func (d *demo) loop(ctx context.Context) {
 			}
 			d.out.finish(since(), d.obs.flakyByNode(ctx), d.obs.receivedDown(destFlaky), d.wl.stats().Submitted[destFlaky])
 			d.logger.Info("flaky up")
+		case <-throttleC:
+			counts := d.obs.flakyByNode(ctx)
+			flaky.SetRetryAfter(strconv.Itoa(int(cfg.RetryAfter / time.Second)))
+			if err := flaky.SetMode(outboundtest.ModeTooManyRequests); err != nil {
+				d.logger.Error("switch flaky to 429", "err", err)
+			}
+			d.fl.begin(since(), counts, d.obs.receivedIn(destFlaky, outboundtest.ModeTooManyRequests))
+			d.logger.Info("flaky answers 429", "retry_after", cfg.RetryAfter)
+			t := time.NewTimer(cfg.RetryAfter)
+			defer t.Stop()
+			unthrottleC = t.C
+		case <-unthrottleC:
+			if err := flaky.SetMode(outboundtest.ModeUp); err != nil {
+				d.logger.Error("switch flaky up after 429", "err", err)
+			}
+			d.fl.finish(since(), d.obs.flakyByNode(ctx), d.obs.receivedIn(destFlaky, outboundtest.ModeTooManyRequests))
+			d.logger.Info("flaky answers normally again")
 		case <-tick.C:
 			d.sc.show(viewInfo{cfg: cfg, dir: d.dir}, d.snapshot(ctx, since()))
 		}
@@ -199,6 +224,14 @@ func (d *demo) snapshot(ctx context.Context, at time.Duration) snapshot {
 		s.Dests[i].Submitted = s.Workload.Submitted[s.Dests[i].Name]
 	}
 	s.Outage = d.out.view()
+	healthy := 0
+	for _, dv := range s.Dests {
+		if dv.Name == destHealthy {
+			healthy = dv.Received
+		}
+	}
+	d.fl.observe(at, time.Now().Add(-at), nodeFlaky(s), d.obs.receivedIn(destFlaky, outboundtest.ModeTooManyRequests), healthy, s.Breakers)
+	s.Fleet = d.fl.view(s.Breakers, s.Outage, d.obs.trips)
 	return s
 }
 
@@ -216,6 +249,7 @@ func (d *demo) finishRun(ran time.Duration) {
 	d.sum.Transitions = transitionsFrom(s)
 	d.sum.Events = d.obs.events
 	d.sum.Trips = s.Trips
+	d.sum.Fleet = s.Fleet
 	ws := d.wl.stats()
 	d.sum.Submitted, d.sum.SubmitFailed, d.sum.Overloaded = ws.Submitted, ws.Failed, ws.Overloaded
 	tasks, err := countTasks(ctx, d.cl)

@@ -69,10 +69,14 @@ func testDemoHeadless(t *testing.T, secure bool) {
 	cfg := DefaultConfig()
 	cfg.Bin = bin
 	cfg.Secure = secure
-	cfg.Duration = 16 * time.Second
+	cfg.Duration = 18 * time.Second
 	cfg.OutageAt = 3 * time.Second
 	cfg.OutageFor = 7 * time.Second
 	cfg.BreakerTimeout = 2 * time.Second
+	cfg.ThrottleAt = 11 * time.Second // after the outage: 429 for 3 s
+	cfg.RetryAfter = 3 * time.Second
+	cfg.FleetRPS = 15 // under the 20 tasks/s submitted for healthy
+	cfg.HealthInterval = time.Second
 
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -144,6 +148,8 @@ func testDemoHeadless(t *testing.T, secure bool) {
 		t.Errorf("no closed→open transition of flaky in the nodes' counters: %v", sum.Transitions)
 	}
 
+	checkFleetTrace(t, cfg, sum, out.String())
+
 	// One line a second, the outage visible in them.
 	lines := 0
 	for _, l := range strings.Split(out.String(), "\n") {
@@ -183,6 +189,77 @@ func testDemoHeadless(t *testing.T, secure bool) {
 	}
 	if _, err := os.Stat(sum.Dir); !sum.DirRemoved || !os.IsNotExist(err) {
 		t.Errorf("temp dir %s: removed %v, stat %v", sum.Dir, sum.DirRemoved, err)
+	}
+}
+
+// checkFleetTrace checks the fleet features' trace from the real run:
+// every node held flaky until the deadline its 429 gave (Retry-After), the
+// destination was called about once per node meanwhile; healthy's budget
+// was shared and held; flaky's health checks ran during the outage.
+func checkFleetTrace(t *testing.T, cfg Config, sum *Summary, out string) {
+	t.Helper()
+	th := sum.Fleet.Throttle
+	if th.Phase != throttleOver || th.Received == 0 || th.TotalCalls == 0 {
+		t.Errorf("429 phase %q: flaky answered %d × 429, the nodes counted %d calls; want over and both > 0", th.Phase, th.Received, th.TotalCalls)
+	}
+	if len(th.Until) != cfg.Nodes {
+		t.Errorf("held by Retry-After: %v; want every one of the %d nodes", th.Until, cfg.Nodes)
+	}
+	// The deadline is the first 429's arrival plus Retry-After, which the
+	// peers adopt through gossip: one deadline for the fleet. (A node that
+	// got its own 429 before the gossip arrived has one a few ms apart.)
+	end := cfg.ThrottleAt + cfg.RetryAfter
+	for n, u := range th.Until {
+		if u < end-time.Second || u > end+5*time.Second {
+			t.Errorf("%s held until %s; want about %s (the phase's start plus Retry-After)", n, fmtT(u), fmtT(end))
+		}
+	}
+	if th.Spread() > time.Second {
+		t.Errorf("the nodes' deadlines are %v apart (%v); want one fleet-wide deadline", th.Spread(), th.Until)
+	}
+	// Target ≤ 1 call per node; calls already in flight when the first
+	// 429 came back may add a few.
+	if th.TotalCalls > 3*cfg.Nodes {
+		t.Errorf("%d calls reached flaky during the hold (%v); the hold did not stop them", th.TotalCalls, th.Calls)
+	}
+
+	bd := sum.Fleet.Budget
+	if bd.BudgetRPS != cfg.FleetRPS || len(bd.Nodes) == 0 {
+		t.Errorf("fleet budget %+v: no node reported a share of healthy's %v/s", bd, cfg.FleetRPS)
+	}
+	for _, n := range bd.Nodes {
+		if n.Share <= 0 || n.Share > 1 {
+			t.Errorf("%s's share of the budget is %v", n.Node, n.Share)
+		}
+	}
+	// The budget holds: healthy is called at about 15/s although 20/s are
+	// submitted (a busy machine only lowers the rate).
+	if bd.MeasuredRPS <= 0 || bd.MeasuredRPS > 1.3*cfg.FleetRPS {
+		t.Errorf("healthy measured %.1f/s over %v; want (0, %.1f] under a budget of %v/s", bd.MeasuredRPS, bd.Window, 1.3*cfg.FleetRPS, cfg.FleetRPS)
+	}
+
+	h := sum.Fleet.Health
+	if len(h.Last) == 0 || h.ChecksInOutage == 0 {
+		t.Errorf("health checks: last %v, %d during the outage; want some", h.Last, h.ChecksInOutage)
+	}
+	for n, l := range h.Last {
+		switch l.Result {
+		case "pass", "fail", "error":
+		default:
+			t.Errorf("%s's last health check %+v", n, l)
+		}
+	}
+
+	for _, want := range []string{"| 429 over: held n", "| budget 15/s measured", "| health n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the status lines never show %q", want)
+		}
+	}
+	text := sum.String()
+	for _, want := range []string{"retry-after:  flaky answered 429 (Retry-After 3s)", "fleet budget: healthy 15/s: measured", "health:       flaky checked every 1s"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("summary lacks %q", want)
+		}
 	}
 }
 

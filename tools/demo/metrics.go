@@ -15,6 +15,7 @@ const (
 	metricQueueDepth         = "fusebox_queue_depth"
 	metricBreakerRequests    = "fusebox_breaker_requests_total"
 	metricBreakerTransitions = "fusebox_breaker_transitions_total"
+	metricHealthChecks       = "fusebox_health_checks_total"
 )
 
 // maxMetricsBytes bounds what is read of one /metrics answer.

@@ -44,9 +44,15 @@ type breakerView struct {
 	Ramp *transport.BreakerRamp
 	// Confirm is the confirm hint policy's latest round for the key on that
 	// node (who reported, who checked), if any.
-	Confirm     *transport.BreakerConfirm
-	settings    breakerpool.Settings
-	hasSettings bool
+	Confirm *transport.BreakerConfirm
+	// RetryAfterUntil is the destination's Retry-After deadline holding the
+	// breaker open, Fleet the key's fleet rate budget on that node, Health
+	// the node's last active health check of the destination (fleet.go).
+	RetryAfterUntil *time.Time
+	Fleet           *transport.BreakerFleet
+	Health          *transport.BreakerHealth
+	settings        breakerpool.Settings
+	hasSettings     bool
 }
 
 // destView is one destination.
@@ -86,6 +92,9 @@ type snapshot struct {
 	Events      []event // the newest few
 	// Trips says, per node, where its flaky breaker's openings came from.
 	Trips []nodeTrips
+	// Fleet is the fleet features' trace: the Retry-After hold, healthy's
+	// rate budget, flaky's health checks (fleet.go).
+	Fleet fleetView
 	Err   string // the last observation error, if any
 }
 
@@ -182,7 +191,7 @@ func (o *observer) observeNode(ctx context.Context, i int, v *nodeView) {
 		return
 	}
 	v.State, v.Applied = info.State, info.AppliedIndex
-	m, err := fetchMetrics(cctx, o.hc, c.Addr(), metricQueueDepth, metricBreakerRequests, metricBreakerTransitions)
+	m, err := fetchMetrics(cctx, o.hc, c.Addr(), metricQueueDepth, metricBreakerRequests, metricBreakerTransitions, metricHealthChecks)
 	if err != nil {
 		v.Err = err.Error()
 		return
@@ -220,6 +229,7 @@ func (o *observer) mergeBreakers(s *snapshot, brk transport.BreakerList, err err
 		v := breakerView{
 			Node: b.Node, Destination: b.Destination, State: b.State, Source: b.Source, Mode: b.Mode,
 			ConsecutiveFailures: b.Counts.ConsecutiveFailures, OpenRemainingSeconds: b.OpenRemainingSeconds, Ramp: b.Ramp, Confirm: b.Confirm,
+			RetryAfterUntil: b.RetryAfterUntil, Fleet: b.Fleet, Health: b.Health,
 		}
 		if len(b.Settings) > 0 && json.Unmarshal(b.Settings, &v.settings) == nil {
 			v.hasSettings = true
@@ -310,8 +320,11 @@ func (o *observer) observeDests(s *snapshot) {
 // flakyCounts reads node's flaky breaker counters from a scrape.
 func flakyCounts(m scrape) flakyCount {
 	return flakyCount{
-		failures: m.sum(metricBreakerRequests, map[string]string{"destination": destFlaky, "outcome": "failure"}),
-		rejected: m.sum(metricBreakerRequests, map[string]string{"destination": destFlaky, "outcome": "rejected"}),
+		failures:  m.sum(metricBreakerRequests, map[string]string{"destination": destFlaky, "outcome": "failure"}),
+		rejected:  m.sum(metricBreakerRequests, map[string]string{"destination": destFlaky, "outcome": "rejected"}),
+		successes: m.sum(metricBreakerRequests, map[string]string{"destination": destFlaky, "outcome": "success"}),
+		// Only flaky has a health check.
+		health: m.sum(metricHealthChecks, nil),
 	}
 }
 
@@ -328,7 +341,7 @@ func (o *observer) flakyByNode(ctx context.Context) map[string]flakyCount {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, apiTimeout)
 			defer cancel()
-			m, err := fetchMetrics(cctx, o.hc, o.cl.clients[i].Addr(), metricBreakerRequests)
+			m, err := fetchMetrics(cctx, o.hc, o.cl.clients[i].Addr(), metricBreakerRequests, metricHealthChecks)
 			if err != nil {
 				return
 			}
@@ -355,6 +368,14 @@ func nodeFlaky(s snapshot) map[string]flakyCount {
 // fmtT formats a time since the workload start: "t+12.3s".
 func fmtT(d time.Duration) string {
 	return fmt.Sprintf("t+%.1fs", d.Seconds())
+}
+
+// receivedIn returns how many Nexus start requests dest's server handled
+// in mode, tallied now.
+func (o *observer) receivedIn(dest string, mode outboundtest.Mode) int {
+	d := o.dests[dest]
+	d.update()
+	return d.byMode[mode]
 }
 
 // receivedDown returns how many Nexus start requests dest's server

@@ -19,7 +19,9 @@ const (
 // failed as destination-down, and calls the breaker refused. (Successes are
 // left out: they are calls to a destination that was up, such as the ones
 // between the baseline scrape and the switch.)
-type flakyCount struct{ failures, rejected float64 }
+// successes and health (health checks made, fleet.go) serve the 429 phase
+// and the health-check trace.
+type flakyCount struct{ failures, rejected, successes, health float64 }
 
 // outage accounts for the calls the flaky destination cost while it was
 // down: the breaker request counters of every node at the start, and now
@@ -101,6 +103,8 @@ type outageView struct {
 	NodesCalling   int            // nodes with flaky tasks meanwhile
 	Estimate       int            // per-host breakers, gossip off: see perHostEstimate
 	Formula        string         // how Estimate was computed, with the figures
+	Started        time.Duration  // when it went down (since the workload start)
+	HealthChecks   int            // health checks the nodes made meanwhile (fleet.go)
 }
 
 func (o *outage) view() outageView {
@@ -108,13 +112,14 @@ func (o *outage) view() outageView {
 	if o.phase != phaseDown && o.phase != phaseOver {
 		return v
 	}
-	v.Elapsed = o.endedAt - o.startedAt
+	v.Elapsed, v.Started = o.endedAt-o.startedAt, o.startedAt
 	v.PerNode = map[string]int{}
 	for n, c := range o.last {
 		b := o.base[n] // a node without a baseline counts from zero
 		v.PerNode[n] = int(c.failures - b.failures)
 		v.Calls += int(c.failures - b.failures)
 		v.Rejected += int(c.rejected - b.rejected)
+		v.HealthChecks += int(c.health - b.health)
 		if c.failures+c.rejected > b.failures+b.rejected {
 			v.NodesCalling++
 		}

@@ -119,6 +119,10 @@ func TestConfigValidateNamesTheFlag(t *testing.T) {
 		"--breaker-timeout": func(c *Config) { c.BreakerTimeout = 0 },
 		"--hint-policy":     func(c *Config) { c.HintPolicy = "maybe" },
 		"--refresh":         func(c *Config) { c.Refresh = time.Millisecond },
+		"--retry-after":     func(c *Config) { c.RetryAfter = 1500 * time.Millisecond },
+		"--throttle-at":     func(c *Config) { c.ThrottleAt = 20 * time.Second }, // inside the outage [10s, 40s)
+		"--fleet-rps":       func(c *Config) { c.FleetRPS = -1 },
+		"--health-interval": func(c *Config) { c.HealthInterval = time.Millisecond },
 	}
 	for flag, mod := range cases {
 		c := DefaultConfig()
@@ -130,8 +134,10 @@ func TestConfigValidateNamesTheFlag(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
 	}
-	c, err := parseFlags([]string{"--duration", "90s", "--hint-policy", "off", "--outage-for", "0"}, io.Discard)
-	if err != nil || c.Duration != 90*time.Second || c.HintPolicy != "off" || c.OutageFor != 0 {
+	c, err := parseFlags([]string{"--duration", "90s", "--hint-policy", "off", "--outage-for", "0", "--throttle-at", "5s",
+		"--retry-after", "3s", "--fleet-rps", "7.5", "--health-interval", "0"}, io.Discard)
+	if err != nil || c.Duration != 90*time.Second || c.HintPolicy != "off" || c.OutageFor != 0 ||
+		c.ThrottleAt != 5*time.Second || c.RetryAfter != 3*time.Second || c.FleetRPS != 7.5 || c.HealthInterval != 0 {
 		t.Errorf("parseFlags = %+v, %v", c, err)
 	}
 	if _, err := parseFlags([]string{"extra"}, io.Discard); err == nil {
@@ -217,18 +223,33 @@ func TestRender(t *testing.T) {
 		Outage:  outageView{Phase: phaseDown, Mode: "refuse", At: 10 * time.Second, For: 30 * time.Second, Elapsed: 2 * time.Second, Calls: 9, Estimate: 18, Formula: "2 nodes × …"},
 		Events:  []event{{At: 11 * time.Second, Node: "n1", Dest: destFlaky, What: "closed→open (local)"}},
 		Trips:   []nodeTrips{{Node: "n1", LastAt: 11 * time.Second, Origin: originLocal, Counts: map[string]int{originLocal: 1}}},
+		Fleet: fleetView{
+			Throttle: throttleView{Phase: throttleOn, At: 10 * time.Second, For: 8 * time.Second,
+				Until: map[string]time.Duration{"n1": 18100 * time.Millisecond, "n2": 18200 * time.Millisecond}, Calls: map[string]int{"n1": 1, "n2": 0}, TotalCalls: 1},
+			Budget: budgetView{BudgetRPS: 15, MeasuredRPS: 14.8, Window: 5 * time.Second,
+				Nodes: []budgetNode{{Node: "n1", Share: 0.4, RPS: 6, Backlog: 12}}},
+			Health: healthView{Interval: time.Second, ChecksInOutage: 28, Last: map[string]healthSeen{"n2": {At: 11500 * time.Millisecond, Result: "fail", Role: "owner"}}},
+		},
 	}
 	frame := renderFrame(viewInfo{cfg: DefaultConfig(), dir: "/tmp/x"}, s)
 	for _, want := range []string{"t+12.0s", "Timeout 5s", "Leader", "guarded", "3.5s", "DOWN (refuse)", "ESTIMATE", "18", "t+11.0s n1 flaky closed→open (local)", "/tmp/x", "pending tasks (all shards): 17", "12.5/s → 100/s",
-		"reopens in", "WHY EACH NODE STOPPED CALLING flaky", "t+11.0s local failures", "█", "spared it 9 calls"} {
+		"reopens in", "WHY EACH NODE STOPPED CALLING flaky", "t+11.0s local failures", "█", "spared it 9 calls",
+		"FLEET FEATURES", `429 "Retry-After: 8"`, "1 calls reached it in the hold", "deadlines within 0.1s", "t+18.1s", "healthy 15/s for the whole fleet",
+		"measured 14.8/s over the last 5s", "40% = 6/s (backlog 12)", "0 tasks spent probing (target 0), 28 health checks", "t+11.5s fail (owner)"} {
 		if !strings.Contains(frame, want) {
 			t.Errorf("frame lacks %q:\n%s", want, frame)
 		}
 	}
 	line := renderLine(s)
-	for _, want := range []string{"t+12.0s nodes 1/2 leader n1", "healthy up 20.0/s (240)", "n1:open/local", "n2:closed/hint/guarded", "n3:closed/hint/ramp 12.5/s", "pending 17", "outage down: 9 calls (per-host estimate 18)", "trips n1:local-failures"} {
+	for _, want := range []string{"t+12.0s nodes 1/2 leader n1", "healthy up 20.0/s (240)", "n1:open/local", "n2:closed/hint/guarded", "n3:closed/hint/ramp 12.5/s", "pending 17", "outage down: 9 calls (per-host estimate 18)", "trips n1:local-failures",
+		"429 on: held n1:t+18.1s n2:t+18.2s, 1 calls", "budget 15/s measured 14.8/s over the last 5s n1:40%", "health n2:fail (outage: 0 task probes, 28 checks)"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("line lacks %q: %s", want, line)
+		}
+	}
+	for i, l := range strings.Split(frame, "\n") {
+		if n := len([]rune(l)); n > 120 && !strings.Contains(l, "/tmp/x") {
+			t.Errorf("frame line %d is %d columns (over 120): %q", i, n, l)
 		}
 	}
 	var buf bytes.Buffer

@@ -53,6 +53,8 @@ type Summary struct {
 	// Trips are each node's flaky openings by origin (local failures, a
 	// failed probe, a peer's hint, an operator), from the nodes' timelines.
 	Trips []nodeTrips
+	// Fleet is the fleet features' trace at the end (fleet.go).
+	Fleet fleetView
 	// StopErr describes nodes that did not stop cleanly; LeftRunning the
 	// ones whose process was still alive after the teardown (should be
 	// empty).
@@ -170,6 +172,7 @@ func (s *Summary) String() string {
 	default:
 		fmt.Fprintf(&b, "outage:       %s (it was due at %s)\n", o.Phase, fmtT(o.At))
 	}
+	writeFleetSummary(&b, s.Fleet)
 	b.WriteString("transitions:  all nodes, from fusebox_breaker_transitions_total\n")
 	for _, dest := range []string{destHealthy, destFlaky} {
 		var tr []string

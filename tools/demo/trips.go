@@ -56,9 +56,31 @@ type nodeTrips struct {
 type trips struct {
 	seen   map[string]uint64 // node → highest Seq counted
 	byNode map[string]*nodeTrips
+	// probes are the failed probes' times (since the workload start), each
+	// a real task spent finding the destination still down; the newest
+	// maxProbeTimes per node.
+	probes map[string][]time.Duration
 }
 
-func newTrips() *trips { return &trips{seen: map[string]uint64{}, byNode: map[string]*nodeTrips{}} }
+// maxProbeTimes bounds the failed probes remembered per node.
+const maxProbeTimes = 1000
+
+func newTrips() *trips {
+	return &trips{seen: map[string]uint64{}, byNode: map[string]*nodeTrips{}, probes: map[string][]time.Duration{}}
+}
+
+// probesBetween counts the failed probes in [from, to], all nodes.
+func (tr *trips) probesBetween(from, to time.Duration) int {
+	n := 0
+	for _, ps := range tr.probes {
+		for _, at := range ps {
+			if at >= from && at <= to {
+				n++
+			}
+		}
+	}
+	return n
+}
 
 // fetchTimeline reads the merged timeline from the first node that answers.
 func fetchTimeline(ctx context.Context, cl *cluster) (ui.TransitionList, error) {
@@ -88,6 +110,10 @@ func (tr *trips) update(list ui.TransitionList, begin time.Time) {
 		n.Origin = originOf(t)
 		n.LastAt = t.At.Sub(begin)
 		n.Counts[n.Origin]++
+		if n.Origin == originProbe {
+			ps := append(tr.probes[t.Node], n.LastAt)
+			tr.probes[t.Node] = ps[max(0, len(ps)-maxProbeTimes):]
+		}
 	}
 	for node, s := range high {
 		tr.seen[node] = max(tr.seen[node], s)

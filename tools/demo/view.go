@@ -101,6 +101,12 @@ func renderFrame(info viewInfo, s snapshot) string {
 	b.WriteString("\n\n")
 
 	writeOutage(&b, s.Outage, s.At)
+	b.WriteString("\n")
+	ids := make([]string, len(s.Nodes))
+	for i, n := range s.Nodes {
+		ids[i] = n.ID
+	}
+	writeFleet(&b, s.Fleet, ids, s.At)
 
 	b.WriteString("\nBREAKER EVENTS (seen between refreshes)\n")
 	for _, e := range s.Events {
@@ -174,6 +180,9 @@ func renderLine(s snapshot) string {
 	fmt.Fprintf(&b, " | pending %d", s.Pending)
 	if o := s.Outage; o.Phase == phaseDown || o.Phase == phaseOver {
 		fmt.Fprintf(&b, " | outage %s: %d calls (per-host estimate %d)", o.Phase, o.Calls, o.Estimate)
+	}
+	if f := fleetLine(s.Fleet); f != "" {
+		b.WriteString(" | " + f)
 	}
 	if s.Err != "" {
 		fmt.Fprintf(&b, " | error: %s", truncate(s.Err, 80))
