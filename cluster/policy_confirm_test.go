@@ -8,6 +8,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -58,7 +59,7 @@ func TestConfirmDeadDestination(t *testing.T) {
 	}
 	d := nodeByID(nodes, designatedFor(nodes[1], k, "n0"))
 	_ = nodes[0].call(client, k) // n0's first failure: the accusation
-	waitFor(t, 5*time.Second, "peers to pause and the designated peer to probe", func() bool {
+	testwait.For(t, 5*time.Second, "peers to pause and the designated peer to probe", func() bool {
 		for _, n := range nodes[1:] {
 			s := status(n, k)
 			if n == d && s.State != gobreaker.StateHalfOpen || n != d && s.State != gobreaker.StateOpen {
@@ -73,7 +74,7 @@ func TestConfirmDeadDestination(t *testing.T) {
 		}
 	}
 	_ = d.call(client, k) // the designated peer's independent probe fails too
-	waitFor(t, 5*time.Second, "every node to open, confirmed", func() bool {
+	testwait.For(t, 5*time.Second, "every node to open, confirmed", func() bool {
 		for _, n := range nodes {
 			if !confirmSettled(n, k) {
 				return false
@@ -115,7 +116,7 @@ func TestConfirmSickNodeRefuted(t *testing.T) {
 		drivers = append(drivers, drive(t, n, client, k, 20))
 	}
 	tripLocally(t, nodes[0], client, k)
-	waitFor(t, 5*time.Second, "every peer to refute n0", func() bool {
+	testwait.For(t, 5*time.Second, "every peer to refute n0", func() bool {
 		for _, n := range nodes[1:] {
 			if ci, _ := n.pol.Confirmation(k); ci.Outcome != ConfirmRefuted || len(ci.Distrusted) != 1 || ci.Distrusted[0] != "n0" {
 				return false
@@ -125,7 +126,7 @@ func TestConfirmSickNodeRefuted(t *testing.T) {
 	})
 	waitOpenHandled(t, nodes[0], k, nodes[1:]...)
 	after := time.Now()
-	waitFor(t, 10*time.Second, "every peer to deliver, closed", func() bool {
+	testwait.For(t, 10*time.Second, "every peer to deliver, closed", func() bool {
 		for i, n := range nodes[1:] {
 			if !drivers[i].deliveredSince(after) || status(n, k).State != gobreaker.StateClosed {
 				return false
@@ -178,14 +179,14 @@ func TestConfirmDesignatedPeerDown(t *testing.T) {
 	}
 	nodes[1].crash()
 	_ = nodes[0].call(client, k) // n0's first failure: n1 is asked and never answers
-	waitFor(t, 10*time.Second, second.id+" to be asked next and probe", func() bool {
+	testwait.For(t, 10*time.Second, second.id+" to be asked next and probe", func() bool {
 		return status(second, k).State == gobreaker.StateHalfOpen
 	})
 	if got := actions(t, second, ActionConfirmProbe); got != 1 {
 		t.Fatalf("%s: confirm_probe = %v, want 1", second.id, got)
 	}
 	_ = second.call(client, k) // its probe fails too
-	waitFor(t, 10*time.Second, "the survivors to open, confirmed", func() bool {
+	testwait.For(t, 10*time.Second, "the survivors to open, confirmed", func() bool {
 		for _, n := range survivors {
 			if !confirmSettled(n, k) {
 				return false
