@@ -209,3 +209,43 @@ func TestForcedOpenIgnored(t *testing.T) {
 		t.Fatalf("%d health calls on a forced open", f.srv.calls.Load())
 	}
 }
+
+// CheckNow answers a confirm round with a health call instead of a task:
+// failing, the paused breaker goes half-open and straight back to open
+// (source local: what peers read as a failed probe) with no call admitted;
+// passing, it warm-starts (half-open, source health) so the next real call
+// decides. A key without a health check is left to a task probe (false).
+func TestCheckNowAnswersAConfirmRound(t *testing.T) {
+	f := newFixture(t, Config{FallbackIntervals: 1000}, nil)
+	f.owner.Store("n2") // not the owner: only CheckNow calls
+	b := f.pool.Get(key)
+	b.OpenFor(time.Hour, breakerpool.SourceHint) // the confirm pause
+	gen := b.Generation()
+	if !f.prober.CheckNow(key) {
+		t.Fatal("CheckNow refused a key with a health check")
+	}
+	testwait.For(t, 10*time.Second, "a failed confirm check", func() bool { return f.checks(RoleConfirm, ResultFail) == 1 })
+	testwait.For(t, 10*time.Second, "the breaker failed by the check", func() bool { return b.Generation() == gen+2 })
+	if st := b.Status(); st.State != gobreaker.StateOpen || st.Source != breakerpool.SourceLocal {
+		t.Fatalf("after a failed confirm check: %v/%v, want open/local", st.State, st.Source)
+	}
+
+	f.srv.healthy.Store(true)
+	b.OpenFor(time.Hour, breakerpool.SourceHint)
+	if !f.prober.CheckNow(key) {
+		t.Fatal("CheckNow refused")
+	}
+	testwait.For(t, 10*time.Second, "half-open after a passed confirm check", func() bool { return b.State() == gobreaker.StateHalfOpen })
+	if st := b.Status(); st.Source != breakerpool.SourceHealth {
+		t.Fatalf("half-open source %v, want health", st.Source)
+	}
+	if f.checks(RoleConfirm, ResultPass) != 1 || f.srv.calls.Load() != 2 {
+		t.Fatalf("confirm passes %v, health calls %d", f.checks(RoleConfirm, ResultPass), f.srv.calls.Load())
+	}
+
+	other := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: "ns", Destination: "no-check"}
+	f.pool.Get(other).OpenFor(time.Hour, breakerpool.SourceHint)
+	if f.prober.CheckNow(other) {
+		t.Fatal("CheckNow took a key without a health check")
+	}
+}

@@ -160,7 +160,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.members.Start(context.Background()); err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
-	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.hasHealthCheck, n.reg, n.log.With("component", "hints")); err != nil {
+	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.hasHealthCheck, n.confirmByHealth, n.reg, n.log.With("component", "hints")); err != nil {
 		return fmt.Errorf("hints: %w", err)
 	}
 	if cfg.UsesPostgres() {
