@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"fusebox/internal/testwait"
 )
 
 func TestStateMachine(t *testing.T) {
@@ -65,7 +67,7 @@ func TestStateMachine(t *testing.T) {
 						t.Fatalf("step %d: want rejection, got %v", i, err)
 					}
 				case "wait-half-open":
-					waitFor(t, 5*time.Second, func() bool { return b.State() == half })
+					testwait.For(t, 5*time.Second, "the condition", func() bool { return b.State() == half })
 				case "hold":
 					done, err := b.Allow()
 					if err != nil {
@@ -93,7 +95,7 @@ func TestRejectionErrors(t *testing.T) {
 	if !errors.As(err, &re) || re.Cause != CauseCircuitBreakerOpen || !errors.Is(err, gobreaker.ErrOpenState) {
 		t.Fatalf("open rejection: %v", err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return b.State() == gobreaker.StateHalfOpen })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.State() == gobreaker.StateHalfOpen })
 	done, err := b.Allow()
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +117,7 @@ func TestLateResultsFromOldGenerationIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	trip(t, b)
-	waitFor(t, 5*time.Second, func() bool { return b.State() == gobreaker.StateHalfOpen })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.State() == gobreaker.StateHalfOpen })
 	mustCall(t, b, true)
 	late(false)
 	if c := b.Counts(); c.TotalFailures != 0 || c.ConsecutiveFailures != 0 {
@@ -124,7 +126,7 @@ func TestLateResultsFromOldGenerationIgnored(t *testing.T) {
 
 	// A probe of an earlier half-open generation is ignored.
 	trip(t, b)
-	waitFor(t, 5*time.Second, func() bool { return b.State() == gobreaker.StateHalfOpen })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.State() == gobreaker.StateHalfOpen })
 	oldProbe, err := b.Allow()
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +166,7 @@ func TestSettingsChangeKeepsOpenBreakerOpen(t *testing.T) {
 	if err := p.src.SetDestination(keyA.Destination, changed); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return b.Settings() == changed })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.Settings() == changed })
 	after := b.Status()
 	if after.State != gobreaker.StateOpen || after.Generation != gen {
 		t.Fatalf("settings change moved the breaker: %+v", after)
@@ -173,7 +175,7 @@ func TestSettingsChangeKeepsOpenBreakerOpen(t *testing.T) {
 		t.Fatalf("open time grew from %v to %v", before.OpenRemaining, after.OpenRemaining)
 	}
 	// The old deadline still holds: half-open well before the new 1h Timeout.
-	waitFor(t, 5*time.Second, func() bool { return b.State() == gobreaker.StateHalfOpen })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.State() == gobreaker.StateHalfOpen })
 	// The new MaxRequests applies to the probe.
 	d1, err1 := b.Allow()
 	d2, err2 := b.Allow()

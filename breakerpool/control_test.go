@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"fusebox/internal/testwait"
 )
 
 var (
@@ -53,7 +55,7 @@ func TestOpenFor(t *testing.T) {
 	// After the period it probes like half-open.
 	b2 := p.Get(keyB)
 	b2.OpenFor(50*time.Millisecond, SourceHint)
-	waitFor(t, 5*time.Second, func() bool { return b2.State() == half })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b2.State() == half })
 	wantStatus(t, b2, half, SourceLocal, ModeAuto)
 	mustCall(t, b2, true)
 	wantStatus(t, b2, closed, SourceLocal, ModeAuto)
@@ -139,7 +141,7 @@ func TestGuardFailure(t *testing.T) {
 	// Guard is a no-op unless closed.
 	b.Guard(SourceHint)
 	wantStatus(t, b, open, SourceLocal, ModeAuto)
-	waitFor(t, 5*time.Second, func() bool { return b.State() == half })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.State() == half })
 	mustCall(t, b, true)
 	wantStatus(t, b, closed, SourceLocal, ModeAuto)
 }
@@ -218,7 +220,7 @@ func TestTransitionsReachObserver(t *testing.T) {
 		{closed, open, SourceLocal, 1}, {open, half, SourceHint, 2}, {half, closed, SourceLocal, 3},
 		{closed, open, SourceOperator, 4}, {open, closed, SourceOperator, 5},
 	}
-	waitFor(t, 5*time.Second, func() bool { return len(p.rec.all()) == len(want) })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return len(p.rec.all()) == len(want) })
 	got := p.rec.all()
 	for i, w := range want {
 		g := got[i]

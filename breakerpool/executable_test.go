@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"fusebox/internal/testwait"
 )
 
 // httpExecutable posts to a real server and classifies the answer as the
@@ -83,7 +85,7 @@ func TestExecutableAgainstHTTPServer(t *testing.T) {
 
 	// 4xx is the task's problem, not the destination's: a success for the breaker.
 	setStatus(http.StatusBadRequest)
-	waitFor(t, 5*time.Second, func() bool { return b.State() == half })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.State() == half })
 	if err := e.Execute(ctx); !errors.Is(err, errBadRequest) {
 		t.Fatal(err)
 	}

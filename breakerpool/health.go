@@ -42,6 +42,32 @@ func (b *Breaker) ExtendOpen(d time.Duration) bool {
 	return true
 }
 
+// FailedCheck is a probe that failed without a real call: an open
+// automatic breaker goes half-open and straight back to open for reopenFor
+// (its Timeout when ≤ 0), under one lock, so no call is admitted between
+// the two. Both transitions are observed like a real probe's (the second,
+// half-open → open of source local, is what the gossip layer publishes as
+// "probe failed"). The confirm hint policy's designated peer uses it when
+// the key has a health check (healthprobe). Reports whether it acted.
+func (b *Breaker) FailedCheck(reopenFor time.Duration) bool {
+	if fwd := b.lockLive(); fwd != nil {
+		return fwd.FailedCheck(reopenFor)
+	}
+	defer b.mu.Unlock()
+	if b.gate != gateOpen || b.forcedOpen || !b.settings.Load().Enabled {
+		return false
+	}
+	b.halfOpenLocked(SourceHealth)
+	if reopenFor <= 0 {
+		reopenFor = b.openTimeout()
+	}
+	if maxD := b.pool.maxOpenFor; reopenFor > maxD {
+		reopenFor = maxD
+	}
+	b.openLocked(b.pool.mono(), reopenFor, SourceLocal)
+	return true
+}
+
 // SettleHalfOpen decides a half-open breaker by a health check instead of a
 // real call: healthy closes it (fresh counts), otherwise it reopens for
 // reopenFor. Both are transitions of source local, as a probe result is (so

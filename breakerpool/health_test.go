@@ -3,6 +3,8 @@ package breakerpool
 import (
 	"testing"
 	"time"
+
+	"fusebox/internal/testwait"
 )
 
 func TestExtendOpen(t *testing.T) {
@@ -79,4 +81,40 @@ func TestSettleHalfOpen(t *testing.T) {
 	}
 	done(true)
 	wantStatus(t, b2, open, SourceLocal, ModeAuto)
+}
+
+// FailedCheck is a failed probe without a call: open → half-open → open
+// under one lock (nothing admitted between), observed as both transitions,
+// the second of source local as a real probe's; a closed or operator-forced
+// breaker is left alone.
+func TestFailedCheck(t *testing.T) {
+	p := newTestPool(t, fastSettings(), Config{})
+	b := p.Get(keyA)
+	if b.FailedCheck(0) {
+		t.Fatal("a closed breaker was failed")
+	}
+	b.OpenFor(time.Hour, SourceHint)
+	testwait.For(t, 5*time.Second, "the opening observed", func() bool { return len(p.rec.all()) == 1 })
+	before := 1
+	if !b.FailedCheck(time.Minute) {
+		t.Fatal("an open breaker was not failed")
+	}
+	st := wantStatus(t, b, open, SourceLocal, ModeAuto)
+	if st.OpenRemaining < 50*time.Second || st.OpenRemaining > time.Minute {
+		t.Fatalf("open remaining %v, want the minute asked for", st.OpenRemaining)
+	}
+	testwait.For(t, 5*time.Second, "the two transitions observed", func() bool { return len(p.rec.all()) >= before+2 })
+	got := p.rec.all()[before:]
+	if got[0].From != open || got[0].To != half || got[1].From != half || got[1].To != open || got[1].Source != SourceLocal {
+		t.Fatalf("transitions %+v, want open→half-open→open (local)", got)
+	}
+	if _, err := b.Allow(); err == nil {
+		t.Fatal("a call was admitted after a failed check")
+	}
+
+	f := p.Get(keyB)
+	f.OpenFor(time.Hour, SourceOperator)
+	if f.FailedCheck(0) {
+		t.Fatal("an operator-forced breaker was failed")
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"fusebox/internal/testwait"
 )
 
 func TestMetricValues(t *testing.T) {
@@ -16,7 +18,7 @@ func TestMetricValues(t *testing.T) {
 	trip(t, b) // 6 failures, then one rejection inside trip
 	e := NewCircuitBreakerExecutable(b, ExecutableFunc(func(context.Context) error { return nil }))
 	_ = e.Execute(context.Background()) // blocked + rejected
-	waitFor(t, 5*time.Second, func() bool { return b.State() == half })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.State() == half })
 	mustCall(t, b, true) // probe closes it
 	mustCall(t, b, false)
 	mustCall(t, p.Get(keyB), true)

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sony/gobreaker/v2"
+
+	"fusebox/internal/testwait"
 )
 
 func TestLazyCreationAndReadOnlyLookups(t *testing.T) {
@@ -71,9 +73,9 @@ func TestSettingsResolvedPerPair(t *testing.T) {
 	}
 	// Live update through the subscription.
 	must(p.src.SetPair("ns1", "endpoint-a", mk(7)))
-	waitFor(t, 5*time.Second, func() bool { return p.Get(keyA).Settings().FailureThreshold == 7 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return p.Get(keyA).Settings().FailureThreshold == 7 })
 	p.src.DeletePair("ns1", "endpoint-a")
-	waitFor(t, 5*time.Second, func() bool { return p.Get(keyA).Settings().FailureThreshold == 2 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return p.Get(keyA).Settings().FailureThreshold == 2 })
 }
 
 func TestStaticSourceValidation(t *testing.T) {

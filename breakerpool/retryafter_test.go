@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"fusebox/internal/testwait"
 )
 
 // raDown is the executor outcome of a 429/503 carrying Retry-After.
@@ -26,7 +28,7 @@ func TestOpenRetryAfterOpensUntilDeadline(t *testing.T) {
 	if st.OpenRemaining <= 200*time.Millisecond || st.OpenRemaining > 300*time.Millisecond {
 		t.Fatalf("open remaining %v", st.OpenRemaining)
 	}
-	waitFor(t, 5*time.Second, func() bool { return len(p.rec.all()) > 0 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return len(p.rec.all()) > 0 })
 	tr := p.rec.all()
 	if len(tr) != 1 || tr[0].To != open || !tr[0].RetryUntil.Equal(until) {
 		t.Fatalf("transitions %+v, want one open carrying RetryUntil", tr)
@@ -43,12 +45,12 @@ func TestOpenRetryAfterOpensUntilDeadline(t *testing.T) {
 		t.Fatalf("after extend: %+v", st)
 	}
 	// Then half-open like any opening; the deadline is gone from Status.
-	waitFor(t, 5*time.Second, func() bool { return b.State() == half })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.State() == half })
 	if st := b.Status(); st.RetryAfterUntil != nil {
 		t.Fatalf("half-open still shows RetryAfterUntil %v", st.RetryAfterUntil)
 	}
 	// Extending emitted no event: open, then (local) half-open.
-	waitFor(t, 5*time.Second, func() bool { return len(p.rec.all()) >= 2 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return len(p.rec.all()) >= 2 })
 	if tr := p.rec.all(); len(tr) != 2 || tr[1].To != half {
 		t.Fatalf("transitions %+v, want open then half-open", tr)
 	}
@@ -120,7 +122,7 @@ func TestExecutableRetryAfter(t *testing.T) {
 		t.Fatalf("second call: %v, want rejected", err)
 	}
 	// The probe gets another Retry-After: open again until it.
-	waitFor(t, 5*time.Second, func() bool { return b.State() == half })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.State() == half })
 	until = time.Now().Add(150 * time.Millisecond)
 	_ = exec.Execute(context.Background())
 	st = wantStatus(t, b, open, SourceLocal, ModeAuto)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/internal/testwait"
 )
 
 // lockedBuffer is a log sink safe for the observer goroutine and the test.
@@ -65,7 +67,7 @@ func TestTransitionLogsWarnWithNexusStage(t *testing.T) {
 	cb := Key{TaskGroup: TaskGroupCallback, NamespaceID: "ns1", Destination: "https://cb.example:8443"}
 	trip(t, p.Get(keyA))
 	trip(t, p.Get(cb))
-	waitFor(t, 5*time.Second, func() bool { return len(sink.records(t, TransitionLogMessage)) >= 2 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return len(sink.records(t, TransitionLogMessage)) >= 2 })
 
 	want := map[string]string{keyA.Destination: NexusStageCaller, cb.Destination: NexusStageHandler}
 	for _, r := range sink.records(t, TransitionLogMessage) {

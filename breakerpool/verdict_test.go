@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"fusebox/internal/testwait"
 )
 
 // An abandoned call gives its permit back and counts for nothing: a closed
@@ -41,7 +43,7 @@ func TestAbandonedCallsHaveNoVerdict(t *testing.T) {
 		t.Fatalf("state %v after 6 failures, want open", b.State())
 	}
 
-	waitFor(t, time.Second, func() bool { return b.State() == half })
+	testwait.For(t, time.Second, "the condition", func() bool { return b.State() == half })
 	abandon() // the half-open probe is abandoned: still half-open, permit back
 	if b.State() != half {
 		t.Fatalf("abandoned probe moved the breaker to %v", b.State())
@@ -67,7 +69,7 @@ func TestExecutableCancelledCallHasNoVerdict(t *testing.T) {
 	p := newTestPool(t, fastSettings(), Config{})
 	b := p.Get(keyA)
 	trip(t, b)
-	waitFor(t, time.Second, func() bool { return b.State() == half })
+	testwait.For(t, time.Second, "the condition", func() bool { return b.State() == half })
 	ctx, cancel := context.WithCancel(context.Background())
 	err := NewCircuitBreakerExecutable(b, ExecutableFunc(func(ctx context.Context) error {
 		cancel()

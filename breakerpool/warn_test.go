@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sony/gobreaker/v2"
+
+	"fusebox/internal/testwait"
 )
 
 // warnPool is a test pool with the early warning on (WarnAfter k) whose
@@ -26,7 +28,7 @@ func TestWarnOncePerStreak(t *testing.T) {
 	mustCall(t, b, false) // streak 1: 2 → warn
 	mustCall(t, b, false)
 	mustCall(t, b, false) // 4: still the same streak, no second warn
-	waitFor(t, 5*time.Second, func() bool { return len(warns.all()) == 1 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return len(warns.all()) == 1 })
 	w := warns.all()[0]
 	if w.Kind != KindFailing || w.Key != keyA || w.Failures != 2 || w.From != gobreaker.StateClosed ||
 		w.To != gobreaker.StateClosed || w.Source != SourceLocal || w.Generation != b.Generation() {
@@ -36,7 +38,7 @@ func TestWarnOncePerStreak(t *testing.T) {
 	mustCall(t, b, true) // a success ends the streak
 	mustCall(t, b, false)
 	mustCall(t, b, false) // streak 2 reaches 2 → second warn
-	waitFor(t, 5*time.Second, func() bool { return len(warns.all()) == 2 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return len(warns.all()) == 2 })
 
 	// The warning is not a transition: no generation bump, nothing reaches
 	// the Observer, the breaker is still closed.
@@ -64,7 +66,7 @@ func TestWarnBeforeTripInOrder(t *testing.T) {
 	p := newTestPool(t, fastSettings(), Config{WarnAfter: 2, OnFailing: rec, Observer: rec})
 	b := p.Get(keyA)
 	trip(t, b)
-	waitFor(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(seq) == 2 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { mu.Lock(); defer mu.Unlock(); return len(seq) == 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if seq[0] != KindFailing || seq[1] != KindStateChange {
@@ -79,17 +81,17 @@ func TestWarnNewStreakAfterReopenAndClose(t *testing.T) {
 	p, warns := warnPool(t, 2)
 	b := p.Get(keyA)
 	trip(t, b) // warns once, then opens
-	waitFor(t, 5*time.Second, func() bool { return len(warns.all()) == 1 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return len(warns.all()) == 1 })
 	// Half-open after the timeout; the probe succeeds and closes it with a
 	// fresh counting instance: a new streak warns again.
-	waitFor(t, 5*time.Second, func() bool { return b.State() == gobreaker.StateHalfOpen })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.State() == gobreaker.StateHalfOpen })
 	mustCall(t, b, true)
 	if b.State() != gobreaker.StateClosed {
 		t.Fatalf("state %v", b.State())
 	}
 	mustCall(t, b, false)
 	mustCall(t, b, false)
-	waitFor(t, 5*time.Second, func() bool { return len(warns.all()) == 2 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return len(warns.all()) == 2 })
 	if w := warns.all()[1]; w.Generation != b.Generation() || w.Generation == 0 {
 		t.Fatalf("second warning carries generation %d, breaker %d", w.Generation, b.Generation())
 	}
@@ -110,7 +112,7 @@ func TestWarnNotEmitted(t *testing.T) {
 		if p.warnAfter != 0 {
 			t.Fatal("WarnAfter 0 must disable the warning")
 		}
-		waitFor(t, 5*time.Second, func() bool { return len(p.rec.all()) == 1 }) // the open transition
+		testwait.For(t, 5*time.Second, "the condition", func() bool { return len(p.rec.all()) == 1 }) // the open transition
 		if ws := warns.all(); len(ws) != 0 {
 			t.Fatalf("disabled: got %+v", ws)
 		}
@@ -121,7 +123,7 @@ func TestWarnNotEmitted(t *testing.T) {
 			t.Fatal("no consumer: the warning must be off")
 		}
 		trip(t, p.Get(keyA))
-		waitFor(t, 5*time.Second, func() bool { return len(p.rec.all()) == 1 })
+		testwait.For(t, 5*time.Second, "the condition", func() bool { return len(p.rec.all()) == 1 })
 		if tr := p.rec.all()[0]; tr.Kind != KindStateChange || tr.To != gobreaker.StateOpen {
 			t.Fatalf("Observer got %+v", tr)
 		}
@@ -142,12 +144,12 @@ func TestWarnNotEmitted(t *testing.T) {
 		if err := p.src.SetDestination("disabled", s); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, func() bool { return !d.Settings().Enabled })
+		testwait.For(t, 5*time.Second, "the condition", func() bool { return !d.Settings().Enabled })
 		for range 10 {
 			mustCall(t, d, false)
 		}
 		settle(p)
-		waitFor(t, 5*time.Second, func() bool { return len(warns.all()) == 1 })
+		testwait.For(t, 5*time.Second, "the condition", func() bool { return len(warns.all()) == 1 })
 		if w := warns.all()[0]; w.Key != keyC {
 			t.Fatalf("warned for %v; only the marker may warn", w.Key)
 		}
@@ -155,7 +157,7 @@ func TestWarnNotEmitted(t *testing.T) {
 	t.Run("threshold at or below WarnAfter", func(t *testing.T) {
 		p, warns := warnPool(t, int(DefaultFailureThreshold))
 		trip(t, p.Get(keyA)) // the 6th failure trips: the trip is reported, not a warning
-		waitFor(t, 5*time.Second, func() bool { return len(p.rec.all()) == 1 })
+		testwait.For(t, 5*time.Second, "the condition", func() bool { return len(p.rec.all()) == 1 })
 		for range 5 {
 			mustCall(t, p.Get(keyC), false)
 		}
@@ -198,7 +200,7 @@ func TestWarnConcurrentFailuresOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := p.Get(keyA)
-	waitFor(t, 5*time.Second, func() bool { return b.Settings().FailureThreshold == 1000 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return b.Settings().FailureThreshold == 1000 })
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
@@ -212,7 +214,7 @@ func TestWarnConcurrentFailuresOnce(t *testing.T) {
 	wg.Wait()
 	mustCall(t, p.Get(keyC), false)
 	mustCall(t, p.Get(keyC), false) // marker
-	waitFor(t, 5*time.Second, func() bool { return len(warns.all()) == 2 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return len(warns.all()) == 2 })
 	if n := len(warns.all()); n != 2 {
 		t.Fatalf("%d warnings for one streak of 400 concurrent failures (+1 marker)", n)
 	}
@@ -235,7 +237,7 @@ func TestWarnUntilEachCount(t *testing.T) {
 	mustCall(t, b, false) // 3: no more
 	mustCall(t, b, true)  // the streak ends
 	mustCall(t, b, false) // new streak: 1 → warn
-	waitFor(t, 5*time.Second, func() bool { return len(warns.all()) == 3 })
+	testwait.For(t, 5*time.Second, "the condition", func() bool { return len(warns.all()) == 3 })
 	got := []uint32{}
 	for _, w := range warns.all() {
 		got = append(got, w.Failures)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sony/gobreaker/v2"
+
+	"fusebox/internal/testwait"
 )
 
 // After a closed Interval ends with no call, every read of the breaker —
@@ -33,7 +35,7 @@ func TestCountsShowCurrentWindow(t *testing.T) {
 				t.Fatalf("counts inside the window: %+v, want 2 consecutive failures", c)
 			}
 			// No call from here on: only reads.
-			waitFor(t, 5*time.Second, func() bool { return b.Counts() == gobreaker.Counts{} })
+			testwait.For(t, 5*time.Second, "the condition", func() bool { return b.Counts() == gobreaker.Counts{} })
 			if st := b.Status(); st.Counts != (gobreaker.Counts{}) || st.State != gobreaker.StateClosed {
 				t.Fatalf("status after the window: %+v", st)
 			}

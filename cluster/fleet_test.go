@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 )
 
 // backlogs is a settable BacklogSource: what a node's queue would report.
@@ -80,7 +81,7 @@ func TestFleetSharesFollowBacklog(t *testing.T) {
 	srcs[0].set(fleetKey, 800)
 	srcs[1].set(fleetKey, 100)
 	srcs[2].set(fleetKey, 100)
-	waitFor(t, 5*time.Second, "shares 0.8/0.1/0.1", func() bool { return sharesNear(nodes, []float64{0.8, 0.1, 0.1}) })
+	testwait.For(t, 5*time.Second, "shares 0.8/0.1/0.1", func() bool { return sharesNear(nodes, []float64{0.8, 0.1, 0.1}) })
 	view := nodes[1].FleetShares(fleetKey)
 	if len(view) != 3 || view[0].Node != "n0" || math.Abs(view[0].Share-0.8) > 0.01 || view[0].Backlog != 800 {
 		t.Fatalf("n1's view of the shares: %+v", view)
@@ -89,14 +90,14 @@ func TestFleetSharesFollowBacklog(t *testing.T) {
 	// n2 drains: it leaves the set, n0 and n1 split 8:1.
 	srcs[2].set(fleetKey, 0)
 	start := time.Now()
-	waitFor(t, 5*time.Second, "rebalance after n2 drained", func() bool {
+	testwait.For(t, 5*time.Second, "rebalance after n2 drained", func() bool {
 		return sharesNear(nodes, []float64{800.0 / 900, 100.0 / 900, 0})
 	})
 	t.Logf("rebalanced %v after a node left the set (by design ≤ FleetInterval + FleetJoinDelay + the queue's 100 ms tick)", time.Since(start).Round(time.Millisecond))
 	// n2 has tasks again: it joins the set.
 	srcs[2].set(fleetKey, 900)
 	start = time.Now()
-	waitFor(t, 5*time.Second, "rebalance after n2 came back", func() bool {
+	testwait.For(t, 5*time.Second, "rebalance after n2 came back", func() bool {
 		return sharesNear(nodes, []float64{800.0 / 1800, 100.0 / 1800, 900.0 / 1800})
 	})
 	t.Logf("rebalanced %v after a node joined the set (by design ≤ FleetInterval + FleetJoinDelay + the queue's 100 ms tick)", time.Since(start).Round(time.Millisecond))
@@ -105,7 +106,7 @@ func TestFleetSharesFollowBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	waitFor(t, 5*time.Second, "rebalance after n2 left the cluster", func() bool {
+	testwait.For(t, 5*time.Second, "rebalance after n2 left the cluster", func() bool {
 		return sharesNear(nodes[:2], []float64{800.0 / 900, 100.0 / 900})
 	})
 	t.Logf("rebalanced %v after a node left the cluster (by design ≤ FleetInterval + FleetJoinDelay + the queue's 100 ms tick)", time.Since(start).Round(time.Millisecond))
@@ -121,25 +122,25 @@ func TestFleetPartitionFallsBackToLastKnownN(t *testing.T) {
 		srcs[i].set(fleetKey, 100)
 	}
 	third := 1.0 / 3
-	waitFor(t, 5*time.Second, "equal shares", func() bool { return sharesNear(nodes, []float64{third, third, third}) })
+	testwait.For(t, 5*time.Second, "equal shares", func() bool { return sharesNear(nodes, []float64{third, third, third}) })
 
 	// n2 crashes (no leave): n0 and n1 keep its third for it.
 	if err := nodes[2].Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "n2 silent, its slot held", func() bool {
+	testwait.For(t, 5*time.Second, "n2 silent, its slot held", func() bool {
 		v := nodes[0].FleetShares(fleetKey)
 		return len(v) == 3 && v[2].Silent && sharesNear(nodes[:2], []float64{third, third})
 	})
 	// After FleetSilentForget the two that hear each other take it back.
-	waitFor(t, 10*time.Second, "n2 forgotten", func() bool { return sharesNear(nodes[:2], []float64{0.5, 0.5}) })
+	testwait.For(t, 10*time.Second, "n2 forgotten", func() bool { return sharesNear(nodes[:2], []float64{0.5, 0.5}) })
 
 	// n1 crashes too: n0 hears nobody and keeps 1/2 — even once memberlist
 	// has declared n1 dead and the forget time has passed.
 	if err := nodes[1].Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "n0 alone", func() bool { return nodes[0].NumAlive() == 1 })
+	testwait.For(t, 10*time.Second, "n0 alone", func() bool { return nodes[0].NumAlive() == 1 })
 	deadline := time.Now().Add(3 * time.Second) // > FleetSilentForget past n1's last report
 	for time.Now().Before(deadline) {
 		if s, ok := nodes[0].FleetShare(fleetKey); !ok || s > 0.5+1e-9 {
@@ -163,11 +164,11 @@ func TestFleetColdStart(t *testing.T) {
 	if n.FleetWarm() {
 		t.Fatal("warm right after Start")
 	}
-	waitFor(t, 10*time.Second, "its own report", func() bool { _, ok := n.FleetShare(fleetKey); return ok })
+	testwait.For(t, 10*time.Second, "its own report", func() bool { _, ok := n.FleetShare(fleetKey); return ok })
 	if s, _ := n.FleetShare(fleetKey); s != 0 && !n.FleetWarm() {
 		t.Fatalf("share %v before warm", s)
 	}
-	waitFor(t, 10*time.Second, "warm, alone in the set", func() bool { s, _ := n.FleetShare(fleetKey); return n.FleetWarm() && s == 1 })
+	testwait.For(t, 10*time.Second, "warm, alone in the set", func() bool { s, _ := n.FleetShare(fleetKey); return n.FleetWarm() && s == 1 })
 }
 
 // Reports from nodes that are not alive members, and malformed ones, are
@@ -175,7 +176,7 @@ func TestFleetColdStart(t *testing.T) {
 func TestFleetReportsFromStrangersDropped(t *testing.T) {
 	nodes, srcs := fleetCluster(t, 2)
 	srcs[0].set(fleetKey, 10)
-	waitFor(t, 5*time.Second, "n0 alone in the set", func() bool { return sharesNear(nodes, []float64{1, 0}) })
+	testwait.For(t, 5*time.Second, "n0 alone in the set", func() bool { return sharesNear(nodes, []float64{1, 0}) })
 	enc, err := EncodeFleetReport(FleetReport{Origin: "intruder", Entries: []FleetEntry{{Key: fleetKey, Backlog: 1 << 30}}})
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +250,7 @@ func TestFleetReportCapsKeys(t *testing.T) {
 		src.set(key(i), int64(1000-i))
 	}
 	n.SetBacklogSource(src)
-	waitFor(t, 5*time.Second, "the biggest key's share", func() bool { s, ok := n.FleetShare(key(0)); return ok && s == 1 })
+	testwait.For(t, 5*time.Second, "the biggest key's share", func() bool { s, ok := n.FleetShare(key(0)); return ok && s == 1 })
 	if _, ok := n.FleetShare(key(maxFleetKeysPerRound - 1)); !ok {
 		t.Fatal("the 256th key is not reported")
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"fusebox/internal/testwait"
 )
 
 func withSinks(nodes []testNode) []*recordingSink {
@@ -26,7 +28,7 @@ func TestPublishedHintReachesEveryPeer(t *testing.T) {
 		t.Fatalf("Publish: %v", err)
 	}
 	for i := 1; i < 5; i++ {
-		waitFor(t, 10*time.Second, fmt.Sprintf("n%d to get the hint", i), func() bool { return sinks[i].has(h.Key, 7) })
+		testwait.For(t, 10*time.Second, fmt.Sprintf("n%d to get the hint", i), func() bool { return sinks[i].has(h.Key, 7) })
 		got := sinks[i].first()
 		if got.Origin != "n0" || got.OpenFor != 30*time.Second || got.Reason != "503s" || got.State != HintOpen {
 			t.Errorf("n%d got %+v", i, got)
@@ -40,7 +42,7 @@ func TestPublishedHintReachesEveryPeer(t *testing.T) {
 	}
 	// Every peer delivers it once; later copies (direct + gossip + re-gossip)
 	// are duplicates, never re-delivered.
-	waitFor(t, 10*time.Second, "a duplicate to be counted somewhere", func() bool {
+	testwait.For(t, 10*time.Second, "a duplicate to be counted somewhere", func() bool {
 		var dups float64
 		for _, n := range nodes[1:] {
 			dups += counter(t, n.metrics.hintsReceived, string(HintDuplicate))
@@ -69,7 +71,7 @@ func TestRegossipReachesPeersWithoutDirectSend(t *testing.T) {
 	}
 	nodes[0].queueHint(h, append([]byte{msgHint}, enc...))
 	for i := 1; i < 5; i++ {
-		waitFor(t, 10*time.Second, fmt.Sprintf("n%d to get the gossiped hint", i), func() bool { return sinks[i].has(h.Key, 3) })
+		testwait.For(t, 10*time.Second, fmt.Sprintf("n%d to get the gossiped hint", i), func() bool { return sinks[i].has(h.Key, 3) })
 	}
 	var regossiped float64
 	for _, n := range nodes[1:] {
@@ -185,7 +187,7 @@ func TestJoinerLearnsOpenHintsByPushPull(t *testing.T) {
 	j.SetHintHandlers(joiner, nil)
 	// The join's own push/pull may run before the sink is set; the periodic
 	// push/pull (2s in the fast preset) delivers them regardless.
-	waitFor(t, 15*time.Second, "joiner to learn both open keys", func() bool {
+	testwait.For(t, 15*time.Second, "joiner to learn both open keys", func() bool {
 		return joiner.has(testKey("down-1"), 4) && joiner.has(testKey("down-2"), 9)
 	})
 	if joiner.has(testKey("closed"), 2) {
@@ -218,7 +220,7 @@ func TestUndecodableMessagesAreCounted(t *testing.T) {
 	if err := tx.Publish(Hint{Key: testKey("after"), State: HintOpen, Generation: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the valid hint", func() bool { return sink.has(testKey("after"), 1) })
+	testwait.For(t, 10*time.Second, "the valid hint", func() bool { return sink.has(testKey("after"), 1) })
 	if got := counter(t, rx.metrics.msgsDropped, "unknown_type"); got != 1 {
 		t.Errorf("messages_dropped{unknown_type} = %v, want 1", got)
 	}
@@ -276,7 +278,7 @@ func TestEncryptedClusterRejectsKeylessInjector(t *testing.T) {
 	if err := nodes[0].Publish(legit); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the legitimate hint", func() bool { return sinks[1].has(legit.Key, 1) })
+	testwait.For(t, 10*time.Second, "the legitimate hint", func() bool { return sinks[1].has(legit.Key, 1) })
 	if sinks[1].has(evil.Key, 99) {
 		t.Fatal("a node without the gossip key injected a hint")
 	}

@@ -12,19 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 )
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 type testNode struct {
 	*Membership
@@ -74,7 +63,7 @@ func startCluster(t testing.TB, n int, opts ...func(*Config)) []testNode {
 
 func waitConverged(t testing.TB, nodes []testNode, alive int) {
 	t.Helper()
-	waitFor(t, 20*time.Second, fmt.Sprintf("%d nodes to see %d alive", len(nodes), alive), func() bool {
+	testwait.For(t, 20*time.Second, fmt.Sprintf("%d nodes to see %d alive", len(nodes), alive), func() bool {
 		for _, n := range nodes {
 			if n.NumAlive() != alive {
 				return false

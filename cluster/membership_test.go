@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"fusebox/internal/testwait"
 )
 
 func TestThreeNodesSeeEachOtherWithMeta(t *testing.T) {
@@ -47,7 +49,7 @@ func TestNodeStartedBeforeSeedJoinsEventually(t *testing.T) {
 	if early.Joined() {
 		t.Fatal("joined before the seed exists")
 	}
-	waitFor(t, 10*time.Second, "a failed join attempt", func() bool {
+	testwait.For(t, 10*time.Second, "a failed join attempt", func() bool {
 		return counter(t, early.metrics.joinAttempts, "error") >= 1
 	})
 	release()
@@ -64,7 +66,7 @@ func TestKilledNodeSeenDead(t *testing.T) {
 	nodes := startCluster(t, 3)
 	kill(nodes[2].Membership)
 	for _, n := range nodes[:2] {
-		waitFor(t, 15*time.Second, n.NodeID()+" to see n2 dead", func() bool {
+		testwait.For(t, 15*time.Second, n.NodeID()+" to see n2 dead", func() bool {
 			s, ok := stateOf(n.Membership, "n2")
 			return ok && s == StateDead
 		})
@@ -83,7 +85,7 @@ func TestLeftNodeSeenLeft(t *testing.T) {
 		t.Fatalf("Leave: %v", err)
 	}
 	for _, n := range nodes[:2] {
-		waitFor(t, 15*time.Second, n.NodeID()+" to see n2 left", func() bool {
+		testwait.For(t, 15*time.Second, n.NodeID()+" to see n2 left", func() bool {
 			s, ok := stateOf(n.Membership, "n2")
 			return ok && s == StateLeft
 		})
@@ -105,7 +107,7 @@ func TestDepartedMembersAreReaped(t *testing.T) {
 	if err := nodes[1].Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "n1 to be reaped", func() bool {
+	testwait.For(t, 15*time.Second, "n1 to be reaped", func() bool {
 		_, ok := nodes[0].Member("n1")
 		return !ok
 	})
@@ -119,7 +121,7 @@ func TestMetaUpdatePropagates(t *testing.T) {
 		t.Fatalf("UpdateMeta: %v", err)
 	}
 	for _, n := range nodes {
-		waitFor(t, 10*time.Second, n.NodeID()+" to see n1's new meta", func() bool {
+		testwait.For(t, 10*time.Second, n.NodeID()+" to see n1's new meta", func() bool {
 			m, _ := n.Member("n1")
 			return m.Meta.RaftAddr == "127.0.0.1:7001" && m.Meta.Suspect
 		})
@@ -154,7 +156,7 @@ func TestEncryptedClusterRejectsOutsiders(t *testing.T) {
 	none := startNode(t, "nokey", joining(seed))
 	// Let both outsiders fail several join attempts, then check nobody has
 	// seen them.
-	waitFor(t, 15*time.Second, "outsiders to fail to join", func() bool {
+	testwait.For(t, 15*time.Second, "outsiders to fail to join", func() bool {
 		return counter(t, wrong.metrics.joinAttempts, "error") >= 3 && counter(t, none.metrics.joinAttempts, "error") >= 3
 	})
 	late := startNode(t, "late", withKeys(key), joining(seed))
@@ -185,7 +187,7 @@ func TestUseKeysRotatesLive(t *testing.T) {
 	late := startNode(t, "k2node", withKeys(k2), joining(nodes[0].GossipAddr()))
 	waitConverged(t, append(nodes, late), 3)
 	old := startNode(t, "k1node", withKeys(k1), joining(nodes[0].GossipAddr()))
-	waitFor(t, 10*time.Second, "k1 node to fail joins", func() bool {
+	testwait.For(t, 10*time.Second, "k1 node to fail joins", func() bool {
 		return counter(t, old.metrics.joinAttempts, "error") >= 2
 	})
 	if _, ok := nodes[0].Member("k1node"); ok {
@@ -219,7 +221,7 @@ func TestSlowSubscriberNeverBlocksMemberlist(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 15*time.Second, "seed to see 3 left", func() bool {
+	testwait.For(t, 15*time.Second, "seed to see 3 left", func() bool {
 		return seed.NumAlive() == 3 && gauge(t, seed.metrics.members, "left") == 3
 	})
 	select {

@@ -73,6 +73,11 @@ type PolicyConfig struct {
 	// then leaves the first probe to the health check instead of
 	// warm-starting the breaker with a real call.
 	HealthChecked func(breakerpool.Key) bool
+	// ConfirmProbe, optional, is the designated peer's probe under confirm
+	// for a key with a health check (healthprobe.Prober.CheckNow): a health
+	// call instead of a real task, whose verdict moves the breaker as a
+	// probe's would. False: no health check, the breaker probes with a task.
+	ConfirmProbe func(breakerpool.Key) bool
 	// ConfirmWait is how long a designated peer has to answer (probe) under
 	// confirm before the next is asked; ConfirmAttempts bounds how many are
 	// asked; DistrustTimeouts is how long, in the key's Timeouts after its

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -118,7 +119,7 @@ func up(b *testing.B, dest *outboundtest.Destination, drivers []*driver) time.Du
 }
 
 func waitAll(b *testing.B, what string, cond func(j int) bool, n int) {
-	waitFor(b, 30*time.Second, what, func() bool {
+	testwait.For(b, 30*time.Second, what, func() bool {
 		for j := range n {
 			if !cond(j) {
 				return false

@@ -9,6 +9,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -100,7 +101,7 @@ func TestPolicyCoordinatedProbingAndRecovery(t *testing.T) {
 	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "every breaker to open", func() bool {
+	testwait.For(t, 10*time.Second, "every breaker to open", func() bool {
 		for _, n := range nodes {
 			if !isOpen(n, k) {
 				return false
@@ -122,7 +123,7 @@ func TestPolicyCoordinatedProbingAndRecovery(t *testing.T) {
 		}
 	}
 	ownerBefore, fallbackBefore := probes(t, ownerNode, ProbeOwner), sumFallback()
-	waitFor(t, 10*time.Second, "the owner to probe three times", func() bool {
+	testwait.For(t, 10*time.Second, "the owner to probe three times", func() bool {
 		return probes(t, ownerNode, ProbeOwner)-ownerBefore >= 3
 	})
 	ownerProbes, fallbackProbes := probes(t, ownerNode, ProbeOwner)-ownerBefore, sumFallback()-fallbackBefore
@@ -135,7 +136,7 @@ func TestPolicyCoordinatedProbingAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	waitFor(t, 15*time.Second, "every node to deliver again", func() bool {
+	testwait.For(t, 15*time.Second, "every node to deliver again", func() bool {
 		for _, d := range drivers {
 			if !d.deliveredSince(back) {
 				return false
@@ -176,7 +177,7 @@ func TestPolicyProbeLocalFailureDoesNotBlackhole(t *testing.T) {
 	for _, n := range nodes {
 		drivers = append(drivers, drive(t, n, client, k, 20))
 	}
-	waitFor(t, 10*time.Second, "n0 to trip", func() bool { return isOpen(nodes[0], k) })
+	testwait.For(t, 10*time.Second, "n0 to trip", func() bool { return isOpen(nodes[0], k) })
 	// n0's failing hint (its second failure) and its open hint each guard
 	// the peers; wait until both were handled.
 	waitOpenHandled(t, nodes[0], k, nodes[1:]...)
@@ -190,7 +191,7 @@ func TestPolicyProbeLocalFailureDoesNotBlackhole(t *testing.T) {
 	for _, n := range nodes[1:] {
 		before[n.id] = callsFrom(dest, n.id)
 	}
-	waitFor(t, 10*time.Second, "every peer to keep delivering", func() bool {
+	testwait.For(t, 10*time.Second, "every peer to keep delivering", func() bool {
 		for i, n := range nodes[1:] {
 			if !drivers[i+1].deliveredSince(after) || callsFrom(dest, n.id) <= before[n.id] {
 				return false
@@ -198,7 +199,7 @@ func TestPolicyProbeLocalFailureDoesNotBlackhole(t *testing.T) {
 		}
 		return true
 	})
-	waitFor(t, 10*time.Second, "every peer closed and unguarded after its probe succeeded", func() bool {
+	testwait.For(t, 10*time.Second, "every peer closed and unguarded after its probe succeeded", func() bool {
 		for _, n := range nodes[1:] {
 			if s := status(n, k); s.State != gobreaker.StateClosed || s.Mode != breakerpool.ModeAuto {
 				return false
@@ -227,7 +228,7 @@ func TestPolicyJoinerLearnsOpenKeys(t *testing.T) {
 
 	joiner := startPNode(t, "n3", s, PolicyConfig{}, nodes[1].m.GossipAddr())
 	setURL(dest.CallbackURL(), joiner)
-	waitFor(t, 15*time.Second, "the joiner to guard the open key", func() bool {
+	testwait.For(t, 15*time.Second, "the joiner to guard the open key", func() bool {
 		return status(joiner, k).Mode == breakerpool.ModeGuarded
 	})
 	if got := actions(t, joiner, ActionPrecreate); got != 1 {
@@ -260,7 +261,7 @@ func TestPolicyKilledOwnerLeavesNoKeyStuck(t *testing.T) {
 	for _, n := range nodes {
 		drivers = append(drivers, drive(t, n, client, k, 20))
 	}
-	waitFor(t, 10*time.Second, "every breaker to open", func() bool {
+	testwait.For(t, 10*time.Second, "every breaker to open", func() bool {
 		for _, n := range nodes {
 			if !isOpen(n, k) {
 				return false
@@ -271,7 +272,7 @@ func TestPolicyKilledOwnerLeavesNoKeyStuck(t *testing.T) {
 	drivers[1].stop()
 	nodes[1].crash()
 	survivors := []*pnode{nodes[0], nodes[2], nodes[3]}
-	waitFor(t, 15*time.Second, "survivors to see n1 dead and agree on a new owner", func() bool {
+	testwait.For(t, 15*time.Second, "survivors to see n1 dead and agree on a new owner", func() bool {
 		for _, n := range survivors {
 			if n.m.NumAlive() != size-1 || n.pol.Owner(k) == "n1" {
 				return false
@@ -287,13 +288,13 @@ func TestPolicyKilledOwnerLeavesNoKeyStuck(t *testing.T) {
 		}
 	}
 	before := probes(t, owner, ProbeOwner)
-	waitFor(t, 10*time.Second, "the new owner to probe", func() bool { return probes(t, owner, ProbeOwner) > before })
+	testwait.For(t, 10*time.Second, "the new owner to probe", func() bool { return probes(t, owner, ProbeOwner) > before })
 
 	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	waitFor(t, 15*time.Second, "every survivor to deliver again", func() bool {
+	testwait.For(t, 15*time.Second, "every survivor to deliver again", func() bool {
 		for _, i := range []int{0, 2, 3} {
 			if !drivers[i].deliveredSince(back) {
 				return false
@@ -332,8 +333,8 @@ func TestPolicySelfSuspicion(t *testing.T) {
 	for i := range 4 {
 		tripLocally(t, n0, client, testKey(fmt.Sprint("d", i)))
 	}
-	waitFor(t, 5*time.Second, "4 openings to be published", func() bool { return published("open") == 4 })
-	waitFor(t, 5*time.Second, "n1 to guard on them", func() bool {
+	testwait.For(t, 5*time.Second, "4 openings to be published", func() bool { return published("open") == 4 })
+	testwait.For(t, 5*time.Second, "n1 to guard on them", func() bool {
 		// The failing hint (second failure) guards; the open hint then finds it guarded.
 		return actions(t, n1, ActionGuard)+actions(t, n1, ActionGuardFailing) == 4
 	})
@@ -341,12 +342,12 @@ func TestPolicySelfSuspicion(t *testing.T) {
 		t.Fatal("suspect after 4 openings; the minimum is 5")
 	}
 	tripLocally(t, n0, client, testKey("d4"))
-	waitFor(t, 5*time.Second, "n0 to suspect itself", func() bool { on, _ := n0.pol.Suspect(); return on })
+	testwait.For(t, 5*time.Second, "n0 to suspect itself", func() bool { on, _ := n0.pol.Suspect(); return on })
 	// The opening that made it suspect was already withheld; so is the next.
 	tripLocally(t, n0, client, testKey("d5"))
-	waitFor(t, 5*time.Second, "the next open hint to be withheld", func() bool { return published("suppressed_suspect") == 2 })
+	testwait.For(t, 5*time.Second, "the next open hint to be withheld", func() bool { return published("suppressed_suspect") == 2 })
 	// Its failing hint (second failure, before the trip) was withheld too.
-	waitFor(t, 5*time.Second, "the failing hint to be withheld", func() bool {
+	testwait.For(t, 5*time.Second, "the failing hint to be withheld", func() bool {
 		return published(PublishFailingSuppressedSuspect) == 1
 	})
 	// Failing hints are handled from the pool's event stream, after the
@@ -355,7 +356,7 @@ func TestPolicySelfSuspicion(t *testing.T) {
 	// warning handled after its breaker opened is moot (the open hint
 	// covers it): each streak before the suspicion (d0-d4) ends as one of
 	// the two, none withheld for suspicion.
-	waitFor(t, 5*time.Second, "one failing hint per streak before the suspicion (d0-d4)", func() bool {
+	testwait.For(t, 5*time.Second, "one failing hint per streak before the suspicion (d0-d4)", func() bool {
 		return published(PublishFailing)+published(PublishFailingMoot) == 5
 	})
 	if got := published("open"); got != 4 {
@@ -369,7 +370,7 @@ func TestPolicySelfSuspicion(t *testing.T) {
 	if testutil.ToFloat64(n0.pol.met.suspect) != 1 {
 		t.Fatal("fusebox_node_suspect is not 1")
 	}
-	waitFor(t, 10*time.Second, "n1 to see n0's suspect flag", func() bool {
+	testwait.For(t, 10*time.Second, "n1 to see n0's suspect flag", func() bool {
 		m, ok := n1.m.Member("n0")
 		return ok && m.Meta.Suspect
 	})
@@ -388,14 +389,14 @@ func TestPolicySelfSuspicion(t *testing.T) {
 		t.Fatal("suspect hints were acted on")
 	}
 
-	waitFor(t, 5*window, "the burst to clear", func() bool {
+	testwait.For(t, 5*window, "the burst to clear", func() bool {
 		on, _ := n0.pol.Suspect()
 		return !on
 	})
 	if testutil.ToFloat64(n0.pol.met.suspect) != 0 {
 		t.Fatal("fusebox_node_suspect still 1")
 	}
-	waitFor(t, 10*time.Second, "n1 to see n0's flag cleared", func() bool {
+	testwait.For(t, 10*time.Second, "n1 to see n0's flag cleared", func() bool {
 		m, ok := n1.m.Member("n0")
 		return ok && !m.Meta.Suspect
 	})

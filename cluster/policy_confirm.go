@@ -213,6 +213,11 @@ func (p *Policy) askLocked(b *breakerpool.Breaker, k breakerpool.Key, st *keySta
 		if s.State == gobreaker.StateClosed && s.Mode == breakerpool.ModeAuto {
 			b.OpenFor(p.pauseFor(), breakerpool.SourceHint)
 		}
+		if p.cfg.ConfirmProbe != nil && p.cfg.ConfirmProbe(k) {
+			// A health check answers instead of a task (healthprobe).
+			p.met.probes.WithLabelValues(ProbeConfirm).Inc()
+			return ActionConfirmProbe
+		}
 		b.ProbeNow(breakerpool.SourceHint) // half-open: the next real call is the probe
 		if b.State() == gobreaker.StateHalfOpen {
 			p.met.probes.WithLabelValues(ProbeConfirm).Inc()

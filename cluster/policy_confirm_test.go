@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -58,7 +60,7 @@ func TestConfirmDeadDestination(t *testing.T) {
 	}
 	d := nodeByID(nodes, designatedFor(nodes[1], k, "n0"))
 	_ = nodes[0].call(client, k) // n0's first failure: the accusation
-	waitFor(t, 5*time.Second, "peers to pause and the designated peer to probe", func() bool {
+	testwait.For(t, 5*time.Second, "peers to pause and the designated peer to probe", func() bool {
 		for _, n := range nodes[1:] {
 			s := status(n, k)
 			if n == d && s.State != gobreaker.StateHalfOpen || n != d && s.State != gobreaker.StateOpen {
@@ -73,7 +75,7 @@ func TestConfirmDeadDestination(t *testing.T) {
 		}
 	}
 	_ = d.call(client, k) // the designated peer's independent probe fails too
-	waitFor(t, 5*time.Second, "every node to open, confirmed", func() bool {
+	testwait.For(t, 5*time.Second, "every node to open, confirmed", func() bool {
 		for _, n := range nodes {
 			if !confirmSettled(n, k) {
 				return false
@@ -115,7 +117,7 @@ func TestConfirmSickNodeRefuted(t *testing.T) {
 		drivers = append(drivers, drive(t, n, client, k, 20))
 	}
 	tripLocally(t, nodes[0], client, k)
-	waitFor(t, 5*time.Second, "every peer to refute n0", func() bool {
+	testwait.For(t, 5*time.Second, "every peer to refute n0", func() bool {
 		for _, n := range nodes[1:] {
 			if ci, _ := n.pol.Confirmation(k); ci.Outcome != ConfirmRefuted || len(ci.Distrusted) != 1 || ci.Distrusted[0] != "n0" {
 				return false
@@ -125,7 +127,7 @@ func TestConfirmSickNodeRefuted(t *testing.T) {
 	})
 	waitOpenHandled(t, nodes[0], k, nodes[1:]...)
 	after := time.Now()
-	waitFor(t, 10*time.Second, "every peer to deliver, closed", func() bool {
+	testwait.For(t, 10*time.Second, "every peer to deliver, closed", func() bool {
 		for i, n := range nodes[1:] {
 			if !drivers[i].deliveredSince(after) || status(n, k).State != gobreaker.StateClosed {
 				return false
@@ -178,14 +180,14 @@ func TestConfirmDesignatedPeerDown(t *testing.T) {
 	}
 	nodes[1].crash()
 	_ = nodes[0].call(client, k) // n0's first failure: n1 is asked and never answers
-	waitFor(t, 10*time.Second, second.id+" to be asked next and probe", func() bool {
+	testwait.For(t, 10*time.Second, second.id+" to be asked next and probe", func() bool {
 		return status(second, k).State == gobreaker.StateHalfOpen
 	})
 	if got := actions(t, second, ActionConfirmProbe); got != 1 {
 		t.Fatalf("%s: confirm_probe = %v, want 1", second.id, got)
 	}
 	_ = second.call(client, k) // its probe fails too
-	waitFor(t, 10*time.Second, "the survivors to open, confirmed", func() bool {
+	testwait.For(t, 10*time.Second, "the survivors to open, confirmed", func() bool {
 		for _, n := range survivors {
 			if !confirmSettled(n, k) {
 				return false
@@ -201,5 +203,82 @@ func TestConfirmDesignatedPeerDown(t *testing.T) {
 	}
 	if got := dest.Count(""); got != 2 {
 		t.Fatalf("%d calls reached the dead destination, want 2", got)
+	}
+}
+
+// TestConfirmByHealthCheck: a key with a health check (ConfirmProbe) is
+// probed by the designated peer with the check, not a task. The check here
+// fails as healthprobe's does (Breaker.FailedCheck): every node opens,
+// confirmed, and the dead destination got one call for the whole fleet —
+// n0's failure — where a task probe would have made it two.
+func TestConfirmByHealthCheck(t *testing.T) {
+	const size = 3
+	dest := outboundtest.NewDestination(t)
+	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+		t.Fatal(err)
+	}
+	s := testSettings(breakerpool.HintConfirm, 10*time.Second)
+	var checked atomic.Int32
+	nodes := make([]*pnode, size)
+	for i := range size {
+		cfg := confirmTestCfg
+		var self atomic.Pointer[pnode]
+		cfg.ConfirmProbe = func(k breakerpool.Key) bool {
+			n := self.Load()
+			b, ok := n.pool.Lookup(k)
+			if !ok {
+				return false
+			}
+			checked.Add(1)
+			go b.FailedCheck(0) // the health call failed, later, off the policy's lock
+			return true
+		}
+		var join []string
+		if i > 0 {
+			join = []string{nodes[0].m.GossipAddr()}
+		}
+		nodes[i] = startPNode(t, fmt.Sprintf("n%d", i), s, cfg, join...)
+		self.Store(nodes[i])
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.pol.Close()
+		}
+	})
+	testwait.For(t, 20*time.Second, "cluster to converge", func() bool {
+		for _, n := range nodes {
+			if n.m.NumAlive() != size {
+				return false
+			}
+		}
+		return true
+	})
+	setURL(dest.CallbackURL(), nodes...)
+	client := newClient(t)
+	k := testKey("dead-health")
+	for _, n := range nodes[1:] {
+		n.pool.Get(k)
+	}
+	_ = nodes[0].call(client, k) // n0's first failure: the accusation
+	testwait.For(t, 5*time.Second, "every node to open, confirmed by the health check", func() bool {
+		for _, n := range nodes {
+			if !confirmSettled(n, k) {
+				return false
+			}
+		}
+		return true
+	})
+	// One check answers the round; a slow machine can let ConfirmWait pass
+	// first and a second peer be asked: still a check, never a task.
+	if checked.Load() < 1 {
+		t.Fatal("no health check answered the round")
+	}
+	for _, n := range nodes[1:] {
+		if ci, _ := n.pol.Confirmation(k); ci.Outcome != ConfirmConfirmed {
+			t.Fatalf("%s: confirmation %+v, want confirmed", n.id, ci)
+		}
+	}
+	if got := dest.Count(""); got != 1 {
+		t.Fatalf("%d calls reached the dead destination, want 1 (n0's failure; no task probe)", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -36,7 +37,7 @@ func TestPolicyFailingPublish(t *testing.T) {
 	b := n.pool.Get(k)
 	fail(t, b)
 	fail(t, b)
-	waitFor(t, 5*time.Second, "the failing hint", func() bool { return published(n, PublishFailing) == 1 })
+	testwait.For(t, 5*time.Second, "the failing hint", func() bool { return published(n, PublishFailing) == 1 })
 	if c := clockOf(n, k); c != 1 {
 		t.Fatalf("clock %d after the failing hint, want 1", c)
 	}
@@ -51,11 +52,11 @@ func TestPolicyFailingPublish(t *testing.T) {
 	done(true) // ends the streak
 	fail(t, b)
 	fail(t, b) // a new streak, within Timeout of the last publication
-	waitFor(t, 5*time.Second, "the rate limit", func() bool { return published(n, PublishFailingRateLimited) == 1 })
+	testwait.For(t, 5*time.Second, "the rate limit", func() bool { return published(n, PublishFailingRateLimited) == 1 })
 	for range 4 {
 		fail(t, b) // 6 consecutive: trips
 	}
-	waitFor(t, 5*time.Second, "the open hint", func() bool { return published(n, PublishOpen) == 1 })
+	testwait.For(t, 5*time.Second, "the open hint", func() bool { return published(n, PublishOpen) == 1 })
 	if got := published(n, PublishFailing); got != 1 {
 		t.Fatalf("failing hints published = %v, want 1", got)
 	}
@@ -175,7 +176,7 @@ func TestPolicySimultaneousOutageCost(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := dest.Count("")
-			waitFor(t, 10*time.Second, "every node to open", func() bool {
+			testwait.For(t, 10*time.Second, "every node to open", func() bool {
 				for _, n := range nodes {
 					if !isOpen(n, k) {
 						return false

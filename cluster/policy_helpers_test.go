@@ -18,6 +18,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -112,7 +113,7 @@ func startPCluster(t testing.TB, size int, s breakerpool.Settings, pcfg PolicyCo
 	for i := 1; i < size; i++ {
 		nodes = append(nodes, startPNode(t, fmt.Sprintf("n%d", i), s, pcfg, nodes[0].m.GossipAddr()))
 	}
-	waitFor(t, 20*time.Second, "cluster to converge", func() bool {
+	testwait.For(t, 20*time.Second, "cluster to converge", func() bool {
 		for _, n := range nodes {
 			if n.m.NumAlive() != size {
 				return false
@@ -128,7 +129,7 @@ func startPCluster(t testing.TB, size int, s breakerpool.Settings, pcfg PolicyCo
 		}
 	})
 	// Every policy must see the full membership before owners are compared.
-	waitFor(t, 10*time.Second, "owner views to agree", func() bool {
+	testwait.For(t, 10*time.Second, "owner views to agree", func() bool {
 		for _, n := range nodes {
 			if len(n.pol.owners.Load().ids) != size {
 				return false
@@ -198,7 +199,7 @@ func driveAll(t *testing.T, nodes []*pnode, client *http.Client, k breakerpool.K
 	for _, n := range nodes {
 		drivers = append(drivers, drive(t, n, client, k, perSecond))
 	}
-	waitFor(t, 10*time.Second, "every node to deliver", func() bool {
+	testwait.For(t, 10*time.Second, "every node to deliver", func() bool {
 		for _, d := range drivers {
 			if d.ok.Load() == 0 {
 				return false
@@ -339,7 +340,7 @@ func clockOf(n *pnode, k breakerpool.Key) uint64 {
 func waitOpenHandled(t testing.TB, origin *pnode, k breakerpool.Key, peers ...*pnode) {
 	t.Helper()
 	var gen uint64
-	waitFor(t, 10*time.Second, origin.id+" to publish an open hint", func() bool {
+	testwait.For(t, 10*time.Second, origin.id+" to publish an open hint", func() bool {
 		origin.pol.mu.Lock()
 		defer origin.pol.mu.Unlock()
 		if st, ok := origin.pol.keys[k]; ok && st.published && st.pubState == HintOpen {
@@ -348,7 +349,7 @@ func waitOpenHandled(t testing.TB, origin *pnode, k breakerpool.Key, peers ...*p
 		}
 		return false
 	})
-	waitFor(t, 10*time.Second, "every peer to handle the open hint", func() bool {
+	testwait.For(t, 10*time.Second, "every peer to handle the open hint", func() bool {
 		for _, n := range peers {
 			if clockOf(n, k) < gen {
 				return false

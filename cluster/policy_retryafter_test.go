@@ -8,6 +8,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -40,7 +41,7 @@ func TestPolicyRetryAfterFleetWide(t *testing.T) {
 				t.Fatalf("origin: %+v, want open with a Retry-After deadline", s0)
 			}
 			until := s0.RetryAfterUntil.Truncate(time.Millisecond) // as gossiped
-			waitFor(t, 10*time.Second, "peers to hold off until the same moment", func() bool {
+			testwait.For(t, 10*time.Second, "peers to hold off until the same moment", func() bool {
 				for _, n := range nodes[1:] {
 					s := status(n, k)
 					if s.State != gobreaker.StateOpen || s.RetryAfterUntil == nil || !s.RetryAfterUntil.Equal(until) {
@@ -66,7 +67,7 @@ func TestPolicyRetryAfterFleetWide(t *testing.T) {
 			for _, n := range nodes {
 				drivers = append(drivers, drive(t, n, client, k, 20))
 			}
-			waitFor(t, 10*time.Second, "the Retry-After deadline to pass", func() bool { return time.Now().After(s0.RetryAfterUntil.Add(50 * time.Millisecond)) })
+			testwait.For(t, 10*time.Second, "the Retry-After deadline to pass", func() bool { return time.Now().After(s0.RetryAfterUntil.Add(50 * time.Millisecond)) })
 			if err := dest.SetMode(outboundtest.ModeUp); err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +85,7 @@ func TestPolicyRetryAfterFleetWide(t *testing.T) {
 					t.Fatalf("%s: no call was held off", d.n.id)
 				}
 			}
-			waitFor(t, 20*time.Second, "every node to deliver after the deadline", func() bool {
+			testwait.For(t, 20*time.Second, "every node to deliver after the deadline", func() bool {
 				for _, d := range drivers {
 					if !d.deliveredSince(until) {
 						return false

@@ -9,6 +9,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 )
 
 func TestRendezvousOwnerIsStableAndMovesLittle(t *testing.T) {
@@ -110,7 +111,7 @@ func TestPolicyLamportOrdering(t *testing.T) {
 
 	// A local opening publishes with clock+1.
 	b.OpenFor(10*time.Second, breakerpool.SourceLocal)
-	waitFor(t, 5*time.Second, "open to be published", func() bool {
+	testwait.For(t, 5*time.Second, "open to be published", func() bool {
 		return testutil.ToFloat64(n.pol.met.published.WithLabelValues("open")) == 1
 	})
 	n.pol.mu.Lock()
@@ -206,7 +207,7 @@ func TestPolicyPrecreateIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	done(true)
-	waitFor(t, 5*time.Second, "slot release", func() bool {
+	testwait.For(t, 5*time.Second, "slot release", func() bool {
 		return testutil.ToFloat64(n.pol.met.precreated) == 7
 	})
 	n.pol.HandleHint(Hint{Key: testKey("random-100"), State: HintOpen, Generation: 1, Origin: "attacker", OpenFor: time.Minute})
@@ -225,13 +226,13 @@ func TestPolicyOwnerExtensionIsBounded(t *testing.T) {
 	start := time.Now()
 	b.OpenFor(timeout, breakerpool.SourceLocal) // as a local trip would
 	bound := start.Add(time.Duration(float64(timeout)*(DefaultFallbackFactor+DefaultFallbackJitter)) + 2*timeout)
-	waitFor(t, 5*time.Second, "non-owner to hold past its own timeout", func() bool {
+	testwait.For(t, 5*time.Second, "non-owner to hold past its own timeout", func() bool {
 		return status(n0, k).OpenRemaining > timeout
 	})
 	// The owner keeps reporting failed probes; the hold is extended but
 	// never past the bound, and then the non-owner probes by itself.
 	gen := uint64(100)
-	waitFor(t, 10*time.Second, "non-owner to fall back despite the owner's hints", func() bool {
+	testwait.For(t, 10*time.Second, "non-owner to fall back despite the owner's hints", func() bool {
 		gen++
 		n0.pol.HandleHint(Hint{Key: k, State: HintOpen, Generation: gen, Origin: "n1", OpenFor: timeout})
 		s := status(n0, k)
@@ -245,7 +246,7 @@ func TestPolicyOwnerExtensionIsBounded(t *testing.T) {
 	}
 	// The half-open transition reaches the policy through the pool's
 	// observer goroutine, a moment after Status shows it.
-	waitFor(t, 5*time.Second, "the fallback probe to be counted", func() bool { return probes(t, n0, ProbeFallback) >= 1 })
+	testwait.For(t, 5*time.Second, "the fallback probe to be counted", func() bool { return probes(t, n0, ProbeFallback) >= 1 })
 	if got := probes(t, n0, ProbeFallback); got != 1 {
 		t.Fatalf("fallback probes = %v, want 1", got)
 	}
@@ -256,10 +257,10 @@ func TestPolicyForgetsIdleClosedKeys(t *testing.T) {
 	k := testKey("x")
 	b := n.pool.Get(k)
 	b.OpenFor(time.Minute, breakerpool.SourceLocal)
-	waitFor(t, 5*time.Second, "the opening to be published", func() bool { return len(n.pol.OpenHints()) == 1 })
+	testwait.For(t, 5*time.Second, "the opening to be published", func() bool { return len(n.pol.OpenHints()) == 1 })
 	b.ForceClosed(breakerpool.SourceOperator) // closed by an operator: not published
 	b.Auto(breakerpool.SourceOperator)
-	waitFor(t, 5*time.Second, "the idle closed key to be forgotten", func() bool {
+	testwait.For(t, 5*time.Second, "the idle closed key to be forgotten", func() bool {
 		n.pol.mu.Lock()
 		defer n.pol.mu.Unlock()
 		return len(n.pol.keys) == 0

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 )
 
 const wait = 10 * time.Second
@@ -146,7 +147,7 @@ func TestCollectionSlowSubscriber(t *testing.T) {
 			c.Update([]Entry{ent(KeyGroupLimiterBufferSize, "", "", fmt.Sprint(i))})
 		}
 	}()
-	waitFor(t, wait, "200 updates to return while the subscriber blocks", func() bool {
+	testwait.For(t, wait, "200 updates to return while the subscriber blocks", func() bool {
 		select {
 		case <-done:
 			return true
@@ -155,7 +156,7 @@ func TestCollectionSlowSubscriber(t *testing.T) {
 		}
 	})
 	close(release)
-	waitFor(t, wait, "the subscriber to see the last update", func() bool { return lastSeen.Load() == 200 })
+	testwait.For(t, wait, "the subscriber to see the last update", func() bool { return lastSeen.Load() == 200 })
 	if maxInFlight.Load() != 1 {
 		t.Fatalf("%d concurrent calls to one subscriber", maxInFlight.Load())
 	}
@@ -170,11 +171,11 @@ func TestCollectionCancel(t *testing.T) {
 	cancel := c.Subscribe(func() { calls.Add(1) })
 	c.Subscribe(func() { other.Add(1) })
 	c.Update([]Entry{ent(KeyGroupLimiterBufferSize, "", "", `2`)})
-	waitFor(t, wait, "first notification", func() bool { return calls.Load() == 1 })
+	testwait.For(t, wait, "first notification", func() bool { return calls.Load() == 1 })
 	cancel()
 	cancel() // idempotent
 	c.Update([]Entry{ent(KeyGroupLimiterBufferSize, "", "", `3`)})
-	waitFor(t, wait, "the other subscriber", func() bool { return other.Load() == 2 })
+	testwait.For(t, wait, "the other subscriber", func() bool { return other.Load() == 2 })
 	c.Close() // waits for every subscriber goroutine, including the cancelled one
 	if got := calls.Load(); got != 1 {
 		t.Fatalf("cancelled subscriber called %d times, want 1", got)
@@ -195,8 +196,8 @@ func TestCollectionCancelFromCallback(t *testing.T) {
 	})
 	close(ready)
 	c.Update([]Entry{ent(KeyGroupLimiterBufferSize, "", "", `2`)})
-	waitFor(t, wait, "the self-cancelling call", func() bool { return calls.Load() == 1 })
-	waitFor(t, wait, "the subscriber to be removed", func() bool {
+	testwait.For(t, wait, "the self-cancelling call", func() bool { return calls.Load() == 1 })
+	testwait.For(t, wait, "the subscriber to be removed", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return len(c.subs) == 0
@@ -273,5 +274,5 @@ func TestCollectionConcurrentUpdateAndRead(t *testing.T) {
 	if msg := bad.Load(); msg != nil {
 		t.Fatal(msg)
 	}
-	waitFor(t, wait, "subscribers to run", func() bool { return subCalls.Load() >= 3 })
+	testwait.For(t, wait, "subscribers to run", func() bool { return subCalls.Load() >= 3 })
 }

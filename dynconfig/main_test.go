@@ -3,24 +3,11 @@ package dynconfig
 import (
 	"encoding/json"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // ent builds an entry; value is raw JSON text.
 func ent(key, ns, dest, value string) Entry {

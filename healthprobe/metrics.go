@@ -15,16 +15,16 @@ type metrics struct {
 	checks *prometheus.CounterVec
 }
 
-// newMetrics registers fusebox_health_checks_total{role,result}: 3 roles ×
+// newMetrics registers fusebox_health_checks_total{role,result}: 4 roles ×
 // 4 results, no per-destination label.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fusebox_health_checks_total",
-			Help: "Active health checks of open breakers' destinations, by role (owner, fallback, settle) and result (pass, fail, error, refused).",
+			Help: "Active health checks of open breakers' destinations, by role (owner, fallback, settle, confirm) and result (pass, fail, error, refused).",
 		}, []string{"role", "result"}),
 	}
-	for _, role := range []string{RoleOwner, RoleFallback, RoleSettle} {
+	for _, role := range []string{RoleOwner, RoleFallback, RoleSettle, RoleConfirm} {
 		for _, res := range []string{ResultPass, ResultFail, ResultError, ResultRefused} {
 			m.checks.WithLabelValues(role, res)
 		}

@@ -79,6 +79,7 @@ const (
 	RoleOwner    = "owner"    // the key's probe owner, every interval
 	RoleFallback = "fallback" // a non-owner, once per FallbackIntervals
 	RoleSettle   = "settle"   // a half-open breaker no real call resolved
+	RoleConfirm  = "confirm"  // the confirm hint policy asked this node to probe (CheckNow)
 )
 
 // Results of a health call.
@@ -107,6 +108,9 @@ type keyState struct {
 	halfGen    uint64    // the half-open generation being watched
 	halfSince  time.Time
 	inFlight   bool
+	// confirm: a confirm round waits for this node's verdict (CheckNow);
+	// the next call's result answers it, whatever its role.
+	confirm bool
 }
 
 // Prober is one node's health checker. Observe feeds it transitions; it
@@ -316,6 +320,36 @@ func (p *Prober) step(k breakerpool.Key, now time.Time) {
 	}
 }
 
+// CheckNow is the confirm hint policy's probe (cluster.PolicyConfig
+// .ConfirmProbe) for a key with a health check: a health call now instead
+// of a real task. A pass warm-starts the breaker (half-open: the next real
+// call closes it, and the policy reads that as the report refuted); a fail
+// is a failed probe without a call (Breaker.FailedCheck: half-open → open,
+// the report confirmed). A call already in flight answers instead. False
+// when k has no health check (the caller probes with a task then).
+func (p *Prober) CheckNow(k breakerpool.Key) bool {
+	check, has := p.deps.Checks(k)
+	if !has || !check.valid() {
+		return false
+	}
+	b, ok := p.deps.Pool.Lookup(k)
+	if !ok {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ks := p.keys[k]
+	if ks == nil {
+		ks = &keyState{since: time.Now()}
+		p.keys[k] = ks
+	}
+	ks.confirm = true
+	if !ks.inFlight {
+		p.launchLocked(k, ks, b, check, RoleConfirm, 0)
+	}
+	return true
+}
+
 func (p *Prober) fallbackAfter(c Check) time.Duration {
 	d := time.Duration(p.cfg.FallbackIntervals) * c.Interval
 	return d + time.Duration(rand.Int64N(int64(c.Interval)+1))
@@ -367,10 +401,21 @@ func (p *Prober) finish(k breakerpool.Key, b *breakerpool.Breaker, c Check, r Re
 	}
 	healthy := r.Result == ResultPass
 	var acted bool
-	switch r.Role {
-	case RoleSettle:
+	p.mu.Lock()
+	confirm := false
+	if ks := p.keys[k]; ks != nil {
+		confirm, ks.confirm = ks.confirm, false
+	}
+	p.mu.Unlock()
+	switch {
+	case confirm && healthy:
+		b.ProbeNow(breakerpool.SourceHealth)
+		acted = b.State() == gobreaker.StateHalfOpen
+	case confirm:
+		acted = b.FailedCheck(0)
+	case r.Role == RoleSettle:
 		acted = b.SettleHalfOpen(gen, healthy, c.lease())
-	case RoleOwner, RoleFallback:
+	case r.Role == RoleOwner || r.Role == RoleFallback:
 		if healthy {
 			b.ProbeNow(breakerpool.SourceHealth)
 			acted = b.State() == gobreaker.StateHalfOpen

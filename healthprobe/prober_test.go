@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -93,17 +94,6 @@ func newFixture(t *testing.T, cfg Config, allow func(context.Context, breakerpoo
 	return f
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func (f *fixture) checks(role, result string) float64 {
 	return testutil.ToFloat64(f.prober.met.checks.WithLabelValues(role, result))
 }
@@ -116,7 +106,7 @@ func TestOwnerHoldsOpenUntilHealthy(t *testing.T) {
 	f := newFixture(t, Config{}, nil)
 	b := f.pool.Get(key)
 	b.OpenFor(100*time.Millisecond, breakerpool.SourceLocal)
-	waitFor(t, "three failed health checks", func() bool { return f.checks(RoleOwner, ResultFail) >= 3 })
+	testwait.For(t, 10*time.Second, "three failed health checks", func() bool { return f.checks(RoleOwner, ResultFail) >= 3 })
 	if st := b.Status(); st.State != gobreaker.StateOpen {
 		t.Fatalf("breaker %v after 3 failed health checks, want open", st.State)
 	}
@@ -124,7 +114,7 @@ func TestOwnerHoldsOpenUntilHealthy(t *testing.T) {
 		t.Fatalf("last result %+v", r)
 	}
 	f.srv.healthy.Store(true)
-	waitFor(t, "half-open after a passed check", func() bool { return b.State() == gobreaker.StateHalfOpen })
+	testwait.For(t, 10*time.Second, "half-open after a passed check", func() bool { return b.State() == gobreaker.StateHalfOpen })
 	if st := b.Status(); st.Source != breakerpool.SourceHealth {
 		t.Fatalf("half-open source %v", st.Source)
 	}
@@ -146,7 +136,7 @@ func TestHalfOpenWithoutTrafficSettles(t *testing.T) {
 	b := f.pool.Get(key)
 	b.OpenFor(time.Hour, breakerpool.SourceHint)
 	b.ProbeNow(breakerpool.SourceHint) // a warm start no task follows
-	waitFor(t, "closed by a settling check", func() bool { return b.State() == gobreaker.StateClosed })
+	testwait.For(t, 10*time.Second, "closed by a settling check", func() bool { return b.State() == gobreaker.StateClosed })
 	if f.checks(RoleSettle, ResultPass) != 1 {
 		t.Fatalf("settle passes %v", f.checks(RoleSettle, ResultPass))
 	}
@@ -154,7 +144,7 @@ func TestHalfOpenWithoutTrafficSettles(t *testing.T) {
 	f.srv.healthy.Store(false)
 	b.OpenFor(time.Hour, breakerpool.SourceHint)
 	b.ProbeNow(breakerpool.SourceHint)
-	waitFor(t, "reopened by a failing settling check", func() bool { return f.checks(RoleSettle, ResultFail) >= 1 })
+	testwait.For(t, 10*time.Second, "reopened by a failing settling check", func() bool { return f.checks(RoleSettle, ResultFail) >= 1 })
 	if st := b.Status(); st.State != gobreaker.StateOpen || st.Source != breakerpool.SourceLocal {
 		t.Fatalf("status %v/%v, want open/local", st.State, st.Source)
 	}
@@ -169,7 +159,7 @@ func TestNonOwnerWaitsForFallback(t *testing.T) {
 	b := f.pool.Get(key)
 	b.OpenFor(100*time.Millisecond, breakerpool.SourceLocal)
 	start := time.Now()
-	waitFor(t, "a fallback check", func() bool { return f.checks(RoleFallback, ResultFail) >= 1 })
+	testwait.For(t, 10*time.Second, "a fallback check", func() bool { return f.checks(RoleFallback, ResultFail) >= 1 })
 	if el := time.Since(start); el < 4*200*time.Millisecond {
 		t.Fatalf("fallback check after %v, before 4 intervals", el)
 	}
@@ -177,7 +167,7 @@ func TestNonOwnerWaitsForFallback(t *testing.T) {
 		t.Fatalf("calls %d, state %v", f.srv.calls.Load(), b.State())
 	}
 	f.owner.Store("n1")
-	waitFor(t, "owner checks", func() bool { return f.checks(RoleOwner, ResultFail) >= 2 })
+	testwait.For(t, 10*time.Second, "owner checks", func() bool { return f.checks(RoleOwner, ResultFail) >= 2 })
 }
 
 // A health URL the allowlist refuses is never called and counts as a
@@ -189,7 +179,7 @@ func TestRefusedByAllowlist(t *testing.T) {
 	f.srv.healthy.Store(true)
 	b := f.pool.Get(key)
 	b.OpenFor(100*time.Millisecond, breakerpool.SourceLocal)
-	waitFor(t, "refused checks", func() bool { return f.checks(RoleOwner, ResultRefused) >= 2 })
+	testwait.For(t, 10*time.Second, "refused checks", func() bool { return f.checks(RoleOwner, ResultRefused) >= 2 })
 	if f.srv.calls.Load() != 0 || b.State() != gobreaker.StateOpen {
 		t.Fatalf("calls %d, state %v", f.srv.calls.Load(), b.State())
 	}
@@ -201,9 +191,9 @@ func TestStoppedProberLeavesBreakerToItsTimer(t *testing.T) {
 	f := newFixture(t, Config{}, nil)
 	b := f.pool.Get(key)
 	b.OpenFor(100*time.Millisecond, breakerpool.SourceLocal)
-	waitFor(t, "a failed check", func() bool { return f.checks(RoleOwner, ResultFail) >= 1 })
+	testwait.For(t, 10*time.Second, "a failed check", func() bool { return f.checks(RoleOwner, ResultFail) >= 1 })
 	f.prober.Close()
-	waitFor(t, "half-open on its own timer", func() bool { return b.State() == gobreaker.StateHalfOpen })
+	testwait.For(t, 10*time.Second, "half-open on its own timer", func() bool { return b.State() == gobreaker.StateHalfOpen })
 	if st := b.Status(); st.Source != breakerpool.SourceLocal {
 		t.Fatalf("source %v", st.Source)
 	}
@@ -214,8 +204,48 @@ func TestForcedOpenIgnored(t *testing.T) {
 	f := newFixture(t, Config{}, nil)
 	b := f.pool.Get(key)
 	b.OpenFor(300*time.Millisecond, breakerpool.SourceOperator)
-	waitFor(t, "the forced period to end", func() bool { return b.State() == gobreaker.StateHalfOpen })
+	testwait.For(t, 10*time.Second, "the forced period to end", func() bool { return b.State() == gobreaker.StateHalfOpen })
 	if f.srv.calls.Load() != 0 {
 		t.Fatalf("%d health calls on a forced open", f.srv.calls.Load())
+	}
+}
+
+// CheckNow answers a confirm round with a health call instead of a task:
+// failing, the paused breaker goes half-open and straight back to open
+// (source local: what peers read as a failed probe) with no call admitted;
+// passing, it warm-starts (half-open, source health) so the next real call
+// decides. A key without a health check is left to a task probe (false).
+func TestCheckNowAnswersAConfirmRound(t *testing.T) {
+	f := newFixture(t, Config{FallbackIntervals: 1000}, nil)
+	f.owner.Store("n2") // not the owner: only CheckNow calls
+	b := f.pool.Get(key)
+	b.OpenFor(time.Hour, breakerpool.SourceHint) // the confirm pause
+	gen := b.Generation()
+	if !f.prober.CheckNow(key) {
+		t.Fatal("CheckNow refused a key with a health check")
+	}
+	testwait.For(t, 10*time.Second, "a failed confirm check", func() bool { return f.checks(RoleConfirm, ResultFail) == 1 })
+	testwait.For(t, 10*time.Second, "the breaker failed by the check", func() bool { return b.Generation() == gen+2 })
+	if st := b.Status(); st.State != gobreaker.StateOpen || st.Source != breakerpool.SourceLocal {
+		t.Fatalf("after a failed confirm check: %v/%v, want open/local", st.State, st.Source)
+	}
+
+	f.srv.healthy.Store(true)
+	b.OpenFor(time.Hour, breakerpool.SourceHint)
+	if !f.prober.CheckNow(key) {
+		t.Fatal("CheckNow refused")
+	}
+	testwait.For(t, 10*time.Second, "half-open after a passed confirm check", func() bool { return b.State() == gobreaker.StateHalfOpen })
+	if st := b.Status(); st.Source != breakerpool.SourceHealth {
+		t.Fatalf("half-open source %v, want health", st.Source)
+	}
+	if f.checks(RoleConfirm, ResultPass) != 1 || f.srv.calls.Load() != 2 {
+		t.Fatalf("confirm passes %v, health calls %d", f.checks(RoleConfirm, ResultPass), f.srv.calls.Load())
+	}
+
+	other := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: "ns", Destination: "no-check"}
+	f.pool.Get(other).OpenFor(time.Hour, breakerpool.SourceHint)
+	if f.prober.CheckNow(other) {
+		t.Fatal("CheckNow took a key without a health check")
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"fusebox/internal/testwait"
 )
 
 func TestAdvertiseWildcardPicksHostAddress(t *testing.T) {
@@ -124,7 +126,7 @@ func TestAdvertiseBehindNAT(t *testing.T) {
 		t.Fatalf("n2 raft address %s, want the advertised %s", n2.RaftAddr(), raftNAT.addr())
 	}
 
-	waitFor(t, 20*time.Second, "n1 to see n2's advertised addresses", func() bool {
+	testwait.For(t, 20*time.Second, "n1 to see n2's advertised addresses", func() bool {
 		for _, m := range n1.members.Members() {
 			if m.ID == "n2" && m.Meta.HTTPAddr == httpNAT.addr() && m.Meta.RaftAddr == raftNAT.addr() {
 				return true
@@ -134,7 +136,7 @@ func TestAdvertiseBehindNAT(t *testing.T) {
 	})
 	c := &testCluster{t: t, nodes: []*testNode{n1, n2}}
 	c.waitReady(30 * time.Second)
-	waitFor(t, 20*time.Second, "n2 in n1's raft configuration at its advertised address", func() bool {
+	testwait.For(t, 20*time.Second, "n2 in n1's raft configuration at its advertised address", func() bool {
 		servers, _ := n1.store.Configuration()
 		for _, s := range servers {
 			if s.ID == "n2" {

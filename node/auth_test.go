@@ -15,6 +15,7 @@ import (
 
 	"fusebox/dynconfig"
 	"fusebox/internal/authtoken"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -147,7 +148,7 @@ func TestAuthorIsTokenName(t *testing.T) {
 		// Every node's history has the entry under the token's name.
 		for _, reader := range c.nodes {
 			rc := transport.NewClient(reader.HTTPAddr(), roleTokens[authtoken.RoleRead], nil)
-			waitFor(t, 10*time.Second, reader.cfg.NodeID+" applying the write", func() bool {
+			testwait.For(t, 10*time.Second, reader.cfg.NodeID+" applying the write", func() bool {
 				hist, err := rc.ConfigHistory(ctxT(t), 10)
 				if err != nil {
 					return false
@@ -207,7 +208,7 @@ func TestTokenReloadUnderLoad(t *testing.T) {
 			calls.Add(1)
 		}
 	}()
-	waitFor(t, 10*time.Second, "calls running", func() bool { return calls.Load() > 10 })
+	testwait.For(t, 10*time.Second, "calls running", func() bool { return calls.Load() > 10 })
 	body, _ := os.ReadFile(file)
 	rewritten := strings.Replace(string(body), "submit-caller submit "+roleTokens[authtoken.RoleSubmit]+"\n", "", 1) + "late read " + newTok + "\n"
 	if err := os.WriteFile(file+".new", []byte(rewritten), 0o600); err != nil {

@@ -14,6 +14,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/pgtest"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -59,7 +60,7 @@ func TestConfigWrittenOnFollowerAppliesEverywhere(t *testing.T) {
 		t.Fatalf("follower read after its own write: %+v, %v", es, err)
 	}
 	for _, n := range c.nodes {
-		waitFor(t, 10*time.Second, n.cfg.NodeID+" breaker settings updated", func() bool {
+		testwait.For(t, 10*time.Second, n.cfg.NodeID+" breaker settings updated", func() bool {
 			s := n.pool.Get(testKey).Settings()
 			return s.Timeout.D() == 17*time.Second && s.MaxRequests == 2
 		})
@@ -112,13 +113,13 @@ func TestLeaderKilledWritesResume(t *testing.T) {
 	}
 	for _, n := range live {
 		var err error
-		waitFor(t, 20*time.Second, "a write through "+n.cfg.NodeID, func() bool {
+		testwait.For(t, 20*time.Second, "a write through "+n.cfg.NodeID, func() bool {
 			_, err = n.client().PutEndpoint(ctxT(t), transport.Endpoint{Name: "ep-" + n.cfg.NodeID, URL: "http://127.0.0.1:9/x"})
 			return err == nil
 		})
 	}
 	for _, n := range live {
-		waitFor(t, 10*time.Second, n.cfg.NodeID+" sees both endpoints", func() bool { return len(n.store.Endpoints()) == 2 })
+		testwait.For(t, 10*time.Second, n.cfg.NodeID+" sees both endpoints", func() bool { return len(n.store.Endpoints()) == 2 })
 	}
 }
 
@@ -131,7 +132,7 @@ func TestRestartKeepsState(t *testing.T) {
 	}
 	n.stop()
 	n2 := n.restart()
-	waitFor(t, 20*time.Second, "restarted node ready", func() bool { ok, _ := n2.ready(); return ok })
+	testwait.For(t, 20*time.Second, "restarted node ready", func() bool { ok, _ := n2.ready(); return ok })
 	e, err := n2.client().Endpoint(ctxT(t), "keep-me")
 	if err != nil || e.URL != "https://example.invalid/nexus" {
 		t.Fatalf("after restart: %+v, %v", e, err)
@@ -192,7 +193,7 @@ func TestForceBreakerClusterWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range c.nodes {
-		waitFor(t, 10*time.Second, n.cfg.NodeID+" forced open", func() bool {
+		testwait.For(t, 10*time.Second, n.cfg.NodeID+" forced open", func() bool {
 			b, ok := n.pool.Lookup(testKey)
 			return ok && b.Status().Mode == breakerpool.ModeForcedOpen && b.State().String() == "open"
 		})
@@ -214,7 +215,7 @@ func TestForceBreakerClusterWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range c.nodes {
-		waitFor(t, 10*time.Second, n.cfg.NodeID+" back to auto", func() bool {
+		testwait.For(t, 10*time.Second, n.cfg.NodeID+" back to auto", func() bool {
 			b, _ := n.pool.Lookup(testKey)
 			return b.Status().Mode == breakerpool.ModeAuto
 		})

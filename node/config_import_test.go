@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -58,12 +59,12 @@ func TestConfigImportTemporalFile(t *testing.T) {
 		}
 	}
 	for _, n := range c.nodes {
-		waitFor(t, 10*time.Second, n.cfg.NodeID+" applies the import", func() bool {
+		testwait.For(t, 10*time.Second, n.cfg.NodeID+" applies the import", func() bool {
 			return len(n.store.Config()) == 11
 		})
 		// history.outboundQueue.circuitBreakerSettings {maxRequests: 2,
 		// timeout: 45}: Temporal's spelling, applied live.
-		waitFor(t, 10*time.Second, n.cfg.NodeID+" breaker settings from the file", func() bool {
+		testwait.For(t, 10*time.Second, n.cfg.NodeID+" breaker settings from the file", func() bool {
 			s := n.pool.Get(testKey).Settings()
 			return s.Timeout.D() == 45*time.Second && s.MaxRequests == 2
 		})

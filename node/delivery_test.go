@@ -15,6 +15,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/shardmap"
 	"fusebox/transport"
@@ -55,7 +56,7 @@ func putEndpoint(t *testing.T, c *testCluster, name, url string) {
 	if _, err := c.nodes[0].client().PutEndpoint(ctxT(t), transport.Endpoint{Name: name, URL: url}); err != nil {
 		t.Fatalf("put endpoint %s: %v", name, err)
 	}
-	waitFor(t, 10*time.Second, "endpoint "+name+" on every node", func() bool {
+	testwait.For(t, 10*time.Second, "endpoint "+name+" on every node", func() bool {
 		for _, n := range c.nodes {
 			if _, ok := n.store.Endpoint(name); !ok {
 				return false
@@ -179,7 +180,7 @@ func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 	const total = 240
 	dest := outboundtest.NewDestination(t)
 	c := newTestCluster(t, 3, nil)
-	waitFor(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
+	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 	putEndpoint(t, c, "echo-ep", dest.NexusURL())
 
 	// Two of every three tasks go to one workflow, so one shard is busy.
@@ -241,8 +242,8 @@ func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 	}()
 
 	// Crash the hot shard's owner mid-stream, once it has work.
-	waitFor(t, 20*time.Second, "a third of the stream accepted", func() bool { return accepted.Load() >= total/3 })
-	waitFor(t, 10*time.Second, "the hot shard to have deliveries", func() bool {
+	testwait.For(t, 20*time.Second, "a third of the stream accepted", func() bool { return accepted.Load() >= total/3 })
+	testwait.For(t, 10*time.Second, "the hot shard to have deliveries", func() bool {
 		return len(successfulCalls(dest)) > 0
 	})
 	sub.kill(victim)
@@ -273,7 +274,7 @@ func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, 30*time.Second, "every task succeeded", func() bool { return len(pendingIDs()) == 0 })
+	testwait.For(t, 30*time.Second, "every task succeeded", func() bool { return len(pendingIDs()) == 0 })
 	t.Logf("all %d tasks succeeded %s after the crash", total, time.Since(crashAt).Round(time.Millisecond))
 
 	// The API agrees, and each task reached the destination at least once.
@@ -312,7 +313,7 @@ func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 // succeed.
 func TestDeliveryFailuresAndOutage(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
-	waitFor(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
+	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 
 	t.Run("bad request fails the task", func(t *testing.T) {
 		dest := outboundtest.NewDestination(t)
@@ -335,7 +336,7 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 		api := c.nodes[1].client()
 		for _, id := range ids {
 			var tk transport.Task
-			waitFor(t, 15*time.Second, "task "+id+" to end", func() bool {
+			testwait.For(t, 15*time.Second, "task "+id+" to end", func() bool {
 				var err error
 				tk, err = api.Task(ctxT(t), id)
 				return err == nil && tk.Status != raftstore.TaskPending
@@ -408,7 +409,7 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 			}
 			return false
 		}
-		waitFor(t, 15*time.Second, "every task tried or blocked, a retry, a breaker open and holding tasks back", func() bool {
+		testwait.For(t, 15*time.Second, "every task tried or blocked, a retry, a breaker open and holding tasks back", func() bool {
 			sawOpen = sawOpen || anyOpen()
 			retried, blocked := false, false
 			for _, id := range ids {
@@ -431,7 +432,7 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 			t.Fatal(err)
 		}
 		back := time.Now()
-		waitFor(t, 30*time.Second, "every task succeeded after the destination came back", func() bool {
+		testwait.For(t, 30*time.Second, "every task succeeded after the destination came back", func() bool {
 			return everyTask(func(tk raftstore.Task) bool { return tk.Status == raftstore.TaskSucceeded })
 		})
 		t.Logf("%d tasks delivered %s after the destination came back", n, time.Since(back).Round(time.Millisecond))
@@ -453,7 +454,7 @@ func TestDeliveryNoRedeliveryWithoutMoves(t *testing.T) {
 	const n = 30
 	dest := outboundtest.NewDestination(t)
 	c := newTestCluster(t, 3, nil)
-	waitFor(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
+	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 	leader := c.leader(c.nodes)
 	sub := newSubmitter(t, c.nodes)
 	var ids []string
@@ -472,7 +473,7 @@ func TestDeliveryNoRedeliveryWithoutMoves(t *testing.T) {
 	if followerOwned == 0 {
 		t.Fatal("no task landed on a follower-owned shard")
 	}
-	waitFor(t, 20*time.Second, "every task succeeded", func() bool {
+	testwait.For(t, 20*time.Second, "every task succeeded", func() bool {
 		for _, id := range ids {
 			if tk, ok := leader.store.Task(id); !ok || tk.Status != raftstore.TaskSucceeded {
 				return false

@@ -8,6 +8,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
@@ -24,7 +25,7 @@ func TestFleetBudgetAcrossNodes(t *testing.T) {
 	const budget, total = 60, 240
 	dest := outboundtest.NewDestination(t)
 	c := newTestCluster(t, 3, nil)
-	waitFor(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
+	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 	host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 	setConfig(t, c.nodes, dynconfig.KeyHostSchedulerMaxTaskRPS, host, fmt.Sprint(budget))
 	setConfig(t, c.nodes, dynconfig.KeyGroupLimiterBufferSize, host, "1000")
@@ -42,7 +43,7 @@ func TestFleetBudgetAcrossNodes(t *testing.T) {
 	// node's share listed.
 	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: "ns-bench", Destination: host}
 	busy := c.nodes[0]
-	waitFor(t, 10*time.Second, "the busy node's share above one half in GET /v1/breakers", func() bool {
+	testwait.For(t, 10*time.Second, "the busy node's share above one half in GET /v1/breakers", func() bool {
 		list, err := busy.client().Breakers(ctxT(t), false)
 		if err != nil {
 			return false
@@ -57,7 +58,7 @@ func TestFleetBudgetAcrossNodes(t *testing.T) {
 	if st, ok := busy.deliver.queue.Fleet(key); !ok || st.RPS > budget {
 		t.Fatalf("busy node's fleet status %+v, %v", st, ok)
 	}
-	waitFor(t, 60*time.Second, "every task delivered", func() bool {
+	testwait.For(t, 60*time.Second, "every task delivered", func() bool {
 		for _, id := range ids {
 			if tk, ok := busy.store.Task(id); !ok || tk.Status != raftstore.TaskSucceeded {
 				return false

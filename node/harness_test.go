@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -99,21 +100,9 @@ func newTestCluster(t *testing.T, n int, mutate func(*Config)) *testCluster {
 	return c
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (c *testCluster) waitReady(timeout time.Duration) {
 	c.t.Helper()
-	waitFor(c.t, timeout, "every node ready", func() bool {
+	testwait.For(c.t, timeout, "every node ready", func() bool {
 		for _, n := range c.nodes {
 			if ok, _ := n.ready(); !ok {
 				return false
@@ -127,7 +116,7 @@ func (c *testCluster) waitReady(timeout time.Duration) {
 func (c *testCluster) leader(live []*testNode) *testNode {
 	c.t.Helper()
 	var l *testNode
-	waitFor(c.t, 20*time.Second, "a raft leader", func() bool {
+	testwait.For(c.t, 20*time.Second, "a raft leader", func() bool {
 		for _, n := range live {
 			if n.store.State().String() == "Leader" {
 				l = n

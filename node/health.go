@@ -86,6 +86,14 @@ func (n *Node) hasHealthCheck(k breakerpool.Key) bool {
 	return ok
 }
 
+// confirmByHealth is cluster.PolicyConfig.ConfirmProbe: under the confirm
+// hint policy, the designated peer of a key with a health check answers
+// with a health call instead of a real task (healthprobe.Prober.CheckNow).
+func (n *Node) confirmByHealth(k breakerpool.Key) bool {
+	p := n.healthFwd.p.Load()
+	return p != nil && p.CheckNow(k)
+}
+
 // closeHealth stops the prober (before the executor whose client it uses).
 func (n *Node) closeHealth() {
 	n.healthFwd.p.Store(nil)

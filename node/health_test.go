@@ -12,6 +12,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/healthprobe"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
@@ -74,7 +75,7 @@ func startHealthOutage(t *testing.T, ep string) (*testCluster, *outboundtest.Des
 		t.Fatal(err)
 	}
 	setConfig(t, c.nodes, dynconfig.KeyBreakerSettings, ep, `{"Timeout":"300ms","FailureThreshold":3}`)
-	waitFor(t, 10*time.Second, "the endpoint on every node", func() bool {
+	testwait.For(t, 10*time.Second, "the endpoint on every node", func() bool {
 		for _, n := range c.nodes {
 			if e, ok := n.store.Endpoint(ep); !ok || e.Health == nil {
 				return false
@@ -94,7 +95,7 @@ func startHealthOutage(t *testing.T, ep string) (*testCluster, *outboundtest.Des
 		}
 		ids = append(ids, id)
 	}
-	waitFor(t, 30*time.Second, "every node's breaker open", func() bool { return allOpen(liveNodes(c.nodes), healthKey(ep)) })
+	testwait.For(t, 30*time.Second, "every node's breaker open", func() bool { return allOpen(liveNodes(c.nodes), healthKey(ep)) })
 	return c, dest, ids, dest.Count(outboundtest.KindStart)
 }
 
@@ -116,7 +117,7 @@ func TestHealthCheckSparesTasksDuringOutage(t *testing.T) {
 	c, dest, ids, spent := startHealthOutage(t, ep)
 	nodes, k := liveNodes(c.nodes), healthKey(ep)
 	// Many breaker Timeouts and health intervals of outage.
-	waitFor(t, 30*time.Second, "8 owner health checks", func() bool { return healthChecks(t, nodes, healthprobe.RoleOwner) >= 8 })
+	testwait.For(t, 30*time.Second, "8 owner health checks", func() bool { return healthChecks(t, nodes, healthprobe.RoleOwner) >= 8 })
 	if got := dest.Count(outboundtest.KindStart); got != spent {
 		t.Fatalf("%d tasks were spent on probing while the breakers were open", got-spent)
 	}
@@ -169,12 +170,12 @@ func TestHealthCheckOwnerLeaves(t *testing.T) {
 		}
 	}
 	nodes := liveNodes(rest)
-	waitFor(t, 30*time.Second, "a new probe owner", func() bool {
+	testwait.For(t, 30*time.Second, "a new probe owner", func() bool {
 		o := rest[0].hints.Owner(k)
 		return o != owner && o == rest[1].hints.Owner(k)
 	})
 	before := healthChecks(t, nodes, healthprobe.RoleOwner)
-	waitFor(t, 30*time.Second, "5 checks by the new owner", func() bool { return healthChecks(t, nodes, healthprobe.RoleOwner) >= before+5 })
+	testwait.For(t, 30*time.Second, "5 checks by the new owner", func() bool { return healthChecks(t, nodes, healthprobe.RoleOwner) >= before+5 })
 	if got := dest.Count(outboundtest.KindStart); got != spent {
 		t.Fatalf("%d tasks were spent on the down destination after the owner left", got-spent)
 	}

@@ -48,8 +48,8 @@ func poolConfig(observe func(breakerpool.Transition), fwd *hintForwarder) breake
 // local transitions are published and peers' hints applied. Close the
 // returned policy before the membership.
 func startHints(pool *breakerpool.Pool, members *cluster.Membership, fwd *hintForwarder,
-	healthChecked func(breakerpool.Key) bool, reg prometheus.Registerer, log *slog.Logger) (*cluster.Policy, error) {
-	p, err := cluster.NewPolicy(cluster.PolicyConfig{WarnAfter: hintWarnAfter, HealthChecked: healthChecked}, pool, members, log, reg)
+	healthChecked, confirmProbe func(breakerpool.Key) bool, reg prometheus.Registerer, log *slog.Logger) (*cluster.Policy, error) {
+	p, err := cluster.NewPolicy(cluster.PolicyConfig{WarnAfter: hintWarnAfter, HealthChecked: healthChecked, ConfirmProbe: confirmProbe}, pool, members, log, reg)
 	if err != nil {
 		return nil, err
 	}

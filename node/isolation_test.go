@@ -10,6 +10,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
@@ -23,7 +24,7 @@ import (
 // takes B's tasks (202), which are delivered.
 func TestDeadDestinationOverItsCapDoesNotRefuseOthers(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
-	waitFor(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
+	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 	dead := outboundtest.NewDestination(t)
 	if err := dead.SetMode(outboundtest.ModeRefuse); err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func TestDeadDestinationOverItsCapDoesNotRefuseOthers(t *testing.T) {
 		}
 	}
 	api := c.nodes[0].client()
-	waitFor(t, 30*time.Second, "B's tasks delivered", func() bool {
+	testwait.For(t, 30*time.Second, "B's tasks delivered", func() bool {
 		for _, id := range ids {
 			if tk, err := api.Task(ctxT(t), id); err != nil || tk.Status != "succeeded" {
 				return false

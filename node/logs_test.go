@@ -15,6 +15,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/internal/logring"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -116,7 +117,7 @@ func TestDebugLogsRouteRedacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "two delivery attempts", func() bool { return hits.Load() >= 2 })
+	testwait.For(t, 20*time.Second, "two delivery attempts", func() bool { return hits.Load() >= 2 })
 
 	get := func(token string) (int, string) {
 		req, _ := http.NewRequest("GET", "http://"+tn.HTTPAddr()+"/v1/debug/logs", nil)

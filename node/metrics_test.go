@@ -8,6 +8,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
@@ -47,7 +48,7 @@ func TestDestinationSeriesLimitIsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the callback delivered", func() bool {
+	testwait.For(t, 20*time.Second, "the callback delivered", func() bool {
 		tk, ok := n.store.Task(id)
 		return ok && tk.Status == raftstore.TaskSucceeded
 	})

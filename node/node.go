@@ -160,7 +160,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.members.Start(context.Background()); err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
-	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.hasHealthCheck, n.reg, n.log.With("component", "hints")); err != nil {
+	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.hasHealthCheck, n.confirmByHealth, n.reg, n.log.With("component", "hints")); err != nil {
 		return fmt.Errorf("hints: %w", err)
 	}
 	if cfg.UsesPostgres() {
@@ -346,38 +346,4 @@ func (n *Node) transferLeadership(ctx context.Context) {
 	if err := n.store.TransferLeadership(ctx, 5*time.Second); err != nil {
 		n.log.Warn("leadership transfer before shutdown failed", "err", err)
 	}
-}
-
-// crash stops the node the way a SIGKILL would, for in-process tests: no
-// gossip leave and no leadership transfer.
-func (n *Node) crash() {
-	n.closeOnce.Do(func() {
-		if n.api != nil {
-			_ = n.api.Close(context.Background())
-		}
-		n.closeHealth()
-		_ = n.deliver.close()
-		if n.cancel != nil {
-			n.cancel()
-		}
-		n.wg.Wait()
-		closeShards(n.shards)
-		if n.hints != nil {
-			n.hints.Close()
-		}
-		if n.members != nil {
-			_ = n.members.Shutdown()
-		}
-		if n.store != nil {
-			_ = n.store.Close()
-		}
-		n.pg.close()
-		if n.pool != nil {
-			n.pool.Close()
-		}
-		if n.config != nil {
-			_ = n.config.Close()
-		}
-		n.closeTLS()
-	})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"fusebox/cluster"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/transport"
 )
@@ -37,7 +38,7 @@ func TestOpsRaftAndSnapshotThroughFollower(t *testing.T) {
 	// that can time out, which the API answers as retryable unavailable:
 	// retry as an operator would, until the transfer lands.
 	var res raftstore.TransferResult
-	waitFor(t, 30*time.Second, "a leadership transfer to the named voter", func() bool {
+	testwait.For(t, 30*time.Second, "a leadership transfer to the named voter", func() bool {
 		if res.From == "" && target.store.State().String() == "Leader" {
 			// An attempt that timed out still landed: the first answer
 			// was the retryable error, so there is no result to check.
@@ -61,7 +62,7 @@ func TestOpsRaftAndSnapshotThroughFollower(t *testing.T) {
 	if res.From != leader.cfg.NodeID {
 		t.Fatalf("transfer result %+v", res)
 	}
-	waitFor(t, 10*time.Second, "the named node leading", func() bool { return target.store.State().String() == "Leader" })
+	testwait.For(t, 10*time.Second, "the named node leading", func() bool { return target.store.State().String() == "Leader" })
 
 	// remove-peer: the leader is refused, an unknown id is not found.
 	var e *transport.Error
@@ -105,7 +106,7 @@ func TestOpsRaftAndSnapshotThroughFollower(t *testing.T) {
 	if _, err := fc.RestoreSnapshot(ctx, bytes.NewReader(file.Bytes()), false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "the snapshot's endpoints on every node", func() bool {
+	testwait.For(t, 15*time.Second, "the snapshot's endpoints on every node", func() bool {
 		for _, n := range c.nodes {
 			_, before := n.store.Endpoint("ep-before")
 			_, after := n.store.Endpoint("ep-after")
@@ -188,7 +189,7 @@ func TestOpsKeyringRotationSurvivesRestart(t *testing.T) {
 	// A node restarted now reads the new key from its file and rejoins.
 	n3 := c.nodes[2]
 	n3.stop()
-	waitFor(t, 15*time.Second, "n3 gone from the others' view", func() bool {
+	testwait.For(t, 15*time.Second, "n3 gone from the others' view", func() bool {
 		for _, m := range c.nodes[0].members.Members() {
 			if m.ID == "n3" && m.State == cluster.StateAlive {
 				return false
@@ -197,7 +198,7 @@ func TestOpsKeyringRotationSurvivesRestart(t *testing.T) {
 		return true
 	})
 	c.nodes[2] = n3.restart()
-	waitFor(t, 20*time.Second, "n3 alive again in every node's view", func() bool {
+	testwait.For(t, 20*time.Second, "n3 alive again in every node's view", func() bool {
 		for _, n := range c.nodes[:2] {
 			ok := false
 			for _, m := range n.members.Members() {

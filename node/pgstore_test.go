@@ -10,6 +10,7 @@ import (
 
 	"fusebox/dynconfig"
 	"fusebox/internal/pgtest"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
@@ -28,7 +29,7 @@ func waitNodeReady(t *testing.T, n *testNode) {
 	t.Helper()
 	c := &testCluster{t: t, nodes: []*testNode{n}}
 	c.waitReady(30 * time.Second)
-	waitFor(t, 30*time.Second, "shards placed", func() bool { return shardsSettled(t, []*Node{n.Node}) })
+	testwait.For(t, 30*time.Second, "shards placed", func() bool { return shardsSettled(t, []*Node{n.Node}) })
 }
 
 // The delivery path through the API, the same on both task stores: a
@@ -177,7 +178,7 @@ func TestPostgresUnreachableAtStart(t *testing.T) {
 	}
 	url := strings.Replace(srv.URL("postgres"), "postgres@", "postgres:s3cret-pw@", 1)
 	n := pgNode(t, url)
-	waitFor(t, 30*time.Second, "raft ready, store not", func() bool {
+	testwait.For(t, 30*time.Second, "raft ready, store not", func() bool {
 		_, d := n.ready()
 		return d["raft_leader"] != "" && d["task_store_error"] != nil
 	})

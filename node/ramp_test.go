@@ -9,6 +9,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
@@ -41,7 +42,7 @@ func TestRecoveryRampAcrossFleet(t *testing.T) {
 	}
 	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: host}
 	opened := make([]bool, len(c.nodes))
-	waitFor(t, 30*time.Second, "every node's breaker opened", func() bool {
+	testwait.For(t, 30*time.Second, "every node's breaker opened", func() bool {
 		all := true
 		for i, n := range c.nodes {
 			if b, ok := n.pool.Lookup(key); ok && b.State() == gobreaker.StateOpen {
@@ -68,7 +69,7 @@ func TestRecoveryRampAcrossFleet(t *testing.T) {
 			t.Logf("at the last poll: %s", lastSeen)
 		}
 	})
-	waitFor(t, 30*time.Second, "every node's close to start its ramp", func() bool {
+	testwait.For(t, 30*time.Second, "every node's close to start its ramp", func() bool {
 		all := true
 		lastSeen = ""
 		for i, n := range c.nodes {
@@ -104,7 +105,7 @@ func TestRecoveryRampAcrossFleet(t *testing.T) {
 	if shown == 0 {
 		t.Errorf("GET /v1/breakers?scope=cluster shows no ramp: %+v", list.Breakers)
 	}
-	waitFor(t, 60*time.Second, "every task delivered", func() bool {
+	testwait.For(t, 60*time.Second, "every task delivered", func() bool {
 		for _, id := range ids {
 			if tk, ok := c.nodes[0].store.Task(id); !ok || tk.Status != raftstore.TaskSucceeded {
 				return false
@@ -129,7 +130,7 @@ func TestRecoveryRampAcrossFleet(t *testing.T) {
 	if limit := start + 2*len(c.nodes); first > limit {
 		t.Fatalf("%d calls in the first second after the close; the ramp allows %d (start %d + a probe and a token per node)", first, limit, start)
 	}
-	waitFor(t, 10*time.Second, "every ramp over", func() bool {
+	testwait.For(t, 10*time.Second, "every ramp over", func() bool {
 		for _, n := range c.nodes {
 			if _, ok := n.deliver.queue.Ramp(key); ok {
 				return false

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/shardmap"
 )
@@ -54,7 +55,7 @@ func TestCrashedOwnersCallCountedByNextOwner(t *testing.T) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { close(h.stop); srv.Close() })
 	c := newTestCluster(t, 3, nil)
-	waitFor(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
+	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 
 	const wf = "wf-interrupted"
 	shard := shardmap.ShardOf(deliveryNS, wf, c.nodes[0].store.ShardCount())
@@ -82,13 +83,13 @@ func TestCrashedOwnersCallCountedByNextOwner(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the owner never called the destination")
 	}
-	waitFor(t, 10*time.Second, "the attempt's start marker replicated", func() bool {
+	testwait.For(t, 10*time.Second, "the attempt's start marker replicated", func() bool {
 		tk, ok := survivors[0].store.Task(id)
 		return ok && tk.AttemptEpoch == before.Epoch
 	})
 
 	victim.crash()
-	waitFor(t, 30*time.Second, "the task delivered again and succeeded", func() bool {
+	testwait.For(t, 30*time.Second, "the task delivered again and succeeded", func() bool {
 		tk, ok := survivors[0].store.Task(id)
 		return ok && tk.Status == raftstore.TaskSucceeded
 	})

@@ -17,6 +17,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
@@ -60,7 +61,7 @@ func secureNode(t *testing.T) (*testNode, *logBuffer) {
 	t.Cleanup(tn.stop)
 	c := &testCluster{t: t, nodes: []*testNode{tn}}
 	c.waitReady(30 * time.Second)
-	waitFor(t, 30*time.Second, "shards placed", func() bool { return shardsSettled(t, []*Node{n}) })
+	testwait.For(t, 30*time.Second, "shards placed", func() bool { return shardsSettled(t, []*Node{n}) })
 	return tn, logs
 }
 
@@ -92,7 +93,7 @@ func configSet(t *testing.T, n *testNode, key, namespace, value string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, key+" live", func() bool {
+	testwait.For(t, 5*time.Second, key+" live", func() bool {
 		raw, _, _ := n.config.Current().Lookup(key, namespace, "")
 		return bytes.Equal(raw, want)
 	})
@@ -110,7 +111,7 @@ func wantField(t *testing.T, err error, field string) {
 func waitTask(t *testing.T, n *testNode, id, what string, cond func(transport.Task) bool) transport.Task {
 	t.Helper()
 	var tk transport.Task
-	waitFor(t, 30*time.Second, "task "+id+" "+what, func() bool {
+	testwait.For(t, 30*time.Second, "task "+id+" "+what, func() bool {
 		var err error
 		tk, err = n.client().Task(ctxT(t), id)
 		return err == nil && cond(tk)
@@ -169,7 +170,7 @@ func TestSecretsNeverShownBack(t *testing.T) {
 	if err != nil || len(fb) != 1 || fb[0].Destination != host {
 		t.Fatalf("forced breakers = %+v, %v; want one for %s", fb, err, host)
 	}
-	waitFor(t, 10*time.Second, "the forced open on the status page's timeline", func() bool {
+	testwait.For(t, 10*time.Second, "the forced open on the status page's timeline", func() bool {
 		return strings.Contains(getRaw(t, n, "/ui/api/transitions?scope=cluster"), `"destination":"`+host+`"`)
 	})
 
@@ -224,7 +225,7 @@ func TestCallbackPathsShareOneBreaker(t *testing.T) {
 		}
 	}
 	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: dead}
-	waitFor(t, 20*time.Second, "the host's breaker open", func() bool {
+	testwait.For(t, 20*time.Second, "the host's breaker open", func() bool {
 		b, ok := n.pool.Lookup(key)
 		return ok && b.Status().State == 2
 	})
@@ -276,7 +277,7 @@ func TestLegacyForcedBreakerAppliesToHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: host}
-	waitFor(t, 10*time.Second, "the host's breaker forced open", func() bool {
+	testwait.For(t, 10*time.Second, "the host's breaker forced open", func() bool {
 		b, ok := n.pool.Lookup(key)
 		return ok && b.Status().Mode == breakerpool.ModeForcedOpen
 	})
@@ -291,7 +292,7 @@ func TestLegacyForcedBreakerAppliesToHost(t *testing.T) {
 	if fb, err := n.client().ForcedBreakers(ctxT(t)); err != nil || len(fb) != 0 {
 		t.Fatalf("forced after auto = %+v, %v; want none", fb, err)
 	}
-	waitFor(t, 10*time.Second, "the host's breaker back to auto", func() bool {
+	testwait.For(t, 10*time.Second, "the host's breaker back to auto", func() bool {
 		b, ok := n.pool.Lookup(key)
 		return ok && b.Status().Mode == breakerpool.ModeAuto
 	})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/shardmap"
 	"fusebox/transport"
 )
@@ -64,7 +65,7 @@ func TestShardsConvergeAcrossJoinsKillsRestarts(t *testing.T) {
 	live := append([]*testNode(nil), c.nodes...)
 	settle := func(what string, extra func() bool) {
 		t.Helper()
-		waitFor(t, 30*time.Second, what, func() bool { return shardsSettled(t, nodesOf(live)) && (extra == nil || extra()) })
+		testwait.For(t, 30*time.Second, what, func() bool { return shardsSettled(t, nodesOf(live)) && (extra == nil || extra()) })
 	}
 	settle("initial placement", nil)
 
@@ -89,7 +90,7 @@ func TestShardsConvergeAcrossJoinsKillsRestarts(t *testing.T) {
 	// moment (2 cores, packages testing in parallel) drops until its next
 	// read barrier: wait for it rather than read it once.
 	for _, n := range live {
-		waitFor(t, 30*time.Second, n.cfg.NodeID+" ready", func() bool { ok, _ := n.ready(); return ok })
+		testwait.For(t, 30*time.Second, n.cfg.NodeID+" ready", func() bool { ok, _ := n.ready(); return ok })
 	}
 }
 
@@ -97,7 +98,7 @@ func TestShardsConvergeAcrossJoinsKillsRestarts(t *testing.T) {
 // second (asserted with a generous bound; BenchmarkShardFailover measures).
 func TestShardFailoverAfterKill(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
-	waitFor(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
+	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 	leader := c.leader(c.nodes)
 	victim := others(c.nodes, leader)[0]
 	survivors := others(c.nodes, victim)
@@ -107,7 +108,7 @@ func TestShardFailoverAfterKill(t *testing.T) {
 	}
 	start := time.Now()
 	victim.crash()
-	waitFor(t, 15*time.Second, "victim's shards re-owned", func() bool { return shardsSettled(t, nodesOf(survivors)) })
+	testwait.For(t, 15*time.Second, "victim's shards re-owned", func() bool { return shardsSettled(t, nodesOf(survivors)) })
 	t.Logf("%d shards re-owned %s after the kill", len(before), time.Since(start).Round(time.Millisecond))
 	l, err := leader.client().Shards(ctxT(t))
 	if err != nil {
@@ -126,7 +127,7 @@ func TestShardFailoverAfterKill(t *testing.T) {
 // survives a leader change.
 func TestShardAdminOverAPI(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
-	waitFor(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
+	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 	leader := c.leader(c.nodes)
 	target := others(c.nodes, leader)[0]
 	tid := target.cfg.NodeID
@@ -166,11 +167,11 @@ func TestShardAdminOverAPI(t *testing.T) {
 	if _, err := api.DrainNode(ctxT(t), tid); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "target drained", func() bool { return len(ownedBy(t, target, tid)) == 0 })
+	testwait.For(t, 15*time.Second, "target drained", func() bool { return len(ownedBy(t, target, tid)) == 0 })
 	if ns, err := api.UndrainNode(ctxT(t), tid); err != nil || ns.Draining {
 		t.Fatalf("undrain: %+v, %v", ns, err)
 	}
-	waitFor(t, 15*time.Second, "target back with its pinned shard", func() bool {
+	testwait.For(t, 15*time.Second, "target back with its pinned shard", func() bool {
 		for _, s := range ownedBy(t, target, tid) {
 			if s.Shard == shard {
 				return true
@@ -181,7 +182,7 @@ func TestShardAdminOverAPI(t *testing.T) {
 
 	leader.crash()
 	rest := others(c.nodes, leader)
-	waitFor(t, 30*time.Second, "settled after the leader change", func() bool { return shardsSettled(t, nodesOf(rest)) })
+	testwait.For(t, 30*time.Second, "settled after the leader change", func() bool { return shardsSettled(t, nodesOf(rest)) })
 	d, err := target.client().Shard(ctxT(t), shard)
 	if err != nil || d.Owner != tid || d.Pinned != tid || d.Tasks != transport.TasksTracked || d.Backlog == nil || *d.Backlog != 0 {
 		t.Fatalf("after leader change: %+v, %v", d, err)
@@ -196,7 +197,7 @@ func TestShardCountMismatchReported(t *testing.T) {
 	cfg.Shards = 32
 	n2 := startNode(t, cfg)
 	want := fmt.Sprintf("this cluster was created with %d shards; --shards 32 cannot change it", DefaultShards)
-	waitFor(t, 30*time.Second, "mismatch reported", func() bool {
+	testwait.For(t, 30*time.Second, "mismatch reported", func() bool {
 		ok, d := n2.ready()
 		why, _ := d["shards"].(string)
 		return !ok && strings.Contains(why, want)
@@ -206,7 +207,7 @@ func TestShardCountMismatchReported(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.Status != 503 {
 		t.Fatalf("/readyz: %v; want 503", err)
 	}
-	waitFor(t, 15*time.Second, "n2 excluded from placement", func() bool {
+	testwait.For(t, 15*time.Second, "n2 excluded from placement", func() bool {
 		ns, err := c.nodes[0].client().NodeShards(ctxT(t), "n2")
 		return err == nil && ns.Draining && ns.DrainReason == "misconfigured" && len(ns.Shards) == 0
 	})

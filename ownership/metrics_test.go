@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/shardmap"
 )
@@ -59,7 +60,7 @@ func TestShardsUnownedGauge(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		c.start(id, 3, 16)
 	}
-	waitFor(t, 20*time.Second, "converged on a, b, c", func() bool { return c.converged("a", "b", "c") })
+	testwait.For(t, 20*time.Second, "converged on a, b, c", func() bool { return c.converged("a", "b", "c") })
 	for id, n := range c.nodes {
 		if v := unownedGauge(t, n.reg); v != 0 {
 			t.Fatalf("%s reports %v unowned shards in a healthy cluster", id, v)
@@ -94,7 +95,7 @@ func TestShardsUnownedGauge(t *testing.T) {
 	// second; the survivor's map then changes once more, hence the wait.)
 	var lost int
 	var v float64
-	waitFor(t, 10*time.Second, "the survivor to report the failed nodes' shards", func() bool {
+	testwait.For(t, 10*time.Second, "the survivor to report the failed nodes' shards", func() bool {
 		lost = 16 - len(a.own.Holder().Load().OwnedBy(survivor))
 		v = unownedGauge(t, a.reg)
 		return lost > 0 && v == float64(lost)
@@ -104,7 +105,7 @@ func TestShardsUnownedGauge(t *testing.T) {
 	// shards and the gauge returns to 0 on both.
 	t.Logf("survivor %s reports %v unowned shards (owned by %v)", survivor, v, gone)
 	c.start(gone[0], 3, 16)
-	waitFor(t, 30*time.Second, "shards re-placed on the two live nodes", func() bool {
+	testwait.For(t, 30*time.Second, "shards re-placed on the two live nodes", func() bool {
 		return c.converged(survivor, gone[0])
 	})
 	for id, n := range c.nodes {

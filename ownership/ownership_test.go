@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/shardmap"
 )
@@ -15,7 +16,7 @@ import (
 func TestSingleNodeOwnsEverything(t *testing.T) {
 	c := newCluster(t)
 	a := c.start("a", 1, 8)
-	waitFor(t, 10*time.Second, "ready", func() bool { ok, _ := a.own.Ready(); return ok })
+	testwait.For(t, 10*time.Second, "ready", func() bool { ok, _ := a.own.Ready(); return ok })
 	if n := a.store.ShardCount(); n != 8 {
 		t.Fatalf("shard count = %d, want 8", n)
 	}
@@ -48,7 +49,7 @@ func TestPlacementFollowsMembership(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		c.start(id, 3, 32)
 	}
-	waitFor(t, 20*time.Second, "converged on a, b, c", func() bool { return c.converged("a", "b", "c") })
+	testwait.For(t, 20*time.Second, "converged on a, b, c", func() bool { return c.converged("a", "b", "c") })
 	before := c.nodes["a"].own.Holder().Load()
 
 	// Suspect: c keeps its shards even though placement runs (moving one of
@@ -63,7 +64,7 @@ func TestPlacementFollowsMembership(t *testing.T) {
 	}
 	// Placement is balanced (each of a, b, c owns 10 or 11 of the 32) once
 	// the leader has placed after the unpin; the shard may stay on b.
-	waitFor(t, 10*time.Second, "unpinned and balanced again", func() bool {
+	testwait.For(t, 10*time.Second, "unpinned and balanced again", func() bool {
 		if !c.converged("a", "b", "c") {
 			return false
 		}
@@ -102,7 +103,7 @@ func TestPlacementFollowsMembership(t *testing.T) {
 	}
 	ref := c.nodes[survivors[0]].own.Holder().Load()
 	c.stop(victim, raftstore.MemberFailed)
-	waitFor(t, 10*time.Second, "victim's shards re-owned", func() bool { return c.converged(survivors...) })
+	testwait.For(t, 10*time.Second, "victim's shards re-owned", func() bool { return c.converged(survivors...) })
 	after := c.nodes[survivors[0]].own.Holder().Load()
 	for i, a := range after.Shards {
 		was := ref.Shards[i]
@@ -120,7 +121,7 @@ func TestPlacementFollowsMembership(t *testing.T) {
 			t.Log(c.dump())
 		}
 	})
-	waitFor(t, 20*time.Second, "restarted member owns shards again", func() bool {
+	testwait.For(t, 20*time.Second, "restarted member owns shards again", func() bool {
 		return c.converged("a", "b", "c") && len(c.nodes[victim].own.Owned()) > 0
 	})
 }
@@ -131,10 +132,10 @@ func TestPlacementFollowsMembership(t *testing.T) {
 func TestShardCountMismatch(t *testing.T) {
 	c := newCluster(t)
 	a := c.start("a", 1, 8)
-	waitFor(t, 10*time.Second, "a ready", func() bool { ok, _ := a.own.Ready(); return ok })
+	testwait.For(t, 10*time.Second, "a ready", func() bool { ok, _ := a.own.Ready(); return ok })
 	b := c.start("b", 99, 16)
 	var reason string
-	waitFor(t, 20*time.Second, "b reports the mismatch", func() bool {
+	testwait.For(t, 20*time.Second, "b reports the mismatch", func() bool {
 		var ok bool
 		ok, reason = b.own.Ready()
 		return !ok && strings.Contains(reason, "created with 8 shards")
@@ -142,12 +143,12 @@ func TestShardCountMismatch(t *testing.T) {
 	if !strings.Contains(reason, "--shards 16 cannot change it") {
 		t.Fatalf("reason = %q", reason)
 	}
-	waitFor(t, 10*time.Second, "b excluded as misconfigured", func() bool {
+	testwait.For(t, 10*time.Second, "b excluded as misconfigured", func() bool {
 		d := a.store.DrainingNodes()
 		return len(d) == 1 && d[0].Node == "b" && d[0].Reason == raftstore.DrainMisconfigured
 	})
 	// The leader re-places shards after the flag commits: wait for that map.
-	waitFor(t, 10*time.Second, "no shard placed on the misconfigured node", func() bool {
+	testwait.For(t, 10*time.Second, "no shard placed on the misconfigured node", func() bool {
 		return len(a.store.ShardMap().OwnedBy("b")) == 0
 	})
 	if len(b.own.Owned()) != 0 {
@@ -156,7 +157,7 @@ func TestShardCountMismatch(t *testing.T) {
 
 	c.stop("b", raftstore.MemberLeft)
 	b = c.start("b", 99, 8)
-	waitFor(t, 20*time.Second, "b ready and owning shards", func() bool {
+	testwait.For(t, 20*time.Second, "b ready and owning shards", func() bool {
 		ok, _ := b.own.Ready()
 		return ok && len(b.own.Owned()) > 0 && c.converged("a", "b")
 	})
@@ -174,7 +175,7 @@ func TestAdminOperations(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		c.start(id, 3, 16)
 	}
-	waitFor(t, 20*time.Second, "converged", func() bool { return c.converged("a", "b", "c") })
+	testwait.For(t, 20*time.Second, "converged", func() bool { return c.converged("a", "b", "c") })
 	var leader, target string
 	for id, n := range c.nodes {
 		if n.store.State().String() == "Leader" {
@@ -230,7 +231,7 @@ func TestAdminOperations(t *testing.T) {
 	for id := range c.nodes {
 		rest = append(rest, id)
 	}
-	waitFor(t, 20*time.Second, "re-converged without the old leader", func() bool { return c.converged(rest...) })
+	testwait.For(t, 20*time.Second, "re-converged without the old leader", func() bool { return c.converged(rest...) })
 	if got := admin.ShardMap().Shards[shard]; got.Owner != target || got.Pinned != target {
 		t.Fatalf("after leader change: %+v", got)
 	}
@@ -240,7 +241,7 @@ func TestAdminOperations(t *testing.T) {
 	if _, err := admin.SetDraining(ctxT(t), target, true, "test"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "target drained", func() bool { return len(admin.Owned()) == 0 })
+	testwait.For(t, 10*time.Second, "target drained", func() bool { return len(admin.Owned()) == 0 })
 	if got := admin.ShardMap().Shards[shard]; got.Pinned != target || got.Owner == target {
 		t.Fatalf("drained pinned shard: %+v", got)
 	}
@@ -250,7 +251,7 @@ func TestAdminOperations(t *testing.T) {
 	if _, err := admin.SetDraining(ctxT(t), target, false, "test"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "target back with its pinned shard", func() bool {
+	testwait.For(t, 10*time.Second, "target back with its pinned shard", func() bool {
 		return admin.Owned()[shard] != 0 && len(admin.DrainingNodes()) == 0
 	})
 }
@@ -261,7 +262,7 @@ func TestDrainBeforeShutdownAndRestart(t *testing.T) {
 	c := newCluster(t)
 	c.start("a", 2, 16)
 	c.start("b", 2, 16)
-	waitFor(t, 20*time.Second, "converged", func() bool { return c.converged("a", "b") && len(c.nodes["b"].own.Owned()) > 0 })
+	testwait.For(t, 20*time.Second, "converged", func() bool { return c.converged("a", "b") && len(c.nodes["b"].own.Owned()) > 0 })
 	b := c.nodes["b"]
 	if err := b.own.Drain(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -275,7 +276,7 @@ func TestDrainBeforeShutdownAndRestart(t *testing.T) {
 	}
 	c.stop("b", raftstore.MemberLeft)
 	c.start("b", 2, 16)
-	waitFor(t, 20*time.Second, "b back in placement", func() bool {
+	testwait.For(t, 20*time.Second, "b back in placement", func() bool {
 		return len(c.nodes["a"].store.DrainingNodes()) == 0 && c.converged("a", "b") && len(c.nodes["b"].own.Owned()) > 0
 	})
 }

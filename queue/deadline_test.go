@@ -12,6 +12,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 	"fusebox/transport/outbound"
@@ -79,7 +80,7 @@ func TestDeadlineEndsTaskOfRedirectingDestination(t *testing.T) {
 	tk := callback("redirected", 0, "d", srv.URL+"/cb")
 	tk.Deadline = time.Now().Add(1500 * time.Millisecond)
 	e.add(t, tk)
-	waitFor(t, 8*time.Second, "the task failed at its deadline", func() bool {
+	testwait.For(t, 8*time.Second, "the task failed at its deadline", func() bool {
 		got, _ := e.store.Task(tk.ID)
 		return got.Status.Terminal()
 	})
@@ -116,7 +117,7 @@ func TestRetryPolicyFromDynamicConfigLive(t *testing.T) {
 	f := callback("fast", 0, fast, fast+"/cb")
 	s := callback("slow", 0, "http://slow.example:82", "http://slow.example:82/cb")
 	e.add(t, f, s)
-	waitFor(t, 5*time.Second, "four quick attempts", func() bool {
+	testwait.For(t, 5*time.Second, "four quick attempts", func() bool {
 		got, _ := e.store.Task(f.ID)
 		return got.Attempts >= 4
 	})
@@ -131,7 +132,7 @@ func TestRetryPolicyFromDynamicConfigLive(t *testing.T) {
 	lc.set(t, dynconfig.KeyCallbackRetryInitialInterval, "ns", fast, `"1h"`)
 	lc.set(t, dynconfig.KeyCallbackRetryMaxInterval, "", fast, `"2h"`)
 	n := len(e.store.Results(f.ID))
-	waitFor(t, 5*time.Second, "a retry under the new policy", func() bool {
+	testwait.For(t, 5*time.Second, "a retry under the new policy", func() bool {
 		rs := e.store.Results(f.ID)
 		if len(rs) <= n {
 			return false
@@ -152,7 +153,7 @@ func TestDLQAttemptsFromDynamicConfig(t *testing.T) {
 	e.startLive(t, fastCfg(), lc, newFakeExec(false), mapResolver{"flaky": "error: registry not ready"})
 	tk := nexusStart("flaky", "flaky")
 	e.add(t, tk)
-	waitFor(t, 5*time.Second, "six unexpected errors", func() bool {
+	testwait.For(t, 5*time.Second, "six unexpected errors", func() bool {
 		got, _ := e.store.Task(tk.ID)
 		return got.Unexpected >= 6
 	})
@@ -160,7 +161,7 @@ func TestDLQAttemptsFromDynamicConfig(t *testing.T) {
 		t.Fatalf("after %d unexpected errors the task is %s; want pending (Temporal's default is 70)", got.Unexpected, got.Status)
 	}
 	lc.set(t, dynconfig.KeyTaskDLQUnexpectedErrorAttempts, "", "", `8`)
-	waitFor(t, 5*time.Second, "dead-lettered", func() bool {
+	testwait.For(t, 5*time.Second, "dead-lettered", func() bool {
 		got, _ := e.store.Task(tk.ID)
 		return got.Status == queue.StatusDLQ
 	})
@@ -182,7 +183,7 @@ func TestDeadlineBoundsNexusRequestTimeout(t *testing.T) {
 	tooClose := nexusStart("too-close", "ep")
 	tooClose.Deadline = time.Now().Add(time.Second) // < 1.5 s, Temporal's minimum
 	e.add(t, bounded, tooClose)
-	waitFor(t, 5*time.Second, "both terminal", func() bool {
+	testwait.For(t, 5*time.Second, "both terminal", func() bool {
 		return e.allStatus([]queue.Task{tooClose}, queue.StatusFailed) && e.allStatus([]queue.Task{bounded}, queue.StatusSucceeded)
 	})
 	if n, _, _ := exec.stats(); n != 1 {

@@ -9,6 +9,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 	"fusebox/transport/outbound"
@@ -49,7 +50,7 @@ func TestDeliveryToRealDestinations(t *testing.T) {
 	raw := callback("cb-raw", 1, "receiver", dest.CallbackURL())
 	e.add(t, echo, async, fail, cancel, cb, raw)
 
-	waitFor(t, 15*time.Second, "every task terminal", func() bool {
+	testwait.For(t, 15*time.Second, "every task terminal", func() bool {
 		for _, id := range []string{"echo-1", "async-1", "fail-1", "cancel-1", "cb-1", "cb-raw"} {
 			if got, _ := e.store.Task(id); !got.Status.Terminal() {
 				return false
@@ -104,7 +105,7 @@ func TestDownDestinationTripsBreakerHealthyFlows(t *testing.T) {
 	}
 	e.add(t, append(deadTasks, okTasks...)...)
 
-	waitFor(t, 15*time.Second, "healthy delivered and dead tasks rescheduled", func() bool {
+	testwait.For(t, 15*time.Second, "healthy delivered and dead tasks rescheduled", func() bool {
 		if !e.allStatus(okTasks, queue.StatusSucceeded) {
 			return false
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 )
@@ -69,7 +70,7 @@ func TestFleetBudgetShare(t *testing.T) {
 	share := &settableShare{s: 0.25} // 10 calls/s
 	q := e.startFleet(t, exec, share)
 	e.add(t, tasks...)
-	waitFor(t, 5*time.Second, "the group", func() bool { _, _, ok := q.GroupRate(key("dest")); return ok })
+	testwait.For(t, 5*time.Second, "the group", func() bool { _, _, ok := q.GroupRate(key("dest")); return ok })
 	if l, b, _ := q.GroupRate(key("dest")); l != 10 || b != 1 {
 		t.Fatalf("rate %v burst %v, want the share 0.25 × 40 = 10, burst 1", l, b)
 	}
@@ -77,7 +78,7 @@ func TestFleetBudgetShare(t *testing.T) {
 	if !ok || st.BudgetRPS != 40 || st.Share != 0.25 || st.RPS != 10 {
 		t.Fatalf("Fleet = %+v, %v", st, ok)
 	}
-	waitFor(t, 5*time.Second, "a backlog reported", func() bool {
+	testwait.For(t, 5*time.Second, "a backlog reported", func() bool {
 		for _, b := range q.FleetBacklogs() {
 			if b.Key == key("dest") && b.Backlog > 0 {
 				return true
@@ -85,17 +86,17 @@ func TestFleetBudgetShare(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, 10*time.Second, "a third of the tasks delivered", func() bool { c, _, _ := exec.stats(); return c >= n/3 })
+	testwait.For(t, 10*time.Second, "a third of the tasks delivered", func() bool { c, _, _ := exec.stats(); return c >= n/3 })
 	if got := maxPerWindow(exec.callTimes(), time.Second); got > 10+1 {
 		t.Fatalf("%d calls in one second at a share of 10/s (burst 1)", got)
 	}
 
 	share.set(1) // the others left the key's set: the whole budget, under the per-host 100
-	waitFor(t, 5*time.Second, "the new share applied", func() bool {
+	testwait.For(t, 5*time.Second, "the new share applied", func() bool {
 		l, b, _ := q.GroupRate(key("dest"))
 		return l == 40 && b == 1
 	})
-	waitFor(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if got := maxPerWindow(exec.callTimes(), time.Second); got > 40+1 {
 		t.Fatalf("%d calls in one second at the whole budget 40/s (burst 1)", got)
 	}
@@ -117,7 +118,7 @@ func TestFleetBudgetCapsAndOff(t *testing.T) {
 	q := e.startFleet(t, newFakeExec(false), share)
 	e.add(t, callbacks(1, 1, "a", "budget")...)
 	e.add(t, callbacks(1, 1, "b", "plain")...)
-	waitFor(t, 5*time.Second, "both groups", func() bool {
+	testwait.For(t, 5*time.Second, "both groups", func() bool {
 		_, _, a := q.GroupRate(key("budget"))
 		_, _, b := q.GroupRate(key("plain"))
 		return a && b
@@ -132,7 +133,7 @@ func TestFleetBudgetCapsAndOff(t *testing.T) {
 		t.Fatal("Fleet reports a key without a budget")
 	}
 	share.set(0)
-	waitFor(t, 5*time.Second, "share 0 applied", func() bool { l, _, _ := q.GroupRate(key("budget")); return l == 0 })
+	testwait.For(t, 5*time.Second, "share 0 applied", func() bool { l, _, _ := q.GroupRate(key("budget")); return l == 0 })
 	if st, _ := q.Fleet(key("budget")); st.RPS != 0 || math.IsNaN(st.Share) {
 		t.Fatalf("Fleet at share 0 = %+v", st)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 )
@@ -24,7 +25,7 @@ func TestBreakerConsultedBeforeRateLimiter(t *testing.T) {
 	blocked := callbacks(3, 1, "blocked", "d")
 	tAdd := time.Now()
 	e.add(t, blocked...)
-	waitFor(t, 10*time.Second, "blocked tasks rescheduled", func() bool {
+	testwait.For(t, 10*time.Second, "blocked tasks rescheduled", func() bool {
 		for _, b := range blocked {
 			if got, _ := e.store.Task(b.ID); got.Blocked != 2 {
 				return false
@@ -59,7 +60,7 @@ func TestBreakerConsultedBeforeRateLimiter(t *testing.T) {
 	br.ForceClosed(breakerpool.SourceOperator)
 	fresh := callback("fresh", 0, "d", "http://127.0.0.1:9/cb")
 	e.add(t, fresh)
-	waitFor(t, 10*time.Second, "the fresh task to use the unspent token", func() bool {
+	testwait.For(t, 10*time.Second, "the fresh task to use the unspent token", func() bool {
 		got, _ := e.store.Task("fresh")
 		return got.Status == queue.StatusSucceeded
 	})
@@ -73,9 +74,9 @@ func TestConcurrencyLimitHonoured(t *testing.T) {
 	e.start(t, fastCfg(), exec, nil)
 	tasks := callbacks(12, 2, "c", "slow")
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "3 calls in flight", func() bool { _, in, _ := exec.stats(); return in == 3 })
+	testwait.For(t, 10*time.Second, "3 calls in flight", func() bool { _, in, _ := exec.stats(); return in == 3 })
 	close(exec.release)
-	waitFor(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if calls, _, peak := exec.stats(); peak != 3 || calls != 12 {
 		t.Fatalf("peak concurrency %d, calls %d; want 3 and 12", peak, calls)
 	}
@@ -89,13 +90,13 @@ func TestLiveLimitChanges(t *testing.T) {
 	e.start(t, fastCfg(), exec, nil)
 	tasks := callbacks(10, 1, "live", "d")
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "1 call in flight", func() bool { _, in, _ := exec.stats(); return in == 1 })
+	testwait.For(t, 10*time.Second, "1 call in flight", func() bool { _, in, _ := exec.stats(); return in == 1 })
 
 	lim.Concurrency = 4
 	e.limits.SetDestination("d", lim)
-	waitFor(t, 10*time.Second, "4 calls in flight after raising the limit", func() bool { _, in, _ := exec.stats(); return in == 4 })
+	testwait.For(t, 10*time.Second, "4 calls in flight after raising the limit", func() bool { _, in, _ := exec.stats(); return in == 4 })
 	close(exec.release)
-	waitFor(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if _, _, peak := exec.stats(); peak != 4 {
 		t.Fatalf("peak %d, want 4", peak)
 	}
@@ -105,15 +106,15 @@ func TestLiveLimitChanges(t *testing.T) {
 	e.limits.SetDestination("d", lim)
 	slow := callbacks(2, 1, "rate", "d")
 	e.add(t, slow[0])
-	waitFor(t, 10*time.Second, "first task uses the burst", func() bool { return e.allStatus(slow[:1], queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "first task uses the burst", func() bool { return e.allStatus(slow[:1], queue.StatusSucceeded) })
 	e.add(t, slow[1])
-	waitFor(t, 10*time.Second, "second task waiting for a token", func() bool {
+	testwait.For(t, 10*time.Second, "second task waiting for a token", func() bool {
 		n, _, _ := exec.stats()
 		return n == 11 && metric(t, e.reg, "fusebox_queue_scheduler_active_workers", nil) == 1
 	})
 	lim.MaxTaskRPS = 1000
 	e.limits.SetDestination("d", lim)
-	waitFor(t, 10*time.Second, "second task after the raise", func() bool { return e.allStatus(slow, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "second task after the raise", func() bool { return e.allStatus(slow, queue.StatusSucceeded) })
 }
 
 // Calls never outrun the token bucket: by the i-th call at time tᵢ, at most
@@ -127,7 +128,7 @@ func TestRateLimitHonouredOverWindow(t *testing.T) {
 	e.start(t, fastCfg(), exec, nil)
 	tasks := callbacks(n, 3, "r", "d")
 	e.add(t, tasks...)
-	waitFor(t, 20*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 20*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	times := exec.callTimes()
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
 	for i, at := range times {
@@ -152,14 +153,14 @@ func TestBufferFullRejectsAndRetries(t *testing.T) {
 	e.start(t, fastCfg(), exec, nil)
 	tasks := callbacks(8, 1, "buf", "d")
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "buffer-full rejections", func() bool {
+	testwait.For(t, 10*time.Second, "buffer-full rejections", func() bool {
 		return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}) > 0
 	})
 	if b := metric(t, e.reg, "fusebox_queue_scheduler_buffered", nil); b > 2 {
 		t.Fatalf("buffered %v > buffer size 2", b)
 	}
 	close(exec.release)
-	waitFor(t, 10*time.Second, "all delivered after retries", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "all delivered after retries", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	for _, tk := range tasks {
 		if got, _ := e.store.Task(tk.ID); got.Attempts != 1 {
 			t.Fatalf("task %s attempts %d, want 1 (a rejection is not an attempt)", tk.ID, got.Attempts)
@@ -180,7 +181,7 @@ func TestBufferFullHoldsRefusedTasksUntilRoom(t *testing.T) {
 	q := e.start(t, cfg, exec, nil)
 	tasks := callbacks(8, 1, "hold", "d")
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "refused tasks held", func() bool {
+	testwait.For(t, 10*time.Second, "refused tasks held", func() bool {
 		st, _ := q.ShardState(0)
 		return st.Held > 0
 	})
@@ -188,7 +189,7 @@ func TestBufferFullHoldsRefusedTasksUntilRoom(t *testing.T) {
 		t.Fatalf("in flight %d, want all %d (held tasks stay in flight)", st.InFlight, len(tasks))
 	}
 	close(exec.release)
-	waitFor(t, 10*time.Second, "all delivered through room signals", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "all delivered through room signals", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if n := e.store.Loaded(); n != len(tasks) {
 		t.Fatalf("the store handed out %d tasks for %d: a refused task was read again", n, len(tasks))
 	}
@@ -203,13 +204,13 @@ func TestBatchSizeZeroStopsReading(t *testing.T) {
 	e := newEnv(t, 1, lim)
 	exec := newFakeExec(false)
 	q := e.start(t, fastCfg(), exec, nil)
-	waitFor(t, 10*time.Second, "reader paused", func() bool {
+	testwait.For(t, 10*time.Second, "reader paused", func() bool {
 		return metric(t, e.reg, "fusebox_queue_readers_paused", nil) == 1
 	})
 	before, _ := q.ShardState(0)
 	tasks := callbacks(5, 1, "z", "d")
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "reader woken by the store", func() bool {
+	testwait.For(t, 10*time.Second, "reader woken by the store", func() bool {
 		st, _ := q.ShardState(0)
 		return st.Wakeups > before.Wakeups
 	})
@@ -220,7 +221,7 @@ func TestBatchSizeZeroStopsReading(t *testing.T) {
 		t.Fatalf("%d calls with batch size 0", n)
 	}
 	e.limits.SetBatchSize(2) // smaller than the backlog: several reads
-	waitFor(t, 10*time.Second, "delivery after the batch size change", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "delivery after the batch size change", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if metric(t, e.reg, "fusebox_queue_readers_paused", nil) != 0 {
 		t.Fatal("reader still reported paused")
 	}
@@ -233,8 +234,8 @@ func TestIdleGroupsCollected(t *testing.T) {
 	q := e.start(t, cfg, newFakeExec(false), nil)
 	tasks := append(callbacks(3, 1, "g1", "d1"), callbacks(3, 1, "g2", "d2")...)
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
-	waitFor(t, 10*time.Second, "idle groups removed", func() bool { return q.GroupCount() == 0 })
+	testwait.For(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "idle groups removed", func() bool { return q.GroupCount() == 0 })
 }
 
 // TestBlockedWaitsForTheBreakersProbe: a task an open breaker rejects is
@@ -259,7 +260,7 @@ func TestBlockedWaitsForTheBreakersProbe(t *testing.T) {
 			task := callback("blocked", 0, "d", "http://127.0.0.1:9/cb")
 			tAdd := time.Now()
 			e.add(t, task)
-			waitFor(t, 10*time.Second, "the task rescheduled", func() bool {
+			testwait.For(t, 10*time.Second, "the task rescheduled", func() bool {
 				got, _ := e.store.Task(task.ID)
 				return got.Blocked == 2
 			})

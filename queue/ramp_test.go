@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 )
@@ -50,7 +51,7 @@ func TestRampAfterClose(t *testing.T) {
 	e.add(t, tasks...)
 	exec := newFakeExec(false)
 	q := e.start(t, fastCfg(), exec, nil)
-	waitFor(t, 5*time.Second, "the shards to start", func() bool {
+	testwait.For(t, 5*time.Second, "the shards to start", func() bool {
 		_, ok0 := q.ShardState(0)
 		_, ok1 := q.ShardState(1)
 		return ok0 && ok1
@@ -71,7 +72,7 @@ func TestRampAfterClose(t *testing.T) {
 	if got := metric(t, e.reg, "fusebox_queue_recovery_ramps", nil); got != 1 {
 		t.Fatalf("ramps under way = %v, want 1", got)
 	}
-	waitFor(t, 10*time.Second, "every released task delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "every released task delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	first := 0
 	for _, at := range exec.callTimes() {
 		if at.Sub(closed) < time.Second {
@@ -81,11 +82,11 @@ func TestRampAfterClose(t *testing.T) {
 	if first > start {
 		t.Fatalf("%d calls in the first second after the close; the ramp allows %d", first, start)
 	}
-	waitFor(t, 5*time.Second, "the ramp to end", func() bool {
+	testwait.For(t, 5*time.Second, "the ramp to end", func() bool {
 		_, ok := q.Ramp(key("dest"))
 		return !ok && metric(t, e.reg, "fusebox_queue_recovery_ramps", nil) == 0
 	})
-	waitFor(t, 5*time.Second, "the configured rate back", func() bool {
+	testwait.For(t, 5*time.Second, "the configured rate back", func() bool {
 		l, b, ok := q.GroupRate(key("dest"))
 		return !ok || (l == 100 && b == 100)
 	})
@@ -99,7 +100,7 @@ func TestRampSurvivesAStaleTick(t *testing.T) {
 	lim.RampStartRPS, lim.RampDuration = 5, time.Hour
 	e := newEnv(t, 1, lim)
 	q := e.start(t, fastCfg(), newFakeExec(false), nil)
-	waitFor(t, 5*time.Second, "the shard to start", func() bool { _, ok := q.ShardState(0); return ok })
+	testwait.For(t, 5*time.Second, "the shard to start", func() bool { _, ok := q.ShardState(0); return ok })
 	tick := time.Now() // the tick fired, then the close came before retune ran
 	q.KeyClosed(key("dest"))
 	q.RetuneAt(tick)
@@ -116,12 +117,12 @@ func TestNoRampWhenOff(t *testing.T) {
 	tasks := blockedTasks(3, 1, "dead", "dest")
 	e.add(t, tasks...)
 	q := e.start(t, fastCfg(), newFakeExec(false), nil)
-	waitFor(t, 5*time.Second, "the shard to start", func() bool { _, ok := q.ShardState(0); return ok })
+	testwait.For(t, 5*time.Second, "the shard to start", func() bool { _, ok := q.ShardState(0); return ok })
 	q.KeyClosed(key("dest"))
 	if st, ok := q.Ramp(key("dest")); ok {
 		t.Fatalf("ramping with rampDuration 0: %+v", st)
 	}
-	waitFor(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if l, _, ok := q.GroupRate(key("dest")); ok && l != 100 {
 		t.Fatalf("rate %v after a close with the ramp off, want 100", l)
 	}
@@ -139,7 +140,7 @@ func TestRampArmedWhileOpen(t *testing.T) {
 	tasks := callbacks(3, 1, "warm", "dest")
 	e.add(t, tasks...)
 	q := e.start(t, fastCfg(), newFakeExec(false), nil)
-	waitFor(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if l, b, ok := q.GroupRate(key("dest")); ok && (l != 100 || b != 100) {
 		t.Fatalf("rate %v burst %v before any outage, want 100, 100", l, b)
 	}
@@ -158,7 +159,7 @@ func TestRampArmedWhileOpen(t *testing.T) {
 	if st, ok := q.Ramp(key("dest")); !ok || st.StartRPS != 5 {
 		t.Fatalf("after the close: %+v, %v; want a ramp from 5", st, ok)
 	}
-	waitFor(t, 5*time.Second, "the configured rate back", func() bool {
+	testwait.For(t, 5*time.Second, "the configured rate back", func() bool {
 		l, b, ok := q.GroupRate(key("dest"))
 		return !ok || (l == 100 && b == 100)
 	})

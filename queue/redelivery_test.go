@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 )
@@ -13,7 +14,7 @@ import (
 // waitMarked waits until every task carries a start marker of epoch.
 func waitMarked(t *testing.T, e *env, epoch uint64, tasks ...queue.Task) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "start markers written", func() bool {
+	testwait.For(t, 10*time.Second, "start markers written", func() bool {
 		for _, tk := range tasks {
 			if got, _ := e.store.Task(tk.ID); got.AttemptEpoch != epoch {
 				return false
@@ -34,14 +35,14 @@ func TestInterruptedAttemptsCountedByNextOwner(t *testing.T) {
 	e.startNode(t, "b", fastCfg(), execB, nil, regB)
 	tasks := callbacks(2, 1, "int", "d")
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "a calling both", func() bool { _, in, _ := execA.stats(); return in == 2 })
+	testwait.For(t, 10*time.Second, "a calling both", func() bool { _, in, _ := execA.stats(); return in == 2 })
 	waitMarked(t, e, 1, tasks...)
 
 	m := singleOwnerMap(t, 1, "b", 2, 2)
 	if _, err := e.holder.Store(m); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "b delivers both", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "b delivers both", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if got := metric(t, regB, "fusebox_queue_interrupted_attempts_total", nil); got != 2 {
 		t.Errorf("b counted %v interrupted attempts, want 2", got)
 	}
@@ -79,7 +80,7 @@ func TestInterruptedAttemptCountedAfterRestartAtSameEpoch(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	e.startNode(t, "a", cfg, newFakeExec(false), nil, reg)
-	waitFor(t, 10*time.Second, "the task delivered", func() bool {
+	testwait.For(t, 10*time.Second, "the task delivered", func() bool {
 		return e.allStatus([]queue.Task{tk}, queue.StatusSucceeded)
 	})
 	if got := metric(t, reg, "fusebox_queue_interrupted_attempts_total", nil); got != 1 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 )
@@ -35,14 +36,14 @@ func TestBlockedTasksReleasedWhenBreakerCloses(t *testing.T) {
 	e.add(t, append(tasks, others...)...)
 	exec := newFakeExec(false)
 	q := e.start(t, fastCfg(), exec, nil)
-	waitFor(t, 5*time.Second, "the shards to start", func() bool {
+	testwait.For(t, 5*time.Second, "the shards to start", func() bool {
 		_, ok0 := q.ShardState(0)
 		_, ok1 := q.ShardState(1)
 		return ok0 && ok1
 	})
 
 	q.KeyClosed(key("dest")) // the breaker is closed (it never opened here)
-	waitFor(t, 10*time.Second, "every released task delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "every released task delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	times := exec.callTimes()
 	if len(times) != n {
 		t.Fatalf("%d calls, want %d (one per released task, none for the other key)", len(times), n)
@@ -67,13 +68,13 @@ func TestReleaseFollowsTheBreakerState(t *testing.T) {
 	e.add(t, tasks...)
 	exec := newFakeExec(false)
 	q := e.start(t, fastCfg(), exec, nil)
-	waitFor(t, 5*time.Second, "the shard to start", func() bool { _, ok := q.ShardState(0); return ok })
+	testwait.For(t, 5*time.Second, "the shard to start", func() bool { _, ok := q.ShardState(0); return ok })
 	br := e.pool.Get(key("dest"))
 	br.OpenFor(time.Hour, breakerpool.SourceLocal)
 
 	st, _ := q.ShardState(0)
 	q.KeyClosed(key("dest"))
-	waitFor(t, 5*time.Second, "the reader to handle the release", func() bool {
+	testwait.For(t, 5*time.Second, "the reader to handle the release", func() bool {
 		now, _ := q.ShardState(0)
 		return now.Wakeups > st.Wakeups
 	})
@@ -83,15 +84,15 @@ func TestReleaseFollowsTheBreakerState(t *testing.T) {
 
 	br.ProbeNow(breakerpool.SourceHint) // half-open, MaxRequests 1
 	q.KeyProbing(key("dest"), 1)
-	waitFor(t, 5*time.Second, "the probe", func() bool { calls, _, _ := exec.stats(); return calls >= 1 })
-	waitFor(t, 5*time.Second, "the probe's success to close the breaker", func() bool { return br.Status().State == 0 })
+	testwait.For(t, 5*time.Second, "the probe", func() bool { calls, _, _ := exec.stats(); return calls >= 1 })
+	testwait.For(t, 5*time.Second, "the probe's success to close the breaker", func() bool { return br.Status().State == 0 })
 	if calls, _, _ := exec.stats(); calls != 1 {
 		t.Fatalf("%d calls from a probe release of 1; want 1", calls)
 	}
 	// The close (the pool's observer calls KeyClosed in a node) releases
 	// the rest.
 	q.KeyClosed(key("dest"))
-	waitFor(t, 10*time.Second, "the rest delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "the rest delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if calls, _, _ := exec.stats(); calls != len(tasks) {
 		t.Fatalf("%d calls, want %d", calls, len(tasks))
 	}
@@ -110,7 +111,7 @@ func TestReleaseCatchesRefusalsWrittenAfterTheClose(t *testing.T) {
 	e.store.FailCompletes(4, errors.New("raft unavailable (test)"))
 	exec := newFakeExec(false)
 	q := e.start(t, fastCfg(), exec, nil)
-	waitFor(t, 5*time.Second, "the breaker to refuse the task", func() bool {
+	testwait.For(t, 5*time.Second, "the breaker to refuse the task", func() bool {
 		return metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "retry_blocked"}) >= 1
 	})
 	if got, _ := e.store.Task(task.ID); got.Blocked != 1 {
@@ -118,7 +119,7 @@ func TestReleaseCatchesRefusalsWrittenAfterTheClose(t *testing.T) {
 	}
 	br.ForceClosed(breakerpool.SourceOperator)
 	q.KeyClosed(key("dest"))
-	waitFor(t, 10*time.Second, "the late-written blocked task delivered", func() bool {
+	testwait.For(t, 10*time.Second, "the late-written blocked task delivered", func() bool {
 		got, _ := e.store.Task(task.ID)
 		return got.Status == queue.StatusSucceeded
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 	"fusebox/transport/outbound"
@@ -58,7 +59,7 @@ func TestPoisonAndUnknownEndpointRouting(t *testing.T) {
 		"flaky": queue.StatusDLQ, // two unexpected errors (MaxUnexpectedErrors 2): the second ~1 s later
 		"good":  queue.StatusSucceeded,
 	}
-	waitFor(t, 15*time.Second, "every task terminal", func() bool {
+	testwait.For(t, 15*time.Second, "every task terminal", func() bool {
 		for id, st := range want {
 			if got, _ := e.store.Task(id); got.Status != st {
 				return false
@@ -105,7 +106,7 @@ func TestDownRetriesWithBackoffAndFailedEnds(t *testing.T) {
 	down := callback("down", 0, "d1", "http://127.0.0.1:9/down")
 	reject := callback("reject", 0, "d2", "http://127.0.0.1:9/reject")
 	e.add(t, down, reject)
-	waitFor(t, 15*time.Second, "down task succeeds on its third attempt", func() bool {
+	testwait.For(t, 15*time.Second, "down task succeeds on its third attempt", func() bool {
 		return e.allStatus([]queue.Task{down}, queue.StatusSucceeded) && e.allStatus([]queue.Task{reject}, queue.StatusFailed)
 	})
 	res := e.store.Results("down")
@@ -133,7 +134,7 @@ func TestPanickingExecutorEndsInDLQ(t *testing.T) {
 	cfg.MaxUnexpectedErrors = 1
 	e.start(t, cfg, exec, nil)
 	e.add(t, callback("p", 0, "d", "http://127.0.0.1:9/cb"))
-	waitFor(t, 10*time.Second, "dlq", func() bool { got, _ := e.store.Task("p"); return got.Status == queue.StatusDLQ })
+	testwait.For(t, 10*time.Second, "dlq", func() bool { got, _ := e.store.Task("p"); return got.Status == queue.StatusDLQ })
 	if got, _ := e.store.Task("p"); !strings.Contains(got.Message, "boom") || got.Attempts != 1 {
 		t.Fatalf("panicked task: %+v", got)
 	}
@@ -145,7 +146,7 @@ func TestTransientWriteErrorsRetried(t *testing.T) {
 	e.start(t, fastCfg(), newFakeExec(false), nil)
 	tasks := callbacks(20, 1, "w", "d")
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if got := metric(t, e.reg, "fusebox_queue_completion_writes_total", map[string]string{"result": "error"}); got != 2 {
 		t.Fatalf("failed writes %v, want 2", got)
 	}
@@ -165,7 +166,7 @@ func TestCloseDrainsAndFlushes(t *testing.T) {
 	q := e.start(t, fastCfg(), exec, nil)
 	tasks := callbacks(4, 1, "drain", "d")
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "calls in flight", func() bool { _, in, _ := exec.stats(); return in == 4 })
+	testwait.For(t, 10*time.Second, "calls in flight", func() bool { _, in, _ := exec.stats(); return in == 4 })
 	done := make(chan struct{})
 	go func() { _ = q.Close(); close(done) }()
 	select {
@@ -189,7 +190,7 @@ func TestCloseCancelsAfterDrainTimeout(t *testing.T) {
 	q := e.start(t, cfg, exec, nil)
 	tasks := callbacks(3, 1, "abort", "d")
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "calls in flight", func() bool { _, in, _ := exec.stats(); return in == 3 })
+	testwait.For(t, 10*time.Second, "calls in flight", func() bool { _, in, _ := exec.stats(); return in == 3 })
 	_ = q.Close()
 	for _, tk := range tasks {
 		got, _ := e.store.Task(tk.ID)
@@ -232,12 +233,12 @@ func TestCloseReleasesTokenWaiters(t *testing.T) {
 	q := e.start(t, cfg, exec, nil)
 	tasks := callbacks(2, 1, "tw", "d")
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "one delivered, one waiting for a token", func() bool {
+	testwait.For(t, 10*time.Second, "one delivered, one waiting for a token", func() bool {
 		return e.store.Count(queue.StatusSucceeded) == 1 && metric(t, e.reg, "fusebox_queue_scheduler_active_workers", nil) == 1
 	})
 	closed := make(chan struct{})
 	go func() { _ = q.Close(); close(closed) }()
-	waitFor(t, 10*time.Second, "Close to return well before the hour-long drain timeout", func() bool {
+	testwait.For(t, 10*time.Second, "Close to return well before the hour-long drain timeout", func() bool {
 		select {
 		case <-closed:
 			return true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 	"fusebox/shardmap"
@@ -37,14 +38,14 @@ func TestShardMoveHandsOverWork(t *testing.T) {
 	e.startNode(t, "b", fastCfg(), execB, nil, regB)
 	tasks := callbacks(6, 2, "move", "d") // shards 0 and 1
 	e.add(t, tasks...)
-	waitFor(t, 10*time.Second, "a calling all six", func() bool { _, in, _ := execA.stats(); return in == 6 })
+	testwait.For(t, 10*time.Second, "a calling all six", func() bool { _, in, _ := execA.stats(); return in == 6 })
 
 	m := singleOwnerMap(t, 2, "a", 1, 2)
 	m.Shards[1].Owner, m.Shards[1].Epoch = "b", 2 // shard 1 moves to b
 	if _, err := e.holder.Store(m); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "b delivers shard 1", func() bool {
+	testwait.For(t, 10*time.Second, "b delivers shard 1", func() bool {
 		n, _, _ := execB.stats()
 		return n == 3 && e.store.Count(queue.StatusSucceeded) == 3
 	})
@@ -55,7 +56,7 @@ func TestShardMoveHandsOverWork(t *testing.T) {
 		t.Fatalf("a counted %v possible duplicates, want 3", got)
 	}
 	close(execA.release) // a's shard-0 calls finish
-	waitFor(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	for _, tk := range tasks {
 		res := e.store.Results(tk.ID)
 		if len(res) != 1 || res[0].Attempts != 1 {
@@ -85,7 +86,7 @@ func TestStaleOwnerStopsOnRefusedWrite(t *testing.T) {
 	q.Start()
 	defer q.Close()
 	e.add(t, callback("late", 0, "d", "http://127.0.0.1:9/cb"))
-	waitFor(t, 10*time.Second, "the shard to stop after the refused write", func() bool {
+	testwait.For(t, 10*time.Second, "the shard to stop after the refused write", func() bool {
 		st, ok := q.ShardState(0)
 		return ok && st.Lost && st.Stopped
 	})
@@ -106,7 +107,7 @@ func TestStaleOwnerStopsOnRefusedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale.Set(map[int]uint64{0: 3})
-	waitFor(t, 10*time.Second, "delivery at the new epoch", func() bool {
+	testwait.For(t, 10*time.Second, "delivery at the new epoch", func() bool {
 		got, _ := e.store.Task("late")
 		return got.Status == queue.StatusSucceeded
 	})
@@ -124,14 +125,14 @@ func TestReadCursorFindsTasksDueBeforeIt(t *testing.T) {
 	late := callback("late", 0, "d", "http://127.0.0.1:9/cb")
 	late.NextAttemptAt = now
 	e.add(t, late)
-	waitFor(t, 10*time.Second, "the first task in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 1 })
+	testwait.For(t, 10*time.Second, "the first task in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 1 })
 
 	early := callback("early", 0, "d", "http://127.0.0.1:9/cb")
 	early.NextAttemptAt = now.Add(-time.Minute) // far before the cursor and its lag
 	e.add(t, early)
-	waitFor(t, 10*time.Second, "the earlier task read while the first is in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 2 })
+	testwait.For(t, 10*time.Second, "the earlier task read while the first is in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 2 })
 	close(exec.release)
-	waitFor(t, 10*time.Second, "both succeeded", func() bool { return e.allStatus([]queue.Task{late, early}, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "both succeeded", func() bool { return e.allStatus([]queue.Task{late, early}, queue.StatusSucceeded) })
 }
 
 // A reader at its in-flight bound has nothing to read until a result or a
@@ -149,16 +150,16 @@ func TestReaderAtCapacitySleeps(t *testing.T) {
 	// One task, then the next while the first is in flight: the second
 	// read starts at the cursor, which arms the full-read backstop.
 	e.add(t, tasks[0])
-	waitFor(t, 10*time.Second, "the first task in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 1 })
+	testwait.For(t, 10*time.Second, "the first task in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 1 })
 	e.add(t, tasks[1:]...)
-	waitFor(t, 10*time.Second, "the shard at its bound", func() bool { _, inflight, _ := exec.stats(); return inflight == 2 })
+	testwait.For(t, 10*time.Second, "the shard at its bound", func() bool { _, inflight, _ := exec.stats(); return inflight == 2 })
 	before, _ := q.ShardState(0)
 	mark := time.Now()
-	waitFor(t, 10*time.Second, "several backstop periods to pass", func() bool { return time.Since(mark) > 500*time.Millisecond })
+	testwait.For(t, 10*time.Second, "several backstop periods to pass", func() bool { return time.Since(mark) > 500*time.Millisecond })
 	after, _ := q.ShardState(0)
 	if n := after.Wakeups - before.Wakeups; n > 50 {
 		t.Fatalf("the reader looped %d times in %v while at its bound", n, time.Since(mark).Round(time.Millisecond))
 	}
 	close(exec.release)
-	waitFor(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	testwait.For(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 }

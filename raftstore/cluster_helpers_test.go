@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/internal/testwait"
 )
 
 // fakeMembers is a mutable, in-process membership view.
@@ -164,7 +166,7 @@ func (c *testCluster) kill(id string) {
 func (c *testCluster) leader(timeout time.Duration) *Store {
 	c.t.Helper()
 	var leader *Store
-	waitFor(c.t, timeout, "an agreed leader", func() bool {
+	testwait.For(c.t, timeout, "an agreed leader", func() bool {
 		leader = nil
 		var id string
 		for _, s := range c.nodes {

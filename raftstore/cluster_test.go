@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"fusebox/internal/testwait"
 )
 
 func TestSingleNodeBootstrapAndRestart(t *testing.T) {
@@ -35,7 +37,7 @@ func TestSingleNodeBootstrapAndRestart(t *testing.T) {
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("want invalid argument, got %v", err)
 	}
-	waitFor(t, 5*time.Second, "cluster id set by the leader", func() bool { return s.ClusterID() != "" })
+	testwait.For(t, 5*time.Second, "cluster id set by the leader", func() bool { return s.ClusterID() != "" })
 	before := dumpState(s.StateStore())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -47,7 +49,7 @@ func TestSingleNodeBootstrapAndRestart(t *testing.T) {
 	s2 := c.add("n1", 1) // same data dir
 	c.start("n1")
 	c.leader(10 * time.Second)
-	waitFor(t, 10*time.Second, "state replayed from the data dir", func() bool {
+	testwait.For(t, 10*time.Second, "state replayed from the data dir", func() bool {
 		return cmp.Equal(before, dumpState(s2.StateStore()))
 	})
 }
@@ -59,7 +61,7 @@ func TestThreeNodeForwardingFailoverAndDedup(t *testing.T) {
 	}
 	c.start("n1", "n2", "n3")
 	leader := c.leader(15 * time.Second)
-	waitFor(t, 5*time.Second, "3 voters", func() bool {
+	testwait.For(t, 5*time.Second, "3 voters", func() bool {
 		sf := suffrage(t, leader)
 		return len(sf) == 3 && sf["n1"] == "Voter" && sf["n2"] == "Voter" && sf["n3"] == "Voter"
 	})
@@ -151,7 +153,7 @@ func TestNonvoterJoinsAndIsPromotedWhenVoterReaped(t *testing.T) {
 
 	c.add("n4", 3) // sees 4 alive members: must not bootstrap, the leader adds it
 	c.start("n4")
-	waitFor(t, 10*time.Second, "n4 added as non-voter", func() bool {
+	testwait.For(t, 10*time.Second, "n4 added as non-voter", func() bool {
 		return suffrage(t, leader)["n4"] == "Nonvoter"
 	})
 	e, err := c.nodes["n4"].SetConfig(context.Background(), SetConfigCommand{Key: "from-n4", Value: json.RawMessage(`{}`)})
@@ -173,7 +175,7 @@ func TestNonvoterJoinsAndIsPromotedWhenVoterReaped(t *testing.T) {
 		}
 	}
 	c.kill(victim)
-	waitFor(t, 15*time.Second, "victim reaped and n4 promoted", func() bool {
+	testwait.For(t, 15*time.Second, "victim reaped and n4 promoted", func() bool {
 		sf := suffrage(t, c.leader(10*time.Second))
 		_, still := sf[victim]
 		return !still && sf["n4"] == "Voter" && len(sf) == 3
@@ -283,7 +285,7 @@ func TestRestartedServerOnNewAddressIsUpdated(t *testing.T) {
 		t.Fatalf("restart reused %s; the test needs a new address", oldAddr)
 	}
 	c.start(victim)
-	waitFor(t, 15*time.Second, "leader uses the new address", func() bool {
+	testwait.For(t, 15*time.Second, "leader uses the new address", func() bool {
 		servers, err := c.leader(10 * time.Second).Configuration()
 		if err != nil {
 			return false

@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"fusebox/internal/testwait"
 )
 
 // openStore runs New on dir as the test cluster would, without starting it.
@@ -40,7 +42,7 @@ func ranSingleNode(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir := c.dirs["n1"]
-	waitFor(t, 5*time.Second, "the raft-state marker", func() bool {
+	testwait.For(t, 5*time.Second, "the raft-state marker", func() bool {
 		_, err := os.Stat(filepath.Join(dir, MarkerFile))
 		return err == nil
 	})

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"fusebox/internal/testwait"
 )
 
 // A server advertising an older log version holds back the newer command
@@ -23,7 +25,7 @@ func TestVersionGateHoldsNewCommandsForAnOlderServer(t *testing.T) {
 	c.start("n1", "n2", "n3")
 	leader := c.leader(10 * time.Second)
 	ctx := context.Background()
-	waitFor(t, 5*time.Second, "the cluster log version seen as the base", func() bool {
+	testwait.For(t, 5*time.Second, "the cluster log version seen as the base", func() bool {
 		v, err := leader.ClusterLogVersion()
 		return err == nil && v.LogVersion == LogVersionBase
 	})
@@ -45,7 +47,7 @@ func TestVersionGateHoldsNewCommandsForAnOlderServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, s := range c.nodes {
-		waitFor(t, 5*time.Second, id+" has the entry", func() bool {
+		testwait.For(t, 5*time.Second, id+" has the entry", func() bool {
 			e, ok := s.StateStore().ConfigEntry("k", "", "")
 			return ok && string(e.Value) == `{"a":1}`
 		})

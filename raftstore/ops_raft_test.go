@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fusebox/internal/testwait"
 )
 
 // threeVoters starts n1..n3 and waits until all three are voters. The reap
@@ -18,7 +20,7 @@ func threeVoters(t *testing.T) *testCluster {
 	}
 	c.start("n1", "n2", "n3")
 	leader := c.leader(15 * time.Second)
-	waitFor(t, 10*time.Second, "3 voters", func() bool {
+	testwait.For(t, 10*time.Second, "3 voters", func() bool {
 		sf := suffrage(t, leader)
 		return len(sf) == 3 && sf["n1"] == "Voter" && sf["n2"] == "Voter" && sf["n3"] == "Voter"
 	})
@@ -57,7 +59,7 @@ func TestTransferLeaderToNamedVoter(t *testing.T) {
 	if _, err := l2.TransferLeader(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a new leader", func() bool {
+	testwait.For(t, 10*time.Second, "a new leader", func() bool {
 		id, _ := l2.Leader()
 		return id != "" && id != l2.NodeID()
 	})
@@ -107,7 +109,7 @@ func TestRemovePeerRefusalsAndDeadServer(t *testing.T) {
 	if res.Alive || res.Suffrage != "voter" || res.Index == 0 {
 		t.Fatalf("result %+v", res)
 	}
-	waitFor(t, 5*time.Second, "the dead server gone from every configuration", func() bool {
+	testwait.For(t, 5*time.Second, "the dead server gone from every configuration", func() bool {
 		for _, s := range c.nodes {
 			if _, ok := suffrage(t, s)[dead]; ok {
 				return false
@@ -137,7 +139,7 @@ func TestRemovePeerAliveComesBack(t *testing.T) {
 		t.Fatalf("removing a live server should say it comes back: %+v", res)
 	}
 	// The reconcile loop re-adds the alive member and promotes it again.
-	waitFor(t, 15*time.Second, "the live server back as a voter", func() bool {
+	testwait.For(t, 15*time.Second, "the live server back as a voter", func() bool {
 		return suffrage(t, leader)[victim] == "Voter"
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/shardmap"
 )
 
@@ -92,7 +93,7 @@ func TestSnapshotSaveRestoreOnThreeNodes(t *testing.T) {
 	if res.Index != f.Header.Index || res.ShardMapVersion != 3 {
 		t.Fatalf("restore result %+v", res)
 	}
-	waitFor(t, 15*time.Second, "the snapshot's state on every node", func() bool {
+	testwait.For(t, 15*time.Second, "the snapshot's state on every node", func() bool {
 		for _, s := range c.nodes {
 			st := s.StateStore()
 			e, ok := st.ConfigEntry("k.one", "", "")

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"fusebox/internal/testwait"
 )
 
 // A voter that lost its raft.db rejoins with RejoinEmpty: before its raft
@@ -22,7 +24,7 @@ func TestRejoinEmptyRemovesThenReadds(t *testing.T) {
 	}
 	c.start("n1", "n2", "n3")
 	leader := c.leader(15 * time.Second)
-	waitFor(t, 10*time.Second, "3 voters", func() bool {
+	testwait.For(t, 10*time.Second, "3 voters", func() bool {
 		sf := suffrage(t, leader)
 		return len(sf) == 3 && sf["n1"] == "Voter" && sf["n2"] == "Voter" && sf["n3"] == "Voter"
 	})
@@ -53,12 +55,12 @@ func TestRejoinEmptyRemovesThenReadds(t *testing.T) {
 	s := c.add(victim, 3)
 	c.members.setStatus(victim, MemberFailed) // not re-added until it is alive
 	c.start(victim)
-	waitFor(t, 10*time.Second, "the old entry removed by the leader", func() bool {
+	testwait.For(t, 10*time.Second, "the old entry removed by the leader", func() bool {
 		_, ok := suffrage(t, leader)[victim]
 		return !ok
 	})
 	c.members.setStatus(victim, MemberAlive)
-	waitFor(t, 15*time.Second, "the rejoined node promoted to voter", func() bool {
+	testwait.For(t, 15*time.Second, "the rejoined node promoted to voter", func() bool {
 		return suffrage(t, leader)[victim] == "Voter"
 	})
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"fusebox/internal/testwait"
 )
 
 // gate is a synchronous hook for the submit batcher: every batch blocks in
@@ -72,7 +74,7 @@ func fillInFlight(t *testing.T, s *Store, g *gate) []<-chan submitResult {
 	var chs []<-chan submitResult
 	for i := range submitBatchesInFlight {
 		chs = append(chs, submitAsync(t, s, newTaskFor("", "ns", fmt.Sprint("inflight-", i), ""), ""))
-		waitFor(t, 10*time.Second, "the batch to reach the gate", func() bool { return len(g.seen()) == i+1 })
+		testwait.For(t, 10*time.Second, "the batch to reach the gate", func() bool { return len(g.seen()) == i+1 })
 	}
 	return chs
 }
@@ -85,7 +87,7 @@ func TestSingleSubmitsCoalesceWhileABatchIsInFlight(t *testing.T) {
 	for i := range queued {
 		later = append(later, submitAsync(t, s, newTaskFor("", "ns", fmt.Sprint("wf-", i), ""), ""))
 	}
-	waitFor(t, 10*time.Second, "the later submits to queue", func() bool { return s.queuedSubmits() == queued })
+	testwait.For(t, 10*time.Second, "the later submits to queue", func() bool { return s.queuedSubmits() == queued })
 	close(g.release)
 
 	ids := map[string]bool{}
@@ -130,13 +132,13 @@ func TestCoalescedSubmitRefusalReachesOnlyItsCaller(t *testing.T) {
 	d := newTaskFor("", "ns", "d", "same-key")
 	e := newTaskFor("", "ns", "e", "same-key")
 	chA := submitAsync(t, s, a, "")
-	waitFor(t, 10*time.Second, "a to queue", func() bool { return s.queuedSubmits() == 1 })
+	testwait.For(t, 10*time.Second, "a to queue", func() bool { return s.queuedSubmits() == 1 })
 	chB := submitAsync(t, s, b, "")
-	waitFor(t, 10*time.Second, "b to queue", func() bool { return s.queuedSubmits() == 2 })
+	testwait.For(t, 10*time.Second, "b to queue", func() bool { return s.queuedSubmits() == 2 })
 	chC, chD := submitAsync(t, s, c, ""), submitAsync(t, s, d, "")
-	waitFor(t, 10*time.Second, "c, d to queue", func() bool { return s.queuedSubmits() == 4 })
+	testwait.For(t, 10*time.Second, "c, d to queue", func() bool { return s.queuedSubmits() == 4 })
 	chE := submitAsync(t, s, e, "")
-	waitFor(t, 10*time.Second, "e to queue", func() bool { return s.queuedSubmits() == 5 })
+	testwait.For(t, 10*time.Second, "e to queue", func() bool { return s.queuedSubmits() == 5 })
 	close(g.release)
 	for _, ch := range first {
 		if r := <-ch; r.err != nil {
@@ -192,7 +194,7 @@ func TestSubmitBatcherCloseFailsQueuedSubmits(t *testing.T) {
 		submitAsync(t, s, newTaskFor("", "ns", "q1", ""), ""),
 		submitAsync(t, s, newTaskFor("", "ns", "q2", ""), ""),
 	}
-	waitFor(t, 10*time.Second, "two submits to queue", func() bool { return s.queuedSubmits() == 2 })
+	testwait.For(t, 10*time.Second, "two submits to queue", func() bool { return s.queuedSubmits() == 2 })
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)

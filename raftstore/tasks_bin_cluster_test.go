@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 
+	"fusebox/internal/testwait"
 	"fusebox/shardmap"
 )
 
@@ -104,7 +105,7 @@ func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
 		}
 	}
 
-	waitFor(t, 5*time.Second, "the cluster log version seen as n3's", func() bool {
+	testwait.For(t, 5*time.Second, "the cluster log version seen as n3's", func() bool {
 		v, err := leader.ClusterLogVersion()
 		return err == nil && v.LogVersion == LogVersionTasksBin-1
 	})
@@ -120,7 +121,7 @@ func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
 	c.add("n3", 3)
 	c.start("n3")
 	leader = c.leader(10 * time.Second)
-	waitFor(t, 10*time.Second, fmt.Sprintf("the cluster log version seen as %d", LogVersion), func() bool {
+	testwait.For(t, 10*time.Second, fmt.Sprintf("the cluster log version seen as %d", LogVersion), func() bool {
 		v, err := leader.ClusterLogVersion()
 		return err == nil && v.LogVersion == LogVersion
 	})

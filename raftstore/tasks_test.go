@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"fusebox/internal/testwait"
 	"fusebox/shardmap"
 )
 
@@ -603,7 +604,7 @@ func TestStoreTaskHelpers(t *testing.T) {
 		defer close(done)
 		s.RunTaskCollector(collectCtx, 20*time.Millisecond, func() time.Duration { return time.Nanosecond })
 	}()
-	waitFor(t, 10*time.Second, "the collector to delete the completed task", func() bool {
+	testwait.For(t, 10*time.Second, "the collector to delete the completed task", func() bool {
 		_, ok := s.Task(out[0].TaskID)
 		return !ok
 	})

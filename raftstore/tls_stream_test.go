@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"fusebox/internal/testwait"
 	"fusebox/internal/tlsutil"
 )
 
@@ -182,7 +183,7 @@ func TestTLSStreamRefusesPlainRaftAndStalledHandshakes(t *testing.T) {
 	}
 	// The stalled handshake's failure is counted after its connection is
 	// closed: the client may see EOF first.
-	waitFor(t, 5*time.Second, "fusebox_raft_tls_handshake_failures_total{direction=inbound} ≥ 2 (stranger, stalled)", func() bool {
+	testwait.For(t, 5*time.Second, "fusebox_raft_tls_handshake_failures_total{direction=inbound} ≥ 2 (stranger, stalled)", func() bool {
 		return testutil.ToFloat64(mustCounter(t, c.regs["n1"], "inbound")) >= 2
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"fusebox/internal/testwait"
 	"fusebox/node"
 )
 
@@ -122,7 +123,7 @@ func startClusterWith(t *testing.T, n int, mutate func(*node.Config)) []*node.No
 		nodes = append(nodes, nd)
 	}
 	hc := testHTTPClient(t)
-	waitFor(t, 45*time.Second, "every node ready", func() bool {
+	testwait.For(t, 45*time.Second, "every node ready", func() bool {
 		for _, nd := range nodes {
 			resp, err := hc.Get("http://" + nd.HTTPAddr() + "/readyz")
 			if err != nil {

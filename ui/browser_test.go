@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/html"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/node"
 	"fusebox/transport"
 	"fusebox/ui"
@@ -56,14 +57,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("move shard 0 to n2: %v", err)
 	}
-	waitFor(t, 20*time.Second, "n1 to see shard 0 pinned to n2", func() bool {
+	testwait.For(t, 20*time.Second, "n1 to see shard 0 pinned to n2", func() bool {
 		var list transport.ShardList
 		err := transport.NewClient(nodes[0].HTTPAddr(), "", hc).Do(context.Background(), http.MethodGet, "/v1/shards", nil, nil, &list)
 		return err == nil && len(list.Shards) > 0 && list.Shards[0].Pinned == "n2" && list.Shards[0].Owner == "n2"
 	})
 	for _, nd := range nodes {
 		c := transport.NewClient(nd.HTTPAddr(), "", hc)
-		waitFor(t, 20*time.Second, nd.HTTPAddr()+" applying both forces", func() bool {
+		testwait.For(t, 20*time.Second, nd.HTTPAddr()+" applying both forces", func() bool {
 			var list transport.BreakerList
 			if err := c.Do(context.Background(), http.MethodGet, "/v1/breakers", nil, nil, &list); err != nil {
 				return false
@@ -85,7 +86,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	front := "http://" + nodes[0].HTTPAddr() + "/ui/"
 	for _, nd := range nodes {
 		c := transport.NewClient(nd.HTTPAddr(), "", hc)
-		waitFor(t, 10*time.Second, nd.HTTPAddr()+" recording the forced open", func() bool {
+		testwait.For(t, 10*time.Second, nd.HTTPAddr()+" recording the forced open", func() bool {
 			var l ui.TransitionList
 			return c.Do(context.Background(), http.MethodGet, "/ui/api/transitions", nil, nil, &l) == nil && len(l.Transitions) >= 1
 		})
@@ -245,7 +246,7 @@ func submitBlockedTask(t *testing.T, api *transport.Client, nodes []*node.Node) 
 	}
 	for _, nd := range nodes { // every possible owner refuses it
 		c := transport.NewClient(nd.HTTPAddr(), "", testHTTPClient(t))
-		waitFor(t, 20*time.Second, nd.HTTPAddr()+" applying the force", func() bool {
+		testwait.For(t, 20*time.Second, nd.HTTPAddr()+" applying the force", func() bool {
 			var list transport.BreakerList
 			if err := c.Do(context.Background(), http.MethodGet, "/v1/breakers", nil, nil, &list); err != nil {
 				return false
@@ -263,7 +264,7 @@ func submitBlockedTask(t *testing.T, api *transport.Client, nodes []*node.Node) 
 	if err != nil {
 		t.Fatalf("submit a task to the open destination: %v", err)
 	}
-	waitFor(t, 20*time.Second, "the task to be blocked", func() bool {
+	testwait.For(t, 20*time.Second, "the task to be blocked", func() bool {
 		tk, err := api.Task(context.Background(), acc.TaskID)
 		return err == nil && tk.Blocked != nil
 	})

@@ -15,6 +15,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
@@ -44,7 +45,7 @@ func TestFleetShareInBrowser(t *testing.T) {
 		t.Fatalf("submit: %v", err)
 	}
 	holders := 0
-	waitFor(t, 20*time.Second, "a share of the budget in GET /v1/breakers on the nodes holding tasks", func() bool {
+	testwait.For(t, 20*time.Second, "a share of the budget in GET /v1/breakers on the nodes holding tasks", func() bool {
 		holders = 0
 		for _, nd := range nodes {
 			var list transport.BreakerList

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/ui"
 )
 
@@ -51,7 +52,7 @@ func TestHistoryFromRealPool(t *testing.T) {
 		t.Fatal("open breaker admitted a call")
 	}
 	var sum ui.KeyCalls
-	waitFor(t, 5*time.Second, "the calls to be sampled", func() bool {
+	testwait.For(t, 5*time.Second, "the calls to be sampled", func() bool {
 		sum = ui.KeyCalls{}
 		for _, s := range hist.Samples() {
 			for _, c := range s.Calls {

@@ -19,6 +19,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/node"
 	"fusebox/raftstore"
 	"fusebox/transport"
@@ -66,7 +67,7 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	busyKey := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: "ns-busy", Destination: "http://" + busy.Addr()}
-	waitFor(t, 30*time.Second, "a breaker held open by the destination's Retry-After", func() bool {
+	testwait.For(t, 30*time.Second, "a breaker held open by the destination's Retry-After", func() bool {
 		var list transport.BreakerList
 		if api.Do(ctx, http.MethodGet, "/v1/breakers", map[string][]string{"scope": {"cluster"}}, nil, &list) != nil {
 			return false
@@ -94,7 +95,7 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 	// may never call the failing one), so the node that leaves is one whose
 	// departure keeps both destinations' calls in the remaining histories.
 	var upOn, downOn map[string]uint64
-	waitFor(t, 30*time.Second, "the cluster history to hold both destinations' calls and three samples of every node", func() bool {
+	testwait.For(t, 30*time.Second, "the cluster history to hold both destinations' calls and three samples of every node", func() bool {
 		var h ui.HistoryList
 		if api.Do(ctx, http.MethodGet, "/ui/api/history", map[string][]string{"scope": {"cluster"}}, nil, &h) != nil || len(h.Nodes) != 3 {
 			return false
@@ -147,7 +148,7 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("close %s: %v", goneID, err)
 	}
-	waitFor(t, 30*time.Second, stay[0]+" to see "+goneID+" gone", func() bool {
+	testwait.For(t, 30*time.Second, stay[0]+" to see "+goneID+" gone", func() bool {
 		ms, err := api.Members(ctx)
 		if err != nil {
 			return false
@@ -222,12 +223,12 @@ func deadLetterTask(t *testing.T, api *transport.Client) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the task's first attempt", func() bool {
+	testwait.For(t, 30*time.Second, "the task's first attempt", func() bool {
 		tk, err := api.Task(ctx, acc.TaskID)
 		return err == nil && tk.Attempts >= 1
 	})
 	allow(`[{"Pattern":"hooks.example.com"}]`)
-	waitFor(t, 45*time.Second, "the task to be dead-lettered", func() bool {
+	testwait.For(t, 45*time.Second, "the task to be dead-lettered", func() bool {
 		tk, err := api.Task(ctx, acc.TaskID)
 		return err == nil && tk.Status == raftstore.TaskDLQ
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/ui"
 )
@@ -219,7 +220,7 @@ func TestRecorderObservesRealPool(t *testing.T) {
 	pool := startPool(t, rec)
 	k := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: "ns1", Destination: "down-api"}
 	tripBreaker(t, pool, k)
-	waitFor(t, 5*time.Second, "the trip to be recorded", func() bool { return len(rec.Recent()) == 1 })
+	testwait.For(t, 5*time.Second, "the trip to be recorded", func() bool { return len(rec.Recent()) == 1 })
 	got := rec.Recent()[0]
 	if got.TaskGroup != k.TaskGroup || got.Namespace != "ns1" || got.Destination != "down-api" ||
 		got.From != "closed" || got.To != "open" || got.Source != "local" || got.OpenForSeconds <= 0 || got.At.IsZero() {

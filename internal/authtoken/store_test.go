@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"fusebox/internal/testwait"
 )
 
 func writeFile(t *testing.T, path, body string) {
@@ -19,17 +21,6 @@ func writeFile(t *testing.T, path, body string) {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -78,10 +69,10 @@ func TestStoreWatchPicksUpChanges(t *testing.T) {
 	st.Watch(10 * time.Millisecond)
 	st.Watch(10 * time.Millisecond) // a second Watch starts nothing
 	writeFile(t, path, "a admin "+tokA+"\nb submit "+tokB+"\n")
-	waitFor(t, "the poller to add b", func() bool { _, ok := st.Set().Lookup(tokB); return ok })
+	testwait.For(t, 5*time.Second, "the poller to add b", func() bool { _, ok := st.Set().Lookup(tokB); return ok })
 	writeFile(t, path, "garbage here\n")
 	writeFile(t, path, "b submit "+tokB+"\n")
-	waitFor(t, "the poller to remove a", func() bool { _, ok := st.Set().Lookup(tokA); return !ok })
+	testwait.For(t, 5*time.Second, "the poller to remove a", func() bool { _, ok := st.Set().Lookup(tokA); return !ok })
 	if _, ok := st.Set().Lookup(tokB); !ok {
 		t.Fatal("b lost")
 	}

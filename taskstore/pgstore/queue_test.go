@@ -9,23 +9,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 	"fusebox/raftstore"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
 )
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // TestQueueDeliversFromPostgres runs the real queue on the postgres store
 // and a real callback receiver: every task is delivered once and acked in
@@ -81,7 +71,7 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 		return tk
 	}
 	ids := submit("first", 40, func(i int) int { return i % 2 })
-	waitFor(t, 20*time.Second, "every task acked in the database", func() bool {
+	testwait.For(t, 20*time.Second, "every task acked in the database", func() bool {
 		for _, id := range ids {
 			if status(id).Status != raftstore.TaskSucceeded {
 				return false
@@ -98,7 +88,7 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := submit("late", 5, func(int) int { return 0 })
-	waitFor(t, 20*time.Second, "the stale owner's refused write", func() bool {
+	testwait.For(t, 20*time.Second, "the stale owner's refused write", func() bool {
 		return counter(t, reg, "fusebox_queue_completion_writes_total", "refused") > 0
 	})
 	for _, id := range late {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -157,7 +158,7 @@ func TestSlowAuthenticatedClientsHitTheConnectionCap(t *testing.T) {
 	// timeout frees the slow clients' slots.
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for _, path := range []string{"/healthz", "/readyz"} {
-		WaitFor(t, time.Second, path+" answered over the cap", func() error {
+		testwait.ForErr(t, time.Second, path+" answered over the cap", func() error {
 			resp, err := hc.Get("http://" + p.HTTPAddr() + path)
 			if err != nil {
 				return err
@@ -172,7 +173,7 @@ func TestSlowAuthenticatedClientsHitTheConnectionCap(t *testing.T) {
 	t.Logf("/healthz and /readyz answered from the reserve %v after %d slow clients filled --max-conns %d", time.Since(start), attackers, maxConns)
 	producer := transport.NewClient(p.HTTPAddr(), e2eSubmitToken, hc)
 	var refused, firstOK time.Duration
-	WaitFor(t, 15*time.Second, "a submit accepted once the slow clients are cut", func() error {
+	testwait.ForErr(t, 15*time.Second, "a submit accepted once the slow clients are cut", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := producer.SubmitTask(ctx, callbackTask("ns-sec", "wf-3", "http://127.0.0.1:9/cb", 3))

@@ -10,6 +10,7 @@ import (
 
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -55,7 +56,7 @@ func (l *lazyProcs) get(b *testing.B) *benchProcs {
 	for _, p := range c.Procs {
 		bp.clients = append(bp.clients, benchClient(p))
 	}
-	WaitFor(b, time.Minute, "one shard map, every shard owned and worked on", c.sameShardMap)
+	testwait.ForErr(b, time.Minute, "one shard map, every shard owned and worked on", c.sameShardMap)
 	bp.setConfig(b, dynconfig.KeyHostSchedulerMaxTaskRPS, "1000000")
 	bp.setConfig(b, dynconfig.KeyGroupLimiterBufferSize, "1000")
 	l.bp = bp
@@ -70,7 +71,7 @@ func (bp *benchProcs) setConfig(b *testing.B, key, value string) {
 	if _, err := bp.clients[0].ConfigSet(ctx, key, transport.ConfigWrite{Value: []byte(value)}); err != nil {
 		b.Fatalf("config %s: %v", key, err)
 	}
-	WaitFor(b, 30*time.Second, key+" applied on every node", func() error {
+	testwait.ForErr(b, 30*time.Second, key+" applied on every node", func() error {
 		for i, cl := range bp.clients {
 			es, err := cl.ConfigGet(ctx, key)
 			if err != nil {

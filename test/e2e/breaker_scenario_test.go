@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -63,7 +64,7 @@ func TestTasksDestinationDown(t *testing.T) {
 		return nexusTask(ns, fmt.Sprintf("wf-%d", i), "ep-live", i), live
 	})
 	l.Run(0, 2, 40*time.Millisecond) // ≈50 tasks/s, half to each destination
-	WaitFor(t, convergeTimout, "40 tasks accepted and a breaker for ep-dead on every node", func() error {
+	testwait.ForErr(t, convergeTimout, "40 tasks accepted and a breaker for ep-dead on every node", func() error {
 		if s := l.Stats(); s.Accepted < 40 {
 			return fmt.Errorf("%d accepted (last error %v)", s.Accepted, s.LastErr)
 		}
@@ -132,7 +133,7 @@ func TestTasksDestinationDown(t *testing.T) {
 
 	rep := l.Check(t, convergeTimout)
 	t.Logf("recovery: every task terminal %v after ep-dead came back; %v", time.Since(upAt).Round(time.Millisecond), rep)
-	WaitFor(t, convergeTimout, "the breaker for "+key.String()+" closed on every node", func() error {
+	testwait.ForErr(t, convergeTimout, "the breaker for "+key.String()+" closed on every node", func() error {
 		bs, _, err := clusterBreakers(c.Procs[0], key)
 		if err != nil {
 			return err
@@ -171,7 +172,7 @@ func waitSucceeded(t *testing.T, l *TaskLoad, d *Dest, timeout time.Duration) in
 			ids = append(ids, a.ID)
 		}
 	}
-	WaitFor(t, timeout, fmt.Sprintf("%d healthy tasks succeeded", len(ids)), func() error {
+	testwait.ForErr(t, timeout, fmt.Sprintf("%d healthy tasks succeeded", len(ids)), func() error {
 		p, err := l.pick()
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -168,7 +169,7 @@ func TestChaosRandom(t *testing.T) {
 	w.Stop()
 	t.Logf("schedule done; leader %s; writes: %v", l.Name(), w.Stats())
 	w.WaitVerified(t, 2*convergeTimout, c.Procs)
-	WaitFor(t, 2*convergeTimout, fmt.Sprintf("%d alive members and voters", cp.nodes), func() error { return c.CheckMembership(cp.nodes) })
+	testwait.ForErr(t, 2*convergeTimout, fmt.Sprintf("%d alive members and voters", cp.nodes), func() error { return c.CheckMembership(cp.nodes) })
 	c.CheckInvariants(t, 2*convergeTimout)
 	ts := tl.Stats()
 	t.Logf("tasks: %v (last submit error: %v)", ts, ts.LastErr)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -181,7 +182,7 @@ func (c *Cluster) Leader() (*Process, error) {
 func (c *Cluster) WaitForLeader(t testing.TB, timeout time.Duration) *Process {
 	t.Helper()
 	var l *Process
-	WaitFor(t, timeout, "one leader agreed by every live node", func() error {
+	testwait.ForErr(t, timeout, "one leader agreed by every live node", func() error {
 		var err error
 		l, err = c.Leader()
 		return err
@@ -200,32 +201,6 @@ func (c *Cluster) Followers(t testing.TB) []*Process {
 		}
 	}
 	return out
-}
-
-// WaitFor polls cond every 100 ms until it returns nil, failing the test
-// with what and cond's last error after timeout.
-func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	if err := poll(timeout, cond); err != nil {
-		t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
-	}
-}
-
-// poll is WaitFor without the test: it returns cond's last error on timeout.
-func poll(timeout time.Duration, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		<-tick.C
-	}
 }
 
 // CheckMembership checks that every live node sees want alive members and a
@@ -285,8 +260,8 @@ func raftVoters(info transport.RaftInfo) []string {
 func (c *Cluster) CheckInvariants(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	c.WaitForLeader(t, timeout)
-	WaitFor(t, timeout, "every live node to hold the same config and endpoints", c.sameState)
-	WaitFor(t, timeout, "every live node to hold the same shard map, each shard worked on by its one live owner", c.sameShardMap)
+	testwait.ForErr(t, timeout, "every live node to hold the same config and endpoints", c.sameState)
+	testwait.ForErr(t, timeout, "every live node to hold the same shard map, each shard worked on by its one live owner", c.sameShardMap)
 	for _, l := range c.loads {
 		rep := l.Check(t, timeout)
 		t.Logf("task invariant for %s*: %v", l.prefix, rep)

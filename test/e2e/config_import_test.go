@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 )
 
@@ -61,7 +62,7 @@ func TestTemporalConfigImportAndDeadline(t *testing.T) {
 	if code != 0 || m == nil {
 		t.Fatalf("tasks submit: exit %d\n%s", code, out)
 	}
-	WaitFor(t, 20*time.Second, "the redirected task fails at its deadline", func() error {
+	testwait.ForErr(t, 20*time.Second, "the redirected task fails at its deadline", func() error {
 		tk, err := p.Client().Task(ctx, m[1])
 		if err != nil {
 			return err

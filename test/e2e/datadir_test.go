@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -201,8 +202,8 @@ func TestRejoinEmpty(t *testing.T) {
 		t.Fatalf("%s: no sign that the leader dropped its old entry:\n%s", victim.Name(), run)
 	}
 	t.Logf("%s", run[i:i+strings.IndexByte(run[i:], '\n')])
-	WaitFor(t, convergeTimout, "3 voters on every node", func() error { return c.CheckMembership(3) })
-	WaitFor(t, convergeTimout, "every accepted task on the rejoined node", func() error {
+	testwait.ForErr(t, convergeTimout, "3 voters on every node", func() error { return c.CheckMembership(3) })
+	testwait.ForErr(t, convergeTimout, "every accepted task on the rejoined node", func() error {
 		have, err := listAllTasks(victim, "rejoin-")
 		if err != nil {
 			return err

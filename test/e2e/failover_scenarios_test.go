@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -44,7 +45,7 @@ func pickBusyFollower(t *testing.T, c *Cluster, l *TaskLoad, dest *Dest, needHel
 	leader := c.WaitForLeader(t, leaderTimeout)
 	var victim *Process
 	var owned map[int]uint64
-	WaitFor(t, convergeTimout, "a follower owning shards with backlog and a call in flight", func() error {
+	testwait.ForErr(t, convergeTimout, "a follower owning shards with backlog and a call in flight", func() error {
 		m, _, err := shardMap(leader)
 		if err != nil {
 			return err
@@ -183,7 +184,7 @@ func testTasksKillShardOwner(t *testing.T, opts ...ClusterOptions) {
 	}
 	accAtKill := l.Stats().Accepted
 	moved := waitMoved(t, c, victim.Name(), owned, killAt)
-	WaitFor(t, convergeTimout, "20 more tasks accepted after the kill", func() error {
+	testwait.ForErr(t, convergeTimout, "20 more tasks accepted after the kill", func() error {
 		if s := l.Stats(); s.Accepted < accAtKill+20 {
 			return fmt.Errorf("%d accepted since the kill (last error %v)", s.Accepted-accAtKill, s.LastErr)
 		}
@@ -201,7 +202,7 @@ func testTasksKillShardOwner(t *testing.T, opts ...ClusterOptions) {
 	if err := victim.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, convergeTimout, "3 alive members and 3 voters after the restart", func() error { return c.CheckMembership(3) })
+	testwait.ForErr(t, convergeTimout, "3 alive members and 3 voters after the restart", func() error { return c.CheckMembership(3) })
 	c.CheckInvariants(t, convergeTimout)
 	// The restarted node replays a log in which its old shards' tasks are
 	// still pending: it must not deliver them again.
@@ -245,7 +246,7 @@ func TestTasksPauseShardOwner(t *testing.T) {
 	if err := victim.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, convergeTimout, victim.Name()+" working only on the shards the committed map gives it", c.sameShardMap)
+	testwait.ForErr(t, convergeTimout, victim.Name()+" working only on the shards the committed map gives it", c.sameShardMap)
 	converged := time.Since(resumeAt)
 	after := queueCounters(t, victim)
 	rep := l.Check(t, 2*convergeTimout)
@@ -277,7 +278,7 @@ func TestTasksPauseShardOwner(t *testing.T) {
 	for _, p := range c.Live() {
 		t.Logf("%s", queueFigures(p))
 	}
-	WaitFor(t, convergeTimout, "3 alive members and 3 voters after SIGCONT", func() error { return c.CheckMembership(3) })
+	testwait.ForErr(t, convergeTimout, "3 alive members and 3 voters after SIGCONT", func() error { return c.CheckMembership(3) })
 	c.CheckInvariants(t, convergeTimout)
 	c.StopAll(t)
 }
@@ -298,7 +299,7 @@ func (q queueCounts) String() string {
 func queueCounters(t *testing.T, p *Process) queueCounts {
 	t.Helper()
 	var m map[string]float64
-	WaitFor(t, convergeTimout, p.Name()+"'s /metrics", func() error {
+	testwait.ForErr(t, convergeTimout, p.Name()+"'s /metrics", func() error {
 		var err error
 		m, err = scrapeMetrics(p)
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
 )
@@ -38,7 +39,7 @@ func TestChaosFleetBudgetNodeDies(t *testing.T) {
 	}
 	start := time.Now()
 	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: ns, Destination: host}
-	WaitFor(t, convergeTimout, "every node taking a share of the budget", func() error {
+	testwait.ForErr(t, convergeTimout, "every node taking a share of the budget", func() error {
 		return sharesOnEveryNode(c, key)
 	})
 	for i, victim := range []*Process{c.Procs[2], c.Procs[1]} {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -26,7 +27,7 @@ func TestTasksHealthCheckOutage(t *testing.T) {
 		Health: &transport.EndpointHealth{URL: dest.HealthURL(), Interval: "500ms", Timeout: "300ms"}}); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, convergeTimout, "the endpoint's health check on every node", func() error {
+	testwait.ForErr(t, convergeTimout, "the endpoint's health check on every node", func() error {
 		for _, q := range c.Live() {
 			e, err := q.Client().Endpoint(context.Background(), ep)
 			if err != nil {
@@ -44,7 +45,7 @@ func TestTasksHealthCheckOutage(t *testing.T) {
 		return nexusTask(ns, fmt.Sprintf("wf-%d", i), ep, i), dest
 	})
 	l.Run(0, 2, 40*time.Millisecond)
-	WaitFor(t, convergeTimout, "a breaker for "+ep+" on every node", func() error {
+	testwait.ForErr(t, convergeTimout, "a breaker for "+ep+" on every node", func() error {
 		bs, _, err := clusterBreakers(c.Procs[0], key)
 		if err != nil {
 			return err
@@ -56,7 +57,7 @@ func TestTasksHealthCheckOutage(t *testing.T) {
 	})
 
 	dest.SetMode(t, outboundtest.ModeUnavailable)
-	WaitFor(t, convergeTimout, "every node's breaker open", func() error {
+	testwait.ForErr(t, convergeTimout, "every node's breaker open", func() error {
 		bs, _, err := clusterBreakers(c.Procs[0], key)
 		if err != nil {
 			return err
@@ -74,7 +75,7 @@ func TestTasksHealthCheckOutage(t *testing.T) {
 	// A call admitted just before the last breaker opened may arrive a
 	// little later: it is not a probe.
 	from := time.Now().Add(200 * time.Millisecond)
-	WaitFor(t, convergeTimout, "8 health checks (8 breaker Timeouts) after every breaker opened", func() error {
+	testwait.ForErr(t, convergeTimout, "8 health checks (8 breaker Timeouts) after every breaker opened", func() error {
 		if n := healthCalls(dest, from); n < 8 {
 			return fmt.Errorf("%d health checks", n)
 		}
@@ -109,7 +110,7 @@ func TestTasksHealthCheckOutage(t *testing.T) {
 	dest.SetMode(t, outboundtest.ModeUp)
 	rep := l.Check(t, convergeTimout)
 	t.Logf("after recovery: %v", rep)
-	WaitFor(t, convergeTimout, "every node's breaker closed", func() error {
+	testwait.ForErr(t, convergeTimout, "every node's breaker closed", func() error {
 		bs, _, err := clusterBreakers(c.Procs[0], key)
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/transport"
 )
@@ -66,7 +67,7 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 			return nil
 		}
 	}
-	WaitFor(t, 30*time.Second, "every node seeing the base log version", logVersions(raftstore.LogVersionBase))
+	testwait.ForErr(t, 30*time.Second, "every node seeing the base log version", logVersions(raftstore.LogVersionBase))
 	info, err := c.Procs[0].Client().Raft(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 		if _, err := c.Procs[0].Client().ConfigSet(ctx, dynconfig.KeyOutboundTaskBatchSize, transport.ConfigWrite{Value: json.RawMessage(strconv.Itoa(value))}); err != nil {
 			t.Fatalf("config write %d: %v", value, err)
 		}
-		WaitFor(t, 30*time.Second, fmt.Sprintf("every node applying batch size %d, and ready", value), func() error {
+		testwait.ForErr(t, 30*time.Second, fmt.Sprintf("every node applying batch size %d, and ready", value), func() error {
 			for _, p := range c.Procs {
 				entries, err := p.Client().ConfigGet(ctx, dynconfig.KeyOutboundTaskBatchSize)
 				if err != nil {
@@ -101,7 +102,7 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 
 	// Tasks while n3 is behind: submits and completions go as the JSON
 	// types, which n3 applies; every node ends with the same terminal tasks.
-	WaitFor(t, convergeTimout, "an agreed shard map with every shard owned", c.sameShardMap)
+	testwait.ForErr(t, convergeTimout, "an agreed shard map with every shard owned", c.sameShardMap)
 	dest := NewDest(t)
 	tasks := func(name string) {
 		t.Helper()
@@ -127,7 +128,7 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 	if err := n3.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 30*time.Second, "every node seeing the current log version", logVersions(raftstore.LogVersion))
+	testwait.ForErr(t, 30*time.Second, "every node seeing the current log version", logVersions(raftstore.LogVersion))
 	setAndSee(9)
 	// And after the upgrade, as the binary task types (LogVersionTasksBin).
 	tasks("mixed-new")

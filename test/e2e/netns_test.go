@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -166,7 +167,7 @@ func TestPartitionHeal(t *testing.T) {
 	w := NewWriter(c, "ep-", dest.NexusURL())
 	w.Run(10 * time.Millisecond)
 	defer w.Stop()
-	WaitFor(t, convergeTimout, "10 acknowledged writes before the partition", atLeast(w, 10))
+	testwait.ForErr(t, convergeTimout, "10 acknowledged writes before the partition", atLeast(w, 10))
 
 	cutAt := time.Now()
 	lab.cut(idx)
@@ -174,11 +175,11 @@ func TestPartitionHeal(t *testing.T) {
 	ackedAtCut := w.Acked()
 	nl := c.WaitForLeader(t, leaderTimeout)
 	toLeader := time.Since(cutAt)
-	WaitFor(t, convergeTimout, "20 more acknowledged writes through the majority", atLeast(w, ackedAtCut+20))
+	testwait.ForErr(t, convergeTimout, "20 more acknowledged writes through the majority", atLeast(w, ackedAtCut+20))
 	healAt := time.Now()
 	lab.heal(idx)
 	old.SetIsolated(false)
-	WaitFor(t, convergeTimout, "one leader agreed by every node, the healed one included", func() error {
+	testwait.ForErr(t, convergeTimout, "one leader agreed by every node, the healed one included", func() error {
 		_, err := c.Leader()
 		return err
 	})
@@ -186,7 +187,7 @@ func TestPartitionHeal(t *testing.T) {
 	w.WaitVerified(t, convergeTimout, c.Procs)
 	t.Logf("cut leader %s: new leader %s after %v; healed, agreed and caught up after %v; writes: %v",
 		old.Name(), nl.Name(), toLeader.Round(time.Millisecond), time.Since(healAt).Round(time.Millisecond), w.Stats())
-	WaitFor(t, convergeTimout, "3 alive members and 3 voters", func() error { return c.CheckMembership(n) })
+	testwait.ForErr(t, convergeTimout, "3 alive members and 3 voters", func() error { return c.CheckMembership(n) })
 	c.CheckInvariants(t, convergeTimout)
 	c.StopAll(t)
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fusebox/internal/testwait"
 )
 
 // fuseboxCLI runs the real binary as an operator would, with the token in
@@ -79,7 +81,7 @@ func TestOperatorToolkit(t *testing.T) {
 	if err := n3.Restart(context.Background()); err != nil {
 		t.Fatalf("restart n3 after the rotation: %v", err)
 	}
-	WaitFor(t, 45*time.Second, "three alive voters after n3's restart", func() error { return c.CheckMembership(3) })
+	testwait.ForErr(t, 45*time.Second, "three alive voters after n3's restart", func() error { return c.CheckMembership(3) })
 
 	// Snapshot: save, change, restore; a damaged file is refused.
 	snap := filepath.Join(t.TempDir(), "state.snap")
@@ -101,7 +103,7 @@ func TestOperatorToolkit(t *testing.T) {
 	admin(3, "snapshot", "restore", bad)
 	admin(0, "snapshot", "restore", snap)
 	for _, p := range c.Procs {
-		WaitFor(t, 20*time.Second, p.Name()+" has the restored endpoint", func() error {
+		testwait.ForErr(t, 20*time.Second, p.Name()+" has the restored endpoint", func() error {
 			if _, err := p.Client().Endpoint(context.Background(), "ep-saved"); err != nil {
 				return err
 			}
@@ -147,7 +149,7 @@ func TestOperatorToolkitOverTLS(t *testing.T) {
 	if err != nil || res.From != leader.Name() {
 		t.Fatalf("transfer-leader through %s: %+v %v", f.Name(), res, err)
 	}
-	WaitFor(t, leaderTimeout, f.Name()+" leading", func() error {
+	testwait.ForErr(t, leaderTimeout, f.Name()+" leading", func() error {
 		l, err := c.Leader()
 		if err != nil {
 			return err

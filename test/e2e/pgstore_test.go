@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"fusebox/internal/pgtest"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -62,7 +63,7 @@ func TestPostgresKillShardOwner(t *testing.T) {
 func TestPostgresRestartedMidRun(t *testing.T) {
 	srv := pgServer(t)
 	c, dest, l := busyCluster(t, "pgrestart", 50*time.Millisecond, pgOptions(srv.URL("postgres")))
-	WaitFor(t, convergeTimout, "deliveries under way", func() error {
+	testwait.ForErr(t, convergeTimout, "deliveries under way", func() error {
 		if n := len(dest.Deliveries()); n < 20 {
 			return fmt.Errorf("%d tasks delivered", n)
 		}
@@ -72,7 +73,7 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	if err := srv.StopImmediate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, convergeTimout, "a node's /readyz to report the database unreachable", func() error {
+	testwait.ForErr(t, convergeTimout, "a node's /readyz to report the database unreachable", func() error {
 		body, code, err := readyz(c.Procs[0])
 		if err != nil {
 			return err
@@ -88,14 +89,14 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	upAt := time.Now()
-	WaitFor(t, convergeTimout, "a delivery after PostgreSQL's return", func() error {
+	testwait.ForErr(t, convergeTimout, "a delivery after PostgreSQL's return", func() error {
 		if dest.CallsBetween(upAt, time.Now().Add(time.Hour)) == 0 {
 			return errors.New("no call since the database came back")
 		}
 		return nil
 	})
 	resumed := time.Since(upAt)
-	WaitFor(t, convergeTimout, "20 more tasks accepted after the return", func() error {
+	testwait.ForErr(t, convergeTimout, "20 more tasks accepted after the return", func() error {
 		if s := l.Stats(); s.Accepted < accDown+20 {
 			return fmt.Errorf("%d accepted since the outage (last error %v)", s.Accepted-accDown, s.LastErr)
 		}
@@ -145,7 +146,7 @@ func TestPostgresUnreachableAtStart(t *testing.T) {
 	if err := p.Launch(); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, convergeTimout, "/readyz to name the unreachable task store", func() error {
+	testwait.ForErr(t, convergeTimout, "/readyz to name the unreachable task store", func() error {
 		body, code, err := readyz(p)
 		if err != nil {
 			return err
@@ -179,7 +180,7 @@ func TestPostgresUnreachableAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, convergeTimout, "the task delivered", func() error {
+	testwait.ForErr(t, convergeTimout, "the task delivered", func() error {
 		if dest.Deliveries()[acc.TaskID] == 0 {
 			return fmt.Errorf("task %s not delivered", acc.TaskID)
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"fusebox/internal/localproc"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -398,7 +399,7 @@ func (p *Process) Pause() error {
 		return err
 	}
 	pid := p.Pid()
-	return poll(killTimeout, func() error {
+	return testwait.Poll(killTimeout, func() error {
 		ok, err := allThreadsStopped(pid)
 		if err == nil && !ok {
 			err = fmt.Errorf("%s (pid %d): not every thread stopped after SIGSTOP", p.cfg.NodeID, pid)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -30,7 +31,7 @@ func TestChaosRetryAfterNodeDies(t *testing.T) {
 		return nexusTask(ns, fmt.Sprintf("wf-%d", i), "ep-ra-chaos", i), dest
 	})
 	l.Run(0, 2, 40*time.Millisecond)
-	WaitFor(t, convergeTimout, "a breaker for ep-ra-chaos on every node", func() error {
+	testwait.ForErr(t, convergeTimout, "a breaker for ep-ra-chaos on every node", func() error {
 		bs, _, err := clusterBreakers(c.Procs[0], key)
 		if err != nil {
 			return err
@@ -54,7 +55,7 @@ func TestChaosRetryAfterNodeDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	var deadline time.Time
-	WaitFor(t, 10*time.Second, "every node, the restarted one too, to hold the Retry-After deadline", func() error {
+	testwait.ForErr(t, 10*time.Second, "every node, the restarted one too, to hold the Retry-After deadline", func() error {
 		bs, _, err := clusterBreakers(c.Procs[0], key)
 		if err != nil {
 			return err
@@ -75,7 +76,7 @@ func TestChaosRetryAfterNodeDies(t *testing.T) {
 	})
 	t.Logf("%s killed and restarted; every node held off until %v (%v after the 429s began)",
 		victim.Name(), deadline.Format(time.RFC3339Nano), deadline.Sub(downAt).Round(time.Millisecond))
-	WaitFor(t, 20*time.Second, "the Retry-After deadline to pass", func() error {
+	testwait.ForErr(t, 20*time.Second, "the Retry-After deadline to pass", func() error {
 		if time.Now().Before(deadline) {
 			return fmt.Errorf("%v left", time.Until(deadline))
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -29,7 +30,7 @@ func TestTasksRetryAfterFleetWide(t *testing.T) {
 		return nexusTask(ns, fmt.Sprintf("wf-%d", i), "ep-ra", i), dest
 	})
 	l.Run(0, 2, 40*time.Millisecond)
-	WaitFor(t, convergeTimout, "a breaker for ep-ra on every node", func() error {
+	testwait.ForErr(t, convergeTimout, "a breaker for ep-ra on every node", func() error {
 		bs, _, err := clusterBreakers(c.Procs[0], key)
 		if err != nil {
 			return err
@@ -44,7 +45,7 @@ func TestTasksRetryAfterFleetWide(t *testing.T) {
 	downAt := time.Now()
 	dest.SetMode(t, outboundtest.ModeTooManyRequests)
 	var deadline time.Time
-	WaitFor(t, 10*time.Second, "every node to hold the same Retry-After deadline", func() error {
+	testwait.ForErr(t, 10*time.Second, "every node to hold the same Retry-After deadline", func() error {
 		bs, _, err := clusterBreakers(c.Procs[0], key)
 		if err != nil {
 			return err
@@ -70,7 +71,7 @@ func TestTasksRetryAfterFleetWide(t *testing.T) {
 		return nil
 	})
 	t.Logf("every node held off until %v (%v after the 429s began)", deadline.Format(time.RFC3339Nano), deadline.Sub(downAt).Round(time.Millisecond))
-	WaitFor(t, 20*time.Second, "the Retry-After deadline to pass", func() error {
+	testwait.ForErr(t, 20*time.Second, "the Retry-After deadline to pass", func() error {
 		if time.Now().Before(deadline) {
 			return fmt.Errorf("%v left", time.Until(deadline))
 		}

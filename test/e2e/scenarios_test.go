@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -57,7 +58,7 @@ func TestFormation(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.WaitForLeader(t, leaderTimeout)
 	t.Logf("leader %s agreed by all %v after launch", l.Name(), time.Since(begin).Round(time.Millisecond))
-	WaitFor(t, convergeTimout, "3 alive members and 3 voters on every node", func() error { return c.CheckMembership(3) })
+	testwait.ForErr(t, convergeTimout, "3 alive members and 3 voters on every node", func() error { return c.CheckMembership(3) })
 	for _, p := range c.Procs {
 		ms, err := p.Client().Members(context.Background())
 		if err != nil {
@@ -91,7 +92,7 @@ func TestKillLeaderDuringWrites(t *testing.T) {
 	w := NewWriter(c, "ep-", dest.NexusURL())
 	w.Run(5 * time.Millisecond)
 	defer w.Stop()
-	WaitFor(t, convergeTimout, "20 acknowledged writes before the kill", atLeast(w, 20))
+	testwait.ForErr(t, convergeTimout, "20 acknowledged writes before the kill", atLeast(w, 20))
 
 	killedAt := time.Now()
 	if err := old.Kill(); err != nil {
@@ -103,7 +104,7 @@ func TestKillLeaderDuringWrites(t *testing.T) {
 	if nl == old {
 		t.Fatalf("killed leader %s still reported as leader", old.Name())
 	}
-	WaitFor(t, convergeTimout, "20 more acknowledged writes under the new leader", atLeast(w, ackedAtKill+20))
+	testwait.ForErr(t, convergeTimout, "20 more acknowledged writes under the new leader", atLeast(w, ackedAtKill+20))
 	w.Stop()
 	t.Logf("killed leader %s; new leader %s after %v; writes: %v", old.Name(), nl.Name(), toLeader.Round(time.Millisecond), w.Stats())
 
@@ -116,7 +117,7 @@ func TestKillLeaderDuringWrites(t *testing.T) {
 	}
 	w.WaitVerified(t, convergeTimout, c.Procs)
 	t.Logf("old leader %s restarted and caught up in %v", old.Name(), time.Since(restartAt).Round(time.Millisecond))
-	WaitFor(t, convergeTimout, "3 alive members and 3 voters after the restart", func() error { return c.CheckMembership(3) })
+	testwait.ForErr(t, convergeTimout, "3 alive members and 3 voters after the restart", func() error { return c.CheckMembership(3) })
 	c.CheckInvariants(t, convergeTimout)
 	c.StopAll(t)
 }
@@ -138,7 +139,7 @@ func TestPauseFollower(t *testing.T) {
 	if err := f.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, convergeTimout, "the leader to see the paused follower "+f.Name()+" as failed", func() error {
+	testwait.ForErr(t, convergeTimout, "the leader to see the paused follower "+f.Name()+" as failed", func() error {
 		st, err := memberState(l, f.Name())
 		if err != nil {
 			return err
@@ -158,7 +159,7 @@ func TestPauseFollower(t *testing.T) {
 	if err := f.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, convergeTimout, f.Name()+" alive again in every node's view", func() error {
+	testwait.ForErr(t, convergeTimout, f.Name()+" alive again in every node's view", func() error {
 		for _, p := range c.Live() {
 			st, err := memberState(p, f.Name())
 			if err != nil {
@@ -173,7 +174,7 @@ func TestPauseFollower(t *testing.T) {
 	w.WaitVerified(t, convergeTimout, c.Procs)
 	t.Logf("paused %s: failure seen by the leader after %v; resumed, alive and caught up after %v; writes: %v",
 		f.Name(), detected.Round(time.Millisecond), time.Since(resumedAt).Round(time.Millisecond), w.Stats())
-	WaitFor(t, convergeTimout, "3 alive members and 3 voters", func() error { return c.CheckMembership(3) })
+	testwait.ForErr(t, convergeTimout, "3 alive members and 3 voters", func() error { return c.CheckMembership(3) })
 	c.CheckInvariants(t, convergeTimout)
 	c.StopAll(t)
 }
@@ -198,7 +199,7 @@ func TestConfigChangeVisibleEverywhere(t *testing.T) {
 			t.Fatalf("set %s via %s: %v", keyBreaker, via.Name(), err)
 		}
 		want, _ := time.ParseDuration(timeout)
-		WaitFor(t, convergeTimout, "Timeout "+timeout+" on every node", func() error {
+		testwait.ForErr(t, convergeTimout, "Timeout "+timeout+" on every node", func() error {
 			for _, p := range c.Procs {
 				got, err := breakerTimeout(p, dest)
 				if err != nil {
@@ -212,7 +213,7 @@ func TestConfigChangeVisibleEverywhere(t *testing.T) {
 		})
 		t.Logf("Timeout %s set via %s visible on all nodes after %v", timeout, via.Name(), time.Since(setAt).Round(time.Millisecond))
 		seen := 0
-		WaitFor(t, convergeTimout, "Timeout "+timeout+" in /v1/breakers on every node that has the breaker", func() error {
+		testwait.ForErr(t, convergeTimout, "Timeout "+timeout+" in /v1/breakers on every node that has the breaker", func() error {
 			seen = 0
 			for _, p := range c.Procs {
 				bs, err := nodeBreakers(p)
@@ -240,7 +241,7 @@ func TestConfigChangeVisibleEverywhere(t *testing.T) {
 	if _, err := c.Procs[0].Client().ConfigDelete(context.Background(), keyBreaker, "", dest); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, convergeTimout, "the deleted value gone from every node", func() error {
+	testwait.ForErr(t, convergeTimout, "the deleted value gone from every node", func() error {
 		for _, p := range c.Procs {
 			if _, err := breakerTimeout(p, dest); err == nil {
 				return fmt.Errorf("%s still has a value for %s", p.Name(), dest)
@@ -272,7 +273,7 @@ func TestRollingRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		l := c.WaitForLeader(t, leaderTimeout)
-		WaitFor(t, convergeTimout, "3 alive members and 3 voters after restarting "+p.Name(), func() error { return c.CheckMembership(3) })
+		testwait.ForErr(t, convergeTimout, "3 alive members and 3 voters after restarting "+p.Name(), func() error { return c.CheckMembership(3) })
 		t.Logf("%s: SIGTERM→exit %v, back and settled (leader %s) after %v; writes so far: %v",
 			p.Name(), stopped.Round(time.Millisecond), l.Name(), time.Since(begin).Round(time.Millisecond), w.Stats())
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
@@ -42,7 +43,7 @@ func TestSecurityRealProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 30*time.Second, "the callback delivered", func() error {
+	testwait.ForErr(t, 30*time.Second, "the callback delivered", func() error {
 		tk, err := p.Client().Task(ctx, acc.TaskID)
 		if err != nil {
 			return err

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"fusebox/internal/testwait"
 )
 
 // newSingle prepares one node on fresh loopback ports (a one-node cluster).
@@ -184,7 +186,7 @@ func TestPauseResume(t *testing.T) {
 	if err := p.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 10*time.Second, "the resumed node to answer /readyz", func() error {
+	testwait.ForErr(t, 10*time.Second, "the resumed node to answer /readyz", func() error {
 		code, err := p.get(context.Background(), "/readyz")
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -48,7 +49,7 @@ func (l *TaskLoad) WaitTerminal(t testing.TB, timeout time.Duration) map[string]
 	t.Helper()
 	acc := l.Accepted()
 	var view map[string]transport.Task
-	WaitFor(t, timeout, fmt.Sprintf("all %d accepted tasks of %s* terminal", len(acc), l.prefix), func() error {
+	testwait.ForErr(t, timeout, fmt.Sprintf("all %d accepted tasks of %s* terminal", len(acc), l.prefix), func() error {
 		p, err := l.pick()
 		if err != nil {
 			return err
@@ -96,7 +97,7 @@ func (l *TaskLoad) Check(t testing.TB, timeout time.Duration) TaskReport {
 	if len(badDup) > 0 {
 		t.Errorf("first submit of %d request ids answered duplicate (never submitted before): %v", len(badDup), first(badDup, 10))
 	}
-	WaitFor(t, timeout, "every live node to list the same terminal tasks", func() error {
+	testwait.ForErr(t, timeout, "every live node to list the same terminal tasks", func() error {
 		for _, p := range l.c.Live() {
 			all, err := listAllTasks(p, l.prefix)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -32,7 +33,7 @@ func putEndpoint(t testing.TB, c *Cluster, name, url string) {
 	if _, err := p.Client().PutEndpoint(context.Background(), transport.Endpoint{Name: name, URL: url}); err != nil {
 		t.Fatalf("PUT /v1/endpoints/%s via %s: %v", name, p.Name(), err)
 	}
-	WaitFor(t, convergeTimout, "endpoint "+name+" on every live node", func() error {
+	testwait.ForErr(t, convergeTimout, "endpoint "+name+" on every live node", func() error {
 		for _, q := range c.Live() {
 			eps, err := q.Client().Endpoints(context.Background())
 			if err != nil {
@@ -58,7 +59,7 @@ func setConfig(t testing.TB, c *Cluster, key, dest, value string) {
 	if _, err := p.Client().ConfigSet(context.Background(), key, transport.ConfigWrite{Destination: dest, Value: []byte(value)}); err != nil {
 		t.Fatalf("PUT /v1/config/%s destination=%s %s via %s: %v", key, dest, value, p.Name(), err)
 	}
-	WaitFor(t, convergeTimout, key+" for "+dest+" on every live node", c.sameState)
+	testwait.ForErr(t, convergeTimout, key+" for "+dest+" on every live node", c.sameState)
 }
 
 // newTaskCluster starts n nodes and waits until they agree on a shard map
@@ -67,7 +68,7 @@ func newTaskCluster(t *testing.T, n int, opts ...ClusterOptions) *Cluster {
 	t.Helper()
 	c := newTestCluster(t, n, opts...)
 	c.WaitForLeader(t, leaderTimeout)
-	WaitFor(t, convergeTimout, "an agreed shard map with every shard owned", c.sameShardMap)
+	testwait.ForErr(t, convergeTimout, "an agreed shard map with every shard owned", c.sameShardMap)
 	return c
 }
 
@@ -160,7 +161,7 @@ func shardsWithBacklog(p *Process, owner string) (map[int]uint64, error) {
 // epoch, and returns how long that took from since.
 func waitMoved(t *testing.T, c *Cluster, victim string, old map[int]uint64, since time.Time) time.Duration {
 	t.Helper()
-	WaitFor(t, convergeTimout, fmt.Sprintf("%s's shards %v re-owned at higher epochs on every live node", victim, sortedKeys(old)), func() error {
+	testwait.ForErr(t, convergeTimout, fmt.Sprintf("%s's shards %v re-owned at higher epochs on every live node", victim, sortedKeys(old)), func() error {
 		for _, p := range c.Live() {
 			m, _, err := shardMap(p)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"fusebox/internal/localproc"
+	"fusebox/internal/testwait"
 	"fusebox/internal/tlsutil"
 	"fusebox/raftstore"
 	"fusebox/transport"
@@ -202,7 +203,7 @@ func TestTLSRaftRefusesStrangers(t *testing.T) {
 		t.Fatalf("raft.NewTCPTransport: AppendEntries was answered: %+v", resp)
 	}
 
-	WaitFor(t, 10*time.Second, "the victim to count the refused handshakes", func() error {
+	testwait.ForErr(t, 10*time.Second, "the victim to count the refused handshakes", func() error {
 		m, err := scrapeMetrics(victim)
 		if err != nil {
 			return err
@@ -217,7 +218,7 @@ func TestTLSRaftRefusesStrangers(t *testing.T) {
 	// Nothing was appended on the victim beyond what the leader itself
 	// replicated: its log ends where the leader's does, in the same term
 	// (a rogue entry would sit at term+100 and out-rank the leader's).
-	WaitFor(t, 10*time.Second, "the victim's log to end where the leader's does", func() error {
+	testwait.ForErr(t, 10*time.Second, "the victim's log to end where the leader's does", func() error {
 		l, err := c.Leader()
 		if err != nil {
 			return err

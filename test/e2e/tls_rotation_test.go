@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"fusebox/internal/testwait"
 )
 
 // servedIssuer is the issuer of the certificate p's API presents now.
@@ -39,7 +41,7 @@ func TestTLSRollingRotationBySIGHUP(t *testing.T) {
 	progress := func(step string) {
 		t.Helper()
 		from := w.Acked()
-		WaitFor(t, 20*time.Second, "writes acknowledged after "+step, func() error {
+		testwait.ForErr(t, 20*time.Second, "writes acknowledged after "+step, func() error {
 			if s := w.Stats(); s.Failed > 0 {
 				t.Fatalf("after %s: a write failed: %v (last error %v)", step, s, s.LastErr)
 			}
@@ -62,7 +64,7 @@ func TestTLSRollingRotationBySIGHUP(t *testing.T) {
 		if _, err := p.signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		WaitFor(t, 10*time.Second, p.Name()+" to reload on SIGHUP", func() error {
+		testwait.ForErr(t, 10*time.Second, p.Name()+" to reload on SIGHUP", func() error {
 			if !p.LogContains("SIGHUP: reloading") {
 				return fmt.Errorf("no SIGHUP in the log")
 			}
@@ -85,7 +87,7 @@ func TestTLSRollingRotationBySIGHUP(t *testing.T) {
 	for _, p := range c.Procs {
 		pki.NodeTLS(p.Name())
 		hup(p)
-		WaitFor(t, 10*time.Second, p.Name()+" to present a certificate of the new CA", func() error {
+		testwait.ForErr(t, 10*time.Second, p.Name()+" to present a certificate of the new CA", func() error {
 			iss, err := servedIssuer(p, pki.client)
 			if err == nil && iss != "e2e CA 2" {
 				err = fmt.Errorf("issuer %q", iss)

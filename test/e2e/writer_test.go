@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 )
 
@@ -267,7 +268,7 @@ func (w *Writer) attemptedName(n string) bool {
 // write (and nothing never written).
 func (w *Writer) WaitVerified(t testing.TB, timeout time.Duration, nodes []*Process) {
 	t.Helper()
-	err := poll(timeout, func() error {
+	err := testwait.Poll(timeout, func() error {
 		for _, p := range nodes {
 			if _, err := w.Verify(p); err != nil {
 				return err

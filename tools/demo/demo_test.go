@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"fusebox/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -302,7 +304,7 @@ func TestDemoStopsOnCancel(t *testing.T) {
 		sum, err := run(ctx, cfg, &out, false)
 		done <- result{sum, err}
 	}()
-	waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), "started n1") })
+	testwait.For(t, 30*time.Second, "the condition", func() bool { return strings.Contains(out.String(), "started n1") })
 	cancel()
 	var r result
 	select {
@@ -325,18 +327,6 @@ func TestDemoStopsOnCancel(t *testing.T) {
 				t.Errorf("%s: pid %d still exists (kill 0: %v)", n.ID, pid, err)
 			}
 		}
-	}
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

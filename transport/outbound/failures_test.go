@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport/outbound"
 )
 
@@ -107,7 +108,7 @@ func TestCallerCancelIsAborted(t *testing.T) {
 				defer close(done)
 				res, err = e.Execute(ctx, k.req(base))
 			}()
-			waitFor(t, 10*time.Second, func() bool { return n.Load() > before })
+			testwait.For(t, 10*time.Second, "the condition", func() bool { return n.Load() > before })
 			cancel()
 			<-done
 			var fe *outbound.FailedError
@@ -274,17 +275,5 @@ fusebox_outbound_attempts_total{outcome="succeeded",task_group="callbacks.Invoca
 	}
 	if n := testutil.CollectAndCount(reg, "fusebox_outbound_attempt_duration_seconds"); n != 2 {
 		t.Errorf("%d duration series, want 2", n)
-	}
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -157,7 +158,7 @@ func TestFailureModes(t *testing.T) {
 					return
 				}
 				// The handler records after answering; a slow one after the client left.
-				waitFor(t, 10*time.Second, func() bool { return len(d.CallsWithRequestID(r.RequestID)) == 1 })
+				testwait.For(t, 10*time.Second, "the condition", func() bool { return len(d.CallsWithRequestID(r.RequestID)) == 1 })
 				if c := d.CallsWithRequestID(r.RequestID)[0]; c.Mode != m.mode {
 					t.Errorf("recorded mode %v", c.Mode)
 				}
@@ -240,7 +241,7 @@ func TestConcurrentUseWhileSwitching(t *testing.T) {
 		}
 		// Let traffic see each mode: the mode's own outcome must keep coming.
 		before := count(st.want)
-		waitFor(t, 10*time.Second, func() bool { return count(st.want) > before+10 })
+		testwait.For(t, 10*time.Second, "the condition", func() bool { return count(st.want) > before+10 })
 	}
 	cancel()
 	wg.Wait()
@@ -267,7 +268,7 @@ func TestCloseReleasesSlowRequests(t *testing.T) {
 		_, err := e.Execute(context.Background(), r)
 		done <- err
 	}()
-	waitFor(t, 10*time.Second, func() bool { return d.InFlight() == 1 })
+	testwait.For(t, 10*time.Second, "the condition", func() bool { return d.InFlight() == 1 })
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -282,16 +283,5 @@ func TestCloseReleasesSlowRequests(t *testing.T) {
 	}
 	if err := d.SetMode(outboundtest.Mode(42)); err == nil {
 		t.Error("unknown mode accepted")
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
