@@ -11,6 +11,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/pgtest"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
@@ -72,7 +73,7 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 	for i, r := range acc.Results {
 		ids[r.TaskID] = i
 	}
-	waitFor(t, 30*time.Second, "attempts on the old cluster", func() bool {
+	testwait.For(t, 30*time.Second, "attempts on the old cluster", func() bool {
 		l, err := old.client().Tasks(ctxT(t), transport.TaskListQuery{Status: raftstore.TaskPending, Limit: 100})
 		tried := 0
 		for _, tk := range l.Tasks {
@@ -165,7 +166,7 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id := range ids {
-		waitFor(t, 60*time.Second, "task "+id+" succeeded on the new cluster", func() bool {
+		testwait.For(t, 60*time.Second, "task "+id+" succeeded on the new cluster", func() bool {
 			tk, err := n.client().Task(ctxT(t), id)
 			return err == nil && tk.Status == raftstore.TaskSucceeded
 		})

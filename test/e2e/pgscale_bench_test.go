@@ -13,6 +13,7 @@ import (
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/internal/pgtest"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -52,7 +53,7 @@ func startBenchProcs(b *testing.B, owner testing.TB, n int, opts ClusterOptions)
 	for _, p := range c.Procs {
 		bp.clients = append(bp.clients, benchClient(p))
 	}
-	WaitFor(b, time.Minute, "one shard map, every shard owned and worked on", c.sameShardMap)
+	testwait.ForErr(b, time.Minute, "one shard map, every shard owned and worked on", c.sameShardMap)
 	bp.setConfig(b, dynconfig.KeyHostSchedulerMaxTaskRPS, "1000000")
 	bp.setConfig(b, dynconfig.KeyGroupLimiterBufferSize, "1000")
 	return bp

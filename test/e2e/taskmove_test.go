@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -55,7 +56,7 @@ func TestMoveTasksToPostgres(t *testing.T) {
 			ids[r.TaskID] = true
 		}
 	}
-	WaitFor(t, convergeTimout, "calls refused on the old cluster", func() error {
+	testwait.ForErr(t, convergeTimout, "calls refused on the old cluster", func() error {
 		if got := len(dest.Calls()); got < 10 {
 			return fmt.Errorf("%d calls", got)
 		}
@@ -90,7 +91,7 @@ func TestMoveTasksToPostgres(t *testing.T) {
 	}
 
 	dest.SetMode(t, outboundtest.ModeUp)
-	WaitFor(t, 2*convergeTimout, "every moved task delivered", func() error {
+	testwait.ForErr(t, 2*convergeTimout, "every moved task delivered", func() error {
 		d := dest.Deliveries()
 		missing := 0
 		for id := range ids {
