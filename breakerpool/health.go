@@ -58,13 +58,7 @@ func (b *Breaker) FailedCheck(reopenFor time.Duration) bool {
 		return false
 	}
 	b.halfOpenLocked(SourceHealth)
-	if reopenFor <= 0 {
-		reopenFor = b.openTimeout()
-	}
-	if maxD := b.pool.maxOpenFor; reopenFor > maxD {
-		reopenFor = maxD
-	}
-	b.openLocked(b.pool.mono(), reopenFor, SourceLocal)
+	b.reopenLocked(reopenFor)
 	return true
 }
 
@@ -87,6 +81,14 @@ func (b *Breaker) SettleHalfOpen(gen uint64, healthy bool, reopenFor time.Durati
 		b.closeLocked(SourceLocal)
 		return true
 	}
+	b.reopenLocked(reopenFor)
+	return true
+}
+
+// reopenLocked opens the breaker again after a probe without a call failed:
+// for reopenFor (its Timeout when ≤ 0, capped at the pool's MaxOpenFor), of
+// source local, as a failed probe's reopening is. b.mu held.
+func (b *Breaker) reopenLocked(reopenFor time.Duration) {
 	if reopenFor <= 0 {
 		reopenFor = b.openTimeout()
 	}
@@ -94,5 +96,4 @@ func (b *Breaker) SettleHalfOpen(gen uint64, healthy bool, reopenFor time.Durati
 		reopenFor = maxD
 	}
 	b.openLocked(b.pool.mono(), reopenFor, SourceLocal)
-	return true
 }

@@ -67,11 +67,8 @@ func (h *taskHandlers) importTasks(w http.ResponseWriter, r *http.Request) error
 	if err := h.s.readJSON(w, r, &in); err != nil {
 		return err
 	}
-	switch {
-	case len(in.Tasks) == 0:
-		return BadField("tasks", "at least one task is required")
-	case len(in.Tasks) > MaxTaskBatchSubmit:
-		return BadField("tasks", "%d tasks exceeds the batch limit of %d", len(in.Tasks), MaxTaskBatchSubmit)
+	if err := checkBatchLen(len(in.Tasks)); err != nil {
+		return err
 	}
 	if err := h.guard.admitNode(); err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"sync"
 	"time"
 
 	"fusebox/transport/outbound"
@@ -99,45 +98,16 @@ func (h *Handler) clusterHistory(ctx context.Context, since time.Time, out *Hist
 	if !since.IsZero() {
 		query = url.Values{"since": {since.Format(time.RFC3339Nano)}}
 	}
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	for _, m := range h.deps.Members.Members() {
-		if m.State != "alive" {
-			continue
-		}
-		if m.ID == h.deps.NodeID {
-			local := h.localHistory(since)
-			mu.Lock()
-			out.Nodes = append(out.Nodes, local)
-			mu.Unlock()
-			continue
-		}
-		if h.deps.Peers == nil {
-			mu.Lock()
-			out.Unreachable = append(out.Unreachable, m.ID)
-			mu.Unlock()
-			continue
-		}
-		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, PeerTimeout)
-			defer cancel()
-			var list HistoryList
-			err := h.deps.Peers(m.HTTPAddr).Do(cctx, http.MethodGet, Prefix+"api/history", query, nil, &list)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil || len(list.Nodes) == 0 {
-				h.log.Debug("peer history unavailable", "peer", m.ID, "addr", m.HTTPAddr, "err", err)
-				out.Unreachable = append(out.Unreachable, m.ID)
-				return
+	out.Unreachable = fanOut(ctx, h, "api/history", query,
+		func() { out.Nodes = append(out.Nodes, h.localHistory(since)) },
+		func(id string, list HistoryList) bool {
+			if len(list.Nodes) == 0 {
+				return false
 			}
-			out.Nodes = append(out.Nodes, NodeHistory{Node: m.ID, Samples: sanitizeSamples(list.Nodes[0].Samples, since)})
+			out.Nodes = append(out.Nodes, NodeHistory{Node: id, Samples: sanitizeSamples(list.Nodes[0].Samples, since)})
+			return true
 		})
-	}
-	wg.Wait()
 	slices.SortFunc(out.Nodes, func(a, b NodeHistory) int { return cmp.Compare(a.Node, b.Node) })
-	slices.Sort(out.Unreachable)
 }
 
 func sanitizeSamples(in []Sample, since time.Time) []Sample {

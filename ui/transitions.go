@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"fusebox/transport/outbound"
@@ -73,48 +72,16 @@ func (h *Handler) clusterTransitions(ctx context.Context) TransitionList {
 		out.Transitions = h.localTransitions().Transitions
 		return out
 	}
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	for _, m := range h.deps.Members.Members() {
-		if m.State != "alive" {
-			continue
-		}
-		if m.ID == h.deps.NodeID {
-			local := h.localTransitions().Transitions
-			mu.Lock()
-			out.Transitions = append(out.Transitions, local...)
-			mu.Unlock()
-			continue
-		}
-		if h.deps.Peers == nil {
-			mu.Lock()
-			out.Unreachable = append(out.Unreachable, m.ID)
-			mu.Unlock()
-			continue
-		}
-		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, PeerTimeout)
-			defer cancel()
-			var list TransitionList
-			err := h.deps.Peers(m.HTTPAddr).Do(cctx, http.MethodGet, Prefix+"api/transitions", nil, nil, &list)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				h.log.Debug("peer timeline unavailable", "peer", m.ID, "addr", m.HTTPAddr, "err", err)
-				out.Unreachable = append(out.Unreachable, m.ID)
-				return
-			}
-			out.Transitions = append(out.Transitions, sanitize(list.Transitions, m.ID)...)
+	out.Unreachable = fanOut(ctx, h, "api/transitions", nil,
+		func() { out.Transitions = append(out.Transitions, h.localTransitions().Transitions...) },
+		func(id string, list TransitionList) bool {
+			out.Transitions = append(out.Transitions, sanitize(list.Transitions, id)...)
+			return true
 		})
-	}
-	wg.Wait()
 	sortNewestFirst(out.Transitions)
 	if len(out.Transitions) > MaxMerged {
 		out.Transitions = out.Transitions[:MaxMerged]
 	}
-	slices.Sort(out.Unreachable)
 	return out
 }
 
