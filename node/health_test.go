@@ -233,6 +233,11 @@ func TestCallbackHealthPathFromConfig(t *testing.T) {
 	host := "http://127.0.0.1:9"
 	setConfig(t, c.nodes, dynconfig.KeyDestinationHealthPath, host, `"/healthz"`)
 	k := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: host}
+	// The node's config view follows the applied entry asynchronously.
+	testwait.For(t, 10*time.Second, "the health path in the node's config", func() bool {
+		_, ok := n.healthCheckOf(k)
+		return ok
+	})
 	got, ok := n.healthCheckOf(k)
 	if !ok || got.URL != host+"/healthz" || got.Interval != raftstore.HealthDefaultInterval || got.HealthyStatus != 200 {
 		t.Fatalf("check %+v, %v", got, ok)
