@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
@@ -65,6 +67,8 @@ func startFleetCluster(tb, owner testing.TB, n int) *benchCluster {
 	tb.Helper()
 	dir := owner.TempDir()
 	bc := &benchCluster{}
+	before := goleak.IgnoreCurrent()
+	owner.Cleanup(func() { awaitStrayGoroutines(before) }) // runs after the cluster's cleanup below
 	owner.Cleanup(func() {
 		for _, nd := range bc.nodes {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
