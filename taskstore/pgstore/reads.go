@@ -54,10 +54,13 @@ func (s *Store) Task(ctx context.Context, id string) (raftstore.Task, bool, erro
 	return t, err == nil, err
 }
 
-// Due implements queue.Store: it pages the shard's pending tasks due in
-// [from, now] through the (shard, due) index, limit rows a page, so at most
-// one page is in memory besides what the reader keeps. A failed read
-// returns nothing (the reader tries again on its next wake-up).
+// Due implements queue.Store: it pages the shard's pending tasks in due
+// order from `from` through the (shard, due) index, limit rows a page, so at
+// most one page is in memory besides what the reader keeps. The walk stops
+// at the first row due after now: that row's time is the next due time
+// (known), which spares the reader NextDue's query on every wake-up; a walk
+// that runs out of rows knows there is none. A failed read returns nothing
+// (the reader tries again on its next wake-up).
 func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]queue.Task, time.Time, bool) {
 	if limit <= 0 {
 		return nil, time.Time{}, false
@@ -69,15 +72,17 @@ func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(id stri
 	if from.IsZero() {
 		afterAt = time.Unix(0, 0).UTC()
 	}
+	nowAt := micro(now)
 	for len(out) < limit {
 		rows, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM fusebox_tasks
-WHERE shard = $1 AND status = 'pending' AND next_attempt_at <= $2 AND (next_attempt_at, id) > ($3, $4)
-ORDER BY next_attempt_at, id LIMIT $5`, shard, micro(now), afterAt, afterID, limit)
+WHERE shard = $1 AND status = 'pending' AND (next_attempt_at, id) > ($2, $3)
+ORDER BY next_attempt_at, id LIMIT $4`, shard, afterAt, afterID, limit)
 		if err != nil {
 			s.readFailed("due", shard, err)
 			return out, time.Time{}, false
 		}
 		got := 0
+		var next time.Time
 		for rows.Next() {
 			t, err := scanTask(rows)
 			if err != nil {
@@ -86,6 +91,10 @@ ORDER BY next_attempt_at, id LIMIT $5`, shard, micro(now), afterAt, afterID, lim
 				return out, time.Time{}, false
 			}
 			got++
+			if t.NextAttemptAt.After(nowAt) {
+				next = t.NextAttemptAt.UTC() // the walk went past now
+				break
+			}
 			afterAt, afterID = t.NextAttemptAt, t.ID
 			if (skip != nil && skip(t.ID)) || len(out) >= limit {
 				continue
@@ -93,8 +102,13 @@ ORDER BY next_attempt_at, id LIMIT $5`, shard, micro(now), afterAt, afterID, lim
 			out = append(out, toQueueTask(&t))
 		}
 		rows.Close()
-		if rows.Err() != nil || got < limit {
-			break
+		switch {
+		case rows.Err() != nil:
+			return out, time.Time{}, false
+		case !next.IsZero():
+			return out, next, true
+		case got < limit:
+			return out, time.Time{}, true // no pending task after these
 		}
 	}
 	return out, time.Time{}, false

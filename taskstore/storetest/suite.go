@@ -131,6 +131,11 @@ func testSubmitDueComplete(t *testing.T, h Harness) {
 	if due, _, _ := h.Store.Due(shard, time.Time{}, time.Now(), 10, nil); len(due) != 0 || h.Store.Backlog(shard) != 1 {
 		t.Fatalf("after complete: due %d, backlog %d", len(due), h.Store.Backlog(shard))
 	}
+	// A walk that goes past now says what comes next, as NextDue would
+	// (the reader then skips that second lookup).
+	if due, next, known := h.Store.Due(shard, time.Time{}, time.Now(), 10, nil); len(due) != 0 || !known || !next.Equal(retryAt) {
+		t.Fatalf("Due past now = %d tasks, next %v (known %v), want none and %v", len(due), next, known, retryAt)
+	}
 	tk, ok, err := h.Store.Task(ctx, b.ID)
 	if err != nil || !ok || tk.Status != raftstore.TaskDLQ || tk.Message != "poison task" || tk.CompletedAt.IsZero() {
 		t.Fatalf("dead-lettered task = %+v, %v, %v", tk, ok, err)
