@@ -194,6 +194,12 @@ var rows = []row{
 		Baseline: "BenchmarkFSMTaskLifecycle/json", Time: "200000x", QuickTime: "20000x", Runs: 3},
 	{Issue: "#17", What: "  binary / JSON, alternating blocks of 500 tasks in one run", Pkg: "./raftstore", Bench: "BenchmarkFSMTaskLifecycle/interleaved", Metric: "binary/json",
 		Time: "200000x", QuickTime: "20000x", Runs: 3},
+	// p99 beside one CPU-bound neighbour process (a shell busy loop), each
+	// against the same cluster shape alone in the same run.
+	{Issue: "#17", What: "enqueue → delivered p99 at 1,000/s beside a CPU-bound neighbour, in process (vs alone)", Pkg: "./node", Bench: "BenchmarkDeliveryLatencyNeighbour/neighbour=on", Metric: "p99-ms",
+		Baseline: "BenchmarkDeliveryLatencyNeighbour/neighbour=off", Target: "ratio<=3", Time: "5000x", QuickTime: "2000x", Runs: 3},
+	{Issue: "#17", What: "  the same, 3 processes (vs alone)", Pkg: "./test/e2e", Bench: "BenchmarkProcessDeliveryLatencyNeighbour/neighbour=on", Metric: "p99-ms",
+		Baseline: "BenchmarkProcessDeliveryLatencyNeighbour/neighbour=off", Target: "ratio<=3", Time: "5000x", QuickTime: "2000x", Runs: 3},
 	{Issue: "#6", What: "heap per retained task, one replica, binary entries (vs JSON; bytes)", Pkg: "./raftstore", Bench: "BenchmarkFSMTaskMemory/binary", Metric: "bytes/task",
 		Baseline: "BenchmarkFSMTaskMemory/json", Time: "100000x", QuickTime: "10000x"},
 	{Issue: "#6", What: "queue alone (in-memory store), ns per task", Pkg: "./queue", Bench: "BenchmarkThroughput/queue", Metric: "ns/op",
