@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fusebox/raftstore/state"
 	"math/rand/v2"
 	"time"
 
@@ -25,11 +26,11 @@ func NewRequestID() string {
 // reuse the request id, so a command whose outcome was ambiguous (leadership
 // lost mid-apply, forward timeout) is applied at most once. An FSM rejection is
 // returned both in the result and as the error.
-func (s *Store) Apply(ctx context.Context, cmd []byte, requestID string) (*ApplyResult, error) {
+func (s *Store) Apply(ctx context.Context, cmd []byte, requestID string) (*state.ApplyResult, error) {
 	if requestID == "" {
 		requestID = NewRequestID()
 	}
-	if err := validateCommand(cmd, requestID); err != nil {
+	if err := state.ValidateCommand(cmd, requestID); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(s.cfg.ApplyHoldTimeout)
@@ -39,14 +40,14 @@ func (s *Store) Apply(ctx context.Context, cmd []byte, requestID string) (*Apply
 			return res, err
 		}
 		if ctx.Err() != nil {
-			return nil, &Error{Code: CodeUnavailable, Message: "write not confirmed: " + ctx.Err().Error() + " (last: " + AsError(err).Error() + ")"}
+			return nil, &state.Error{Code: state.CodeUnavailable, Message: "write not confirmed: " + ctx.Err().Error() + " (last: " + state.AsError(err).Error() + ")"}
 		}
 		if !time.Now().Before(deadline) {
-			if errors.Is(err, ErrNoLeader) {
-				return nil, &Error{Code: CodeNoLeader, Message: "no raft leader elected within " + s.cfg.ApplyHoldTimeout.String() + "; the cluster may have lost quorum"}
+			if errors.Is(err, state.ErrNoLeader) {
+				return nil, &state.Error{Code: state.CodeNoLeader, Message: "no raft leader elected within " + s.cfg.ApplyHoldTimeout.String() + "; the cluster may have lost quorum"}
 			}
-			e := AsError(err)
-			return nil, &Error{Code: CodeUnavailable, Message: "write not confirmed within " + s.cfg.ApplyHoldTimeout.String() + ": " + e.Error(), Leader: e.Leader, LeaderID: e.LeaderID}
+			e := state.AsError(err)
+			return nil, &state.Error{Code: state.CodeUnavailable, Message: "write not confirmed within " + s.cfg.ApplyHoldTimeout.String() + ": " + e.Error(), Leader: e.Leader, LeaderID: e.LeaderID}
 		}
 		t := time.NewTimer(50*time.Millisecond + rand.N(100*time.Millisecond))
 		select {
@@ -58,7 +59,7 @@ func (s *Store) Apply(ctx context.Context, cmd []byte, requestID string) (*Apply
 }
 
 // tryApply makes one attempt; retry reports whether the error is transient.
-func (s *Store) tryApply(ctx context.Context, cmd []byte, requestID string) (*ApplyResult, error, bool) {
+func (s *Store) tryApply(ctx context.Context, cmd []byte, requestID string) (*state.ApplyResult, error, bool) {
 	r := s.raft.Load()
 	if r == nil {
 		return nil, unavailable("raft not started"), false
@@ -69,10 +70,10 @@ func (s *Store) tryApply(ctx context.Context, cmd []byte, requestID string) (*Ap
 	}
 	_, leaderID := r.LeaderWithID()
 	if leaderID == "" {
-		return nil, ErrNoLeader, true
+		return nil, state.ErrNoLeader, true
 	}
 	if string(leaderID) == s.cfg.NodeID {
-		return nil, ErrNoLeader, true // stale: we just lost it
+		return nil, state.ErrNoLeader, true // stale: we just lost it
 	}
 	httpAddr := ""
 	for _, m := range s.deps.Members.Members() {
@@ -87,13 +88,13 @@ func (s *Store) tryApply(ctx context.Context, cmd []byte, requestID string) (*Ap
 	defer cancel()
 	res, err := s.deps.Forwarder.ForwardApply(fctx, httpAddr, cmd, requestID)
 	if err == nil && res == nil {
-		err = &Error{Code: CodeInternal, Message: "forwarder returned no result"}
+		err = &state.Error{Code: state.CodeInternal, Message: "forwarder returned no result"}
 	}
 	if err == nil && res.Err != nil {
 		err = res.Err
 	}
 	if err != nil {
-		var e *Error
+		var e *state.Error
 		if !errors.As(err, &e) {
 			// Transport failure: the outcome is unknown; the request id makes
 			// the retry safe.
@@ -107,8 +108,8 @@ func (s *Store) tryApply(ctx context.Context, cmd []byte, requestID string) (*Ap
 	return res, nil, false
 }
 
-func isRetryable(res *ApplyResult, err error) bool {
-	var e *Error
+func isRetryable(res *state.ApplyResult, err error) bool {
+	var e *state.Error
 	if err == nil || !errors.As(err, &e) {
 		return false
 	}
@@ -121,11 +122,11 @@ func isRetryable(res *ApplyResult, err error) bool {
 // ApplyLocal applies cmd on this node, which must be the leader; otherwise it
 // returns ErrNotLeader with the leader hint. The HTTP handler of a forwarded
 // write calls it.
-func (s *Store) ApplyLocal(ctx context.Context, cmd []byte, requestID string) (*ApplyResult, error) {
+func (s *Store) ApplyLocal(ctx context.Context, cmd []byte, requestID string) (*state.ApplyResult, error) {
 	if requestID == "" {
 		requestID = NewRequestID()
 	}
-	if err := validateCommand(cmd, requestID); err != nil {
+	if err := state.ValidateCommand(cmd, requestID); err != nil {
 		return nil, err
 	}
 	r := s.raft.Load()
@@ -135,32 +136,32 @@ func (s *Store) ApplyLocal(ctx context.Context, cmd []byte, requestID string) (*
 	if r.State() != raft.Leader {
 		return nil, raftError(r, raft.ErrNotLeader)
 	}
-	if MessageType(cmd[0]) == MsgRejoin {
+	if state.MessageType(cmd[0]) == state.MsgRejoin {
 		return s.applyRejoin(r, cmd[1:])
 	}
 	return s.raftApply(ctx, r, cmd, requestID)
 }
 
 // raftApply is the single place raft's errors become typed errors.
-func (s *Store) raftApply(ctx context.Context, r *raft.Raft, cmd []byte, requestID string) (*ApplyResult, error) {
+func (s *Store) raftApply(ctx context.Context, r *raft.Raft, cmd []byte, requestID string) (*state.ApplyResult, error) {
 	timeout := s.cfg.ApplyTimeout
 	if d, ok := ctx.Deadline(); ok {
 		if rem := time.Until(d); rem < timeout {
 			timeout = max(rem, time.Millisecond)
 		}
 	}
-	if err := s.checkGate(MessageType(cmd[0])); err != nil {
+	if err := s.checkGate(state.MessageType(cmd[0])); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	f := r.Apply(encodeEntry(cmd, requestID), timeout)
+	f := r.Apply(state.EncodeEntry(cmd, requestID), timeout)
 	if err := f.Error(); err != nil {
 		return nil, raftError(r, err)
 	}
 	s.metrics.applyLatency.Observe(time.Since(start).Seconds())
-	res, ok := f.Response().(*ApplyResult)
+	res, ok := f.Response().(*state.ApplyResult)
 	if !ok {
-		return nil, &Error{Code: CodeInternal, Message: "FSM returned an unexpected response type"}
+		return nil, &state.Error{Code: state.CodeInternal, Message: "FSM returned an unexpected response type"}
 	}
 	if res.Err != nil {
 		return res, res.Err
@@ -169,14 +170,14 @@ func (s *Store) raftApply(ctx context.Context, r *raft.Raft, cmd []byte, request
 }
 
 // raftError maps raft's errors onto typed errors.
-func raftError(r *raft.Raft, err error) *Error {
+func raftError(r *raft.Raft, err error) *state.Error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader):
 		addr, id := r.LeaderWithID()
 		if id == "" {
-			return &Error{Code: CodeNoLeader, Message: "this node is not the leader and no leader is known"}
+			return &state.Error{Code: state.CodeNoLeader, Message: "this node is not the leader and no leader is known"}
 		}
-		return &Error{Code: CodeNotLeader, Message: "this node is not the raft leader", Leader: string(addr), LeaderID: string(id)}
+		return &state.Error{Code: state.CodeNotLeader, Message: "this node is not the raft leader", Leader: string(addr), LeaderID: string(id)}
 	case errors.Is(err, raft.ErrLeadershipLost):
 		return unavailable("leadership lost while applying; the command may or may not have committed, retry with the same request id")
 	case errors.Is(err, raft.ErrEnqueueTimeout):
@@ -188,15 +189,15 @@ func raftError(r *raft.Raft, err error) *Error {
 	case errors.Is(err, raft.ErrAbortedByRestore):
 		return unavailable("aborted by a snapshot restore")
 	}
-	return &Error{Code: CodeInternal, Message: "raft: " + err.Error()}
+	return &state.Error{Code: state.CodeInternal, Message: "raft: " + err.Error()}
 }
 
 // applyTyped encodes a command, applies it and decodes the result value.
-func applyTyped[T any](ctx context.Context, s *Store, t MessageType, payload any, requestID string) (T, uint64, error) {
-	cmd, err := EncodeCommand(t, payload)
+func applyTyped[T any](ctx context.Context, s *Store, t state.MessageType, payload any, requestID string) (T, uint64, error) {
+	cmd, err := state.EncodeCommand(t, payload)
 	if err != nil {
 		var zero T
-		return zero, 0, &Error{Code: CodeInternal, Message: err.Error()}
+		return zero, 0, &state.Error{Code: state.CodeInternal, Message: err.Error()}
 	}
 	return applyCommand[T](ctx, s, cmd, requestID)
 }
@@ -211,13 +212,13 @@ func applyCommand[T any](ctx context.Context, s *Store, cmd []byte, requestID st
 	var out T
 	if len(res.Value) > 0 {
 		if err := json.Unmarshal(res.Value, &out); err != nil {
-			return zero, res.Index, &Error{Code: CodeInternal, Message: "decode result: " + err.Error()}
+			return zero, res.Index, &state.Error{Code: state.CodeInternal, Message: "decode result: " + err.Error()}
 		}
 	}
 	return out, res.Index, nil
 }
 
-func stamp(m *CommandMeta) {
+func stamp(m *state.CommandMeta) {
 	if m.At.IsZero() {
 		m.At = time.Now().UTC()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"fusebox/raftstore/state"
 	"log/slog"
 	"net"
 	"time"
@@ -123,7 +124,7 @@ type Members interface {
 
 // Forwarder sends a write to the leader's HTTP API, which calls ApplyLocal.
 type Forwarder interface {
-	ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*ApplyResult, error)
+	ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*state.ApplyResult, error)
 }
 
 // PeerStater optionally tells whether a peer already has raft state. With it,
@@ -138,7 +139,7 @@ type PeerStater interface {
 type Deps struct {
 	Members   Members
 	Forwarder Forwarder
-	Validator Validator
+	Validator state.Validator
 	PeerState PeerStater
 }
 
@@ -149,8 +150,8 @@ func (c *Config) setDefaults() error {
 	if c.DataDir == "" {
 		return errors.New("raftstore: Config.DataDir is required")
 	}
-	if c.LogVersion <= 0 || c.LogVersion > LogVersion {
-		c.LogVersion = BuildLogVersion()
+	if c.LogVersion <= 0 || c.LogVersion > state.LogVersion {
+		c.LogVersion = state.BuildLogVersion()
 	}
 	if c.RaftBindAddr == "" {
 		return errors.New("raftstore: Config.RaftBindAddr is required")

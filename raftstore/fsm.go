@@ -1,300 +1,77 @@
 package raftstore
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
+	"io"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 
-	"github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/raft"
+
+	"fusebox/raftstore/state"
 )
 
-// applyFunc applies one decoded command inside a write transaction. It returns
-// the result value (JSON-marshalled into ApplyResult.Value) or a typed error;
-// on error the FSM discards every write the function made. The registration
-// table is in logversion.go.
-type applyFunc func(w *writer, payload []byte) (any, *Error)
-
-// FSM is the raft.FSM over a State. raft calls Apply, Snapshot and Restore
-// from one goroutine; reads go to the State concurrently.
+// FSM is the raft.FSM (and raft.BatchingFSM) over a state.FSM: it only turns
+// raft's types into the state machine's. Every decision — decoding, dedup,
+// halting, the snapshot codec — is package state's. The embedded state.FSM
+// gives AppliedIndex, WaitForApplied, Halted and HaltErr.
 type FSM struct {
-	state      *State
-	logger     *slog.Logger
-	logVersion int
-
-	halt   atomic.Pointer[HaltError] // set once, by haltAt
-	haltCh chan struct{}             // closed by haltAt
-
-	mu        sync.Mutex
-	applied   uint64
-	appliedCh chan struct{} // closed and replaced whenever applied advances
+	*state.FSM
 }
 
-var _ raft.FSM = (*FSM)(nil)
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+)
 
-// NewFSM returns an FSM writing into state. A nil logger discards.
-func NewFSM(state *State, logger *slog.Logger) *FSM {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &FSM{state: state, logger: logger, logVersion: state.logVersion, appliedCh: make(chan struct{}), haltCh: make(chan struct{})}
+// NewFSM returns an FSM writing into st. A nil logger discards.
+func NewFSM(st *state.State, logger *slog.Logger) *FSM {
+	return &FSM{state.NewFSM(st, logger)}
 }
 
-// State returns the state the FSM writes.
-func (f *FSM) State() *State { return f.state }
-
-// Apply implements raft.FSM. It always returns *ApplyResult. Once halted
-// it applies nothing and the applied index stays where it stopped.
-func (f *FSM) Apply(l *raft.Log) any {
-	res := f.applyEntry(l.Index, l.Data)
-	if f.halt.Load() == nil {
-		f.setApplied(l.Index)
-	}
-	return res
-}
-
-// AppliedIndex is the raft index of the last entry applied (or restored).
-func (f *FSM) AppliedIndex() uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.applied
-}
-
-// WaitForApplied blocks until the FSM has applied index, or ctx ends.
-func (f *FSM) WaitForApplied(ctx context.Context, index uint64) error {
-	for {
-		f.mu.Lock()
-		applied, ch := f.applied, f.appliedCh
-		f.mu.Unlock()
-		if applied >= index {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("raftstore: waiting for index %d (applied %d): %w", index, applied, ctx.Err())
-		}
-	}
-}
-
-func (f *FSM) setApplied(index uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if index > f.applied {
-		f.applied = index
-		close(f.appliedCh)
-		f.appliedCh = make(chan struct{})
-	}
-}
-
-// applyEntry applies one entry in its own transaction. A command that fails
-// leaves nothing behind but its dedup record (so a retry gets the same
-// error), and a panic leaves nothing at all.
-func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
-	if f.halt.Load() != nil {
-		return f.haltResult(index)
-	}
-	db := f.state.db.Load()
-	w := &writer{s: f.state, txn: db.Txn(true), tasks: f.state.tasks.Load().clone(), index: index}
-	w.txn.TrackChanges()
-	defer func() {
-		if p := recover(); p != nil {
-			w.txn.Abort()
-			f.logger.Error("raftstore: PANIC applying command; nothing written", "index", index, "panic", p)
-			res = &ApplyResult{Err: &Error{Code: CodeInternal, Message: fmt.Sprintf("panic applying entry %d: %v", index, p)}}
-		}
-	}()
-	res, requestID, failed := f.applyInto(w, data)
-	if f.halt.Load() != nil {
-		w.txn.Abort() // not even a dedup record: nothing past the halt
-		return res
-	}
-	if failed {
-		// Discard the command's writes; only the dedup record survives.
-		w.txn.Abort()
-		w.txn = db.Txn(true)
-		w.txn.TrackChanges()
-		w.tasks = f.state.tasks.Load().clone()
-		if err := w.trimRequests(); err != nil {
-			w.txn.Abort()
-			return &ApplyResult{Err: err, Index: index}
-		}
-		if requestID != "" {
-			if err := w.insert(tableRequests, &requestRow{ID: requestID, Index: index, Result: *res}); err != nil {
-				w.txn.Abort()
-				return &ApplyResult{Err: err, Index: index}
-			}
-		}
-	}
-	f.commit(w.txn, w.tasks)
-	return res
-}
+// Apply implements raft.FSM. It always returns *state.ApplyResult.
+func (f *FSM) Apply(l *raft.Log) any { return f.FSM.Apply(l.Index, l.Data) }
 
 // ApplyBatch implements raft.BatchingFSM: the entries raft hands over
-// together are applied in one state transaction, so the transaction's fixed
-// cost is paid once per batch instead of once per entry. Every entry sees
-// exactly the state it would have seen alone, so replicas stay identical
-// whatever the batching. If any command fails (or panics), the batch is
-// discarded and applied again one entry per transaction, which keeps a
-// failed command's writes out of the state.
+// together go to the state machine as one batch (one transaction). A
+// configuration entry's response is nil.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
-	out := make([]any, len(logs))
-	if f.halt.Load() == nil && f.applyShared(logs, out) {
-		if n := len(logs); n > 0 {
-			f.setApplied(logs[n-1].Index)
-		}
-		return out
-	}
-	var last uint64
+	entries := make([]state.Entry, len(logs))
 	for i, l := range logs {
-		if l.Type == raft.LogCommand {
-			out[i] = f.applyEntry(l.Index, l.Data)
-		}
-		if f.halt.Load() == nil {
-			last = l.Index
-		}
+		entries[i] = state.Entry{Index: l.Index, Data: l.Data, Command: l.Type == raft.LogCommand}
 	}
-	if last > 0 {
-		f.setApplied(last)
+	res := f.FSM.ApplyBatch(entries)
+	out := make([]any, len(res))
+	for i, r := range res {
+		if r != nil {
+			out[i] = r
+		}
 	}
 	return out
 }
 
-var _ raft.BatchingFSM = (*FSM)(nil)
-
-// applyShared applies every command of logs into one transaction and
-// commits it; it reports false, having written nothing, if any failed.
-func (f *FSM) applyShared(logs []*raft.Log, out []any) (ok bool) {
-	txn := f.state.db.Load().Txn(true)
-	txn.TrackChanges()
-	tasks := f.state.tasks.Load().clone()
-	defer func() {
-		if p := recover(); p != nil {
-			txn.Abort()
-			ok = false
-		}
-	}()
-	for i, l := range logs {
-		if l.Type != raft.LogCommand {
-			continue // configuration changes are raft's own business
-		}
-		if f.unknownEntry(l.Index, l.Data) != nil {
-			txn.Abort() // one by one, so the entries before it apply
-			return false
-		}
-		res, _, failed := f.applyInto(&writer{s: f.state, txn: txn, tasks: tasks, index: l.Index}, l.Data)
-		if failed {
-			txn.Abort()
-			return false
-		}
-		out[i] = res
-	}
-	f.commit(txn, tasks)
-	return true
-}
-
-// applyInto applies one entry's command into w's transaction and records its
-// request id for dedup. failed reports that the command (or the entry) was
-// refused: the caller must then drop the transaction's writes for it.
-func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID string, failed bool) {
-	index := w.index
-	if he := f.unknownEntry(index, data); he != nil {
-		return f.haltAt(he), "", true
-	}
-	requestID, t, payload, err := decodeEntry(data)
+// Snapshot implements raft.FSM: an O(1) copy of the state, persisted later
+// off the FSM goroutine. A halted FSM refuses.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	snap, err := f.FSM.Snapshot()
 	if err != nil {
-		f.logger.Error("raftstore: undecodable raft entry; returning an error result", "index", index, "error", err)
-		return &ApplyResult{Err: invalidArg("command", "undecodable entry at index %d: %v", index, err)}, "", true
+		return nil, err
 	}
-	// Forget request ids older than the window first, so "remembered for
-	// RequestWindow indexes" holds exactly.
-	if err := w.trimRequests(); err != nil {
-		return &ApplyResult{Err: err, Index: index}, requestID, true
-	}
-	if requestID != "" {
-		if r, ok := w.get(tableRequests, requestID).(*requestRow); ok {
-			out := r.Result // a retry: the first result, nothing applied again
-			return &out, requestID, false
-		}
-	}
-	result := ApplyResult{Index: index}
-	fn, ok := lookupCommand(t, f.logVersion)
-	switch {
-	case !ok:
-		f.logger.Warn("raftstore: skipping an ignorable command type this build does not know", "index", index, "type", uint8(t))
-	default:
-		v, e := fn(w, payload)
-		if e != nil {
-			result.Err = e
-			break
-		}
-		if v == nil {
-			break
-		}
-		var b []byte
-		var err error
-		if a, ok := v.(jsonAppender); ok {
-			b = a.appendJSON(nil)
-		} else {
-			b, err = json.Marshal(v)
-		}
-		if err != nil {
-			result.Err = &Error{Code: CodeInternal, Message: "marshal result: " + err.Error()}
-		} else {
-			result.Value = b
-		}
-	}
-	if result.Err != nil {
-		return &result, requestID, true
-	}
-	if requestID != "" {
-		if err := w.insert(tableRequests, &requestRow{ID: requestID, Index: index, Result: result}); err != nil {
-			return &ApplyResult{Err: err, Index: index}, requestID, true
-		}
-	}
-	return &result, requestID, false
+	return fsmSnapshot{snap}, nil
 }
 
-// commit commits txn, publishes tasks (the task table the same writes went
-// to) and wakes the subscribers of every table they touched.
-func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable) {
-	changes := txn.Changes()
-	txn.Commit()
-	f.state.tasks.Store(tasks)
-	touched := make(map[Table]struct{})
-	if tasks.touched {
-		touched[TableTasks] = struct{}{}
-	}
-	for _, c := range changes {
-		if c.Table != tableRequests && c.Table != tableCounters {
-			touched[Table(c.Table)] = struct{}{}
-		}
-	}
-	if len(touched) > 0 {
-		f.state.notify(touched)
-	}
+// Restore implements raft.FSM.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	return f.FSM.Restore(rc)
 }
 
-// trimRequests forgets request ids older than the request window, measured in
-// raft indexes, so every replica trims exactly the same rows.
-func (w *writer) trimRequests() *Error {
-	if w.index <= w.s.requestWindow {
-		return nil
+type fsmSnapshot struct{ snap *state.Snapshot }
+
+func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.snap.WriteTo(sink); err != nil {
+		_ = sink.Cancel()
+		return err
 	}
-	floor := w.index - w.s.requestWindow
-	for {
-		o, err := w.txn.First(tableRequests, "index")
-		if err != nil || o == nil {
-			return nil
-		}
-		if o.(*requestRow).Index > floor {
-			return nil
-		}
-		if err := w.delete(tableRequests, o); err != nil {
-			return err
-		}
-	}
+	return sink.Close()
 }
+
+func (fsmSnapshot) Release() {}

@@ -2,21 +2,11 @@ package raftstore
 
 import (
 	"fmt"
+	"fusebox/raftstore/state"
 	"slices"
 	"strings"
 	"time"
-
-	"fusebox/errcode"
 )
-
-// CodeUpgradePending refuses a command type that a server of the raft
-// configuration does not know yet (its build advertises an older log
-// version). Not retryable: finish the rolling upgrade first.
-const CodeUpgradePending = errcode.UpgradePending
-
-// ErrUpgradePending matches (errors.Is) the refusal of a command that waits
-// for the cluster's upgrade.
-var ErrUpgradePending = &Error{Code: CodeUpgradePending, Message: "a server does not know this command yet"}
 
 // gateTTL bounds how long a computed cluster log version is reused: the
 // hot commands ask on every proposal, and raft's GetConfiguration is a round
@@ -63,7 +53,7 @@ func (s *Store) ClusterLogVersion() (ClusterVersion, error) {
 			case !ok:
 				lv = 0
 			case m.LogVersion <= 0:
-				lv = LogVersionBase
+				lv = state.LogVersionBase
 			default:
 				lv = m.LogVersion
 			}
@@ -84,7 +74,7 @@ func (s *Store) ClusterLogVersion() (ClusterVersion, error) {
 // clusterKnows reports whether every server knows log version lv (false
 // when that cannot be told).
 func (s *Store) clusterKnows(lv int) bool {
-	if lv <= LogVersionBase {
+	if lv <= state.LogVersionBase {
 		return true
 	}
 	v, err := s.ClusterLogVersion()
@@ -95,16 +85,16 @@ func (s *Store) clusterKnows(lv int) bool {
 // uses a field of an existing command type introduced at log version lv
 // while some server is below it: that server's build would apply the entry
 // without the field and the replicas would disagree.
-func (s *Store) requireLogVersion(lv int, field string) *Error {
+func (s *Store) requireLogVersion(lv int, field string) *state.Error {
 	if lv > s.cfg.LogVersion {
 		return invalidArg(field, "%s needs log version %d; this node's build is at %d", field, lv, s.cfg.LogVersion)
 	}
 	v, err := s.ClusterLogVersion()
 	if err != nil {
-		return AsError(err)
+		return state.AsError(err)
 	}
 	if v.LogVersion < lv {
-		return &Error{Code: CodeUpgradePending, Field: field, Message: fmt.Sprintf(
+		return &state.Error{Code: state.CodeUpgradePending, Field: field, Message: fmt.Sprintf(
 			"%s needs log version %d on every server, and the cluster is at log version %d (behind: %s); upgrade every server first",
 			field, lv, v.LogVersion, strings.Join(v.Behind, ", "))}
 	}
@@ -113,23 +103,23 @@ func (s *Store) requireLogVersion(lv int, field string) *Error {
 
 // checkGate refuses, before proposing, a command this build does not know
 // (unless ignorable) and one newer than the cluster's log version.
-func (s *Store) checkGate(t MessageType) *Error {
-	since := commandSince(t)
+func (s *Store) checkGate(t state.MessageType) *state.Error {
+	since := state.CommandSince(t)
 	if since == 0 || since > s.cfg.LogVersion {
 		if t.Ignorable() {
 			return nil
 		}
 		return invalidArg("command", "command type %d is unknown to this node's build (log version %d)", uint8(t), s.cfg.LogVersion)
 	}
-	if since <= LogVersionBase {
+	if since <= state.LogVersionBase {
 		return nil
 	}
 	v, err := s.ClusterLogVersion()
 	if err != nil {
-		return AsError(err)
+		return state.AsError(err)
 	}
 	if v.LogVersion < since {
-		return &Error{Code: CodeUpgradePending, Message: fmt.Sprintf(
+		return &state.Error{Code: state.CodeUpgradePending, Message: fmt.Sprintf(
 			"%s needs log version %d on every server, and the cluster is at log version %d (behind: %s); upgrade every server first",
 			t, since, v.LogVersion, strings.Join(v.Behind, ", "))}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -16,21 +17,21 @@ import (
 // empty, its id (NewTaskID, so that ids sort in batch order). Outcomes come back in the order given; the raft
 // index is for WaitForApplied. A single task without a request id is
 // group-committed with other single submits in flight (submit_batch.go).
-func (s *Store) SubmitTasks(ctx context.Context, c SubmitTasksCommand) ([]SubmitOutcome, uint64, error) {
+func (s *Store) SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) ([]state.SubmitOutcome, uint64, error) {
 	stamp(&c.CommandMeta)
 	n := s.state.ShardCount()
 	if n <= 0 {
 		return nil, 0, unavailable("the shard count is not set yet; the cluster is still forming")
 	}
-	c.Tasks = append([]NewTask(nil), c.Tasks...)
+	c.Tasks = append([]state.NewTask(nil), c.Tasks...)
 	for i := range c.Tasks {
 		t := &c.Tasks[i]
 		t.Shard = shardmap.ShardOf(t.NamespaceID, t.WorkflowID, n)
 		if t.ID == "" {
-			t.ID = NewTaskID(c.At.Add(time.Duration(i))) // batch order is id order
+			t.ID = state.NewTaskID(c.At.Add(time.Duration(i))) // batch order is id order
 		}
 	}
-	if err := c.validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		return nil, 0, err
 	}
 	if len(c.Tasks) == 1 && c.RequestID == "" {
@@ -39,7 +40,7 @@ func (s *Store) SubmitTasks(ctx context.Context, c SubmitTasksCommand) ([]Submit
 		if err != nil {
 			return nil, idx, err
 		}
-		return []SubmitOutcome{out}, idx, nil
+		return []state.SubmitOutcome{out}, idx, nil
 	}
 	return applySubmit(ctx, s, c)
 }
@@ -48,15 +49,15 @@ func (s *Store) SubmitTasks(ctx context.Context, c SubmitTasksCommand) ([]Submit
 // shard's epoch: if c.Node does not own c.Shard at c.Epoch in the committed
 // map, nothing is written and the error is a *shardmap.WrongOwnerError with
 // the current owner and epoch.
-func (s *Store) CompleteTasks(ctx context.Context, c CompleteTasksCommand) (CompleteOutcome, error) {
+func (s *Store) CompleteTasks(ctx context.Context, c state.CompleteTasksCommand) (state.CompleteOutcome, error) {
 	stamp(&c.CommandMeta)
-	if err := c.validate(); err != nil {
-		return CompleteOutcome{}, err
+	if err := c.Validate(); err != nil {
+		return state.CompleteOutcome{}, err
 	}
-	out, idx, err := applyBinOrJSON[CompleteOutcome](ctx, s, MsgCompleteTasks, c,
-		func() ([]byte, error) { return encodeCompleteTasksBin(&c) }, c.RequestID)
+	out, idx, err := applyBinOrJSON[state.CompleteOutcome](ctx, s, state.MsgCompleteTasks, c,
+		func() ([]byte, error) { return state.EncodeCompleteTasksBin(&c) }, c.RequestID)
 	if err != nil {
-		return CompleteOutcome{}, err
+		return state.CompleteOutcome{}, err
 	}
 	// The caller's next read of the task table is local: wait until this
 	// replica has applied the write, or a follower's reader would find the
@@ -71,23 +72,23 @@ func (s *Store) CompleteTasks(ctx context.Context, c CompleteTasksCommand) (Comp
 }
 
 // RedriveTasks moves dead-lettered tasks back to pending.
-func (s *Store) RedriveTasks(ctx context.Context, c RedriveTasksCommand) (RedriveOutcome, error) {
+func (s *Store) RedriveTasks(ctx context.Context, c state.RedriveTasksCommand) (state.RedriveOutcome, error) {
 	stamp(&c.CommandMeta)
-	if err := c.validate(); err != nil {
-		return RedriveOutcome{}, err
+	if err := c.Validate(); err != nil {
+		return state.RedriveOutcome{}, err
 	}
-	out, _, err := applyTyped[RedriveOutcome](ctx, s, MsgRedriveTasks, c, c.RequestID)
+	out, _, err := applyTyped[state.RedriveOutcome](ctx, s, state.MsgRedriveTasks, c, c.RequestID)
 	return out, err
 }
 
 // CollectTasks deletes succeeded and failed tasks completed before c.Before,
 // at most c.Limit (capped at MaxCollectBatch) per call.
-func (s *Store) CollectTasks(ctx context.Context, c CollectTasksCommand) (CollectOutcome, error) {
+func (s *Store) CollectTasks(ctx context.Context, c state.CollectTasksCommand) (state.CollectOutcome, error) {
 	stamp(&c.CommandMeta)
-	if err := c.validate(); err != nil {
-		return CollectOutcome{}, err
+	if err := c.Validate(); err != nil {
+		return state.CollectOutcome{}, err
 	}
-	out, _, err := applyTyped[CollectOutcome](ctx, s, MsgCollectTasks, c, c.RequestID)
+	out, _, err := applyTyped[state.CollectOutcome](ctx, s, state.MsgCollectTasks, c, c.RequestID)
 	return out, err
 }
 
@@ -122,7 +123,7 @@ func (s *Store) collectExpired(ctx context.Context, retention func() time.Durati
 	}
 	cutoff := time.Now().UTC().Add(-keep)
 	for ctx.Err() == nil {
-		out, err := s.CollectTasks(ctx, CollectTasksCommand{Before: cutoff})
+		out, err := s.CollectTasks(ctx, state.CollectTasksCommand{Before: cutoff})
 		if err != nil {
 			if ctx.Err() == nil {
 				s.logger.Warn("collecting expired tasks failed; will retry", "error", err)
@@ -139,18 +140,20 @@ func (s *Store) collectExpired(ctx context.Context, retention func() time.Durati
 }
 
 // Task returns one task by id (local read).
-func (s *Store) Task(id string) (Task, bool) { return s.state.Task(id) }
+func (s *Store) Task(id string) (state.Task, bool) { return s.state.Task(id) }
 
 // TaskByRequestID returns the task submitted with (namespace, requestID).
-func (s *Store) TaskByRequestID(namespace, requestID string) (Task, bool) {
+func (s *Store) TaskByRequestID(namespace, requestID string) (state.Task, bool) {
 	return s.state.TaskByRequestID(namespace, requestID)
 }
 
 // OldestPendingTask returns shard's pending task created first.
-func (s *Store) OldestPendingTask(shard int) (Task, bool) { return s.state.OldestPendingTask(shard) }
+func (s *Store) OldestPendingTask(shard int) (state.Task, bool) {
+	return s.state.OldestPendingTask(shard)
+}
 
 // ScanDue is State.ScanDue on this replica.
-func (s *Store) ScanDue(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]*Task, time.Time, bool) {
+func (s *Store) ScanDue(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]*state.Task, time.Time, bool) {
 	return s.state.ScanDue(shard, from, now, limit, skip)
 }
 
@@ -164,7 +167,9 @@ func (s *Store) NextTaskDue(shard int, after time.Time) (time.Time, bool) {
 func (s *Store) TaskBacklog(shard int) int { return s.state.TaskBacklog(shard) }
 
 // ListTasks lists tasks in id order (see State.ListTasks).
-func (s *Store) ListTasks(q TaskQuery) []Task { return s.state.ListTasks(q) }
+func (s *Store) ListTasks(q state.TaskQuery) []state.Task { return s.state.ListTasks(q) }
 
 // ListTasksPage is ListTasks with the next page's cursor (State.ListTasksPage).
-func (s *Store) ListTasksPage(q TaskQuery) ([]Task, string) { return s.state.ListTasksPage(q) }
+func (s *Store) ListTasksPage(q state.TaskQuery) ([]state.Task, string) {
+	return s.state.ListTasksPage(q)
+}

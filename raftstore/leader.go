@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"fusebox/raftstore/state"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -53,7 +54,7 @@ func (s *Store) leaderLoop(ctx context.Context) {
 		}
 	}
 	if s.state.ClusterID() == "" {
-		cmd, _ := EncodeCommand(MsgSetClusterID, SetClusterIDCommand{CommandMeta: CommandMeta{At: time.Now().UTC()}, ClusterID: NewRequestID()})
+		cmd, _ := state.EncodeCommand(state.MsgSetClusterID, state.SetClusterIDCommand{CommandMeta: state.CommandMeta{At: time.Now().UTC()}, ClusterID: NewRequestID()})
 		if _, err := s.ApplyLocal(ctx, cmd, ""); err != nil {
 			s.logger.Warn("setting the cluster id failed", "error", err)
 		}

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"fmt"
+	"fusebox/raftstore/state"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -41,14 +42,14 @@ func (s *Store) TransferLeader(ctx context.Context, to string) (TransferResult, 
 	}
 	switch {
 	case to == s.cfg.NodeID:
-		return TransferResult{}, &Error{Code: CodeConflict, Field: "to", Message: fmt.Sprintf("%s is already the leader", to)}
+		return TransferResult{}, &state.Error{Code: state.CodeConflict, Field: "to", Message: fmt.Sprintf("%s is already the leader", to)}
 	case to != "" && target == nil:
 		if inConfig(servers, to) {
-			return TransferResult{}, &Error{Code: CodeConflict, Field: "to", Message: fmt.Sprintf("%s is not a voter; leadership can only go to a voter (fusebox admin raft lists them)", to)}
+			return TransferResult{}, &state.Error{Code: state.CodeConflict, Field: "to", Message: fmt.Sprintf("%s is not a voter; leadership can only go to a voter (fusebox admin raft lists them)", to)}
 		}
-		return TransferResult{}, &Error{Code: CodeNotFound, Field: "to", Message: fmt.Sprintf("%s is not in the raft configuration (fusebox admin raft lists the servers)", to)}
+		return TransferResult{}, &state.Error{Code: state.CodeNotFound, Field: "to", Message: fmt.Sprintf("%s is not in the raft configuration (fusebox admin raft lists the servers)", to)}
 	case voters < 2:
-		return TransferResult{}, &Error{Code: CodeConflict, Message: "this is the only voter; there is nobody to hand leadership to"}
+		return TransferResult{}, &state.Error{Code: state.CodeConflict, Message: "this is the only voter; there is nobody to hand leadership to"}
 	}
 	var f raft.Future
 	if target != nil {
@@ -57,7 +58,7 @@ func (s *Store) TransferLeader(ctx context.Context, to string) (TransferResult, 
 		f = r.LeadershipTransfer()
 	}
 	if err := waitFuture(ctx, f); err != nil {
-		return TransferResult{}, &Error{Code: CodeUnavailable, Message: "leadership transfer failed: " + err.Error()}
+		return TransferResult{}, &state.Error{Code: state.CodeUnavailable, Message: "leadership transfer failed: " + err.Error()}
 	}
 	s.logger.Info("leadership transferred by an operator", "to", to)
 	res := TransferResult{From: s.cfg.NodeID}
@@ -92,7 +93,7 @@ type RemovePeerResult struct {
 // live voters left would not be a quorum of the voters left; it always
 // refuses removing the leader itself (transfer leadership first).
 func (s *Store) RemovePeer(ctx context.Context, id string, force bool) (RemovePeerResult, error) {
-	if err := checkName("id", id, true); err != nil {
+	if err := state.CheckName("id", id, true); err != nil {
 		return RemovePeerResult{}, err
 	}
 	r, err := s.leaderRaft()
@@ -100,7 +101,7 @@ func (s *Store) RemovePeer(ctx context.Context, id string, force bool) (RemovePe
 		return RemovePeerResult{}, err
 	}
 	if id == s.cfg.NodeID {
-		return RemovePeerResult{}, &Error{Code: CodeConflict, Field: "id", Message: fmt.Sprintf("%s is the raft leader; move leadership first (fusebox admin raft transfer-leader), then remove it through the new leader", id)}
+		return RemovePeerResult{}, &state.Error{Code: state.CodeConflict, Field: "id", Message: fmt.Sprintf("%s is the raft leader; move leadership first (fusebox admin raft transfer-leader), then remove it through the new leader", id)}
 	}
 	servers, err := s.configuration(r)
 	if err != nil {
@@ -126,13 +127,13 @@ func (s *Store) RemovePeer(ctx context.Context, id string, force bool) (RemovePe
 		}
 	}
 	if found == nil {
-		return RemovePeerResult{}, &Error{Code: CodeNotFound, Field: "id", Message: fmt.Sprintf("%s is not in the raft configuration (fusebox admin raft lists the servers)", id)}
+		return RemovePeerResult{}, &state.Error{Code: state.CodeNotFound, Field: "id", Message: fmt.Sprintf("%s is not in the raft configuration (fusebox admin raft lists the servers)", id)}
 	}
 	res := RemovePeerResult{ID: id, Suffrage: "nonvoter", Alive: alive[id]}
 	if found.Suffrage == raft.Voter {
 		res.Suffrage = "voter"
 		if msg := quorumRefusal(id, voters, liveVoters, alive[id]); msg != "" && !force {
-			return RemovePeerResult{}, &Error{Code: CodeConflict, Field: "id", Message: msg + "; pass --force to remove it anyway"}
+			return RemovePeerResult{}, &state.Error{Code: state.CodeConflict, Field: "id", Message: msg + "; pass --force to remove it anyway"}
 		}
 	}
 	f := r.RemoveServer(found.ID, 0, s.cfg.ApplyTimeout)

@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"fusebox/raftstore/state"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"fusebox/shardmap"
 )
 
 // SaveSnapshot takes a snapshot of the replicated state on the leader, as
@@ -29,16 +28,16 @@ func (s *Store) SaveSnapshot(ctx context.Context, version string) ([]byte, error
 	}
 	f := r.Snapshot()
 	if err := waitFuture(ctx, f); err != nil {
-		return nil, &Error{Code: CodeUnavailable, Message: "raft snapshot: " + err.Error()}
+		return nil, &state.Error{Code: state.CodeUnavailable, Message: "raft snapshot: " + err.Error()}
 	}
 	meta, rc, err := f.Open()
 	if err != nil {
-		return nil, &Error{Code: CodeInternal, Message: "open raft snapshot: " + err.Error()}
+		return nil, &state.Error{Code: state.CodeInternal, Message: "open raft snapshot: " + err.Error()}
 	}
 	defer rc.Close()
 	payload, err := io.ReadAll(rc)
 	if err != nil {
-		return nil, &Error{Code: CodeInternal, Message: "read raft snapshot: " + err.Error()}
+		return nil, &state.Error{Code: state.CodeInternal, Message: "read raft snapshot: " + err.Error()}
 	}
 	var out bytes.Buffer
 	h := SnapshotFileHeader{Index: meta.Index, Term: meta.Term, FuseboxVersion: version, ClusterID: s.state.ClusterID(),
@@ -78,7 +77,7 @@ func (s *Store) RestoreSnapshot(ctx context.Context, file io.Reader, version str
 	}
 	h := f.Header
 	if h.FuseboxVersion != version && !force {
-		return RestoreResult{}, &Error{Code: CodeConflict, Field: "build_version", Message: fmt.Sprintf(
+		return RestoreResult{}, &state.Error{Code: state.CodeConflict, Field: "build_version", Message: fmt.Sprintf(
 			"snapshot was written by fusebox %q, this cluster runs %q; pass --force to restore it anyway", h.FuseboxVersion, version)}
 	}
 	p, _, err := parseSnapshotPayload(f.Payload)
@@ -87,10 +86,10 @@ func (s *Store) RestoreSnapshot(ctx context.Context, file io.Reader, version str
 	}
 	cur, snap := s.state.ShardCount(), p.state.ShardCount()
 	if cur != 0 && snap != 0 && cur != snap {
-		return RestoreResult{}, &Error{Code: CodeConflict, Field: "shard_count", Message: fmt.Sprintf(
+		return RestoreResult{}, &state.Error{Code: state.CodeConflict, Field: "shard_count", Message: fmt.Sprintf(
 			"snapshot has %d shards, this cluster %d; the shard count cannot change", snap, cur)}
 	}
-	mapVersion, err := fenceShardMap(p.state, s.state.ShardMap(), s.state.ClusterID())
+	mapVersion, err := p.state.FenceShardMap(s.state.ShardMap(), s.state.ClusterID())
 	if err != nil {
 		return RestoreResult{}, err
 	}
@@ -98,8 +97,7 @@ func (s *Store) RestoreSnapshot(ctx context.Context, file io.Reader, version str
 	// max(last index, meta.Index)+1, i.e. LastIndex()+1 with Index 0.
 	next := r.LastIndex() + 1
 	var payload bytes.Buffer
-	snapshot := &fsmSnapshot{db: p.state.db.Load(), tasks: p.state.tasks.Load(), applied: next}
-	if err := snapshot.writeTo(&payload); err != nil {
+	if err := p.state.WriteSnapshot(&payload, next); err != nil {
 		return RestoreResult{}, err
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: int64(payload.Len())}
@@ -116,74 +114,4 @@ func (s *Store) RestoreSnapshot(ctx context.Context, file io.Reader, version str
 	s.logger.Warn("restored the cluster state from a snapshot file", "index", h.Index, "term", h.Term,
 		"build_version", h.FuseboxVersion, "forced", force, "shard_map_version", mapVersion)
 	return RestoreResult{Index: h.Index, Term: h.Term, FuseboxVersion: h.FuseboxVersion, ShardMapVersion: mapVersion}, nil
-}
-
-// fenceShardMap rewrites the snapshot's shard map (in st) so that its
-// version and each shard's epoch are above both the snapshot's and the
-// current map's, and returns the new version. A snapshot without a map (or
-// cluster id, or shard count) taken from a cluster that had none yet keeps
-// the current cluster's, fenced the same way: nodes ignore a map whose
-// version is not above the one they hold, so the restored state must never
-// go back to "no map".
-func fenceShardMap(st *State, cur *shardmap.Map, clusterID string) (uint64, error) {
-	txn := st.db.Load().Txn(true)
-	defer txn.Abort()
-	get := func(name string) (*metaRow, error) {
-		raw, err := txn.First(string(TableMeta), "id", name)
-		if err != nil || raw == nil {
-			return nil, err
-		}
-		row := *raw.(*metaRow)
-		return &row, nil
-	}
-	if clusterID != "" {
-		if row, err := get(metaClusterID); err != nil {
-			return 0, err
-		} else if row == nil {
-			if err := txn.Insert(string(TableMeta), &metaRow{Name: metaClusterID, ClusterID: clusterID}); err != nil {
-				return 0, err
-			}
-		}
-	}
-	row, err := get(metaShards)
-	if err != nil {
-		return 0, err
-	}
-	var base *shardmap.Map
-	switch {
-	case row != nil && row.Shards != nil:
-		base = row.Shards
-	case cur != nil:
-		base = cur
-		row = &metaRow{Name: metaShards}
-		if sc, err := get(metaShardCount); err != nil {
-			return 0, err
-		} else if sc == nil {
-			if err := txn.Insert(string(TableMeta), &metaRow{Name: metaShardCount, ShardCount: cur.NumShards}); err != nil {
-				return 0, err
-			}
-		}
-	default:
-		txn.Commit()
-		return 0, nil
-	}
-	m := &shardmap.Map{Version: base.Version + 1, NumShards: base.NumShards, Shards: append([]shardmap.Assignment(nil), base.Shards...)}
-	if cur != nil && cur.Version >= m.Version {
-		m.Version = cur.Version + 1
-	}
-	for i := range m.Shards {
-		m.Shards[i].Epoch++
-		if cur != nil && i < len(cur.Shards) && cur.Shards[i].Epoch >= m.Shards[i].Epoch {
-			m.Shards[i].Epoch = cur.Shards[i].Epoch + 1
-		}
-	}
-	if err := m.Validate(); err != nil {
-		return 0, &Error{Code: CodeInvalidArgument, Field: "payload", Message: "snapshot shard map: " + err.Error()}
-	}
-	row.Shards = m
-	if err := txn.Insert(string(TableMeta), row); err != nil {
-		return 0, err
-	}
-	txn.Commit()
-	return m.Version, nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"fusebox/raftstore/state"
 	"io"
 	"sort"
 	"time"
@@ -51,7 +52,7 @@ type SnapshotFile struct {
 // and payload to w.
 func EncodeSnapshotFile(w io.Writer, h SnapshotFileHeader, payload []byte) error {
 	sum := sha256.Sum256(payload)
-	h.Format, h.Version, h.StateVersion = SnapshotFileFormat, SnapshotFileVersion, snapshotVersion
+	h.Format, h.Version, h.StateVersion = SnapshotFileFormat, SnapshotFileVersion, state.SnapshotVersion
 	h.PayloadSize, h.PayloadSHA256 = int64(len(payload)), hex.EncodeToString(sum[:])
 	b, err := json.Marshal(h)
 	if err != nil {
@@ -84,8 +85,8 @@ func ReadSnapshotFile(r io.Reader, maxSize int64) (*SnapshotFile, error) {
 		return nil, badFile("format", "not a fusebox snapshot file: format %q, want %q", h.Format, SnapshotFileFormat)
 	case h.Version != SnapshotFileVersion:
 		return nil, badFile("version", "snapshot file version %d; this fusebox reads version %d", h.Version, SnapshotFileVersion)
-	case h.StateVersion != snapshotVersion:
-		return nil, badFile("state_version", "snapshot state version %d; this fusebox reads version %d", h.StateVersion, snapshotVersion)
+	case h.StateVersion != state.SnapshotVersion:
+		return nil, badFile("state_version", "snapshot state version %d; this fusebox reads version %d", h.StateVersion, state.SnapshotVersion)
 	case h.PayloadSize < 0 || h.PayloadSize > maxSize:
 		return nil, badFile("payload_size", "payload size %d out of range [0, %d]", h.PayloadSize, maxSize)
 	case len(h.PayloadSHA256) != 64:
@@ -135,8 +136,8 @@ func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 	}
 }
 
-func badFile(field, format string, args ...any) *Error {
-	return &Error{Code: CodeInvalidArgument, Field: field, Message: "snapshot file: " + fmt.Sprintf(format, args...)}
+func badFile(field, format string, args ...any) *state.Error {
+	return &state.Error{Code: state.CodeInvalidArgument, Field: field, Message: "snapshot file: " + fmt.Sprintf(format, args...)}
 }
 
 // SnapshotSummary is what a snapshot holds (fusebox admin snapshot inspect).
@@ -155,22 +156,16 @@ type SnapshotSummary struct {
 
 // parsedSnapshot is a payload decoded into a state nobody serves.
 type parsedSnapshot struct {
-	state *State
+	state *state.State
 }
 
 // parseSnapshotPayload decodes a payload with the FSM's own parser (so
 // everything a restore would refuse is refused here, before raft sees it).
 func parseSnapshotPayload(payload []byte) (*parsedSnapshot, uint64, error) {
-	db, tasks, applied, err := readSnapshot(bytes.NewReader(payload))
+	st, applied, err := state.ParseSnapshot(bytes.NewReader(payload))
 	if err != nil {
-		return nil, 0, &Error{Code: CodeInvalidArgument, Field: "payload", Message: err.Error()}
+		return nil, 0, &state.Error{Code: state.CodeInvalidArgument, Field: "payload", Message: err.Error()}
 	}
-	st, err := NewState(StateOptions{})
-	if err != nil {
-		return nil, 0, err
-	}
-	st.db.Store(db)
-	st.tasks.Store(tasks)
 	return &parsedSnapshot{state: st}, applied, nil
 }
 
@@ -183,14 +178,10 @@ func InspectSnapshot(f *SnapshotFile) (SnapshotSummary, error) {
 	st := p.state
 	sum := SnapshotSummary{Header: f.Header, ClusterID: st.ClusterID(), ConfigEntries: len(st.Config()),
 		ConfigHistory: len(st.ConfigHistory(1 << 30)), Endpoints: len(st.Endpoints()), ForcedBreakers: len(st.ForcedBreakers()),
-		ShardCount: st.ShardCount(), DrainingNodes: len(st.DrainingNodes()), Tasks: map[string]int{}}
+		ShardCount: st.ShardCount(), DrainingNodes: len(st.DrainingNodes()), Tasks: st.TaskStatusCounts()}
 	if m := st.ShardMap(); m != nil {
 		sum.ShardMapVersion = m.Version
 	}
-	st.tasks.Load().byID.Scan(func(t *Task) bool {
-		sum.Tasks[t.Status]++
-		return true
-	})
 	return sum, nil
 }
 

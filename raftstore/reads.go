@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -15,19 +16,19 @@ import (
 // first.
 
 // Config returns every config entry.
-func (s *Store) Config() []ConfigEntry { return s.state.Config() }
+func (s *Store) Config() []state.ConfigEntry { return s.state.Config() }
 
 // ConfigHistory returns up to limit history entries, newest first.
-func (s *Store) ConfigHistory(limit int) []HistoryEntry { return s.state.ConfigHistory(limit) }
+func (s *Store) ConfigHistory(limit int) []state.HistoryEntry { return s.state.ConfigHistory(limit) }
 
 // Endpoints returns every Nexus endpoint.
-func (s *Store) Endpoints() []Endpoint { return s.state.Endpoints() }
+func (s *Store) Endpoints() []state.Endpoint { return s.state.Endpoints() }
 
 // Endpoint returns one endpoint.
-func (s *Store) Endpoint(name string) (Endpoint, bool) { return s.state.Endpoint(name) }
+func (s *Store) Endpoint(name string) (state.Endpoint, bool) { return s.state.Endpoint(name) }
 
 // ForcedBreakers returns every forced breaker key.
-func (s *Store) ForcedBreakers() []ForcedBreaker { return s.state.ForcedBreakers() }
+func (s *Store) ForcedBreakers() []state.ForcedBreaker { return s.state.ForcedBreakers() }
 
 // ShardCount returns the shard count, 0 if unset.
 func (s *Store) ShardCount() int { return s.state.ShardCount() }
@@ -37,7 +38,7 @@ func (s *Store) ShardCount() int { return s.state.ShardCount() }
 func (s *Store) ShardMap() *shardmap.Map { return s.state.ShardMap() }
 
 // DrainingNodes returns the draining nodes, sorted by node.
-func (s *Store) DrainingNodes() []DrainingNode { return s.state.DrainingNodes() }
+func (s *Store) DrainingNodes() []state.DrainingNode { return s.state.DrainingNodes() }
 
 // CheckShardEpoch refuses, with a *shardmap.WrongOwnerError, work on shard by
 // anyone but its current owner at its current epoch in the committed map.
@@ -225,7 +226,7 @@ func (s *Store) FreshLag() time.Duration { return 2 * s.cfg.raftConfig().Heartbe
 // it already has, so "applied everything committed" alone can be an old
 // view.
 func (s *Store) Sync(ctx context.Context) error {
-	_, idx, err := applyTyped[json.RawMessage](ctx, s, MsgSync, struct{}{}, "")
+	_, idx, err := applyTyped[json.RawMessage](ctx, s, state.MsgSync, struct{}{}, "")
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"fusebox/raftstore/state"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,8 +53,8 @@ func (s *Store) recoverFromPeersFile(rc *raft.Config) error {
 	return nil
 }
 
-func mustState() *State {
-	st, err := NewState(StateOptions{})
+func mustState() *state.State {
+	st, err := state.NewState(state.StateOptions{})
 	if err != nil {
 		panic(err) // the schema is static: an error here is a bug
 	}

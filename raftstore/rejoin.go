@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"fusebox/raftstore/state"
 	"math/rand/v2"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // RemoveServer, and the leader's reconcile loop adds the node back as a
 // non-voter once it is alive, then promotes it (leader.go).
 type RejoinCommand struct {
-	CommandMeta
+	state.CommandMeta
 	NodeID string `json:"node_id"`
 }
 
@@ -30,16 +31,16 @@ type RejoinResult struct {
 // applyRejoin runs on the leader: remove the server that lost its log, so
 // no candidate asks it for a vote and no quorum counts it until it is a
 // caught-up member again.
-func (s *Store) applyRejoin(r *raft.Raft, payload []byte) (*ApplyResult, error) {
+func (s *Store) applyRejoin(r *raft.Raft, payload []byte) (*state.ApplyResult, error) {
 	var c RejoinCommand
-	if err := decodePayload(payload, &c); err != nil {
+	if err := state.DecodePayload(payload, &c); err != nil {
 		return nil, err
 	}
-	if err := checkName("node_id", c.NodeID, true); err != nil {
+	if err := state.CheckName("node_id", c.NodeID, true); err != nil {
 		return nil, err
 	}
 	if c.NodeID == s.cfg.NodeID {
-		return nil, &Error{Code: CodeConflict, Field: "node_id", Message: fmt.Sprintf("node %s is the raft leader; its log is not empty, so it cannot rejoin as a new member", c.NodeID)}
+		return nil, &state.Error{Code: state.CodeConflict, Field: "node_id", Message: fmt.Sprintf("node %s is the raft leader; its log is not empty, so it cannot rejoin as a new member", c.NodeID)}
 	}
 	f := r.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -53,7 +54,7 @@ func (s *Store) applyRejoin(r *raft.Raft, payload []byte) (*ApplyResult, error) 
 	}
 	if found == nil {
 		v, _ := json.Marshal(RejoinResult{})
-		return &ApplyResult{Value: v}, nil
+		return &state.ApplyResult{Value: v}, nil
 	}
 	rf := r.RemoveServer(found.ID, 0, s.cfg.ApplyTimeout)
 	if err := rf.Error(); err != nil {
@@ -65,7 +66,7 @@ func (s *Store) applyRejoin(r *raft.Raft, payload []byte) (*ApplyResult, error) 
 	}
 	s.logger.Warn("removed a server that lost its raft log; it rejoins as a non-voter", "server", c.NodeID, "was", suffrage, "index", rf.Index())
 	v, _ := json.Marshal(RejoinResult{Removed: true, Suffrage: suffrage})
-	return &ApplyResult{Value: v, Index: rf.Index()}, nil
+	return &state.ApplyResult{Value: v, Index: rf.Index()}, nil
 }
 
 // leaveForRejoin runs before raft starts on a node whose log was lost
@@ -76,7 +77,7 @@ func (s *Store) leaveForRejoin(ctx context.Context) error {
 	if s.deps.Forwarder == nil {
 		return errors.New("raftstore: rejoin needs Deps.Forwarder to reach the leader")
 	}
-	cmd, err := EncodeCommand(MsgRejoin, RejoinCommand{CommandMeta: CommandMeta{At: time.Now().UTC(), Author: s.cfg.NodeID}, NodeID: s.cfg.NodeID})
+	cmd, err := state.EncodeCommand(state.MsgRejoin, RejoinCommand{CommandMeta: state.CommandMeta{At: time.Now().UTC(), Author: s.cfg.NodeID}, NodeID: s.cfg.NodeID})
 	if err != nil {
 		return err
 	}
@@ -99,9 +100,9 @@ func (s *Store) leaveForRejoin(ctx context.Context) error {
 					"removed", out.Removed, "was", out.Suffrage, "via", addr)
 				return nil
 			}
-			var e *Error
+			var e *state.Error
 			switch {
-			case errors.As(err, &e) && e.Code == CodeNotLeader && e.LeaderID != "":
+			case errors.As(err, &e) && e.Code == state.CodeNotLeader && e.LeaderID != "":
 				hint = s.httpAddrOf(e.LeaderID)
 			case errors.As(err, &e) && !e.Retryable():
 				return fmt.Errorf("raftstore: rejoin: %s refused to remove this node's old raft entry: %w", addr, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"fusebox/raftstore/state"
 	"log/slog"
 	"net"
 	"os"
@@ -23,7 +24,7 @@ type Store struct {
 	deps   Deps
 	logger *slog.Logger
 
-	state   *State
+	state   *state.State
 	fsm     *FSM
 	metrics *metrics
 
@@ -65,7 +66,7 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	s := &Store{cfg: cfg, deps: deps, logger: cfg.Logger.With("component", "raftstore", "node", cfg.NodeID), notifyCh: make(chan bool, 16)}
 	s.submits.s = s
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.state, err = NewState(StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow, LogVersion: cfg.LogVersion})
+	s.state, err = state.NewState(state.StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow, LogVersion: cfg.LogVersion})
 	if err != nil {
 		return nil, err
 	}
@@ -168,10 +169,12 @@ func (t *tcpStream) Dial(a raft.ServerAddress, timeout time.Duration) (net.Conn,
 func (s *Store) NodeID() string { return s.cfg.NodeID }
 
 // StateStore returns the underlying state, e.g. for Subscribe.
-func (s *Store) StateStore() *State { return s.state }
+func (s *Store) StateStore() *state.State { return s.state }
 
 // Subscribe wakes (coalesced) after an apply or restore touched table.
-func (s *Store) Subscribe(table Table) (<-chan struct{}, func()) { return s.state.Subscribe(table) }
+func (s *Store) Subscribe(table state.Table) (<-chan struct{}, func()) {
+	return s.state.Subscribe(table)
+}
 
 // OnLeader registers fn to run, in its own goroutine, each time this node
 // becomes leader (after the barrier). ctx is cancelled when leadership is lost

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"fusebox/raftstore/state"
 	"sync"
 )
 
@@ -39,12 +40,12 @@ const (
 
 // submitWaiter is one single-task submit waiting for its batch.
 type submitWaiter struct {
-	cmd  SubmitTasksCommand // validated; one task
-	done chan submitAnswer  // buffered 1
+	cmd  state.SubmitTasksCommand // validated; one task
+	done chan submitAnswer        // buffered 1
 }
 
 type submitAnswer struct {
-	out   SubmitOutcome
+	out   state.SubmitOutcome
 	index uint64
 	err   error
 }
@@ -66,12 +67,12 @@ type submitBatcher struct {
 
 // submit queues c (one validated task, no request id) and waits for its
 // batch's answer or ctx.
-func (b *submitBatcher) submit(ctx context.Context, c SubmitTasksCommand) (SubmitOutcome, uint64, error) {
+func (b *submitBatcher) submit(ctx context.Context, c state.SubmitTasksCommand) (state.SubmitOutcome, uint64, error) {
 	w := &submitWaiter{cmd: c, done: make(chan submitAnswer, 1)}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return SubmitOutcome{}, 0, unavailable("the node is shutting down")
+		return state.SubmitOutcome{}, 0, unavailable("the node is shutting down")
 	}
 	b.queue = append(b.queue, w)
 	if b.inFlight < submitBatchesInFlight {
@@ -84,7 +85,7 @@ func (b *submitBatcher) submit(ctx context.Context, c SubmitTasksCommand) (Submi
 	case a := <-w.done:
 		return a.out, a.index, a.err
 	case <-ctx.Done():
-		return SubmitOutcome{}, 0, &Error{Code: CodeUnavailable, Message: "write not confirmed: " + ctx.Err().Error()}
+		return state.SubmitOutcome{}, 0, &state.Error{Code: state.CodeUnavailable, Message: "write not confirmed: " + ctx.Err().Error()}
 	}
 }
 
@@ -112,7 +113,7 @@ func (b *submitBatcher) take() []*submitWaiter {
 	}
 	n, size := 0, 0
 	backlog := b.queue[0].cmd.MaxShardBacklog
-	for n < len(b.queue) && n < MaxTaskBatch {
+	for n < len(b.queue) && n < state.MaxTaskBatch {
 		w := b.queue[n]
 		sz := len(w.cmd.Tasks[0].Request)
 		if n > 0 && (w.cmd.MaxShardBacklog != backlog || size+sz > maxSubmitBatchBytes) {
@@ -144,8 +145,8 @@ func (b *submitBatcher) send(batch []*submitWaiter) {
 		batch[0].answer(out, idx, err)
 		return
 	}
-	c := SubmitTasksCommand{CommandMeta: batch[0].cmd.CommandMeta, MaxShardBacklog: batch[0].cmd.MaxShardBacklog,
-		Tasks: make([]NewTask, len(batch))}
+	c := state.SubmitTasksCommand{CommandMeta: batch[0].cmd.CommandMeta, MaxShardBacklog: batch[0].cmd.MaxShardBacklog,
+		Tasks: make([]state.NewTask, len(batch))}
 	for i, w := range batch {
 		c.Tasks[i] = w.cmd.Tasks[0]
 		if w.cmd.At.Before(c.At) {
@@ -154,10 +155,10 @@ func (b *submitBatcher) send(batch []*submitWaiter) {
 	}
 	out, idx, err := applySubmit(ctx, s, c)
 	if err == nil && len(out) != len(batch) {
-		err = &Error{Code: CodeInternal, Message: "submit: outcomes do not match the batch"}
+		err = &state.Error{Code: state.CodeInternal, Message: "submit: outcomes do not match the batch"}
 	}
 	if err != nil {
-		if e := AsError(err); e.Code == CodeInvalidArgument || e.Code == CodeConflict {
+		if e := state.AsError(err); e.Code == state.CodeInvalidArgument || e.Code == state.CodeConflict {
 			for _, w := range batch {
 				o, i, err := applySubmit(ctx, s, w.cmd)
 				w.answer(o, i, err)
@@ -176,16 +177,16 @@ func (b *submitBatcher) send(batch []*submitWaiter) {
 
 // applySubmit proposes a submit: binary once the cluster knows it, else
 // JSON (applyBinOrJSON).
-func applySubmit(ctx context.Context, s *Store, c SubmitTasksCommand) ([]SubmitOutcome, uint64, error) {
-	return applyBinOrJSON[[]SubmitOutcome](ctx, s, MsgSubmitTasks, c,
-		func() ([]byte, error) { return encodeSubmitTasksBin(&c) }, c.RequestID)
+func applySubmit(ctx context.Context, s *Store, c state.SubmitTasksCommand) ([]state.SubmitOutcome, uint64, error) {
+	return applyBinOrJSON[[]state.SubmitOutcome](ctx, s, state.MsgSubmitTasks, c,
+		func() ([]byte, error) { return state.EncodeSubmitTasksBin(&c) }, c.RequestID)
 }
 
-func (w *submitWaiter) answer(out []SubmitOutcome, index uint64, err error) {
+func (w *submitWaiter) answer(out []state.SubmitOutcome, index uint64, err error) {
 	a := submitAnswer{index: index, err: err}
 	if err == nil {
 		if len(out) != 1 {
-			a.err = &Error{Code: CodeInternal, Message: "submit: no outcome for the task"}
+			a.err = &state.Error{Code: state.CodeInternal, Message: "submit: no outcome for the task"}
 		} else {
 			a.out = out[0]
 		}

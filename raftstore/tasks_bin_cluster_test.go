@@ -32,7 +32,7 @@ func logTypes(t *testing.T, s *Store) map[MessageType]int {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		if _, typ, _, err := decodeEntry(l.Data); err == nil {
+		if _, typ, _, err := DecodeEntry(l.Data); err == nil {
 			out[typ]++
 		}
 	}

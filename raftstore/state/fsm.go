@@ -1,0 +1,311 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-memdb"
+)
+
+// applyFunc applies one decoded command inside a write transaction. It returns
+// the result value (JSON-marshalled into ApplyResult.Value) or a typed error;
+// on error the FSM discards every write the function made. The registration
+// table is in logversion.go.
+type applyFunc func(w *writer, payload []byte) (any, *Error)
+
+// FSM is the deterministic state machine over a State: the only writer of
+// its tables. It knows nothing of raft: package raftstore adapts it to
+// raft.FSM (raft.Log → Apply/ApplyBatch, raft.SnapshotSink → Snapshot). The
+// caller applies, snapshots and restores from one goroutine; reads go to the
+// State concurrently.
+type FSM struct {
+	state      *State
+	logger     *slog.Logger
+	logVersion int
+
+	halt   atomic.Pointer[HaltError] // set once, by haltAt
+	haltCh chan struct{}             // closed by haltAt
+
+	mu        sync.Mutex
+	applied   uint64
+	appliedCh chan struct{} // closed and replaced whenever applied advances
+}
+
+// NewFSM returns an FSM writing into state, at the state's log version. A
+// nil logger discards.
+func NewFSM(state *State, logger *slog.Logger) *FSM {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &FSM{state: state, logger: logger, logVersion: state.logVersion, appliedCh: make(chan struct{}), haltCh: make(chan struct{})}
+}
+
+// State returns the state the FSM writes.
+func (f *FSM) State() *State { return f.state }
+
+// Entry is one log entry as the state machine sees it.
+type Entry struct {
+	Index uint64
+	Data  []byte
+	// Command is false for an entry that is the log's own business (a raft
+	// configuration change): it gets no result and only moves the applied
+	// index.
+	Command bool
+}
+
+// Apply applies the command entry data at index. It always returns a
+// result. Once halted it applies nothing and the applied index stays where
+// it stopped.
+func (f *FSM) Apply(index uint64, data []byte) *ApplyResult {
+	res := f.applyEntry(index, data)
+	if f.halt.Load() == nil {
+		f.setApplied(index)
+	}
+	return res
+}
+
+// AppliedIndex is the raft index of the last entry applied (or restored).
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied
+}
+
+// WaitForApplied blocks until the FSM has applied index, or ctx ends.
+func (f *FSM) WaitForApplied(ctx context.Context, index uint64) error {
+	for {
+		f.mu.Lock()
+		applied, ch := f.applied, f.appliedCh
+		f.mu.Unlock()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("raftstore: waiting for index %d (applied %d): %w", index, applied, ctx.Err())
+		}
+	}
+}
+
+func (f *FSM) setApplied(index uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if index > f.applied {
+		f.applied = index
+		close(f.appliedCh)
+		f.appliedCh = make(chan struct{})
+	}
+}
+
+// applyEntry applies one entry in its own transaction. A command that fails
+// leaves nothing behind but its dedup record (so a retry gets the same
+// error), and a panic leaves nothing at all.
+func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
+	if f.halt.Load() != nil {
+		return f.haltResult(index)
+	}
+	db := f.state.db.Load()
+	w := &writer{s: f.state, txn: db.Txn(true), tasks: f.state.tasks.Load().clone(), index: index}
+	w.txn.TrackChanges()
+	defer func() {
+		if p := recover(); p != nil {
+			w.txn.Abort()
+			f.logger.Error("raftstore: PANIC applying command; nothing written", "index", index, "panic", p)
+			res = &ApplyResult{Err: &Error{Code: CodeInternal, Message: fmt.Sprintf("panic applying entry %d: %v", index, p)}}
+		}
+	}()
+	res, requestID, failed := f.applyInto(w, data)
+	if f.halt.Load() != nil {
+		w.txn.Abort() // not even a dedup record: nothing past the halt
+		return res
+	}
+	if failed {
+		// Discard the command's writes; only the dedup record survives.
+		w.txn.Abort()
+		w.txn = db.Txn(true)
+		w.txn.TrackChanges()
+		w.tasks = f.state.tasks.Load().clone()
+		if err := w.trimRequests(); err != nil {
+			w.txn.Abort()
+			return &ApplyResult{Err: err, Index: index}
+		}
+		if requestID != "" {
+			if err := w.insert(tableRequests, &requestRow{ID: requestID, Index: index, Result: *res}); err != nil {
+				w.txn.Abort()
+				return &ApplyResult{Err: err, Index: index}
+			}
+		}
+	}
+	f.commit(w.txn, w.tasks)
+	return res
+}
+
+// ApplyBatch applies entries handed over together (raft.BatchingFSM) in one
+// state transaction, so the transaction's fixed
+// cost is paid once per batch instead of once per entry. Every entry sees
+// exactly the state it would have seen alone, so replicas stay identical
+// whatever the batching. If any command fails (or panics), the batch is
+// discarded and applied again one entry per transaction, which keeps a
+// failed command's writes out of the state.
+// out[i] is nil for an entry that is not a command.
+func (f *FSM) ApplyBatch(logs []Entry) []*ApplyResult {
+	out := make([]*ApplyResult, len(logs))
+	if f.halt.Load() == nil && f.applyShared(logs, out) {
+		if n := len(logs); n > 0 {
+			f.setApplied(logs[n-1].Index)
+		}
+		return out
+	}
+	var last uint64
+	for i, l := range logs {
+		if l.Command {
+			out[i] = f.applyEntry(l.Index, l.Data)
+		}
+		if f.halt.Load() == nil {
+			last = l.Index
+		}
+	}
+	if last > 0 {
+		f.setApplied(last)
+	}
+	return out
+}
+
+// applyShared applies every command of logs into one transaction and
+// commits it; it reports false, having written nothing, if any failed.
+func (f *FSM) applyShared(logs []Entry, out []*ApplyResult) (ok bool) {
+	txn := f.state.db.Load().Txn(true)
+	txn.TrackChanges()
+	tasks := f.state.tasks.Load().clone()
+	defer func() {
+		if p := recover(); p != nil {
+			txn.Abort()
+			ok = false
+		}
+	}()
+	for i, l := range logs {
+		if !l.Command {
+			continue // configuration changes are raft's own business
+		}
+		if f.unknownEntry(l.Index, l.Data) != nil {
+			txn.Abort() // one by one, so the entries before it apply
+			return false
+		}
+		res, _, failed := f.applyInto(&writer{s: f.state, txn: txn, tasks: tasks, index: l.Index}, l.Data)
+		if failed {
+			txn.Abort()
+			return false
+		}
+		out[i] = res
+	}
+	f.commit(txn, tasks)
+	return true
+}
+
+// applyInto applies one entry's command into w's transaction and records its
+// request id for dedup. failed reports that the command (or the entry) was
+// refused: the caller must then drop the transaction's writes for it.
+func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID string, failed bool) {
+	index := w.index
+	if he := f.unknownEntry(index, data); he != nil {
+		return f.haltAt(he), "", true
+	}
+	requestID, t, payload, err := DecodeEntry(data)
+	if err != nil {
+		f.logger.Error("raftstore: undecodable raft entry; returning an error result", "index", index, "error", err)
+		return &ApplyResult{Err: invalidArg("command", "undecodable entry at index %d: %v", index, err)}, "", true
+	}
+	// Forget request ids older than the window first, so "remembered for
+	// RequestWindow indexes" holds exactly.
+	if err := w.trimRequests(); err != nil {
+		return &ApplyResult{Err: err, Index: index}, requestID, true
+	}
+	if requestID != "" {
+		if r, ok := w.get(tableRequests, requestID).(*requestRow); ok {
+			out := r.Result // a retry: the first result, nothing applied again
+			return &out, requestID, false
+		}
+	}
+	result := ApplyResult{Index: index}
+	fn, ok := lookupCommand(t, f.logVersion)
+	switch {
+	case !ok:
+		f.logger.Warn("raftstore: skipping an ignorable command type this build does not know", "index", index, "type", uint8(t))
+	default:
+		v, e := fn(w, payload)
+		if e != nil {
+			result.Err = e
+			break
+		}
+		if v == nil {
+			break
+		}
+		var b []byte
+		var err error
+		if a, ok := v.(jsonAppender); ok {
+			b = a.appendJSON(nil)
+		} else {
+			b, err = json.Marshal(v)
+		}
+		if err != nil {
+			result.Err = &Error{Code: CodeInternal, Message: "marshal result: " + err.Error()}
+		} else {
+			result.Value = b
+		}
+	}
+	if result.Err != nil {
+		return &result, requestID, true
+	}
+	if requestID != "" {
+		if err := w.insert(tableRequests, &requestRow{ID: requestID, Index: index, Result: result}); err != nil {
+			return &ApplyResult{Err: err, Index: index}, requestID, true
+		}
+	}
+	return &result, requestID, false
+}
+
+// commit commits txn, publishes tasks (the task table the same writes went
+// to) and wakes the subscribers of every table they touched.
+func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable) {
+	changes := txn.Changes()
+	txn.Commit()
+	f.state.tasks.Store(tasks)
+	touched := make(map[Table]struct{})
+	if tasks.touched {
+		touched[TableTasks] = struct{}{}
+	}
+	for _, c := range changes {
+		if c.Table != tableRequests && c.Table != tableCounters {
+			touched[Table(c.Table)] = struct{}{}
+		}
+	}
+	if len(touched) > 0 {
+		f.state.notify(touched)
+	}
+}
+
+// trimRequests forgets request ids older than the request window, measured in
+// raft indexes, so every replica trims exactly the same rows.
+func (w *writer) trimRequests() *Error {
+	if w.index <= w.s.requestWindow {
+		return nil
+	}
+	floor := w.index - w.s.requestWindow
+	for {
+		o, err := w.txn.First(tableRequests, "index")
+		if err != nil || o == nil {
+			return nil
+		}
+		if o.(*requestRow).Index > floor {
+			return nil
+		}
+		if err := w.delete(tableRequests, o); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package state
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tidwall/btree"
+)
+
+// taskTable is the tasks table: the rows and their indexes as copy-on-write
+// B-trees (github.com/tidwall/btree) of *Task, ordered by the rows' own
+// fields, so no index keys are built or stored.
+//
+// Why not go-memdb like the other tables: tasks are the only table written
+// per task, twice per task (submit, completion) on every replica, and
+// memdb's immutable radix trees made each of those writes copy the path of
+// every index plus record each new node in an LRU: 66 % of a replica's apply
+// time and a third of a loaded node's allocations (BenchmarkFSMTaskLifecycle,
+// TASKS.md "Why not go-memdb").
+//
+// Versions: the FSM writes into a clone of the published table (O(1): each
+// tree is shared and a node is copied the first time a write reaches it) and
+// publishes it on commit; a failed batch drops the clone. A published table
+// is never written again, so readers use it without locks.
+type taskTable struct {
+	byID     *btree.BTreeG[*Task] // every row: ID
+	due      *btree.BTreeG[*Task] // pending: Shard, NextAttemptAt, ID
+	request  *btree.BTreeG[*Task] // with a request id: NamespaceID, RequestID (unique)
+	status   *btree.BTreeG[*Task] // failed and dlq (DLQ listing, redrive): Status, ID
+	terminal *btree.BTreeG[*Task] // succeeded and failed (collect): CompletedAt, ID
+
+	// pendingBy counts pending rows per destination (destinationKey);
+	// pendingTotal counts every pending row. Both are derived from the rows
+	// (rebuilt by restore), so they are identical on every replica; the
+	// submit's backlog checks read them in O(log n) (TASKS.md, "Backlog").
+	pendingBy    *btree.Map[string, int]
+	pendingTotal int
+
+	touched bool // written since clone (subscribers are woken on commit)
+
+	// pivot is the search key of the writer's lookups (lookup,
+	// lookupRequest), reused: a fresh *Task per lookup (it escapes into the
+	// trees' less functions) was a 370-byte allocation twice per task on
+	// every replica. Only the writer of a clone touches it; readers of a
+	// published table use get and byRequest.
+	pivot Task
+}
+
+func lessTaskID(a, b *Task) bool { return a.ID < b.ID }
+
+func lessTaskDue(a, b *Task) bool {
+	if a.Shard != b.Shard {
+		return a.Shard < b.Shard
+	}
+	if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
+		return c < 0
+	}
+	return a.ID < b.ID
+}
+
+func lessTaskRequest(a, b *Task) bool {
+	if a.NamespaceID != b.NamespaceID {
+		return a.NamespaceID < b.NamespaceID
+	}
+	return a.RequestID < b.RequestID
+}
+
+func lessTaskStatus(a, b *Task) bool {
+	if a.Status != b.Status {
+		return a.Status < b.Status
+	}
+	return a.ID < b.ID
+}
+
+func lessTaskTerminal(a, b *Task) bool {
+	if c := a.CompletedAt.Compare(b.CompletedAt); c != 0 {
+		return c < 0
+	}
+	return a.ID < b.ID
+}
+
+// Index membership: a row is in an index only when the index needs it, so
+// the common rows (pending, succeeded) cost the fewest tree writes.
+func inDue(t *Task) bool      { return t.Status == TaskPending }
+func inRequest(t *Task) bool  { return t.RequestID != "" }
+func inTerminal(t *Task) bool { return t.Status == TaskSucceeded || t.Status == TaskFailed }
+
+// statusIndexed reports whether tasks of status are in the status index.
+func statusIndexed(status string) bool { return status == TaskDLQ || status == TaskFailed }
+func inStatus(t *Task) bool            { return statusIndexed(t.Status) }
+
+func newTaskTable() *taskTable {
+	opts := btree.Options{NoLocks: true} // one writer; published versions are read-only
+	return &taskTable{
+		byID:     btree.NewBTreeGOptions(lessTaskID, opts),
+		due:      btree.NewBTreeGOptions(lessTaskDue, opts),
+		request:  btree.NewBTreeGOptions(lessTaskRequest, opts),
+		status:   btree.NewBTreeGOptions(lessTaskStatus, opts),
+		terminal: btree.NewBTreeGOptions(lessTaskTerminal, opts),
+
+		pendingBy: btree.NewMap[string, int](0),
+	}
+}
+
+// clone returns a writable version sharing every node with tt. It must be
+// called by the only writer: it marks tt's trees so that tt stays as it is.
+func (tt *taskTable) clone() *taskTable {
+	return &taskTable{
+		byID: tt.byID.Copy(), due: tt.due.Copy(), request: tt.request.Copy(),
+		status: tt.status.Copy(), terminal: tt.terminal.Copy(),
+		pendingBy: tt.pendingBy.Copy(), pendingTotal: tt.pendingTotal,
+	}
+}
+
+// get returns the row with id, or nil.
+func (tt *taskTable) get(id string) *Task {
+	t, _ := tt.byID.Get(&Task{ID: id})
+	return t
+}
+
+// byRequest returns the row submitted with (namespace, requestID), or nil.
+func (tt *taskTable) byRequest(namespace, requestID string) *Task {
+	t, _ := tt.request.Get(&Task{NamespaceID: namespace, RequestID: requestID})
+	return t
+}
+
+// lookup is get for the table's writer (the FSM, on its clone), without
+// an allocation. Not safe beside other callers of lookup on the same table.
+func (tt *taskTable) lookup(id string) *Task {
+	tt.pivot.ID = id
+	t, _ := tt.byID.Get(&tt.pivot)
+	tt.pivot.ID = ""
+	return t
+}
+
+// lookupRequest is byRequest for the table's writer (see lookup).
+func (tt *taskTable) lookupRequest(namespace, requestID string) *Task {
+	tt.pivot.NamespaceID, tt.pivot.RequestID = namespace, requestID
+	t, _ := tt.request.Get(&tt.pivot)
+	tt.pivot.NamespaceID, tt.pivot.RequestID = "", ""
+	return t
+}
+
+// put stores t, replacing old (nil for a new row; old.ID == t.ID). Rows are
+// immutable once stored: a change is a new row put over the old one.
+func (tt *taskTable) put(old, t *Task) {
+	tt.touched = true
+	tt.byID.Set(t)
+	tt.reindex(old, t)
+}
+
+// restore adds a row read from a snapshot, refusing what no apply could
+// have written: a second row with the same id or the same request id.
+func (tt *taskTable) restore(t *Task) error {
+	if t.ID == "" {
+		return fmt.Errorf("raftstore: snapshot tasks row without an id")
+	}
+	if tt.lookup(t.ID) != nil {
+		return fmt.Errorf("raftstore: snapshot has task %q twice", t.ID)
+	}
+	if inRequest(t) && tt.lookupRequest(t.NamespaceID, t.RequestID) != nil {
+		return fmt.Errorf("raftstore: snapshot has request id %q of namespace %q twice", t.RequestID, t.NamespaceID)
+	}
+	tt.put(nil, t)
+	return nil
+}
+
+// remove deletes the row t.
+func (tt *taskTable) remove(t *Task) {
+	tt.touched = true
+	tt.byID.Delete(t)
+	tt.reindex(t, nil)
+}
+
+// reindex moves the secondary indexes from old to t (either may be nil).
+func (tt *taskTable) reindex(old, t *Task) {
+	reindex(tt.due, inDue, lessTaskDue, old, t)
+	reindex(tt.request, inRequest, lessTaskRequest, old, t)
+	reindex(tt.status, inStatus, lessTaskStatus, old, t)
+	reindex(tt.terminal, inTerminal, lessTaskTerminal, old, t)
+	// A row's namespace and destination never change: only entering or
+	// leaving pending moves the counts.
+	oldIn, newIn := old != nil && inDue(old), t != nil && inDue(t)
+	switch {
+	case oldIn && !newIn:
+		tt.addPending(old, -1)
+	case newIn && !oldIn:
+		tt.addPending(t, 1)
+	}
+}
+
+// addPending moves t's destination count and the total by d.
+func (tt *taskTable) addPending(t *Task, d int) {
+	k := destinationKey(t.NamespaceID, t.destination())
+	n, _ := tt.pendingBy.Get(k)
+	if n += d; n <= 0 {
+		tt.pendingBy.Delete(k)
+	} else {
+		tt.pendingBy.Set(k, n)
+	}
+	tt.pendingTotal += d
+}
+
+// destinationBacklog is the number of pending tasks of namespace for
+// destination (a breaker destination: Task.destination).
+func (tt *taskTable) destinationBacklog(namespace, destination string) int {
+	n, _ := tt.pendingBy.Get(destinationKey(namespace, destination))
+	return n
+}
+
+// destinationKey joins a namespace and a breaker destination. Neither may
+// contain control characters (CheckName, checkDestination), so NUL cannot
+// be part of either.
+func destinationKey(namespace, destination string) string { return namespace + "\x00" + destination }
+
+// reindex moves one index from old to t (either may be nil). An entry whose
+// key did not change is replaced in place by Set, one tree write.
+func reindex(tr *btree.BTreeG[*Task], in func(*Task) bool, less func(a, b *Task) bool, old, t *Task) {
+	oldIn, newIn := old != nil && in(old), t != nil && in(t)
+	if oldIn && (!newIn || less(old, t) || less(t, old)) {
+		tr.Delete(old)
+	}
+	if newIn {
+		tr.Set(t)
+	}
+}
+
+// ascend calls fn for the rows of tr from pivot (nil: the first) in order
+// until fn returns false.
+func ascend(tr *btree.BTreeG[*Task], pivot *Task, fn func(*Task) bool) {
+	if pivot == nil {
+		tr.Scan(fn)
+		return
+	}
+	tr.Ascend(pivot, fn)
+}
+
+// dueFrom is the due-index pivot at (shard, at): before every row of the
+// shard due at or after at.
+func dueFrom(shard int, at time.Time) *Task { return &Task{Shard: shard, NextAttemptAt: at} }
