@@ -22,7 +22,7 @@ type Meta struct {
 	// destinations failing at once), so peers should discount its hints.
 	Suspect bool `json:"suspect,omitempty"`
 	// LogVersion is the raft log version the node's build proposes and
-	// applies (raftstore.BuildLogVersion); absent (0) on older builds.
+	// applies (raftstore/state.BuildLogVersion); absent (0) on older builds.
 	LogVersion int `json:"logv,omitempty"`
 }
 

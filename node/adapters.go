@@ -8,6 +8,7 @@ import (
 	"fusebox/cluster"
 	"fusebox/dynconfig"
 	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
 )
@@ -61,7 +62,7 @@ func (configValidator) Validate(key, namespace, destination string, value json.R
 // (before callback keys were scheme://host) is looked up as its
 // scheme://host, the key the queue and the breakers now use; such legacy
 // entries go first, so a value written for the host itself wins over them.
-func configEntries(es []raftstore.ConfigEntry) []dynconfig.Entry {
+func configEntries(es []state.ConfigEntry) []dynconfig.Entry {
 	out := make([]dynconfig.Entry, 0, len(es))
 	var exact []dynconfig.Entry
 	for _, e := range es {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"fusebox/dynconfig"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -43,7 +43,7 @@ func TestAllowlistAtSubmitAndAttempt(t *testing.T) {
 	}
 	waitTask(t, n, acc.TaskID, "tried", func(tk transport.Task) bool { return tk.Attempts >= 1 })
 	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"hooks.example.com"}]`)
-	tk := waitTask(t, n, acc.TaskID, "dead-lettered", func(tk transport.Task) bool { return tk.Status == raftstore.TaskDLQ })
+	tk := waitTask(t, n, acc.TaskID, "dead-lettered", func(tk transport.Task) bool { return tk.Status == state.TaskDLQ })
 	if tk.LastAnswer == nil || !strings.Contains(tk.LastAnswer.Message, dynconfig.KeyCallbackAllowedAddresses) {
 		t.Fatalf("last answer %+v does not say the allowlist refused it", tk.LastAnswer)
 	}
@@ -59,7 +59,7 @@ func TestAllowlistAtSubmitAndAttempt(t *testing.T) {
 	if _, err := n.client().Redrive(ctxT(t), transport.Redrive{IDs: []string{acc.TaskID}}); err != nil {
 		t.Fatal(err)
 	}
-	waitTask(t, n, acc.TaskID, "succeeded after the redrive", func(tk transport.Task) bool { return tk.Status == raftstore.TaskSucceeded })
+	waitTask(t, n, acc.TaskID, "succeeded after the redrive", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
 }
 
 // A callback or endpoint aimed at the node's own API, Raft or gossip port is
@@ -86,7 +86,7 @@ func TestMemberAddressesRefused(t *testing.T) {
 
 	// An endpoint stored with credentials before they were refused is
 	// listed without them.
-	if _, err := n.store.PutEndpoint(ctxT(t), raftstore.PutEndpointCommand{Name: "legacy", URL: "http://user:password@127.0.0.1:9/nexus"}); err != nil {
+	if _, err := n.store.PutEndpoint(ctxT(t), state.PutEndpointCommand{Name: "legacy", URL: "http://user:password@127.0.0.1:9/nexus"}); err != nil {
 		t.Fatal(err)
 	}
 	if eps := getRaw(t, n, "/v1/endpoints"); strings.Contains(eps, "password") || !strings.Contains(eps, "legacy") {
@@ -107,10 +107,10 @@ func TestMemberAddressesRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTask(t, n, acc.TaskID, "tried", func(tk transport.Task) bool { return tk.Attempts >= 1 })
-	if _, err := n.store.PutEndpoint(ctxT(t), raftstore.PutEndpointCommand{Name: "moving", URL: "http://localhost:" + apiPort + "/nexus"}); err != nil {
+	if _, err := n.store.PutEndpoint(ctxT(t), state.PutEndpointCommand{Name: "moving", URL: "http://localhost:" + apiPort + "/nexus"}); err != nil {
 		t.Fatal(err)
 	}
-	tk := waitTask(t, n, acc.TaskID, "failed", func(tk transport.Task) bool { return tk.Status == raftstore.TaskFailed })
+	tk := waitTask(t, n, acc.TaskID, "failed", func(tk transport.Task) bool { return tk.Status == state.TaskFailed })
 	if tk.LastAnswer == nil || !strings.Contains(tk.LastAnswer.Message, "blocked") {
 		t.Fatalf("last answer %+v; want the dialer's refusal", tk.LastAnswer)
 	}

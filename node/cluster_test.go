@@ -95,7 +95,7 @@ func TestInvalidConfigWriteChangesNothing(t *testing.T) {
 	if got := n.store.Stats().LastIndex; got != before {
 		t.Fatalf("raft last index moved from %d to %d: something was written", before, got)
 	}
-	if es := n.store.Config(); len(es) != 0 {
+	if es := n.store.Reader().Config(); len(es) != 0 {
 		t.Fatalf("config table = %+v; want empty", es)
 	}
 }
@@ -119,7 +119,7 @@ func TestLeaderKilledWritesResume(t *testing.T) {
 		})
 	}
 	for _, n := range live {
-		testwait.For(t, 10*time.Second, n.cfg.NodeID+" sees both endpoints", func() bool { return len(n.store.Endpoints()) == 2 })
+		testwait.For(t, 10*time.Second, n.cfg.NodeID+" sees both endpoints", func() bool { return len(n.store.Reader().Endpoints()) == 2 })
 	}
 }
 

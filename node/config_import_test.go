@@ -60,7 +60,7 @@ func TestConfigImportTemporalFile(t *testing.T) {
 	}
 	for _, n := range c.nodes {
 		testwait.For(t, 10*time.Second, n.cfg.NodeID+" applies the import", func() bool {
-			return len(n.store.Config()) == 11
+			return len(n.store.Reader().Config()) == 11
 		})
 		// history.outboundQueue.circuitBreakerSettings {maxRequests: 2,
 		// timeout: 45}: Temporal's spelling, applied live.
@@ -96,7 +96,7 @@ func TestConfigImportTemporalFile(t *testing.T) {
 	if got := leader.store.Stats().LastIndex; got != mid {
 		t.Fatalf("a refused file wrote: last index %d → %d", mid, got)
 	}
-	if _, ok := leader.store.StateStore().ConfigEntry(dynconfig.KeyGroupLimiterConcurrency, "", ""); ok {
+	if _, ok := leader.store.Reader().ConfigEntry(dynconfig.KeyGroupLimiterConcurrency, "", ""); ok {
 		t.Fatal("a value of the refused file was applied")
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -134,8 +134,8 @@ func (bc *benchCluster) waitSucceeded(tb testing.TB, ids []string) {
 	next := 0
 	waitUntil(tb, deliverybench.Deadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() bool {
 		for next < len(ids) {
-			tk, ok := store.Task(ids[next])
-			if !ok || tk.Status != raftstore.TaskSucceeded {
+			tk, ok := store.Reader().Task(ids[next])
+			if !ok || tk.Status != state.TaskSucceeded {
 				return false
 			}
 			next++

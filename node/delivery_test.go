@@ -16,7 +16,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
@@ -58,7 +58,7 @@ func putEndpoint(t *testing.T, c *testCluster, name, url string) {
 	}
 	testwait.For(t, 10*time.Second, "endpoint "+name+" on every node", func() bool {
 		for _, n := range c.nodes {
-			if _, ok := n.store.Endpoint(name); !ok {
+			if _, ok := n.store.Reader().Endpoint(name); !ok {
 				return false
 			}
 		}
@@ -185,8 +185,8 @@ func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 
 	// Two of every three tasks go to one workflow, so one shard is busy.
 	const hotWF = "wf-hot"
-	hot := shardmap.ShardOf(deliveryNS, hotWF, c.nodes[0].store.ShardCount())
-	ownerID := c.nodes[0].store.ShardMap().Shards[hot].Owner
+	hot := shardmap.ShardOf(deliveryNS, hotWF, c.nodes[0].store.Reader().ShardCount())
+	ownerID := c.nodes[0].store.Reader().ShardMap().Shards[hot].Owner
 	var victim *testNode
 	for _, n := range c.nodes {
 		if n.cfg.NodeID == ownerID {
@@ -268,7 +268,7 @@ func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 	pendingIDs := func() []string {
 		var out []string
 		for _, id := range ids {
-			if tk, ok := survivors[0].store.Task(id); !ok || tk.Status != raftstore.TaskSucceeded {
+			if tk, ok := survivors[0].store.Reader().Task(id); !ok || tk.Status != state.TaskSucceeded {
 				out = append(out, id)
 			}
 		}
@@ -286,7 +286,7 @@ func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 		if err != nil {
 			t.Fatalf("GET task %s: %v", id, err)
 		}
-		if tk.Status != raftstore.TaskSucceeded || tk.Attempts < 1 || tk.RequestID != req {
+		if tk.Status != state.TaskSucceeded || tk.Attempts < 1 || tk.RequestID != req {
 			t.Errorf("task %s = %+v; want succeeded with ≥ 1 attempt and request id %s", id, tk, req)
 		}
 		if tk.TaskGroup == breakerpool.TaskGroupNexusInvocation && !strings.Contains(string(tk.Output), req) {
@@ -339,9 +339,9 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 			testwait.For(t, 15*time.Second, "task "+id+" to end", func() bool {
 				var err error
 				tk, err = api.Task(ctxT(t), id)
-				return err == nil && tk.Status != raftstore.TaskPending
+				return err == nil && tk.Status != state.TaskPending
 			})
-			if tk.Status != raftstore.TaskFailed {
+			if tk.Status != state.TaskFailed {
 				t.Fatalf("task %s (%s) ended %s; want failed", id, tk.TaskGroup, tk.Status)
 			}
 			if tk.LastAnswer == nil || tk.LastAnswer.HTTPStatus != 400 || !strings.Contains(tk.LastAnswer.Message, "bad request") {
@@ -392,9 +392,9 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 			ids = append(ids, id)
 		}
 		view := c.nodes[0]
-		everyTask := func(cond func(raftstore.Task) bool) bool {
+		everyTask := func(cond func(state.Task) bool) bool {
 			for _, id := range ids {
-				if tk, ok := view.store.Task(id); !ok || !cond(tk) {
+				if tk, ok := view.store.Reader().Task(id); !ok || !cond(tk) {
 					return false
 				}
 			}
@@ -413,15 +413,15 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 			sawOpen = sawOpen || anyOpen()
 			retried, blocked := false, false
 			for _, id := range ids {
-				tk, _ := view.store.Task(id)
+				tk, _ := view.store.Reader().Task(id)
 				retried = retried || tk.Attempts >= 2
 				blocked = blocked || tk.Blocked >= 1
 			}
 			// Each task was either tried (and found the destination down)
 			// or held back by an open breaker.
-			return sawOpen && retried && blocked && everyTask(func(tk raftstore.Task) bool { return tk.Attempts+tk.Blocked >= 1 })
+			return sawOpen && retried && blocked && everyTask(func(tk state.Task) bool { return tk.Attempts+tk.Blocked >= 1 })
 		})
-		if !everyTask(func(tk raftstore.Task) bool { return tk.Status == raftstore.TaskPending }) {
+		if !everyTask(func(tk state.Task) bool { return tk.Status == state.TaskPending }) {
 			t.Fatal("a task left pending while its destination was down")
 		}
 		if dl, err := view.client().DLQ(ctxT(t), "", 10); err != nil || len(dl.Tasks) != 0 {
@@ -433,7 +433,7 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 		}
 		back := time.Now()
 		testwait.For(t, 30*time.Second, "every task succeeded after the destination came back", func() bool {
-			return everyTask(func(tk raftstore.Task) bool { return tk.Status == raftstore.TaskSucceeded })
+			return everyTask(func(tk state.Task) bool { return tk.Status == state.TaskSucceeded })
 		})
 		t.Logf("%d tasks delivered %s after the destination came back", n, time.Since(back).Round(time.Millisecond))
 		calls := successfulCalls(dest)
@@ -465,8 +465,8 @@ func TestDeliveryNoRedeliveryWithoutMoves(t *testing.T) {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
-		tk, _ := leader.store.Task(id)
-		if leader.store.ShardMap().Shards[tk.Shard].Owner != leader.cfg.NodeID {
+		tk, _ := leader.store.Reader().Task(id)
+		if leader.store.Reader().ShardMap().Shards[tk.Shard].Owner != leader.cfg.NodeID {
 			followerOwned++
 		}
 	}
@@ -475,7 +475,7 @@ func TestDeliveryNoRedeliveryWithoutMoves(t *testing.T) {
 	}
 	testwait.For(t, 20*time.Second, "every task succeeded", func() bool {
 		for _, id := range ids {
-			if tk, ok := leader.store.Task(id); !ok || tk.Status != raftstore.TaskSucceeded {
+			if tk, ok := leader.store.Reader().Task(id); !ok || tk.Status != state.TaskSucceeded {
 				return false
 			}
 		}

@@ -107,7 +107,7 @@ func startFleetCluster(tb, owner testing.TB, n int) *benchCluster {
 // the proportions of weights (each node's share of total).
 func skewedTasks(tb testing.TB, nodes []*Node, url, prefix string, total int, weights []float64) []transport.TaskSubmit {
 	tb.Helper()
-	m := nodes[0].store.ShardMap()
+	m := nodes[0].store.Reader().ShardMap()
 	want := map[string]int{}
 	left := total
 	for i, nd := range nodes {

@@ -9,7 +9,7 @@ import (
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
@@ -60,7 +60,7 @@ func TestFleetBudgetAcrossNodes(t *testing.T) {
 	}
 	testwait.For(t, 60*time.Second, "every task delivered", func() bool {
 		for _, id := range ids {
-			if tk, ok := busy.store.Task(id); !ok || tk.Status != raftstore.TaskSucceeded {
+			if tk, ok := busy.store.Reader().Task(id); !ok || tk.Status != state.TaskSucceeded {
 				return false
 			}
 		}

@@ -7,7 +7,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/healthprobe"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
 )
@@ -69,10 +69,10 @@ func (n *Node) healthCheckOf(k breakerpool.Key) (healthprobe.Check, bool) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.User != nil {
 			return healthprobe.Check{}, false
 		}
-		return healthprobe.Check{URL: k.Destination + path, Interval: raftstore.HealthDefaultInterval,
-			Timeout: raftstore.HealthDefaultTimeout, HealthyStatus: raftstore.HealthDefaultStatus}, true
+		return healthprobe.Check{URL: k.Destination + path, Interval: state.HealthDefaultInterval,
+			Timeout: state.HealthDefaultTimeout, HealthyStatus: state.HealthDefaultStatus}, true
 	}
-	e, ok := n.store.Endpoint(k.Destination)
+	e, ok := n.state.Endpoint(k.Destination)
 	if !ok || e.Health == nil {
 		return healthprobe.Check{}, false
 	}

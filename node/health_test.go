@@ -13,7 +13,7 @@ import (
 	"fusebox/dynconfig"
 	"fusebox/healthprobe"
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -77,7 +77,7 @@ func startHealthOutage(t *testing.T, ep string) (*testCluster, *outboundtest.Des
 	setConfig(t, c.nodes, dynconfig.KeyBreakerSettings, ep, `{"Timeout":"300ms","FailureThreshold":3}`)
 	testwait.For(t, 10*time.Second, "the endpoint on every node", func() bool {
 		for _, n := range c.nodes {
-			if e, ok := n.store.Endpoint(ep); !ok || e.Health == nil {
+			if e, ok := n.store.Reader().Endpoint(ep); !ok || e.Health == nil {
 				return false
 			}
 		}
@@ -149,7 +149,7 @@ func TestHealthCheckSparesTasksDuringOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		waitTask(t, c.nodes[0], id, "succeeded after the recovery", func(tk transport.Task) bool { return tk.Status == raftstore.TaskSucceeded })
+		waitTask(t, c.nodes[0], id, "succeeded after the recovery", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
 	}
 }
 
@@ -186,7 +186,7 @@ func TestHealthCheckOwnerLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		waitTask(t, rest[0], id, "succeeded after the recovery", func(tk transport.Task) bool { return tk.Status == raftstore.TaskSucceeded })
+		waitTask(t, rest[0], id, "succeeded after the recovery", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
 	}
 }
 
@@ -239,7 +239,7 @@ func TestCallbackHealthPathFromConfig(t *testing.T) {
 		return ok
 	})
 	got, ok := n.healthCheckOf(k)
-	if !ok || got.URL != host+"/healthz" || got.Interval != raftstore.HealthDefaultInterval || got.HealthyStatus != 200 {
+	if !ok || got.URL != host+"/healthz" || got.Interval != state.HealthDefaultInterval || got.HealthyStatus != 200 {
 		t.Fatalf("check %+v, %v", got, ok)
 	}
 	if _, ok := n.healthCheckOf(breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: "http://127.0.0.1:10"}); ok {

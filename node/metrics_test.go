@@ -9,7 +9,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -49,8 +49,8 @@ func TestDestinationSeriesLimitIsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.For(t, 20*time.Second, "the callback delivered", func() bool {
-		tk, ok := n.store.Task(id)
-		return ok && tk.Status == raftstore.TaskSucceeded
+		tk, ok := n.store.Reader().Task(id)
+		return ok && tk.Status == state.TaskSucceeded
 	})
 	host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 	families := []string{"fusebox_breaker_requests_total", "fusebox_callback_outbound_requests_total"}

@@ -21,6 +21,7 @@ import (
 	"fusebox/internal/tlsutil"
 	"fusebox/ownership"
 	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/ui"
 )
@@ -44,6 +45,7 @@ type Node struct {
 	queueFwd  queueForwarder // breaker closes → the queue releases blocked tasks (queue.go)
 	uiRec     *ui.Recorder   // recent breaker transitions for the status page
 	store     *raftstore.Store
+	state     nodeState // store.Reader(): the local replica's reads
 	shards    *ownership.Manager
 	deliver   *deliveries
 	api       *transport.Server
@@ -147,9 +149,10 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return dataDirError(err)
 	}
+	n.state = n.store.Reader()
 	n.members, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, BindAddr: cfg.GossipAddr, AdvertiseAddr: n.adv.gossip, Join: cfg.Join, Preset: cluster.Preset(cfg.Timing), Keys: keys,
-		Meta: cluster.Meta{ID: cfg.NodeID, HTTPAddr: n.AdvertiseHTTPAddr(), RaftAddr: n.store.RaftAddr(), Version: cfg.Version, LogVersion: raftstore.BuildLogVersion()},
+		Meta: cluster.Meta{ID: cfg.NodeID, HTTPAddr: n.AdvertiseHTTPAddr(), RaftAddr: n.store.RaftAddr(), Version: cfg.Version, LogVersion: state.BuildLogVersion()},
 	}, n.base.With("component", "gossip"), n.reg)
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
@@ -203,6 +206,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Logs:     cfg.Logs,
 		Ready:    n.ready,
 		Store:    n.store,
+		State:    n.store.Reader(),
 		Members:  apiMembers{n.members},
 		Breakers: n.pool,
 		Ramps:    apiRamps{n.deliver.queue},

@@ -108,8 +108,8 @@ func TestOpsRaftAndSnapshotThroughFollower(t *testing.T) {
 	}
 	testwait.For(t, 15*time.Second, "the snapshot's endpoints on every node", func() bool {
 		for _, n := range c.nodes {
-			_, before := n.store.Endpoint("ep-before")
-			_, after := n.store.Endpoint("ep-after")
+			_, before := n.store.Reader().Endpoint("ep-before")
+			_, after := n.store.Reader().Endpoint("ep-after")
 			if !before || after {
 				return false
 			}

@@ -3,7 +3,7 @@ package node
 import (
 	"context"
 
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/taskstore/pgstore"
 	"fusebox/transport"
 )
@@ -13,7 +13,7 @@ var _ transport.TaskImporter = pgTaskAPI{}
 // ImportTasks implements transport.TaskImporter: tasks moved from another
 // cluster keep their ids, attempts, next attempt and deadline; an error is
 // a 503 and means none is known committed.
-func (a pgTaskAPI) ImportTasks(ctx context.Context, ts []transport.ImportedTask) ([]raftstore.SubmitOutcome, error) {
+func (a pgTaskAPI) ImportTasks(ctx context.Context, ts []transport.ImportedTask) ([]state.SubmitOutcome, error) {
 	if !a.pg.store.Ready() {
 		return nil, a.unavailable("import refused", nil)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"fusebox/internal/deliverybench"
 	"fusebox/internal/pgtest"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound/outboundtest"
 )
 
@@ -23,7 +23,7 @@ func waitSucceededPG(tb testing.TB, pg *pgTasks, ids []string) {
 		for next < len(ids) {
 			end := min(next+chunk, len(ids))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			n, err := pg.store.CountStatus(ctx, ids[next:end], raftstore.TaskSucceeded)
+			n, err := pg.store.CountStatus(ctx, ids[next:end], state.TaskSucceeded)
 			cancel()
 			if err != nil || n != end-next {
 				return false

@@ -11,7 +11,7 @@ import (
 	"fusebox/dynconfig"
 	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -74,7 +74,7 @@ func testTaskAPI(t *testing.T, n *testNode) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTask(t, n, acc.TaskID, "succeeded", func(tk transport.Task) bool { return tk.Status == raftstore.TaskSucceeded })
+	waitTask(t, n, acc.TaskID, "succeeded", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
 	if calls := dest.Calls(); len(calls) < 1 || calls[0].Status != http.StatusOK {
 		t.Fatalf("receiver saw %+v", calls)
 	}
@@ -94,7 +94,7 @@ func testTaskAPI(t *testing.T, n *testNode) string {
 	}
 	waitTask(t, n, acc.TaskID, "tried", func(tk transport.Task) bool { return tk.Attempts >= 1 })
 	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"hooks.example.com"}]`)
-	waitTask(t, n, acc.TaskID, "dead-lettered", func(tk transport.Task) bool { return tk.Status == raftstore.TaskDLQ })
+	waitTask(t, n, acc.TaskID, "dead-lettered", func(tk transport.Task) bool { return tk.Status == state.TaskDLQ })
 	dlq, err := n.client().DLQ(ctxT(t), "", 10)
 	if err != nil || len(dlq.Tasks) != 1 || dlq.Tasks[0].ID != acc.TaskID {
 		t.Fatalf("DLQ = %+v, %v", dlq, err)
@@ -106,7 +106,7 @@ func testTaskAPI(t *testing.T, n *testNode) string {
 	if res, err := n.client().Redrive(ctxT(t), transport.Redrive{All: true}); err != nil || res.Count != 1 {
 		t.Fatalf("redrive all = %+v, %v", res, err)
 	}
-	waitTask(t, n, acc.TaskID, "succeeded after the redrive", func(tk transport.Task) bool { return tk.Status == raftstore.TaskSucceeded })
+	waitTask(t, n, acc.TaskID, "succeeded after the redrive", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
 
 	// Limits: one pending task per destination.
 	if err := dest.SetMode(outboundtest.ModeRefuse); err != nil {
@@ -125,7 +125,7 @@ func testTaskAPI(t *testing.T, n *testNode) string {
 	if _, err := submit(other.CallbackURL(), "wf-l3", ""); err != nil {
 		t.Fatalf("another destination refused: %v", err)
 	}
-	list, err := n.client().Tasks(ctxT(t), transport.TaskListQuery{Status: raftstore.TaskPending})
+	list, err := n.client().Tasks(ctxT(t), transport.TaskListQuery{Status: state.TaskPending})
 	if err != nil || len(list.Tasks) == 0 {
 		t.Fatalf("pending listing = %+v, %v", list, err)
 	}
@@ -148,13 +148,13 @@ func testTaskAPI(t *testing.T, n *testNode) string {
 
 // pgtestStoreRow reads a task straight from the node's database, to show
 // the task really lives there (and not in Raft).
-func pgtestStoreRow(t *testing.T, n *testNode, id string) (raftstore.Task, error) {
+func pgtestStoreRow(t *testing.T, n *testNode, id string) (state.Task, error) {
 	t.Helper()
 	tk, ok, err := n.pg.store.Task(ctxT(t), id)
 	if err == nil && !ok {
 		err = errors.New("task " + id + " not in the database")
 	}
-	if _, inRaft := n.store.Task(id); inRaft {
+	if _, inRaft := n.store.Reader().Task(id); inRaft {
 		t.Fatalf("task %s is in the Raft state too", id)
 	}
 	return tk, err
@@ -211,7 +211,7 @@ func TestPostgresUnreachableAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTask(t, n, acc.TaskID, "succeeded", func(tk transport.Task) bool { return tk.Status == raftstore.TaskSucceeded })
+	waitTask(t, n, acc.TaskID, "succeeded", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
 }
 
 func TestConfigTaskStoreFlags(t *testing.T) {

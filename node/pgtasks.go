@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"fusebox/queue"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/taskstore/pgstore"
 	"fusebox/transport"
 )
@@ -171,7 +171,7 @@ func (a pgTaskAPI) unavailable(what string, err error) error {
 // SubmitTasks inserts the tasks; an error is a 503 and means none is known
 // committed. The index is 0 (nothing to wait for: the row is read back
 // from the database).
-func (a pgTaskAPI) SubmitTasks(ctx context.Context, c raftstore.SubmitTasksCommand) ([]raftstore.SubmitOutcome, uint64, error) {
+func (a pgTaskAPI) SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) ([]state.SubmitOutcome, uint64, error) {
 	if !a.pg.store.Ready() {
 		return nil, 0, a.unavailable("submit refused", nil)
 	}
@@ -187,9 +187,9 @@ func (a pgTaskAPI) SubmitTasks(ctx context.Context, c raftstore.SubmitTasksComma
 }
 
 // RedriveTasks implements transport.TaskService.
-func (a pgTaskAPI) RedriveTasks(ctx context.Context, c raftstore.RedriveTasksCommand) (raftstore.RedriveOutcome, error) {
+func (a pgTaskAPI) RedriveTasks(ctx context.Context, c state.RedriveTasksCommand) (state.RedriveOutcome, error) {
 	if !a.pg.store.Ready() {
-		return raftstore.RedriveOutcome{}, a.unavailable("redrive refused", nil)
+		return state.RedriveOutcome{}, a.unavailable("redrive refused", nil)
 	}
 	at := c.At
 	if at.IsZero() {
@@ -207,9 +207,9 @@ func (a pgTaskAPI) RedriveTasks(ctx context.Context, c raftstore.RedriveTasksCom
 func (pgTaskAPI) WaitForApplied(context.Context, uint64) error { return nil }
 
 // TaskCtx implements transport.TaskReaderCtx.
-func (a pgTaskAPI) TaskCtx(ctx context.Context, id string) (raftstore.Task, bool, error) {
+func (a pgTaskAPI) TaskCtx(ctx context.Context, id string) (state.Task, bool, error) {
 	if !a.pg.store.Ready() {
-		return raftstore.Task{}, false, a.unavailable("read refused", nil)
+		return state.Task{}, false, a.unavailable("read refused", nil)
 	}
 	t, ok, err := a.pg.store.Task(ctx, id)
 	if err != nil {
@@ -219,7 +219,7 @@ func (a pgTaskAPI) TaskCtx(ctx context.Context, id string) (raftstore.Task, bool
 }
 
 // Task implements transport.TaskService (the handlers use TaskCtx).
-func (a pgTaskAPI) Task(id string) (raftstore.Task, bool) {
+func (a pgTaskAPI) Task(id string) (state.Task, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
 	defer cancel()
 	t, ok, _ := a.TaskCtx(ctx, id)
@@ -227,7 +227,7 @@ func (a pgTaskAPI) Task(id string) (raftstore.Task, bool) {
 }
 
 // ListTasksPageCtx implements transport.TaskListerCtx.
-func (a pgTaskAPI) ListTasksPageCtx(ctx context.Context, q raftstore.TaskQuery) ([]raftstore.Task, string, error) {
+func (a pgTaskAPI) ListTasksPageCtx(ctx context.Context, q state.TaskQuery) ([]state.Task, string, error) {
 	if !a.pg.store.Ready() {
 		return nil, "", a.unavailable("listing refused", nil)
 	}
@@ -240,7 +240,7 @@ func (a pgTaskAPI) ListTasksPageCtx(ctx context.Context, q raftstore.TaskQuery) 
 
 // ListTasksPage implements transport.TaskService (the handlers use
 // ListTasksPageCtx).
-func (a pgTaskAPI) ListTasksPage(q raftstore.TaskQuery) ([]raftstore.Task, string) {
+func (a pgTaskAPI) ListTasksPage(q state.TaskQuery) ([]state.Task, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
 	defer cancel()
 	out, next, _ := a.ListTasksPageCtx(ctx, q)
@@ -272,7 +272,7 @@ const pgCountsTimeout = 5 * time.Second
 // TaskAPI's would count the raft store's task table, empty in this mode).
 // A database that does not answer gives no rows, marked partial: the page
 // shows what it has and asks again at its next refresh.
-func (a pgTaskAPI) DestinationCounts(maxScan int) ([]raftstore.DestinationCount, bool) {
+func (a pgTaskAPI) DestinationCounts(maxScan int) ([]state.DestinationCount, bool) {
 	if !a.pg.store.Ready() {
 		return nil, true
 	}

@@ -80,7 +80,7 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *outbound.Policy) (
 		Limits:     queue.DynamicLimits(n.config),
 		Breakers:   queue.PoolBreakers(n.pool),
 		Executor:   exec,
-		Resolver:   endpointResolver{n.store},
+		Resolver:   endpointResolver{n.state},
 		Policy:     policy,
 		Fleet:      fleetShare{n.members},
 		Registerer: n.reg,

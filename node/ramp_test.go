@@ -10,7 +10,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -107,7 +107,7 @@ func TestRecoveryRampAcrossFleet(t *testing.T) {
 	}
 	testwait.For(t, 60*time.Second, "every task delivered", func() bool {
 		for _, id := range ids {
-			if tk, ok := c.nodes[0].store.Task(id); !ok || tk.Status != raftstore.TaskSucceeded {
+			if tk, ok := c.nodes[0].store.Reader().Task(id); !ok || tk.Status != state.TaskSucceeded {
 				return false
 			}
 		}

@@ -9,7 +9,7 @@ import (
 
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -58,8 +58,8 @@ func TestCrashedOwnersCallCountedByNextOwner(t *testing.T) {
 	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 
 	const wf = "wf-interrupted"
-	shard := shardmap.ShardOf(deliveryNS, wf, c.nodes[0].store.ShardCount())
-	before := c.nodes[0].store.ShardMap().Shards[shard]
+	shard := shardmap.ShardOf(deliveryNS, wf, c.nodes[0].store.Reader().ShardCount())
+	before := c.nodes[0].store.Reader().ShardMap().Shards[shard]
 	var victim *testNode
 	for _, n := range c.nodes {
 		if n.cfg.NodeID == before.Owner {
@@ -84,16 +84,16 @@ func TestCrashedOwnersCallCountedByNextOwner(t *testing.T) {
 		t.Fatal("the owner never called the destination")
 	}
 	testwait.For(t, 10*time.Second, "the attempt's start marker replicated", func() bool {
-		tk, ok := survivors[0].store.Task(id)
+		tk, ok := survivors[0].store.Reader().Task(id)
 		return ok && tk.AttemptEpoch == before.Epoch
 	})
 
 	victim.crash()
 	testwait.For(t, 30*time.Second, "the task delivered again and succeeded", func() bool {
-		tk, ok := survivors[0].store.Task(id)
-		return ok && tk.Status == raftstore.TaskSucceeded
+		tk, ok := survivors[0].store.Reader().Task(id)
+		return ok && tk.Status == state.TaskSucceeded
 	})
-	after := survivors[0].store.ShardMap().Shards[shard]
+	after := survivors[0].store.Reader().ShardMap().Shards[shard]
 	if after.Owner == victim.cfg.NodeID || after.Epoch <= before.Epoch {
 		t.Fatalf("shard %d now %+v, want a survivor at an epoch above %d", shard, after, before.Epoch)
 	}
@@ -103,7 +103,7 @@ func TestCrashedOwnersCallCountedByNextOwner(t *testing.T) {
 	if calls := h.calls(); len(calls) != 2 || calls[0] != id || calls[1] != id {
 		t.Errorf("destination saw request ids %v, want the task id %s twice", calls, id)
 	}
-	if tk, _ := survivors[0].store.Task(id); tk.AttemptEpoch != 0 {
+	if tk, _ := survivors[0].store.Reader().Task(id); tk.AttemptEpoch != 0 {
 		t.Errorf("succeeded task keeps attempt epoch %d, want 0", tk.AttemptEpoch)
 	}
 }

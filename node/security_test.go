@@ -18,7 +18,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
@@ -136,7 +136,7 @@ func TestSecretsNeverShownBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTask(t, n, acc.TaskID, "succeeded", func(tk transport.Task) bool { return tk.Status == raftstore.TaskSucceeded })
+	waitTask(t, n, acc.TaskID, "succeeded", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
 	calls := dest.CallsWithRequestID(acc.TaskID)
 	if len(calls) == 0 || calls[0].Header.Get("Authorization") != "Bearer tok-AAA" || calls[0].Header.Get("X-Tenant-Id") != "tenant-CCC" {
 		t.Fatalf("the destination did not receive the real header values: %+v", calls)
@@ -272,8 +272,8 @@ func TestCallbackPathsShareOneBreaker(t *testing.T) {
 func TestLegacyForcedBreakerAppliesToHost(t *testing.T) {
 	n, _ := secureNode(t)
 	host := "http://127.0.0.1:9"
-	if _, _, err := n.store.ForceBreaker(ctxT(t), raftstore.ForceBreakerCommand{TaskGroup: breakerpool.TaskGroupCallback,
-		NamespaceID: deliveryNS, Destination: host + "/cb/7?sig=legacy-secret", Mode: raftstore.ForceOpen}); err != nil {
+	if _, _, err := n.store.ForceBreaker(ctxT(t), state.ForceBreakerCommand{TaskGroup: breakerpool.TaskGroupCallback,
+		NamespaceID: deliveryNS, Destination: host + "/cb/7?sig=legacy-secret", Mode: state.ForceOpen}); err != nil {
 		t.Fatal(err)
 	}
 	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: host}
@@ -305,7 +305,7 @@ func TestLegacyConfigDestinationAppliesToHost(t *testing.T) {
 	key := dynconfig.KeyGroupLimiterConcurrency
 	c := dynconfig.NewCollection(nil)
 	defer c.Close()
-	c.Update(configEntries([]raftstore.ConfigEntry{
+	c.Update(configEntries([]state.ConfigEntry{
 		{Key: key, Destination: "http://h:1", Value: json.RawMessage(`7`)},
 		{Key: key, Destination: "http://H:1/cb?sig=x", Value: json.RawMessage(`3`)},
 		{Key: key, Destination: "https://other/cb", Value: json.RawMessage(`5`)},

@@ -19,7 +19,7 @@ func (n *Node) startShards() (*ownership.Manager, error) {
 		cfg.Backstop = time.Second
 		cfg.DrainTimeout = 5 * time.Second
 	}
-	m, err := ownership.New(cfg, n.store, raftMembers{n.members})
+	m, err := ownership.New(cfg, n.store, n.store.Reader(), raftMembers{n.members})
 	if err != nil {
 		return nil, err
 	}
@@ -36,9 +36,9 @@ func (n *Node) shardStats(shard int) (backlog int, ackLevel uint64, ok bool) {
 	if n.pg != nil {
 		return n.pg.shardStats(shard)
 	}
-	backlog = n.store.TaskBacklog(shard)
+	backlog = n.state.TaskBacklog(shard)
 	if backlog > 0 {
-		if oldest, ok := n.store.OldestPendingTask(shard); ok {
+		if oldest, ok := n.state.OldestPendingTask(shard); ok {
 			ackLevel = uint64(oldest.CreatedAt.UnixMilli())
 		}
 	}

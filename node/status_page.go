@@ -22,7 +22,7 @@ func (n *Node) uiHistory(ctx context.Context) *ui.History {
 // shardOwners counts the shards each node owns in this replica's map.
 func (n *Node) shardOwners() map[string]int {
 	out := map[string]int{}
-	m := n.store.ShardMap()
+	m := n.state.ShardMap()
 	if m == nil { // before the first map commits
 		return out
 	}

@@ -12,7 +12,7 @@ import (
 	"fusebox/dynconfig"
 	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -74,7 +74,7 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 		ids[r.TaskID] = i
 	}
 	testwait.For(t, 30*time.Second, "attempts on the old cluster", func() bool {
-		l, err := old.client().Tasks(ctxT(t), transport.TaskListQuery{Status: raftstore.TaskPending, Limit: 100})
+		l, err := old.client().Tasks(ctxT(t), transport.TaskListQuery{Status: state.TaskPending, Limit: 100})
 		tried := 0
 		for _, tk := range l.Tasks {
 			if tk.Attempts > 0 {
@@ -152,7 +152,7 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 		}
 		// Pending still (the destination is down); attempts count on from
 		// the exported ones (pgstore's TestImport checks them exactly).
-		if got.Status != raftstore.TaskPending || got.Attempts < e.Attempts || got.RequestID != e.RequestID ||
+		if got.Status != state.TaskPending || got.Attempts < e.Attempts || got.RequestID != e.RequestID ||
 			!got.Deadline.Equal(e.Deadline.Truncate(time.Microsecond)) || !got.CreatedAt.Equal(e.CreatedAt.Truncate(time.Microsecond)) {
 			t.Fatalf("imported %+v\nfrom %+v", got, e)
 		}
@@ -168,7 +168,7 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 	for id := range ids {
 		testwait.For(t, 60*time.Second, "task "+id+" succeeded on the new cluster", func() bool {
 			tk, err := n.client().Task(ctxT(t), id)
-			return err == nil && tk.Status == raftstore.TaskSucceeded
+			return err == nil && tk.Status == state.TaskSucceeded
 		})
 	}
 	calls := dest.Calls()

@@ -10,6 +10,7 @@ import (
 	"fusebox/dynconfig"
 	"fusebox/queue"
 	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound"
 )
@@ -18,20 +19,31 @@ import (
 // (every node has the whole table), Complete is one epoch-fenced Raft write
 // per batch, signed with this node's id.
 type TaskStore struct {
-	store *raftstore.Store
+	store *raftstore.Store // Complete
+	tasks taskTable        // every read: the local replica
 	node  string
+}
+
+// taskTable is what the queue's store reads of the replicated task table
+// (raftstore/state.State, through raftstore.Store.Reader).
+type taskTable interface {
+	ScanDue(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]*state.Task, time.Time, bool)
+	NextTaskDue(shard int, after time.Time) (time.Time, bool)
+	TaskBacklog(shard int) int
+	Subscribe(table state.Table) (<-chan struct{}, func())
+	ScanBlocked(shard int, afterAt time.Time, afterID string, limit int, match func(*state.Task) bool, skip func(id string) bool) ([]*state.Task, bool)
 }
 
 var _ queue.Store = (*TaskStore)(nil)
 
 // NewTaskStore returns the queue's view of store for node nodeID.
 func NewTaskStore(store *raftstore.Store, nodeID string) *TaskStore {
-	return &TaskStore{store: store, node: nodeID}
+	return &TaskStore{store: store, tasks: store.Reader(), node: nodeID}
 }
 
 // Due implements queue.Store.
 func (s *TaskStore) Due(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]queue.Task, time.Time, bool) {
-	rows, next, known := s.store.ScanDue(shard, from, now, limit, skip)
+	rows, next, known := s.tasks.ScanDue(shard, from, now, limit, skip)
 	out := make([]queue.Task, len(rows))
 	for i, t := range rows {
 		out[i] = toQueueTask(t)
@@ -41,16 +53,16 @@ func (s *TaskStore) Due(shard int, from, now time.Time, limit int, skip func(id 
 
 // NextDue implements queue.Store.
 func (s *TaskStore) NextDue(shard int, after time.Time) (time.Time, bool) {
-	return s.store.NextTaskDue(shard, after)
+	return s.tasks.NextTaskDue(shard, after)
 }
 
 // Backlog implements queue.Store.
-func (s *TaskStore) Backlog(shard int) int { return s.store.TaskBacklog(shard) }
+func (s *TaskStore) Backlog(shard int) int { return s.tasks.TaskBacklog(shard) }
 
 // Subscribe implements queue.Store: it wakes after any change to the task
 // table (or a snapshot restore).
 func (s *TaskStore) Subscribe() (<-chan struct{}, func()) {
-	return s.store.Subscribe(raftstore.TableTasks)
+	return s.tasks.Subscribe(state.TableTasks)
 }
 
 // Complete implements queue.Store. A stale epoch comes back as a
@@ -60,22 +72,22 @@ func (s *TaskStore) Complete(ctx context.Context, shard int, epoch uint64, resul
 	if len(results) == 0 {
 		return nil
 	}
-	rs := make([]raftstore.TaskResult, len(results))
+	rs := make([]state.TaskResult, len(results))
 	for i, r := range results {
-		rs[i] = raftstore.TaskResult{
+		rs[i] = state.TaskResult{
 			TaskID: r.TaskID, Status: string(r.Status), Attempts: r.Attempts, Blocked: r.Blocked, Unexpected: r.Unexpected,
-			NextAttemptAt: r.NextAttemptAt, Message: truncate(r.Message, raftstore.MaxTaskMessageBytes), HTTPStatus: r.HTTPStatus,
+			NextAttemptAt: r.NextAttemptAt, Message: truncate(r.Message, state.MaxTaskMessageBytes), HTTPStatus: r.HTTPStatus,
 			OperationID: r.OperationID, Output: r.Output, Started: r.Started,
 		}
 	}
-	_, err := s.store.CompleteTasks(ctx, raftstore.CompleteTasksCommand{Shard: shard, Epoch: epoch, Node: s.node, Results: rs})
+	_, err := s.store.CompleteTasks(ctx, state.CompleteTasksCommand{Shard: shard, Epoch: epoch, Node: s.node, Results: rs})
 	return err
 }
 
 // toQueueTask converts a row. A request that no longer decodes (written by
 // another version) is handed over with a request task group that cannot
 // match, so the queue dead-letters it as poison with the reason.
-func toQueueTask(t *raftstore.Task) queue.Task {
+func toQueueTask(t *state.Task) queue.Task {
 	var req outbound.Request
 	if err := json.Unmarshal(t.Request, &req); err != nil {
 		req = outbound.Request{TaskGroup: "undecodable request: " + truncate(err.Error(), 200)}
@@ -96,10 +108,12 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// TaskAPI is the API's transport.TaskService: the store plus the live
-// backlog limits from dynamic config and the data dir's free space.
+// TaskAPI is the API's transport.TaskService: the store's writes, its
+// local replica's reads, the live backlog limits from dynamic config and
+// the data dir's free space.
 type TaskAPI struct {
 	*raftstore.Store
+	*state.State // the reads (transport.TaskReader): Store.Reader()
 	config *dynconfig.Collection
 	disk   *dataDirSpace // nil: no free-space floor
 	// Policy checks destinations at submit and endpoint PUT; nil allows
@@ -111,7 +125,7 @@ var _ transport.TaskService = (*TaskAPI)(nil)
 
 // NewTaskAPI returns the task service the API serves.
 func NewTaskAPI(store *raftstore.Store, config *dynconfig.Collection) *TaskAPI {
-	return &TaskAPI{Store: store, config: config}
+	return &TaskAPI{Store: store, State: store.Reader(), config: config}
 }
 
 // newTaskAPI is the node's task service on its task store (with
@@ -122,7 +136,7 @@ func (n *Node) newTaskAPI(policy *outbound.Policy) transport.TaskService {
 	if err := disk.register(n.reg); err != nil {
 		n.log.Warn("data dir free-space metric not registered", "err", err)
 	}
-	api := &TaskAPI{Store: n.store, config: n.config, disk: disk, Policy: policy}
+	api := &TaskAPI{Store: n.store, State: n.store.Reader(), config: n.config, disk: disk, Policy: policy}
 	if n.pg != nil {
 		return pgTaskAPI{TaskAPI: api, pg: n.pg}
 	}
@@ -193,12 +207,12 @@ func lookupIntFor(config *dynconfig.Collection, key, namespace, destination stri
 
 var _ queue.BlockedStore = (*TaskStore)(nil)
 
-// Blocked implements queue.BlockedStore over raftstore.ScanBlocked: the
+// Blocked implements queue.BlockedStore over state.State.ScanBlocked: the
 // rows match k by task group, namespace and breaker destination (the row's
 // DestinationKey, or, for a row written before keys were stored, the one
 // derived from its destination).
 func (s *TaskStore) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
-	match := func(t *raftstore.Task) bool {
+	match := func(t *state.Task) bool {
 		if t.TaskGroup != k.TaskGroup || t.NamespaceID != k.NamespaceID {
 			return false
 		}
@@ -208,7 +222,7 @@ func (s *TaskStore) Blocked(shard int, k breakerpool.Key, after queue.Cursor, li
 		}
 		return d == k.Destination
 	}
-	rows, done := s.store.ScanBlocked(shard, after.At, after.ID, limit, match, skip)
+	rows, done := s.tasks.ScanBlocked(shard, after.At, after.ID, limit, match, skip)
 	out := make([]queue.Task, len(rows))
 	var last queue.Cursor
 	for i, t := range rows {

@@ -7,6 +7,7 @@ import (
 
 	"fusebox/raftstore"
 	"fusebox/raftstore/raftstoretest"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 	"fusebox/taskstore/storetest"
 )
@@ -17,44 +18,44 @@ type suiteStore struct {
 	rs *raftstore.Store
 }
 
-func (s suiteStore) Submit(ctx context.Context, tasks []raftstore.NewTask, at time.Time) ([]raftstore.SubmitOutcome, error) {
-	out, idx, err := s.rs.SubmitTasks(ctx, raftstore.SubmitTasksCommand{CommandMeta: raftstore.CommandMeta{At: at}, Tasks: tasks})
+func (s suiteStore) Submit(ctx context.Context, tasks []state.NewTask, at time.Time) ([]state.SubmitOutcome, error) {
+	out, idx, err := s.rs.SubmitTasks(ctx, state.SubmitTasksCommand{CommandMeta: state.CommandMeta{At: at}, Tasks: tasks})
 	if err != nil {
 		return nil, err
 	}
 	return out, s.rs.WaitForApplied(ctx, idx)
 }
 
-func (s suiteStore) Task(_ context.Context, id string) (raftstore.Task, bool, error) {
-	t, ok := s.rs.Task(id)
+func (s suiteStore) Task(_ context.Context, id string) (state.Task, bool, error) {
+	t, ok := s.rs.Reader().Task(id)
 	return t, ok, nil
 }
 
-func (s suiteStore) ListTasksPage(_ context.Context, q raftstore.TaskQuery) ([]raftstore.Task, string, error) {
-	out, next := s.rs.ListTasksPage(q)
+func (s suiteStore) ListTasksPage(_ context.Context, q state.TaskQuery) ([]state.Task, string, error) {
+	out, next := s.rs.Reader().ListTasksPage(q)
 	return out, next, nil
 }
 
-func (s suiteStore) Redrive(ctx context.Context, ids []string, all bool, at time.Time) (raftstore.RedriveOutcome, error) {
-	return s.rs.RedriveTasks(ctx, raftstore.RedriveTasksCommand{CommandMeta: raftstore.CommandMeta{At: at}, IDs: ids, All: all})
+func (s suiteStore) Redrive(ctx context.Context, ids []string, all bool, at time.Time) (state.RedriveOutcome, error) {
+	return s.rs.RedriveTasks(ctx, state.RedriveTasksCommand{CommandMeta: state.CommandMeta{At: at}, IDs: ids, All: all})
 }
 
 func (s suiteStore) DestinationBacklog(_ context.Context, namespace, destination string) int {
-	return s.rs.DestinationBacklog(namespace, destination)
+	return s.rs.Reader().DestinationBacklog(namespace, destination)
 }
 
-func (s suiteStore) PendingTasks(context.Context) int { return s.rs.PendingTasks() }
+func (s suiteStore) PendingTasks(context.Context) int { return s.rs.Reader().PendingTasks() }
 
 func (s suiteStore) ShardStats(_ context.Context, shard int) (int, time.Time, error) {
 	var oldest time.Time
-	if t, ok := s.rs.OldestPendingTask(shard); ok {
+	if t, ok := s.rs.Reader().OldestPendingTask(shard); ok {
 		oldest = t.CreatedAt
 	}
-	return s.rs.TaskBacklog(shard), oldest, nil
+	return s.rs.Reader().TaskBacklog(shard), oldest, nil
 }
 
 func (s suiteStore) Collect(ctx context.Context, before time.Time, limit int) (int, bool, error) {
-	out, err := s.rs.CollectTasks(ctx, raftstore.CollectTasksCommand{Before: before, Limit: limit})
+	out, err := s.rs.CollectTasks(ctx, state.CollectTasksCommand{Before: before, Limit: limit})
 	return out.Deleted, out.More, err
 }
 
@@ -67,13 +68,13 @@ func TestRaftStoreSuite(t *testing.T) {
 		return storetest.Harness{
 			Store: suiteStore{NewTaskStore(rs, "n1"), rs}, Shards: shards,
 			As:    func(node string) storetest.Store { return suiteStore{NewTaskStore(rs, node), rs} },
-			Epoch: func(shard int) uint64 { return rs.ShardMap().Shards[shard].Epoch },
+			Epoch: func(shard int) uint64 { return rs.Reader().ShardMap().Shards[shard].Epoch },
 			Take: func(t *testing.T, shard int, node string) uint64 {
-				cur := rs.ShardMap()
+				cur := rs.Reader().ShardMap()
 				m := &shardmap.Map{Version: cur.Version + 1, NumShards: cur.NumShards, Shards: append([]shardmap.Assignment(nil), cur.Shards...)}
 				m.Shards[shard].Owner = node
 				m.Shards[shard].Epoch++
-				idx, err := rs.CommitShardMap(t.Context(), raftstore.CommitShardMapCommand{PrevVersion: cur.Version, Map: m})
+				idx, err := rs.CommitShardMap(t.Context(), state.CommitShardMapCommand{PrevVersion: cur.Version, Map: m})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,8 +8,8 @@ import (
 
 	"fusebox/dynconfig"
 	"fusebox/queue"
-	"fusebox/raftstore"
 	"fusebox/raftstore/raftstoretest"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 	"fusebox/transport/outbound"
 )
@@ -24,7 +24,7 @@ func TestTaskStoreServesTheQueue(t *testing.T) {
 
 	req := outbound.Request{TaskGroup: "callbacks.Invocation", URL: "http://127.0.0.1:9/cb", Body: []byte("hi")}
 	raw, _ := json.Marshal(req)
-	out, idx, err := rs.SubmitTasks(ctx, raftstore.SubmitTasksCommand{Tasks: []raftstore.NewTask{
+	out, idx, err := rs.SubmitTasks(ctx, state.SubmitTasksCommand{Tasks: []state.NewTask{
 		{NamespaceID: "ns", WorkflowID: "wf", TaskGroup: req.TaskGroup, Destination: req.URL, Request: raw},
 		{NamespaceID: "ns", WorkflowID: "wf", TaskGroup: req.TaskGroup, Destination: req.URL, Request: json.RawMessage(`{"timeout":"soon"}`)},
 	}})
@@ -59,7 +59,7 @@ func TestTaskStoreServesTheQueue(t *testing.T) {
 		t.Fatalf("due with skip = %+v", got)
 	}
 
-	epoch := rs.ShardMap().Shards[shard].Epoch
+	epoch := rs.Reader().ShardMap().Shards[shard].Epoch
 	retryAt := time.Now().Add(time.Hour).UTC()
 	results := []queue.Result{
 		{TaskID: out[0].TaskID, Status: queue.StatusPending, Attempts: 1, NextAttemptAt: retryAt, Message: "503", HTTPStatus: 503},
@@ -83,14 +83,14 @@ func TestTaskStoreServesTheQueue(t *testing.T) {
 	if due, next, known := ts.Due(shard, time.Time{}, time.Now(), 10, nil); ts.Backlog(shard) != 1 || len(due) != 0 || !known || !next.Equal(retryAt) {
 		t.Fatalf("after complete: backlog %d, due %d, next %v (known %v), want 1, 0, %v", ts.Backlog(shard), len(due), next, known, retryAt)
 	}
-	if tk, _ := rs.Task(out[1].TaskID); tk.Status != raftstore.TaskDLQ {
+	if tk, _ := rs.Reader().Task(out[1].TaskID); tk.Status != state.TaskDLQ {
 		t.Fatalf("dead-lettered task = %+v", tk)
 	}
 	// Terminal results are final: a late duplicate is ignored.
 	if err := ts.Complete(ctx, shard, epoch, []queue.Result{{TaskID: out[1].TaskID, Status: queue.StatusSucceeded}}); err != nil {
 		t.Fatal(err)
 	}
-	if tk, _ := rs.Task(out[1].TaskID); tk.Status != raftstore.TaskDLQ {
+	if tk, _ := rs.Reader().Task(out[1].TaskID); tk.Status != state.TaskDLQ {
 		t.Fatalf("terminal task changed: %+v", tk)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"fusebox/internal/tlsutil"
 	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 )
 
@@ -125,7 +126,7 @@ func (n *Node) forwarder() raftstore.Forwarder {
 // scheme).
 type httpsForwarder struct{ f *transport.Forwarder }
 
-func (h httpsForwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*raftstore.ApplyResult, error) {
+func (h httpsForwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*state.ApplyResult, error) {
 	if !strings.Contains(leaderHTTPAddr, "://") {
 		leaderHTTPAddr = "https://" + leaderHTTPAddr
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 )
 
@@ -17,10 +17,10 @@ const forcedRecheck = 5 * time.Second
 // watchConfig feeds the replicated config table into the live collection
 // that the breaker pool (and later the queue's limiters) subscribe to.
 func (n *Node) watchConfig(ctx context.Context) {
-	ch, cancel := n.store.Subscribe(raftstore.TableConfig)
+	ch, cancel := n.state.Subscribe(state.TableConfig)
 	defer cancel()
 	for {
-		n.config.Update(configEntries(n.store.Config()))
+		n.config.Update(configEntries(n.state.Config()))
 		select {
 		case <-ctx.Done():
 			return
@@ -33,7 +33,7 @@ func (n *Node) watchConfig(ctx context.Context) {
 // Raft to this node's pool: open (until a deadline or cleared), closed, and
 // back to automatic when the row disappears.
 func (n *Node) watchForcedBreakers(ctx context.Context) {
-	ch, cancel := n.store.Subscribe(raftstore.TableForcedBreakers)
+	ch, cancel := n.state.Subscribe(state.TableForcedBreakers)
 	defer cancel()
 	t := time.NewTicker(forcedRecheck)
 	defer t.Stop()
@@ -52,7 +52,7 @@ func (n *Node) watchForcedBreakers(ctx context.Context) {
 func (n *Node) applyForced(prev map[breakerpool.Key]uint64) map[breakerpool.Key]uint64 {
 	now := time.Now()
 	next := make(map[breakerpool.Key]uint64)
-	for _, f := range n.store.ForcedBreakers() {
+	for _, f := range n.state.ForcedBreakers() {
 		// Rows written before callback keys were scheme://host (with a
 		// full URL) apply to their host's breaker.
 		k := breakerpool.Key{TaskGroup: f.TaskGroup, NamespaceID: f.NamespaceID,
@@ -66,13 +66,13 @@ func (n *Node) applyForced(prev map[breakerpool.Key]uint64) map[breakerpool.Key]
 		}
 		b := n.pool.Get(k)
 		switch f.Mode {
-		case raftstore.ForceOpen:
+		case state.ForceOpen:
 			d := breakerpool.DefaultMaxOpenFor
 			if !f.Until.IsZero() {
 				d = f.Until.Sub(now)
 			}
 			b.OpenFor(d, breakerpool.SourceOperator)
-		case raftstore.ForceClosed:
+		case state.ForceClosed:
 			b.ForceClosed(breakerpool.SourceOperator)
 		}
 		n.log.Info("breaker forced by operator", "key", k.String(), "mode", f.Mode, "until", f.Until, "reason", f.Reason)
@@ -92,8 +92,8 @@ func (n *Node) applyForced(prev map[breakerpool.Key]uint64) map[breakerpool.Key]
 // forcedOpenRunningOut: a forced open with no end time is an OpenFor of the
 // pool's maximum, renewed here while less than half of it remains, so it
 // lasts until an operator clears it.
-func (n *Node) forcedOpenRunningOut(k breakerpool.Key, f raftstore.ForcedBreaker) bool {
-	if f.Mode != raftstore.ForceOpen || !f.Until.IsZero() {
+func (n *Node) forcedOpenRunningOut(k breakerpool.Key, f state.ForcedBreaker) bool {
+	if f.Mode != state.ForceOpen || !f.Until.IsZero() {
 		return false
 	}
 	b, ok := n.pool.Lookup(k)

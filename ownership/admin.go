@@ -7,21 +7,22 @@ import (
 	"time"
 
 	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
 // Admin operations. Operators' intents are Raft commands applied by the FSM
 // (pin, release, draining flag); the leader's placement loop wakes on them
-// and commits the resulting placement. Errors are *raftstore.Error (with the
+// and commits the resulting placement. Errors are *state.Error (with the
 // offending field), errors wrapping shardmap.ErrNoSuchShard, or
 // *shardmap.WrongOwnerError, which the API maps to typed answers.
 
 // ShardMap returns the committed map as this node has applied it (nil before
 // the first commit).
-func (m *Manager) ShardMap() *shardmap.Map { return m.store.ShardMap() }
+func (m *Manager) ShardMap() *shardmap.Map { return m.state.ShardMap() }
 
 // DrainingNodes returns the nodes that placement skips, with why.
-func (m *Manager) DrainingNodes() []raftstore.DrainingNode { return m.store.DrainingNodes() }
+func (m *Manager) DrainingNodes() []state.DrainingNode { return m.state.DrainingNodes() }
 
 // ShardStats returns a shard's task backlog and ack level; ok is false while
 // the task table does not report them (Config.Stats unset).
@@ -34,9 +35,9 @@ func (m *Manager) ShardStats(shard int) (backlog int, ackLevel uint64, ok bool) 
 
 // assignment returns shard's entry in the committed map.
 func (m *Manager) assignment(shard int) (shardmap.Assignment, error) {
-	sm := m.store.ShardMap()
+	sm := m.state.ShardMap()
 	if sm == nil {
-		return shardmap.Assignment{}, &raftstore.Error{Code: raftstore.CodeUnavailable, Message: "no shard map has been committed yet"}
+		return shardmap.Assignment{}, &state.Error{Code: state.CodeUnavailable, Message: "no shard map has been committed yet"}
 	}
 	a, ok := sm.Owner(shard)
 	if !ok {
@@ -55,17 +56,17 @@ func (m *Manager) liveMember(id string) bool {
 	return false
 }
 
-func (m *Manager) isDraining(id string) (raftstore.DrainingNode, bool) {
-	for _, d := range m.store.DrainingNodes() {
+func (m *Manager) isDraining(id string) (state.DrainingNode, bool) {
+	for _, d := range m.state.DrainingNodes() {
 		if d.Node == id {
 			return d, true
 		}
 	}
-	return raftstore.DrainingNode{}, false
+	return state.DrainingNode{}, false
 }
 
 func badNode(format string, args ...any) error {
-	return &raftstore.Error{Code: raftstore.CodeInvalidArgument, Field: "node", Message: fmt.Sprintf(format, args...)}
+	return &state.Error{Code: state.CodeInvalidArgument, Field: "node", Message: fmt.Sprintf(format, args...)}
 }
 
 // Move pins shard to node; the leader then moves it there (new epoch). node
@@ -85,7 +86,7 @@ func (m *Manager) Move(ctx context.Context, shard int, node string, author strin
 	if d, ok := m.isDraining(node); ok {
 		return shardmap.Assignment{}, badNode("node %q is draining (%s); undrain it first", node, d.Reason)
 	}
-	idx, err := m.store.SetShardPin(ctx, raftstore.SetShardPinCommand{CommandMeta: raftstore.CommandMeta{Author: author}, Shard: shard, Node: node})
+	idx, err := m.store.SetShardPin(ctx, state.SetShardPinCommand{CommandMeta: state.CommandMeta{Author: author}, Shard: shard, Node: node})
 	if err != nil {
 		return shardmap.Assignment{}, err
 	}
@@ -97,7 +98,7 @@ func (m *Manager) Unpin(ctx context.Context, shard int, author string) (shardmap
 	if _, err := m.assignment(shard); err != nil {
 		return shardmap.Assignment{}, err
 	}
-	idx, err := m.store.SetShardPin(ctx, raftstore.SetShardPinCommand{CommandMeta: raftstore.CommandMeta{Author: author}, Shard: shard})
+	idx, err := m.store.SetShardPin(ctx, state.SetShardPinCommand{CommandMeta: state.CommandMeta{Author: author}, Shard: shard})
 	if err != nil {
 		return shardmap.Assignment{}, err
 	}
@@ -117,8 +118,8 @@ func (m *Manager) CloseShard(ctx context.Context, shard int, epoch *uint64, auth
 	if epoch != nil && *epoch != a.Epoch {
 		return shardmap.Assignment{}, &shardmap.WrongOwnerError{Shard: shard, Owner: a.Owner, Epoch: a.Epoch}
 	}
-	idx, err := m.store.ReleaseShard(ctx, raftstore.ReleaseShardCommand{CommandMeta: raftstore.CommandMeta{Author: author}, Shard: shard, Epoch: epoch})
-	if errors.Is(err, raftstore.ErrConflict) && raftstore.AsError(err).Field == "epoch" {
+	idx, err := m.store.ReleaseShard(ctx, state.ReleaseShardCommand{CommandMeta: state.CommandMeta{Author: author}, Shard: shard, Epoch: epoch})
+	if errors.Is(err, state.ErrConflict) && state.AsError(err).Field == "epoch" {
 		// The shard moved between our read and the commit.
 		if cur, e := m.assignment(shard); e == nil {
 			return shardmap.Assignment{}, &shardmap.WrongOwnerError{Shard: shard, Owner: cur.Owner, Epoch: cur.Epoch}
@@ -146,9 +147,9 @@ func (m *Manager) SetDraining(ctx context.Context, node string, draining bool, a
 	if _, ok := m.isDraining(node); !known && !(ok && !draining) {
 		return 0, badNode("node %q is not a member of the cluster", node)
 	}
-	c := raftstore.SetDrainingNodeCommand{CommandMeta: raftstore.CommandMeta{Author: author}, Node: node, Draining: draining}
+	c := state.SetDrainingNodeCommand{CommandMeta: state.CommandMeta{Author: author}, Node: node, Draining: draining}
 	if draining {
-		c.Reason = raftstore.DrainOperator
+		c.Reason = state.DrainOperator
 	}
 	idx, err := m.store.SetDrainingNode(ctx, c)
 	if err != nil {
@@ -183,8 +184,8 @@ func (m *Manager) Drain(ctx context.Context) error {
 	defer cancel()
 	start := time.Now()
 	m.log.Info("draining shards before shutdown", "owned", len(m.Owned()))
-	if _, err := m.store.SetDrainingNode(ctx, raftstore.SetDrainingNodeCommand{
-		CommandMeta: raftstore.CommandMeta{Author: "node:" + m.cfg.NodeID}, Node: m.cfg.NodeID, Draining: true, Reason: raftstore.DrainShutdown,
+	if _, err := m.store.SetDrainingNode(ctx, state.SetDrainingNodeCommand{
+		CommandMeta: state.CommandMeta{Author: "node:" + m.cfg.NodeID}, Node: m.cfg.NodeID, Draining: true, Reason: state.DrainShutdown,
 	}); err != nil {
 		return fmt.Errorf("ownership: drain: mark %s draining: %w", m.cfg.NodeID, err)
 	}
@@ -218,7 +219,7 @@ func (m *Manager) waitAssignment(ctx context.Context, idx uint64, shard int, don
 	m.waitApplied(ctx, idx)
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.AdminWait)
 	defer cancel()
-	wake, unsub := m.store.Subscribe(raftstore.TableMeta)
+	wake, unsub := m.state.Subscribe(state.TableMeta)
 	defer unsub()
 	for {
 		a, err := m.assignment(shard)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -63,8 +64,8 @@ func (c *Config) setDefaults() error {
 	if c.NodeID == "" {
 		return errors.New("ownership: Config.NodeID is required")
 	}
-	if c.Shards < 1 || c.Shards > raftstore.MaxShardCount || c.Shards > shardmap.MaxShards {
-		return fmt.Errorf("ownership: Config.Shards %d: must be between 1 and %d", c.Shards, raftstore.MaxShardCount)
+	if c.Shards < 1 || c.Shards > state.MaxShardCount || c.Shards > shardmap.MaxShards {
+		return fmt.Errorf("ownership: Config.Shards %d: must be between 1 and %d", c.Shards, state.MaxShardCount)
 	}
 	if c.Backstop < 0 || c.DrainTimeout < 0 || c.AdminWait < 0 {
 		return errors.New("ownership: Config.Backstop, DrainTimeout and AdminWait must not be negative")
@@ -87,11 +88,11 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-// Store is the replicated state as ownership uses it (*raftstore.Store).
+// Store is the Raft node and the replicated state's writes as ownership
+// uses them (*raftstore.Store). Its reads are ShardState.
 type Store interface {
 	// OnLeader registers fn to run while this node leads, after its barrier.
 	OnLeader(fn func(ctx context.Context))
-	Subscribe(table raftstore.Table) (<-chan struct{}, func())
 	WaitForApplied(ctx context.Context, index uint64) error
 	// InContact: this node leads, or heard from the leader within the
 	// store's contact bound. CaughtUp: in contact and every committed entry
@@ -104,15 +105,22 @@ type Store interface {
 	// applied locally (a read barrier).
 	Sync(ctx context.Context) error
 
+	SetShardCount(ctx context.Context, c state.SetShardCountCommand) (int, error)
+	CommitShardMap(ctx context.Context, c state.CommitShardMapCommand) (uint64, error)
+	SetShardPin(ctx context.Context, c state.SetShardPinCommand) (uint64, error)
+	ReleaseShard(ctx context.Context, c state.ReleaseShardCommand) (uint64, error)
+	SetDrainingNode(ctx context.Context, c state.SetDrainingNodeCommand) (uint64, error)
+}
+
+// ShardState is what ownership reads of the replicated state: the local
+// replica, stale-OK (raftstore/state.State, through
+// raftstore.Store.Reader). Subscribe wakes, coalesced, after a change to
+// table.
+type ShardState interface {
+	Subscribe(table state.Table) (<-chan struct{}, func())
 	ShardCount() int
 	ShardMap() *shardmap.Map
-	DrainingNodes() []raftstore.DrainingNode
-
-	SetShardCount(ctx context.Context, c raftstore.SetShardCountCommand) (int, error)
-	CommitShardMap(ctx context.Context, c raftstore.CommitShardMapCommand) (uint64, error)
-	SetShardPin(ctx context.Context, c raftstore.SetShardPinCommand) (uint64, error)
-	ReleaseShard(ctx context.Context, c raftstore.ReleaseShardCommand) (uint64, error)
-	SetDrainingNode(ctx context.Context, c raftstore.SetDrainingNodeCommand) (uint64, error)
+	DrainingNodes() []state.DrainingNode
 }
 
 // Members is the gossip membership (the node's adapter over cluster, the

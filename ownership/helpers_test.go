@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -75,7 +76,7 @@ type localForwarder struct {
 	stores map[string]*raftstore.Store
 }
 
-func (l *localForwarder) ForwardApply(ctx context.Context, addr string, cmd []byte, reqID string) (*raftstore.ApplyResult, error) {
+func (l *localForwarder) ForwardApply(ctx context.Context, addr string, cmd []byte, reqID string) (*state.ApplyResult, error) {
 	l.mu.Lock()
 	s := l.stores[addr]
 	l.mu.Unlock()
@@ -138,7 +139,7 @@ func (c *cluster) start(id string, expect, shards int) *node {
 	}
 	reg := prometheus.NewRegistry()
 	own, err := New(Config{NodeID: id, Shards: shards, Backstop: 500 * time.Millisecond, DrainTimeout: 10 * time.Second,
-		AdminWait: 5 * time.Second, Registerer: reg}, s, c.members)
+		AdminWait: 5 * time.Second, Registerer: reg}, s, s.Reader(), c.members)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -43,7 +44,7 @@ func (m *Manager) leaderLoop(leaderCtx context.Context) {
 
 	memWake, unsubM := m.members.Subscribe()
 	defer unsubM()
-	metaWake, unsubS := m.store.Subscribe(raftstore.TableMeta)
+	metaWake, unsubS := m.state.Subscribe(state.TableMeta)
 	defer unsubS()
 	t := time.NewTicker(m.cfg.Backstop)
 	defer t.Stop()
@@ -74,7 +75,7 @@ func (m *Manager) leaderLoop(leaderCtx context.Context) {
 // not draining.
 func (m *Manager) placementMembers() []string {
 	draining := map[string]bool{}
-	for _, d := range m.store.DrainingNodes() {
+	for _, d := range m.state.DrainingNodes() {
 		draining[d.Node] = true
 	}
 	var out []string
@@ -92,10 +93,10 @@ func (m *Manager) placementMembers() []string {
 // version it read. A lost race (an admin write, a newer leader) is not an
 // error: the loop wakes on the change and places again.
 func (m *Manager) place(ctx context.Context) error {
-	count := m.store.ShardCount()
+	count := m.state.ShardCount()
 	if count == 0 {
-		n, err := m.store.SetShardCount(ctx, raftstore.SetShardCountCommand{
-			CommandMeta: raftstore.CommandMeta{Author: "leader:" + m.cfg.NodeID}, Count: m.cfg.Shards,
+		n, err := m.store.SetShardCount(ctx, state.SetShardCountCommand{
+			CommandMeta: state.CommandMeta{Author: "leader:" + m.cfg.NodeID}, Count: m.cfg.Shards,
 		})
 		if err != nil {
 			return err
@@ -103,7 +104,7 @@ func (m *Manager) place(ctx context.Context) error {
 		m.log.Info("cluster shard count set", "shards", n)
 		count = n
 	}
-	cur := m.store.ShardMap()
+	cur := m.state.ShardMap()
 	prev := cur
 	if prev == nil {
 		var err error
@@ -126,10 +127,10 @@ func (m *Manager) place(ctx context.Context) error {
 		c.Version = 1
 		next = &c
 	}
-	_, err = m.store.CommitShardMap(ctx, raftstore.CommitShardMapCommand{
-		CommandMeta: raftstore.CommandMeta{Author: "leader:" + m.cfg.NodeID}, PrevVersion: prevVersion, Map: next,
+	_, err = m.store.CommitShardMap(ctx, state.CommitShardMapCommand{
+		CommandMeta: state.CommandMeta{Author: "leader:" + m.cfg.NodeID}, PrevVersion: prevVersion, Map: next,
 	})
-	if errors.Is(err, raftstore.ErrConflict) {
+	if errors.Is(err, state.ErrConflict) {
 		m.metrics.commits.WithLabelValues("stale").Inc()
 		m.log.Debug("shard map proposal lost a race; placing again", "prev_version", prevVersion, "err", err)
 		return nil

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -21,6 +21,7 @@ import (
 type Manager struct {
 	cfg     Config
 	store   Store
+	state   ShardState // the local replica's reads
 	members Members
 	log     *slog.Logger
 	metrics *metrics
@@ -67,16 +68,17 @@ type Manager struct {
 }
 
 // New validates cfg and registers the leader's placement loop with
-// store.OnLeader, so it must be called before the store starts. Nothing runs
+// store.OnLeader, so it must be called before the store starts. shards is
+// the local replica's reads (the store's Reader). Nothing runs
 // until Start (the placement loop runs only after Start, too).
-func New(cfg Config, store Store, members Members) (*Manager, error) {
+func New(cfg Config, store Store, shards ShardState, members Members) (*Manager, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	if store == nil || members == nil {
-		return nil, errors.New("ownership: store and members are required")
+	if store == nil || shards == nil || members == nil {
+		return nil, errors.New("ownership: store, shard state and members are required")
 	}
-	m := &Manager{cfg: cfg, store: store, members: members, log: cfg.Logger.With("component", "ownership"),
+	m := &Manager{cfg: cfg, store: store, state: shards, members: members, log: cfg.Logger.With("component", "ownership"),
 		changed: make(chan struct{})}
 	met, err := newMetrics(cfg.Registerer, m.unownedShards)
 	if err != nil {
@@ -226,7 +228,7 @@ func (m *Manager) CheckEpoch(shard int, epoch uint64) error {
 }
 
 func (m *Manager) mismatch() bool {
-	n := m.store.ShardCount()
+	n := m.state.ShardCount()
 	return n != 0 && n != m.cfg.Shards
 }
 
@@ -234,7 +236,7 @@ func (m *Manager) mismatch() bool {
 // cluster's shard count is known and equals this node's --shards, and a
 // shard map has been committed and seen here. reason says what is missing.
 func (m *Manager) Ready() (ready bool, reason string) {
-	n := m.store.ShardCount()
+	n := m.state.ShardCount()
 	switch {
 	case n == 0:
 		return false, "waiting for the cluster's shard count to be committed"
@@ -255,7 +257,7 @@ func mismatchMessage(cluster, flag int) string {
 // watch follows the committed map into the holder, and keeps this node's own
 // draining flag right, until Close.
 func (m *Manager) watch() {
-	wake, unsub := m.store.Subscribe(raftstore.TableMeta)
+	wake, unsub := m.state.Subscribe(state.TableMeta)
 	defer unsub()
 	t := time.NewTicker(m.cfg.Backstop)
 	defer t.Stop()
@@ -277,7 +279,7 @@ func (m *Manager) watch() {
 }
 
 func (m *Manager) refresh() {
-	if sm := m.store.ShardMap(); sm != nil {
+	if sm := m.state.ShardMap(); sm != nil {
 		before := m.holder.Load()
 		stored, err := m.holder.Store(sm)
 		if err != nil {
@@ -312,28 +314,28 @@ func (m *Manager) logChanges(before, after *shardmap.Map) {
 // node that drained for shutdown (or was misconfigured) back once it runs
 // with the cluster's shard count. An operator's drain is left alone.
 func (m *Manager) fixSelfFlag() {
-	n := m.store.ShardCount()
+	n := m.state.ShardCount()
 	if n == 0 {
 		return
 	}
-	var flag *raftstore.DrainingNode
-	for _, d := range m.store.DrainingNodes() {
+	var flag *state.DrainingNode
+	for _, d := range m.state.DrainingNodes() {
 		if d.Node == m.cfg.NodeID {
 			flag = &d
 			break
 		}
 	}
-	var want *raftstore.SetDrainingNodeCommand
+	var want *state.SetDrainingNodeCommand
 	switch {
 	case n != m.cfg.Shards:
 		if m.mismatchNoted.CompareAndSwap(false, true) {
 			m.log.Error("node is not ready: "+mismatchMessage(n, m.cfg.Shards), "cluster_shards", n, "flag_shards", m.cfg.Shards)
 		}
 		if flag == nil {
-			want = &raftstore.SetDrainingNodeCommand{Node: m.cfg.NodeID, Draining: true, Reason: raftstore.DrainMisconfigured}
+			want = &state.SetDrainingNodeCommand{Node: m.cfg.NodeID, Draining: true, Reason: state.DrainMisconfigured}
 		}
-	case flag != nil && flag.Reason != raftstore.DrainOperator && !m.draining.Load():
-		want = &raftstore.SetDrainingNodeCommand{Node: m.cfg.NodeID, Draining: false}
+	case flag != nil && flag.Reason != state.DrainOperator && !m.draining.Load():
+		want = &state.SetDrainingNodeCommand{Node: m.cfg.NodeID, Draining: false}
 	}
 	if want == nil || !m.fixing.CompareAndSwap(false, true) {
 		return

@@ -8,6 +8,7 @@ import (
 
 	"fusebox/internal/testwait"
 	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -17,7 +18,7 @@ func TestSingleNodeOwnsEverything(t *testing.T) {
 	c := newCluster(t)
 	a := c.start("a", 1, 8)
 	testwait.For(t, 10*time.Second, "ready", func() bool { ok, _ := a.own.Ready(); return ok })
-	if n := a.store.ShardCount(); n != 8 {
+	if n := a.store.Reader().ShardCount(); n != 8 {
 		t.Fatalf("shard count = %d, want 8", n)
 	}
 	owned := a.own.Owned()
@@ -36,8 +37,8 @@ func TestSingleNodeOwnsEverything(t *testing.T) {
 	if err := a.own.Drain(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if len(a.store.DrainingNodes()) != 0 {
-		t.Fatalf("a lone node marked itself draining: %+v", a.store.DrainingNodes())
+	if len(a.store.Reader().DrainingNodes()) != 0 {
+		t.Fatalf("a lone node marked itself draining: %+v", a.store.Reader().DrainingNodes())
 	}
 }
 
@@ -144,12 +145,12 @@ func TestShardCountMismatch(t *testing.T) {
 		t.Fatalf("reason = %q", reason)
 	}
 	testwait.For(t, 10*time.Second, "b excluded as misconfigured", func() bool {
-		d := a.store.DrainingNodes()
-		return len(d) == 1 && d[0].Node == "b" && d[0].Reason == raftstore.DrainMisconfigured
+		d := a.store.Reader().DrainingNodes()
+		return len(d) == 1 && d[0].Node == "b" && d[0].Reason == state.DrainMisconfigured
 	})
 	// The leader re-places shards after the flag commits: wait for that map.
 	testwait.For(t, 10*time.Second, "no shard placed on the misconfigured node", func() bool {
-		return len(a.store.ShardMap().OwnedBy("b")) == 0
+		return len(a.store.Reader().ShardMap().OwnedBy("b")) == 0
 	})
 	if len(b.own.Owned()) != 0 {
 		t.Fatal("misconfigured node works on shards")
@@ -161,7 +162,7 @@ func TestShardCountMismatch(t *testing.T) {
 		ok, _ := b.own.Ready()
 		return ok && len(b.own.Owned()) > 0 && c.converged("a", "b")
 	})
-	if d := a.store.DrainingNodes(); len(d) != 0 {
+	if d := a.store.Reader().DrainingNodes(); len(d) != 0 {
 		t.Fatalf("draining after restart with the right flag: %+v", d)
 	}
 }
@@ -201,8 +202,8 @@ func TestAdminOperations(t *testing.T) {
 	}
 
 	_, err := admin.Move(ctxT(t), shard, "nope", "test")
-	var rerr *raftstore.Error
-	if !errors.As(err, &rerr) || rerr.Code != raftstore.CodeInvalidArgument || rerr.Field != "node" || !strings.Contains(rerr.Message, `"nope"`) {
+	var rerr *state.Error
+	if !errors.As(err, &rerr) || rerr.Code != state.CodeInvalidArgument || rerr.Field != "node" || !strings.Contains(rerr.Message, `"nope"`) {
 		t.Fatalf("move to unknown node: %v", err)
 	}
 	if _, err := admin.Move(ctxT(t), 99, target, "test"); !errors.Is(err, shardmap.ErrNoSuchShard) {
@@ -270,13 +271,13 @@ func TestDrainBeforeShutdownAndRestart(t *testing.T) {
 	if n := len(b.own.Owned()); n != 0 {
 		t.Fatalf("b owns %d shards after Drain", n)
 	}
-	d := b.store.DrainingNodes()
-	if len(d) != 1 || d[0].Node != "b" || d[0].Reason != raftstore.DrainShutdown {
+	d := b.store.Reader().DrainingNodes()
+	if len(d) != 1 || d[0].Node != "b" || d[0].Reason != state.DrainShutdown {
 		t.Fatalf("draining = %+v", d)
 	}
 	c.stop("b", raftstore.MemberLeft)
 	c.start("b", 2, 16)
 	testwait.For(t, 20*time.Second, "b back in placement", func() bool {
-		return len(c.nodes["a"].store.DrainingNodes()) == 0 && c.converged("a", "b") && len(c.nodes["b"].own.Owned()) > 0
+		return len(c.nodes["a"].store.Reader().DrainingNodes()) == 0 && c.converged("a", "b") && len(c.nodes["b"].own.Owned()) > 0
 	})
 }

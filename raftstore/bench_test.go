@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"fusebox/raftstore/state"
 	"slices"
 	"strings"
 	"sync"
@@ -48,7 +49,7 @@ func BenchmarkApply(b *testing.B) {
 			for w := range writers {
 				wg.Go(func() {
 					for i := range per {
-						cmd, err := EncodeCommand(MsgSetConfig, SetConfigCommand{CommandMeta: CommandMeta{At: time.Now()}, Key: fmt.Sprintf("w%d.k%d", w, i%16), Value: value})
+						cmd, err := state.EncodeCommand(state.MsgSetConfig, state.SetConfigCommand{CommandMeta: state.CommandMeta{At: time.Now()}, Key: fmt.Sprintf("w%d.k%d", w, i%16), Value: value})
 						if err != nil {
 							b.Error(err)
 							return
@@ -84,7 +85,7 @@ func BenchmarkConfigVisibleEverywhere(b *testing.B) {
 	start := time.Now()
 	for i := range b.N {
 		t := time.Now()
-		e, err := f.SetConfig(ctx, SetConfigCommand{Key: "bench", Value: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		e, err := f.SetConfig(ctx, state.SetConfigCommand{Key: "bench", Value: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 )
 
 // fakeMembers is a mutable, in-process membership view.
@@ -77,7 +78,7 @@ type localForwarder struct {
 	stores map[string]*Store // by HTTP address
 }
 
-func (l *localForwarder) ForwardApply(ctx context.Context, addr string, cmd []byte, reqID string) (*ApplyResult, error) {
+func (l *localForwarder) ForwardApply(ctx context.Context, addr string, cmd []byte, reqID string) (*state.ApplyResult, error) {
 	l.mu.Lock()
 	s := l.stores[addr]
 	l.mu.Unlock()
@@ -208,7 +209,7 @@ func suffrage(t testing.TB, s *Store) map[string]string {
 	t.Helper()
 	servers, err := s.Configuration()
 	if err != nil {
-		if errors.Is(err, ErrUnavailable) {
+		if errors.Is(err, state.ErrUnavailable) {
 			return nil
 		}
 		t.Fatal(err)

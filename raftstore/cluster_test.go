@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 )
 
 func TestSingleNodeBootstrapAndRestart(t *testing.T) {
@@ -23,22 +24,22 @@ func TestSingleNodeBootstrapAndRestart(t *testing.T) {
 	c.start("n1")
 	ctx := context.Background()
 	c.leader(10 * time.Second)
-	e, err := s.SetConfig(ctx, SetConfigCommand{CommandMeta: CommandMeta{Author: "t"}, Key: "k", Value: json.RawMessage(`{ "a": 1 }`)})
+	e, err := s.SetConfig(ctx, state.SetConfigCommand{CommandMeta: state.CommandMeta{Author: "t"}, Key: "k", Value: json.RawMessage(`{ "a": 1 }`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(e.Value) != `{"a":1}` {
 		t.Fatalf("value not canonicalized: %s", e.Value)
 	}
-	if _, err := s.PutEndpoint(ctx, PutEndpointCommand{Name: "ep", URL: "https://example.com"}); err != nil {
+	if _, err := s.PutEndpoint(ctx, state.PutEndpointCommand{Name: "ep", URL: "https://example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.SetConfig(ctx, SetConfigCommand{Key: "reject.me", Value: json.RawMessage(`{}`)})
-	if !errors.Is(err, ErrInvalidArgument) {
+	_, err = s.SetConfig(ctx, state.SetConfigCommand{Key: "reject.me", Value: json.RawMessage(`{}`)})
+	if !errors.Is(err, state.ErrInvalidArgument) {
 		t.Fatalf("want invalid argument, got %v", err)
 	}
-	testwait.For(t, 5*time.Second, "cluster id set by the leader", func() bool { return s.ClusterID() != "" })
-	before := dumpState(s.StateStore())
+	testwait.For(t, 5*time.Second, "cluster id set by the leader", func() bool { return s.Reader().ClusterID() != "" })
+	before := dumpState(s.Reader())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestSingleNodeBootstrapAndRestart(t *testing.T) {
 	c.start("n1")
 	c.leader(10 * time.Second)
 	testwait.For(t, 10*time.Second, "state replayed from the data dir", func() bool {
-		return cmp.Equal(before, dumpState(s2.StateStore()))
+		return cmp.Equal(before, dumpState(s2.Reader()))
 	})
 }
 
@@ -69,13 +70,13 @@ func TestThreeNodeForwardingFailoverAndDedup(t *testing.T) {
 
 	// A write on a follower is forwarded and applied everywhere.
 	f := c.follower()
-	e, err := f.SetConfig(ctx, SetConfigCommand{Key: "breaker.enabled", Namespace: "ns", Value: json.RawMessage(`{"on":true}`)})
+	e, err := f.SetConfig(ctx, state.SetConfigCommand{Key: "breaker.enabled", Namespace: "ns", Value: json.RawMessage(`{"on":true}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.waitAllApplied(e.Index, 5*time.Second)
 	for id, s := range c.nodes {
-		if got, ok := s.StateStore().ConfigEntry("breaker.enabled", "ns", ""); !ok || got.Index != e.Index {
+		if got, ok := s.Reader().ConfigEntry("breaker.enabled", "ns", ""); !ok || got.Index != e.Index {
 			t.Fatalf("node %s: entry %+v %v", id, got, ok)
 		}
 	}
@@ -83,22 +84,22 @@ func TestThreeNodeForwardingFailoverAndDedup(t *testing.T) {
 		t.Fatalf("forwarded counter = %v", n)
 	}
 	// Validation errors come back typed through the forward.
-	_, err = f.PutEndpoint(ctx, PutEndpointCommand{Name: "bad name", URL: "http://h"})
-	var te *Error
-	if !errors.As(err, &te) || te.Code != CodeInvalidArgument || te.Field != "name" {
+	_, err = f.PutEndpoint(ctx, state.PutEndpointCommand{Name: "bad name", URL: "http://h"})
+	var te *state.Error
+	if !errors.As(err, &te) || te.Code != state.CodeInvalidArgument || te.Field != "name" {
 		t.Fatalf("want invalid_argument on name, got %v", err)
 	}
-	cmd, _ := EncodeCommand(MsgSetShardCount, SetShardCountCommand{CommandMeta: CommandMeta{At: time.Now()}, Count: 8})
+	cmd, _ := state.EncodeCommand(state.MsgSetShardCount, state.SetShardCountCommand{CommandMeta: state.CommandMeta{At: time.Now()}, Count: 8})
 	if _, err := f.Apply(ctx, cmd, ""); err != nil {
 		t.Fatal(err)
 	}
-	cmd2, _ := EncodeCommand(MsgSetShardCount, SetShardCountCommand{CommandMeta: CommandMeta{At: time.Now()}, Count: 9})
-	if _, err := f.Apply(ctx, cmd2, ""); !errors.Is(err, ErrConflict) {
+	cmd2, _ := state.EncodeCommand(state.MsgSetShardCount, state.SetShardCountCommand{CommandMeta: state.CommandMeta{At: time.Now()}, Count: 9})
+	if _, err := f.Apply(ctx, cmd2, ""); !errors.Is(err, state.ErrConflict) {
 		t.Fatalf("want conflict, got %v", err)
 	}
 
 	// The same request id applied twice (via a follower, then the leader) → once.
-	cmd3, _ := EncodeCommand(MsgSetConfig, SetConfigCommand{CommandMeta: CommandMeta{At: time.Now()}, Key: "dedup", Value: json.RawMessage(`{}`)})
+	cmd3, _ := state.EncodeCommand(state.MsgSetConfig, state.SetConfigCommand{CommandMeta: state.CommandMeta{At: time.Now()}, Key: "dedup", Value: json.RawMessage(`{}`)})
 	r1, err := f.Apply(ctx, cmd3, "req-dedup")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func TestThreeNodeForwardingFailoverAndDedup(t *testing.T) {
 		t.Fatalf("dedup failed: first index %d, retry index %d", r1.Index, r2.Index)
 	}
 	histDedup := 0
-	for _, h := range leader.ConfigHistory(0) {
+	for _, h := range leader.Reader().ConfigHistory(0) {
 		if h.Key == "dedup" {
 			histDedup++
 		}
@@ -131,13 +132,13 @@ func TestThreeNodeForwardingFailoverAndDedup(t *testing.T) {
 	for _, s := range c.nodes {
 		s2 = s
 	}
-	ep, err := s2.PutEndpoint(ctx, PutEndpointCommand{Name: "after-failover", URL: "http://127.0.0.1:9"})
+	ep, err := s2.PutEndpoint(ctx, state.PutEndpointCommand{Name: "after-failover", URL: "http://127.0.0.1:9"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.waitAllApplied(ep.Index, 5*time.Second)
 	for id, s := range c.nodes {
-		if _, ok := s.Endpoint("after-failover"); !ok {
+		if _, ok := s.Reader().Endpoint("after-failover"); !ok {
 			t.Fatalf("node %s missing endpoint", id)
 		}
 	}
@@ -156,7 +157,7 @@ func TestNonvoterJoinsAndIsPromotedWhenVoterReaped(t *testing.T) {
 	testwait.For(t, 10*time.Second, "n4 added as non-voter", func() bool {
 		return suffrage(t, leader)["n4"] == "Nonvoter"
 	})
-	e, err := c.nodes["n4"].SetConfig(context.Background(), SetConfigCommand{Key: "from-n4", Value: json.RawMessage(`{}`)})
+	e, err := c.nodes["n4"].SetConfig(context.Background(), state.SetConfigCommand{Key: "from-n4", Value: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestNonvoterJoinsAndIsPromotedWhenVoterReaped(t *testing.T) {
 		_, still := sf[victim]
 		return !still && sf["n4"] == "Voter" && len(sf) == 3
 	})
-	e, err = c.nodes["n4"].SetConfig(context.Background(), SetConfigCommand{Key: "after-promotion", Value: json.RawMessage(`{}`)})
+	e, err = c.nodes["n4"].SetConfig(context.Background(), state.SetConfigCommand{Key: "after-promotion", Value: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,14 +204,14 @@ func TestNoLeaderAfterHoldTimeout(t *testing.T) {
 		c.kill(id)
 	}
 	start := time.Now()
-	_, err := survivor.SetConfig(context.Background(), SetConfigCommand{Key: "k", Value: json.RawMessage(`{}`)})
-	if !errors.Is(err, ErrNoLeader) {
+	_, err := survivor.SetConfig(context.Background(), state.SetConfigCommand{Key: "k", Value: json.RawMessage(`{}`)})
+	if !errors.Is(err, state.ErrNoLeader) {
 		t.Fatalf("want ErrNoLeader, got %v", err)
 	}
 	if el := time.Since(start); el < time.Second {
 		t.Fatalf("gave up after %s, before the hold timeout", el)
 	}
-	if !AsError(err).Retryable() {
+	if !state.AsError(err).Retryable() {
 		t.Fatalf("%v: want a retryable error", err)
 	}
 }
@@ -297,7 +298,7 @@ func TestRestartedServerOnNewAddressIsUpdated(t *testing.T) {
 		}
 		return false
 	})
-	e, err := leader.SetConfig(context.Background(), SetConfigCommand{Key: "after-move", Value: json.RawMessage(`{}`)})
+	e, err := leader.SetConfig(context.Background(), state.SetConfigCommand{Key: "after-move", Value: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +313,7 @@ func TestRecoverFromPeersFileAfterQuorumLoss(t *testing.T) {
 		c.add(id, 3)
 	}
 	c.start("n1", "n2", "n3")
-	e, err := c.leader(15*time.Second).SetConfig(context.Background(), SetConfigCommand{Key: "before-loss", Value: json.RawMessage(`{}`)})
+	e, err := c.leader(15*time.Second).SetConfig(context.Background(), state.SetConfigCommand{Key: "before-loss", Value: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,13 +337,13 @@ func TestRecoverFromPeersFileAfterQuorumLoss(t *testing.T) {
 		t.Fatalf("leader %s, want the survivor %s", leader.NodeID(), survivor)
 	}
 	found := false
-	for _, ce := range leader.Config() {
+	for _, ce := range leader.Reader().Config() {
 		found = found || ce.Key == "before-loss"
 	}
 	if !found {
 		t.Fatal("state written before the loss is gone after recovery")
 	}
-	if _, err := leader.SetConfig(context.Background(), SetConfigCommand{Key: "after-recovery", Value: json.RawMessage(`{}`)}); err != nil {
+	if _, err := leader.SetConfig(context.Background(), state.SetConfigCommand{Key: "after-recovery", Value: json.RawMessage(`{}`)}); err != nil {
 		t.Fatalf("write after recovery: %v", err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {

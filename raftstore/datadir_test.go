@@ -17,6 +17,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 )
 
 // openStore runs New on dir as the test cluster would, without starting it.
@@ -38,7 +39,7 @@ func ranSingleNode(t *testing.T) string {
 	s := c.add("n1", 1)
 	c.start("n1")
 	c.leader(10 * time.Second)
-	if _, err := s.SetConfig(context.Background(), SetConfigCommand{Key: "k", Value: json.RawMessage(`{"a":1}`)}); err != nil {
+	if _, err := s.SetConfig(context.Background(), state.SetConfigCommand{Key: "k", Value: json.RawMessage(`{"a":1}`)}); err != nil {
 		t.Fatal(err)
 	}
 	dir := c.dirs["n1"]
@@ -214,7 +215,7 @@ func TestSnapshotMetaMissingDoesNotPanic(t *testing.T) {
 	c.start("n1")
 	c.leader(10 * time.Second)
 	for i := range 20 {
-		if _, err := s.SetConfig(context.Background(), SetConfigCommand{Key: "k", Namespace: fmt.Sprint("ns", i), Value: json.RawMessage(`{"a":1}`)}); err != nil {
+		if _, err := s.SetConfig(context.Background(), state.SetConfigCommand{Key: "k", Namespace: fmt.Sprint("ns", i), Value: json.RawMessage(`{"a":1}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}

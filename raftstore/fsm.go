@@ -67,7 +67,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 type fsmSnapshot struct{ snap *state.Snapshot }
 
 func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.snap.WriteTo(sink); err != nil {
+	if err := s.snap.Persist(sink); err != nil {
 		_ = sink.Cancel()
 		return err
 	}

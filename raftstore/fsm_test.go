@@ -3,122 +3,91 @@ package raftstore
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/raft"
 
-	"fusebox/shardmap"
+	"fusebox/raftstore/state"
 )
 
 // memSink is an in-memory raft.SnapshotSink.
 type memSink struct {
 	bytes.Buffer
-	cancelled bool
+	cancelled, closed bool
 }
 
 func (s *memSink) ID() string    { return "mem" }
 func (s *memSink) Cancel() error { s.cancelled = true; return nil }
-func (s *memSink) Close() error  { return nil }
+func (s *memSink) Close() error  { s.closed = true; return nil }
 
-func populate(t *testing.T, f *FSM) uint64 {
+type readCloser struct {
+	io.Reader
+	closed bool
+}
+
+func (r *readCloser) Close() error { r.closed = true; return nil }
+
+func newAdapterFSM(t *testing.T) *FSM {
 	t.Helper()
-	i := uint64(0)
-	next := func() uint64 { i++; return i }
-	for k := 0; k < 5; k++ {
-		mustOK(t, applyCmd(t, f, next(), MsgSetConfig, SetConfigCommand{CommandMeta: meta0, Key: fmt.Sprintf("k%d", k), Namespace: "ns", Value: json.RawMessage(fmt.Sprintf(`{"v":%d}`, k))}, fmt.Sprintf("r%d", k)))
+	st, err := state.NewState(state.StateOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	mustOK(t, applyCmd(t, f, next(), MsgDeleteConfig, DeleteConfigCommand{CommandMeta: meta0, Key: "k0", Namespace: "ns"}, ""))
-	mustOK(t, applyCmd(t, f, next(), MsgPutEndpoint, PutEndpointCommand{CommandMeta: meta0, Name: "ep", URL: "http://127.0.0.1:1/x"}, ""))
-	mustOK(t, applyCmd(t, f, next(), MsgForceBreaker, ForceBreakerCommand{CommandMeta: meta0, TaskGroup: "g", NamespaceID: "ns", Destination: "d", Mode: ForceOpen, Until: t0.Add(time.Minute)}, ""))
-	mustOK(t, applyCmd(t, f, next(), MsgSetShardCount, SetShardCountCommand{CommandMeta: meta0, Count: 16}, ""))
-	m, _, _ := shardmap.Rebalance(mustNewMap(t, 16), []string{"a", "b"}, nil)
-	mustOK(t, applyCmd(t, f, next(), MsgCommitShardMap, CommitShardMapCommand{CommandMeta: meta0, Map: m}, ""))
-	mustOK(t, applyCmd(t, f, next(), MsgSetDrainingNode, SetDrainingNodeCommand{CommandMeta: meta0, Node: "b", Draining: true, Reason: DrainOperator}, ""))
-	mustOK(t, applyCmd(t, f, next(), MsgSetClusterID, SetClusterIDCommand{CommandMeta: meta0, ClusterID: "cid"}, ""))
-	return i
+	return NewFSM(st, nil)
 }
 
-type dump struct {
-	Config     []ConfigEntry
-	History    []HistoryEntry
-	Endpoints  []Endpoint
-	Forced     []ForcedBreaker
-	ShardCount int
-	ShardMap   *shardmap.Map
-	Draining   []DrainingNode
-	ClusterID  string
-}
-
-func dumpState(s *State) dump {
-	return dump{s.Config(), s.ConfigHistory(0), s.Endpoints(), s.ForcedBreakers(), s.ShardCount(), s.ShardMap(), s.DrainingNodes(), s.ClusterID()}
-}
-
-func snapshotBytes(t *testing.T, f *FSM) []byte {
+func setConfigLog(t *testing.T, index uint64, key string) *raft.Log {
 	t.Helper()
+	cmd, err := state.EncodeCommand(state.MsgSetConfig, state.SetConfigCommand{CommandMeta: meta0, Key: key, Value: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &raft.Log{Index: index, Type: raft.LogCommand, Data: state.EncodeEntry(cmd, "")}
+}
+
+// The raft adapter hands raft's entries, snapshots and restores to the
+// state machine: a command gets its *state.ApplyResult, a configuration
+// entry a nil response (not a typed nil), the snapshot goes to the sink
+// and is closed, a restore closes its reader.
+func TestFSMAdaptsRaftToTheStateMachine(t *testing.T) {
+	f := newAdapterFSM(t)
+	if r, ok := f.Apply(setConfigLog(t, 1, "a")).(*state.ApplyResult); !ok || r.Err != nil {
+		t.Fatalf("apply = %#v", r)
+	}
+	out := f.ApplyBatch([]*raft.Log{setConfigLog(t, 2, "b"), {Index: 3, Type: raft.LogConfiguration}, setConfigLog(t, 4, "c")})
+	if r, ok := out[0].(*state.ApplyResult); !ok || r.Err != nil || out[1] != nil {
+		t.Fatalf("batch = %#v", out)
+	}
+	if f.AppliedIndex() != 4 {
+		t.Fatalf("applied index %d", f.AppliedIndex())
+	}
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
+	if err := snap.Persist(&sink); err != nil || !sink.closed || sink.cancelled {
+		t.Fatalf("persist: %v, closed %v, cancelled %v", err, sink.closed, sink.cancelled)
 	}
 	snap.Release()
-	return sink.Bytes()
-}
-
-func TestSnapshotRestoreRoundTrip(t *testing.T) {
-	src := newTestFSM(t, StateOptions{})
-	last := populate(t, src)
-	data := snapshotBytes(t, src)
-
-	dst := newTestFSM(t, StateOptions{})
-	wake, cancel := dst.State().Subscribe(TableEndpoints)
-	defer cancel()
-	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
-		t.Fatal(err)
+	dst := newAdapterFSM(t)
+	rc := &readCloser{Reader: bytes.NewReader(sink.Bytes())}
+	if err := dst.Restore(rc); err != nil || !rc.closed {
+		t.Fatalf("restore: %v, closed %v", err, rc.closed)
 	}
-	if diff := cmp.Diff(dumpState(src.State()), dumpState(dst.State())); diff != "" {
-		t.Fatalf("restored state differs (-src +dst):\n%s", diff)
+	if _, ok := dst.State().ConfigEntry("c", "", ""); !ok || dst.AppliedIndex() != 4 {
+		t.Fatalf("restored: entry c %v, applied %d", ok, dst.AppliedIndex())
 	}
-	if dst.AppliedIndex() != last {
-		t.Fatalf("applied index after restore = %d, want %d", dst.AppliedIndex(), last)
-	}
-	if again := snapshotBytes(t, dst); !bytes.Equal(again, data) {
-		t.Fatal("snapshot of the restored state is not byte-identical")
-	}
-	select {
-	case <-wake:
-	default:
-		t.Fatal("restore did not wake subscribers")
-	}
-	// Dedup survives the snapshot.
-	r := applyCmd(t, dst, last+1, MsgSetConfig, SetConfigCommand{CommandMeta: meta0, Key: "k1", Namespace: "ns", Value: json.RawMessage(`{"v":99}`)}, "r1")
-	mustOK(t, r)
-	if e, _ := dst.State().ConfigEntry("k1", "ns", ""); string(e.Value) != `{"v":1}` || r.Index != 2 {
-		t.Fatalf("request id forgotten across restore: %+v %s", r, e.Value)
+	// A failed write cancels the sink.
+	snap, _ = f.Snapshot()
+	bad := &failingSink{}
+	if err := snap.Persist(bad); err == nil || !bad.cancelled {
+		t.Fatalf("persist to a failing sink: %v, cancelled %v", err, bad.cancelled)
 	}
 }
 
-func TestRestoreRejectsBadStreamAndKeepsState(t *testing.T) {
-	f := newTestFSM(t, StateOptions{})
-	populate(t, f)
-	before := dumpState(f.State())
-	for _, bad := range []string{
-		"",
-		`{"format":"other","version":1}`,
-		`{"format":"fusebox-raftstore","version":1}` + "\n" + `{"t":"nope","r":{}}`,
-		`{"format":"fusebox-raftstore","version":1}` + "\n" + `{"t":"config","r":`,
-	} {
-		if err := f.Restore(io.NopCloser(strings.NewReader(bad))); err == nil {
-			t.Fatalf("restore of %q succeeded", bad)
-		}
-	}
-	if diff := cmp.Diff(before, dumpState(f.State())); diff != "" {
-		t.Fatalf("failed restore changed state:\n%s", diff)
-	}
-}
+type failingSink struct{ memSink }
+
+func (s *failingSink) Write([]byte) (int, error) { return 0, errors.New("disk full") }

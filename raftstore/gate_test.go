@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 )
 
 // A server advertising an older log version holds back the newer command
@@ -16,7 +17,7 @@ import (
 func TestVersionGateHoldsNewCommandsForAnOlderServer(t *testing.T) {
 	c := newTestCluster(t, func(cfg *Config) {
 		if cfg.NodeID == "n3" {
-			cfg.LogVersion = LogVersionBase
+			cfg.LogVersion = state.LogVersionBase
 		}
 	})
 	for _, id := range []string{"n1", "n2", "n3"} {
@@ -27,28 +28,28 @@ func TestVersionGateHoldsNewCommandsForAnOlderServer(t *testing.T) {
 	ctx := context.Background()
 	testwait.For(t, 5*time.Second, "the cluster log version seen as the base", func() bool {
 		v, err := leader.ClusterLogVersion()
-		return err == nil && v.LogVersion == LogVersionBase
+		return err == nil && v.LogVersion == state.LogVersionBase
 	})
-	cmd, err := EncodeCommand(MsgSetConfigValue, SetConfigCommand{CommandMeta: CommandMeta{At: t0, Author: "t"}, Key: "k", Value: json.RawMessage(`{}`)})
+	cmd, err := state.EncodeCommand(state.MsgSetConfigValue, state.SetConfigCommand{CommandMeta: state.CommandMeta{At: t0, Author: "t"}, Key: "k", Value: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = leader.Apply(ctx, cmd, "")
 	// A newer leader waits for n3; n3 as leader does not know the type.
-	want := CodeUpgradePending
+	want := state.CodeUpgradePending
 	if leader.cfg.NodeID == "n3" {
-		want = CodeInvalidArgument
+		want = state.CodeInvalidArgument
 	}
-	var e *Error
+	var e *state.Error
 	if !errors.As(err, &e) || e.Code != want {
 		t.Fatalf("apply of set_config_value on leader %s = %v, want %s", leader.cfg.NodeID, err, want)
 	}
-	if _, err := leader.SetConfig(ctx, SetConfigCommand{CommandMeta: CommandMeta{Author: "t"}, Key: "k", Value: json.RawMessage(`{ "a": 1 }`)}); err != nil {
+	if _, err := leader.SetConfig(ctx, state.SetConfigCommand{CommandMeta: state.CommandMeta{Author: "t"}, Key: "k", Value: json.RawMessage(`{ "a": 1 }`)}); err != nil {
 		t.Fatal(err)
 	}
 	for id, s := range c.nodes {
 		testwait.For(t, 5*time.Second, id+" has the entry", func() bool {
-			e, ok := s.StateStore().ConfigEntry("k", "", "")
+			e, ok := s.Reader().ConfigEntry("k", "", "")
 			return ok && string(e.Value) == `{"a":1}`
 		})
 		if s.HaltErr() != nil {
@@ -59,9 +60,9 @@ func TestVersionGateHoldsNewCommandsForAnOlderServer(t *testing.T) {
 	// A field newer than n3's build (an endpoint's health check) is
 	// refused before proposing, naming the field; the endpoint without it
 	// is written.
-	ep := PutEndpointCommand{CommandMeta: CommandMeta{Author: "t"}, Name: "ep", URL: "http://127.0.0.1:1/nexus",
-		Health: &EndpointHealth{URL: "http://127.0.0.1:1/health"}}
-	if _, err := c.nodes["n1"].PutEndpoint(ctx, ep); !errors.As(err, &e) || e.Code != CodeUpgradePending || e.Field != "health" {
+	ep := state.PutEndpointCommand{CommandMeta: state.CommandMeta{Author: "t"}, Name: "ep", URL: "http://127.0.0.1:1/nexus",
+		Health: &state.EndpointHealth{URL: "http://127.0.0.1:1/health"}}
+	if _, err := c.nodes["n1"].PutEndpoint(ctx, ep); !errors.As(err, &e) || e.Code != state.CodeUpgradePending || e.Field != "health" {
 		t.Fatalf("an endpoint with a health check while n3 is behind: %v, want upgrade_pending naming health", err)
 	}
 	ep.Health = nil

@@ -138,38 +138,3 @@ func (s *Store) collectExpired(ctx context.Context, retention func() time.Durati
 		}
 	}
 }
-
-// Task returns one task by id (local read).
-func (s *Store) Task(id string) (state.Task, bool) { return s.state.Task(id) }
-
-// TaskByRequestID returns the task submitted with (namespace, requestID).
-func (s *Store) TaskByRequestID(namespace, requestID string) (state.Task, bool) {
-	return s.state.TaskByRequestID(namespace, requestID)
-}
-
-// OldestPendingTask returns shard's pending task created first.
-func (s *Store) OldestPendingTask(shard int) (state.Task, bool) {
-	return s.state.OldestPendingTask(shard)
-}
-
-// ScanDue is State.ScanDue on this replica.
-func (s *Store) ScanDue(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]*state.Task, time.Time, bool) {
-	return s.state.ScanDue(shard, from, now, limit, skip)
-}
-
-// NextTaskDue returns the earliest NextAttemptAt after `after` of the
-// shard's pending tasks.
-func (s *Store) NextTaskDue(shard int, after time.Time) (time.Time, bool) {
-	return s.state.NextTaskDue(shard, after)
-}
-
-// TaskBacklog returns the number of pending tasks of shard, in O(1).
-func (s *Store) TaskBacklog(shard int) int { return s.state.TaskBacklog(shard) }
-
-// ListTasks lists tasks in id order (see State.ListTasks).
-func (s *Store) ListTasks(q state.TaskQuery) []state.Task { return s.state.ListTasks(q) }
-
-// ListTasksPage is ListTasks with the next page's cursor (State.ListTasksPage).
-func (s *Store) ListTasksPage(q state.TaskQuery) ([]state.Task, string) {
-	return s.state.ListTasksPage(q)
-}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 )
 
 // threeVoters starts n1..n3 and waits until all three are voters. The reap
@@ -34,13 +35,13 @@ func TestTransferLeaderToNamedVoter(t *testing.T) {
 	leader := c.leader(10 * time.Second)
 	f := c.follower()
 
-	if _, err := f.TransferLeader(ctx, ""); !errors.Is(err, ErrNotLeader) {
+	if _, err := f.TransferLeader(ctx, ""); !errors.Is(err, state.ErrNotLeader) {
 		t.Fatalf("transfer on a follower: want not_leader, got %v", err)
 	}
-	if _, err := leader.TransferLeader(ctx, leader.NodeID()); !errors.Is(err, ErrConflict) {
+	if _, err := leader.TransferLeader(ctx, leader.NodeID()); !errors.Is(err, state.ErrConflict) {
 		t.Fatalf("transfer to itself: want conflict, got %v", err)
 	}
-	if _, err := leader.TransferLeader(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
+	if _, err := leader.TransferLeader(ctx, "nobody"); !errors.Is(err, state.ErrNotFound) {
 		t.Fatalf("transfer to an unknown server: want not_found, got %v", err)
 	}
 	res, err := leader.TransferLeader(ctx, f.NodeID())
@@ -80,13 +81,13 @@ func TestRemovePeerRefusalsAndDeadServer(t *testing.T) {
 			}
 		}
 	}
-	if _, err := leader.RemovePeer(ctx, leader.NodeID(), true); !errors.Is(err, ErrConflict) {
+	if _, err := leader.RemovePeer(ctx, leader.NodeID(), true); !errors.Is(err, state.ErrConflict) {
 		t.Fatalf("removing the leader: want conflict even with force, got %v", err)
 	}
-	if _, err := leader.RemovePeer(ctx, "nobody", false); !errors.Is(err, ErrNotFound) {
+	if _, err := leader.RemovePeer(ctx, "nobody", false); !errors.Is(err, state.ErrNotFound) {
 		t.Fatalf("removing an unknown server: want not_found, got %v", err)
 	}
-	if _, err := c.nodes[live].RemovePeer(ctx, dead, false); !errors.Is(err, ErrNotLeader) {
+	if _, err := c.nodes[live].RemovePeer(ctx, dead, false); !errors.Is(err, state.ErrNotLeader) {
 		t.Fatalf("remove on a follower: want not_leader, got %v", err)
 	}
 
@@ -94,7 +95,7 @@ func TestRemovePeerRefusalsAndDeadServer(t *testing.T) {
 	// With one voter dead, removing the other live one would leave 2 voters
 	// with 1 alive: refused without --force.
 	_, err := leader.RemovePeer(ctx, live, false)
-	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "quorum") || !strings.Contains(err.Error(), "--force") {
+	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "quorum") || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("removing a live voter below quorum: want a conflict naming quorum and --force, got %v", err)
 	}
 	if sf := suffrage(t, leader); sf[live] != "Voter" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -18,21 +19,21 @@ func TestSnapshotSaveRestoreOnThreeNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	leader := c.leader(10 * time.Second)
-	if _, err := leader.SetShardCount(ctx, SetShardCountCommand{Count: 4}); err != nil {
+	if _, err := leader.SetShardCount(ctx, state.SetShardCountCommand{Count: 4}); err != nil {
 		t.Fatal(err)
 	}
 	m1 := &shardmap.Map{Version: 1, NumShards: 4, Shards: []shardmap.Assignment{{Shard: 0, Owner: "n1", Epoch: 1}, {Shard: 1, Owner: "n2", Epoch: 1}, {Shard: 2, Owner: "n3", Epoch: 1}, {Shard: 3, Owner: "n1", Epoch: 1}}}
-	if _, err := leader.CommitShardMap(ctx, CommitShardMapCommand{Map: m1}); err != nil {
+	if _, err := leader.CommitShardMap(ctx, state.CommitShardMapCommand{Map: m1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leader.SetConfig(ctx, SetConfigCommand{Key: "k.one", Value: json.RawMessage(`{"v":1}`)}); err != nil {
+	if _, err := leader.SetConfig(ctx, state.SetConfigCommand{Key: "k.one", Value: json.RawMessage(`{"v":1}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leader.PutEndpoint(ctx, PutEndpointCommand{Name: "ep-a", URL: "https://a.example.com"}); err != nil {
+	if _, err := leader.PutEndpoint(ctx, state.PutEndpointCommand{Name: "ep-a", URL: "https://a.example.com"}); err != nil {
 		t.Fatal(err)
 	}
 
-	if _, err := c.follower().SaveSnapshot(ctx, "v1"); !errors.Is(err, ErrNotLeader) {
+	if _, err := c.follower().SaveSnapshot(ctx, "v1"); !errors.Is(err, state.ErrNotLeader) {
 		t.Fatalf("save on a follower: want not_leader, got %v", err)
 	}
 	file, err := leader.SaveSnapshot(ctx, "v1")
@@ -55,18 +56,18 @@ func TestSnapshotSaveRestoreOnThreeNodes(t *testing.T) {
 	}
 
 	// Change the state after the snapshot.
-	e2, err := leader.SetConfig(ctx, SetConfigCommand{Key: "k.one", Value: json.RawMessage(`{"v":2}`)})
+	e2, err := leader.SetConfig(ctx, state.SetConfigCommand{Key: "k.one", Value: json.RawMessage(`{"v":2}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leader.DeleteEndpoint(ctx, DeleteEndpointCommand{Name: "ep-a"}); err != nil {
+	if _, err := leader.DeleteEndpoint(ctx, state.DeleteEndpointCommand{Name: "ep-a"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leader.PutEndpoint(ctx, PutEndpointCommand{Name: "ep-b", URL: "https://b.example.com"}); err != nil {
+	if _, err := leader.PutEndpoint(ctx, state.PutEndpointCommand{Name: "ep-b", URL: "https://b.example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	m2 := &shardmap.Map{Version: 2, NumShards: 4, Shards: []shardmap.Assignment{{Shard: 0, Owner: "n2", Epoch: 2}, {Shard: 1, Owner: "n2", Epoch: 1}, {Shard: 2, Owner: "n3", Epoch: 1}, {Shard: 3, Owner: "n1", Epoch: 1}}}
-	if _, err := leader.CommitShardMap(ctx, CommitShardMapCommand{PrevVersion: 1, Map: m2}); err != nil {
+	if _, err := leader.CommitShardMap(ctx, state.CommitShardMapCommand{PrevVersion: 1, Map: m2}); err != nil {
 		t.Fatal(err)
 	}
 	c.waitAllApplied(e2.Index, 5*time.Second)
@@ -75,14 +76,14 @@ func TestSnapshotSaveRestoreOnThreeNodes(t *testing.T) {
 	for _, at := range []int{len(file) - 10, 20, bytes.IndexByte(file, '\n') + 5} {
 		bad := bytes.Clone(file)
 		bad[at] ^= 0x01
-		if _, err := leader.RestoreSnapshot(ctx, bytes.NewReader(bad), "v1", true, 1<<30); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := leader.RestoreSnapshot(ctx, bytes.NewReader(bad), "v1", true, 1<<30); !errors.Is(err, state.ErrInvalidArgument) {
 			t.Fatalf("byte %d flipped: want invalid_argument, got %v", at, err)
 		}
 	}
-	if _, err := leader.RestoreSnapshot(ctx, bytes.NewReader(file), "v2", false, 1<<30); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "--force") {
+	if _, err := leader.RestoreSnapshot(ctx, bytes.NewReader(file), "v2", false, 1<<30); !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("version mismatch: want conflict naming --force, got %v", err)
 	}
-	if e, _ := leader.StateStore().ConfigEntry("k.one", "", ""); string(e.Value) != `{"v":2}` {
+	if e, _ := leader.Reader().ConfigEntry("k.one", "", ""); string(e.Value) != `{"v":2}` {
 		t.Fatalf("a refused restore changed the state: %s", e.Value)
 	}
 
@@ -95,7 +96,7 @@ func TestSnapshotSaveRestoreOnThreeNodes(t *testing.T) {
 	}
 	testwait.For(t, 15*time.Second, "the snapshot's state on every node", func() bool {
 		for _, s := range c.nodes {
-			st := s.StateStore()
+			st := s.Reader()
 			e, ok := st.ConfigEntry("k.one", "", "")
 			_, hasA := st.Endpoint("ep-a")
 			_, hasB := st.Endpoint("ep-b")
@@ -111,12 +112,12 @@ func TestSnapshotSaveRestoreOnThreeNodes(t *testing.T) {
 		return true
 	})
 	// The cluster keeps taking writes, applied everywhere.
-	e3, err := c.follower().SetConfig(ctx, SetConfigCommand{Key: "k.two", Value: json.RawMessage(`{}`)})
+	e3, err := c.follower().SetConfig(ctx, state.SetConfigCommand{Key: "k.two", Value: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.waitAllApplied(e3.Index, 10*time.Second)
-	if leader.StateStore().ShardCount() != 4 {
+	if leader.Reader().ShardCount() != 4 {
 		t.Fatal("shard count lost")
 	}
 }
@@ -148,8 +149,8 @@ func TestReadSnapshotFileRefusals(t *testing.T) {
 			max = 10
 		}
 		_, err := ReadSnapshotFile(bytes.NewReader(tc.file), max)
-		var e *Error
-		if !errors.As(err, &e) || e.Code != CodeInvalidArgument || e.Field != tc.field {
+		var e *state.Error
+		if !errors.As(err, &e) || e.Code != state.CodeInvalidArgument || e.Field != tc.field {
 			t.Errorf("%s: want invalid_argument on %q, got %v", name, tc.field, err)
 		}
 	}
@@ -179,32 +180,4 @@ func FuzzReadSnapshotFile(f *testing.F) {
 			t.Fatalf("a verified file does not verify after re-encoding: %v", err)
 		}
 	})
-}
-
-// A snapshot taken before the cluster had a shard map keeps the current
-// one, moved forward, with the shard count and cluster id: nodes ignore a
-// map whose version is not above theirs, so the state never goes back to
-// "no map".
-func TestFenceShardMapCarriesTheCurrentMapForward(t *testing.T) {
-	st, err := NewState(StateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur := &shardmap.Map{Version: 7, NumShards: 2, Shards: []shardmap.Assignment{{Shard: 0, Owner: "n1", Epoch: 4}, {Shard: 1, Owner: "n2", Epoch: 9}}}
-	v, err := fenceShardMap(st, cur, "cluster-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := st.ShardMap()
-	if v != 8 || m == nil || m.Version != 8 || m.Shards[0].Epoch != 5 || m.Shards[1].Epoch != 10 || m.Shards[1].Owner != "n2" {
-		t.Fatalf("version %d, map %+v", v, m)
-	}
-	if st.ShardCount() != 2 || st.ClusterID() != "cluster-a" {
-		t.Fatalf("shard count %d, cluster id %q", st.ShardCount(), st.ClusterID())
-	}
-	// Nothing anywhere: nothing to fence.
-	empty, _ := NewState(StateOptions{})
-	if v, err := fenceShardMap(empty, nil, ""); err != nil || v != 0 || empty.ShardMap() != nil {
-		t.Fatalf("empty: %d %v", v, err)
-	}
 }

@@ -9,45 +9,16 @@ import (
 	"github.com/hashicorp/raft"
 
 	"fusebox/raftstore/state"
-	"fusebox/shardmap"
 )
 
-// Local, stale-OK reads. For read-your-writes, WaitForApplied(result.Index)
+// Reads of the replicated state are local and stale-OK: Reader gives the
+// state itself, and its consumers declare the few reads they need as
+// interfaces of their own. For read-your-writes, WaitForApplied(result.Index)
 // first.
 
-// Config returns every config entry.
-func (s *Store) Config() []state.ConfigEntry { return s.state.Config() }
-
-// ConfigHistory returns up to limit history entries, newest first.
-func (s *Store) ConfigHistory(limit int) []state.HistoryEntry { return s.state.ConfigHistory(limit) }
-
-// Endpoints returns every Nexus endpoint.
-func (s *Store) Endpoints() []state.Endpoint { return s.state.Endpoints() }
-
-// Endpoint returns one endpoint.
-func (s *Store) Endpoint(name string) (state.Endpoint, bool) { return s.state.Endpoint(name) }
-
-// ForcedBreakers returns every forced breaker key.
-func (s *Store) ForcedBreakers() []state.ForcedBreaker { return s.state.ForcedBreakers() }
-
-// ShardCount returns the shard count, 0 if unset.
-func (s *Store) ShardCount() int { return s.state.ShardCount() }
-
-// ShardMap returns the committed shard map, nil before the first commit.
-// The map is immutable: never modify it.
-func (s *Store) ShardMap() *shardmap.Map { return s.state.ShardMap() }
-
-// DrainingNodes returns the draining nodes, sorted by node.
-func (s *Store) DrainingNodes() []state.DrainingNode { return s.state.DrainingNodes() }
-
-// CheckShardEpoch refuses, with a *shardmap.WrongOwnerError, work on shard by
-// anyone but its current owner at its current epoch in the committed map.
-func (s *Store) CheckShardEpoch(shard int, node string, epoch uint64) error {
-	return s.state.CheckShardEpoch(shard, node, epoch)
-}
-
-// ClusterID returns the cluster id, "" until the first leader set it.
-func (s *Store) ClusterID() string { return s.state.ClusterID() }
+// Reader returns this replica's state for reads (and Subscribe). The FSM is
+// its only writer.
+func (s *Store) Reader() *state.State { return s.state }
 
 // Leader returns the leader's id and raft address as this node knows them.
 func (s *Store) Leader() (id, addr string) {

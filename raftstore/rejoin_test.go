@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 )
 
 // A voter that lost its raft.db rejoins with RejoinEmpty: before its raft
@@ -32,7 +33,7 @@ func TestRejoinEmptyRemovesThenReadds(t *testing.T) {
 	ctx := context.Background()
 	var last uint64
 	for i := range 50 {
-		e, err := leader.SetConfig(ctx, SetConfigCommand{Key: "k", Namespace: fmt.Sprint("ns", i), Value: json.RawMessage(`{"a":1}`)})
+		e, err := leader.SetConfig(ctx, state.SetConfigCommand{Key: "k", Namespace: fmt.Sprint("ns", i), Value: json.RawMessage(`{"a":1}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +69,7 @@ func TestRejoinEmptyRemovesThenReadds(t *testing.T) {
 	if err := s.WaitForApplied(wctx, last); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(s.Config()); n != 50 {
+	if n := len(s.Reader().Config()); n != 50 {
 		t.Fatalf("rejoined node has %d config entries, want 50", n)
 	}
 	if _, err := os.Stat(filepath.Join(dir, MarkerFile)); err != nil {
@@ -82,16 +83,16 @@ func TestRejoinRefusesTheLeader(t *testing.T) {
 	s := c.add("n1", 1)
 	c.start("n1")
 	c.leader(10 * time.Second)
-	cmd, err := EncodeCommand(MsgRejoin, RejoinCommand{CommandMeta: CommandMeta{At: time.Now()}, NodeID: "n1"})
+	cmd, err := state.EncodeCommand(state.MsgRejoin, RejoinCommand{CommandMeta: state.CommandMeta{At: time.Now()}, NodeID: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.ApplyLocal(context.Background(), cmd, "")
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, state.ErrConflict) {
 		t.Fatalf("want conflict, got %v", err)
 	}
 	// An unknown node is not in the configuration: nothing to remove.
-	cmd, _ = EncodeCommand(MsgRejoin, RejoinCommand{CommandMeta: CommandMeta{At: time.Now()}, NodeID: "nx"})
+	cmd, _ = state.EncodeCommand(state.MsgRejoin, RejoinCommand{CommandMeta: state.CommandMeta{At: time.Now()}, NodeID: "nx"})
 	res, err := s.ApplyLocal(context.Background(), cmd, "")
 	if err != nil {
 		t.Fatal(err)

@@ -168,14 +168,6 @@ func (t *tcpStream) Dial(a raft.ServerAddress, timeout time.Duration) (net.Conn,
 // NodeID returns this node's raft server id.
 func (s *Store) NodeID() string { return s.cfg.NodeID }
 
-// StateStore returns the underlying state, e.g. for Subscribe.
-func (s *Store) StateStore() *state.State { return s.state }
-
-// Subscribe wakes (coalesced) after an apply or restore touched table.
-func (s *Store) Subscribe(table state.Table) (<-chan struct{}, func()) {
-	return s.state.Subscribe(table)
-}
-
 // OnLeader registers fn to run, in its own goroutine, each time this node
 // becomes leader (after the barrier). ctx is cancelled when leadership is lost
 // or the store closes. Register before Start.

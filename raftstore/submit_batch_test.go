@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 )
 
 // gate is a synchronous hook for the submit batcher: every batch blocks in
@@ -47,16 +48,16 @@ func newBatchStore(t *testing.T) (*Store, *gate) {
 }
 
 type submitResult struct {
-	out []SubmitOutcome
+	out []state.SubmitOutcome
 	idx uint64
 	err error
 }
 
 // submitAsync submits one task in the background.
-func submitAsync(t *testing.T, s *Store, nt NewTask, requestID string) <-chan submitResult {
+func submitAsync(t *testing.T, s *Store, nt state.NewTask, requestID string) <-chan submitResult {
 	ch := make(chan submitResult, 1)
 	go func() {
-		out, idx, err := s.SubmitTasks(t.Context(), SubmitTasksCommand{CommandMeta: CommandMeta{RequestID: requestID}, Tasks: []NewTask{nt}})
+		out, idx, err := s.SubmitTasks(t.Context(), state.SubmitTasksCommand{CommandMeta: state.CommandMeta{RequestID: requestID}, Tasks: []state.NewTask{nt}})
 		ch <- submitResult{out, idx, err}
 	}()
 	return ch
@@ -94,14 +95,14 @@ func TestSingleSubmitsCoalesceWhileABatchIsInFlight(t *testing.T) {
 	var idx uint64
 	for i, ch := range append(first, later...) {
 		r := <-ch
-		if r.err != nil || len(r.out) != 1 || r.out[0].Outcome != SubmitAccepted {
+		if r.err != nil || len(r.out) != 1 || r.out[0].Outcome != state.SubmitAccepted {
 			t.Fatalf("submit %d = %+v, %v", i, r.out, r.err)
 		}
 		if ids[r.out[0].TaskID] {
 			t.Fatalf("task id %s answered twice", r.out[0].TaskID)
 		}
 		ids[r.out[0].TaskID] = true
-		if _, ok := s.Task(r.out[0].TaskID); !ok {
+		if _, ok := s.Reader().Task(r.out[0].TaskID); !ok {
 			t.Fatalf("task %s not in the state", r.out[0].TaskID)
 		}
 		if i >= submitBatchesInFlight {
@@ -146,17 +147,17 @@ func TestCoalescedSubmitRefusalReachesOnlyItsCaller(t *testing.T) {
 		}
 	}
 	rA, rB, rC, rD, rE := <-chA, <-chB, <-chC, <-chD, <-chE
-	if rA.err != nil || rA.out[0].TaskID != a.ID || rA.out[0].Outcome != SubmitAccepted {
+	if rA.err != nil || rA.out[0].TaskID != a.ID || rA.out[0].Outcome != state.SubmitAccepted {
 		t.Fatalf("a = %+v, %v", rA.out, rA.err)
 	}
-	var e1 *Error
-	if !errors.As(rB.err, &e1) || e1.Code != CodeConflict || e1.Field != "tasks[0].id" {
+	var e1 *state.Error
+	if !errors.As(rB.err, &e1) || e1.Code != state.CodeConflict || e1.Field != "tasks[0].id" {
 		t.Fatalf("b: error = %#v, want a conflict on tasks[0].id", rB.err)
 	}
-	if rC.err != nil || rC.out[0].Outcome != SubmitAccepted {
+	if rC.err != nil || rC.out[0].Outcome != state.SubmitAccepted {
 		t.Fatalf("c = %+v, %v", rC.out, rC.err)
 	}
-	if rD.err != nil || rE.err != nil || rD.out[0].Outcome != SubmitAccepted || rE.out[0].Outcome != SubmitDuplicate || rE.out[0].TaskID != rD.out[0].TaskID {
+	if rD.err != nil || rE.err != nil || rD.out[0].Outcome != state.SubmitAccepted || rE.out[0].Outcome != state.SubmitDuplicate || rE.out[0].TaskID != rD.out[0].TaskID {
 		t.Fatalf("d = %+v, %v; e = %+v, %v", rD.out, rD.err, rE.out, rE.err)
 	}
 	if got, want := g.seen(), append(slices.Repeat([]int{1}, submitBatchesInFlight), 5); !slices.Equal(got, want) {
@@ -171,7 +172,7 @@ func TestSubmitWithRequestIDIsNeverCoalesced(t *testing.T) {
 	// commits on its own, and a retry of it applies once.
 	nt := newTaskFor("", "ns", "alone", "")
 	r := <-submitAsync(t, s, nt, "client-request-1")
-	if r.err != nil || r.out[0].Outcome != SubmitAccepted {
+	if r.err != nil || r.out[0].Outcome != state.SubmitAccepted {
 		t.Fatalf("submit = %+v, %v", r.out, r.err)
 	}
 	nt.ID = r.out[0].TaskID // a retry carries what the first attempt sent
@@ -201,11 +202,11 @@ func TestSubmitBatcherCloseFailsQueuedSubmits(t *testing.T) {
 		s.submits.close()
 	}()
 	for _, ch := range queued {
-		if r := <-ch; !errors.Is(r.err, ErrUnavailable) {
+		if r := <-ch; !errors.Is(r.err, state.ErrUnavailable) {
 			t.Fatalf("queued submit after close: %+v, %v", r.out, r.err)
 		}
 	}
-	if r := <-submitAsync(t, s, newTaskFor("", "ns", "late", ""), ""); !errors.Is(r.err, ErrUnavailable) {
+	if r := <-submitAsync(t, s, newTaskFor("", "ns", "late", ""), ""); !errors.Is(r.err, state.ErrUnavailable) {
 		t.Fatalf("submit after close: %+v, %v", r.out, r.err)
 	}
 	select {

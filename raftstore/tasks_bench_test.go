@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -36,14 +37,14 @@ func BenchmarkSubmitTasks(b *testing.B) {
 				for range mode.writers {
 					wg.Go(func() {
 						for range per {
-							tasks := make([]NewTask, mode.batch)
+							tasks := make([]state.NewTask, mode.batch)
 							for i := range tasks {
 								n := seq.Add(1)
-								tasks[i] = NewTask{NamespaceID: "ns", WorkflowID: fmt.Sprintf("wf-%d", n), TaskGroup: "callbacks.Invocation",
+								tasks[i] = state.NewTask{NamespaceID: "ns", WorkflowID: fmt.Sprintf("wf-%d", n), TaskGroup: "callbacks.Invocation",
 									Destination: "http://127.0.0.1:1/cb", Request: req}
 							}
 							t := time.Now()
-							if _, _, err := leader.SubmitTasks(context.Background(), SubmitTasksCommand{Tasks: tasks}); err != nil {
+							if _, _, err := leader.SubmitTasks(context.Background(), state.SubmitTasksCommand{Tasks: tasks}); err != nil {
 								b.Error(err)
 								return
 							}
@@ -75,11 +76,11 @@ func benchTaskCluster(b *testing.B, nodes int) *Store {
 	c.start(ids...)
 	leader := c.leader(15 * time.Second)
 	ctx := context.Background()
-	if _, err := leader.SetShardCount(ctx, SetShardCountCommand{Count: 16}); err != nil {
+	if _, err := leader.SetShardCount(ctx, state.SetShardCountCommand{Count: 16}); err != nil {
 		b.Fatal(err)
 	}
 	m, _, _ := shardmap.Rebalance(mustNewMapB(b, 16), ids, nil)
-	if _, err := leader.CommitShardMap(ctx, CommitShardMapCommand{Map: m}); err != nil {
+	if _, err := leader.CommitShardMap(ctx, state.CommitShardMapCommand{Map: m}); err != nil {
 		b.Fatal(err)
 	}
 	return leader

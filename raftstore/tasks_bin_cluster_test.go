@@ -9,11 +9,12 @@ import (
 	"github.com/hashicorp/raft"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
 // logTypes counts the command types in s's raft log.
-func logTypes(t *testing.T, s *Store) map[MessageType]int {
+func logTypes(t *testing.T, s *Store) map[state.MessageType]int {
 	t.Helper()
 	first, err := s.bolt.FirstIndex()
 	if err != nil {
@@ -23,7 +24,7 @@ func logTypes(t *testing.T, s *Store) map[MessageType]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[MessageType]int{}
+	out := map[state.MessageType]int{}
 	for i := first; i <= last && i > 0; i++ {
 		var l raft.Log
 		if err := s.bolt.GetLog(i, &l); err != nil {
@@ -32,7 +33,7 @@ func logTypes(t *testing.T, s *Store) map[MessageType]int {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		if _, typ, _, err := DecodeEntry(l.Data); err == nil {
+		if _, typ, _, err := state.DecodeEntry(l.Data); err == nil {
 			out[typ]++
 		}
 	}
@@ -43,7 +44,7 @@ func logTypes(t *testing.T, s *Store) map[MessageType]int {
 // LogVersionTasksBin and the binary ones once every server knows them; the replicas
 // apply both alike and none halts.
 func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
-	n3Version := LogVersionTasksBin - 1
+	n3Version := state.LogVersionTasksBin - 1
 	c := newTestCluster(t, func(cfg *Config) {
 		if cfg.NodeID == "n3" {
 			cfg.LogVersion = n3Version
@@ -55,11 +56,11 @@ func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
 	c.start("n1", "n2", "n3")
 	leader := c.leader(10 * time.Second)
 	ctx := t.Context()
-	if _, err := leader.SetShardCount(ctx, SetShardCountCommand{Count: taskShards}); err != nil {
+	if _, err := leader.SetShardCount(ctx, state.SetShardCountCommand{Count: taskShards}); err != nil {
 		t.Fatal(err)
 	}
 	m, _, _ := shardmap.Rebalance(mustNewMap(t, taskShards), []string{"n1"}, nil)
-	idx, err := leader.CommitShardMap(ctx, CommitShardMapCommand{Map: m})
+	idx, err := leader.CommitShardMap(ctx, state.CommitShardMapCommand{Map: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,21 +70,21 @@ func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
 	round := func(name string) {
 		t.Helper()
 		for id, s := range c.nodes {
-			out, _, err := s.SubmitTasks(ctx, SubmitTasksCommand{Tasks: []NewTask{
+			out, _, err := s.SubmitTasks(ctx, state.SubmitTasksCommand{Tasks: []state.NewTask{
 				newTaskFor("", "ns", name+id+"a", ""), newTaskFor("", "ns", name+id+"b", "rq-"+name+id)}})
 			if err != nil {
 				t.Fatalf("%s: submit on %s: %v", name, id, err)
 			}
-			one, _, err := s.SubmitTasks(ctx, SubmitTasksCommand{Tasks: []NewTask{newTaskFor("", "ns", name+id+"c", "")}})
+			one, _, err := s.SubmitTasks(ctx, state.SubmitTasksCommand{Tasks: []state.NewTask{newTaskFor("", "ns", name+id+"c", "")}})
 			if err != nil {
 				t.Fatalf("%s: single submit on %s: %v", name, id, err)
 			}
 			for _, o := range append(out, one...) {
-				if o.Outcome != SubmitAccepted {
+				if o.Outcome != state.SubmitAccepted {
 					t.Fatalf("%s: outcome %+v", name, o)
 				}
-				co, err := leader.CompleteTasks(ctx, CompleteTasksCommand{Shard: o.Shard, Epoch: m.Shards[o.Shard].Epoch, Node: "n1",
-					Results: []TaskResult{{TaskID: o.TaskID, Status: TaskPending, Attempts: 1, NextAttemptAt: time.Now().Add(time.Hour), Message: "retry"}}})
+				co, err := leader.CompleteTasks(ctx, state.CompleteTasksCommand{Shard: o.Shard, Epoch: m.Shards[o.Shard].Epoch, Node: "n1",
+					Results: []state.TaskResult{{TaskID: o.TaskID, Status: state.TaskPending, Attempts: 1, NextAttemptAt: time.Now().Add(time.Hour), Message: "retry"}}})
 				if err != nil || co.Applied != 1 {
 					t.Fatalf("%s: complete = %+v, %v", name, co, err)
 				}
@@ -94,12 +95,12 @@ func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
 		t.Helper()
 		idx := leader.fsm.AppliedIndex()
 		c.waitAllApplied(idx, 10*time.Second)
-		want := leader.ListTasks(TaskQuery{Limit: 1000})
+		want := leader.Reader().ListTasks(state.TaskQuery{Limit: 1000})
 		for id, s := range c.nodes {
 			if s.HaltErr() != nil {
 				t.Fatalf("%s halted: %v", id, s.HaltErr())
 			}
-			if d := cmp.Diff(want, s.ListTasks(TaskQuery{Limit: 1000})); d != "" {
+			if d := cmp.Diff(want, s.Reader().ListTasks(state.TaskQuery{Limit: 1000})); d != "" {
 				t.Fatalf("%s's tasks differ from the leader's:\n%s", id, d)
 			}
 		}
@@ -107,31 +108,31 @@ func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
 
 	testwait.For(t, 5*time.Second, "the cluster log version seen as n3's", func() bool {
 		v, err := leader.ClusterLogVersion()
-		return err == nil && v.LogVersion == LogVersionTasksBin-1
+		return err == nil && v.LogVersion == state.LogVersionTasksBin-1
 	})
 	round("old")
 	sameEverywhere()
-	if got := logTypes(t, leader); got[MsgSubmitTasksBin]+got[MsgCompleteTasksBin] != 0 || got[MsgSubmitTasks] == 0 || got[MsgCompleteTasks] == 0 {
+	if got := logTypes(t, leader); got[state.MsgSubmitTasksBin]+got[state.MsgCompleteTasksBin] != 0 || got[state.MsgSubmitTasks] == 0 || got[state.MsgCompleteTasks] == 0 {
 		t.Fatalf("below LogVersionTasksBin the log holds %v", got)
 	}
 
 	// Upgrade n3 in place (same data dir), as a rolling upgrade does.
-	n3Version = LogVersion
+	n3Version = state.LogVersion
 	c.kill("n3")
 	c.add("n3", 3)
 	c.start("n3")
 	leader = c.leader(10 * time.Second)
-	testwait.For(t, 10*time.Second, fmt.Sprintf("the cluster log version seen as %d", LogVersion), func() bool {
+	testwait.For(t, 10*time.Second, fmt.Sprintf("the cluster log version seen as %d", state.LogVersion), func() bool {
 		v, err := leader.ClusterLogVersion()
-		return err == nil && v.LogVersion == LogVersion
+		return err == nil && v.LogVersion == state.LogVersion
 	})
 	round("new")
 	sameEverywhere()
 	got := logTypes(t, leader)
-	if got[MsgSubmitTasksBin] == 0 || got[MsgCompleteTasksBin] == 0 {
+	if got[state.MsgSubmitTasksBin] == 0 || got[state.MsgCompleteTasksBin] == 0 {
 		t.Fatalf("at LogVersionTasksBin the log holds %v", got)
 	}
-	if n := len(leader.ListTasks(TaskQuery{Limit: 1000})); n != 18 {
+	if n := len(leader.Reader().ListTasks(state.TaskQuery{Limit: 1000})); n != 18 {
 		t.Fatalf("%d tasks, want 18", n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"fusebox/internal/testwait"
 	"fusebox/internal/tlsutil"
+	"fusebox/raftstore/state"
 )
 
 // testCA issues node certificates into a temp dir and loads them into
@@ -66,7 +67,7 @@ func TestTLSClusterReplicates(t *testing.T) {
 	c.start("n1", "n2", "n3")
 	c.leader(20 * time.Second)
 	// A write on a follower is forwarded and replicated over TLS.
-	e, err := c.follower().PutEndpoint(context.Background(), PutEndpointCommand{Name: "ep", URL: "https://example.com"})
+	e, err := c.follower().PutEndpoint(context.Background(), state.PutEndpointCommand{Name: "ep", URL: "https://example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestTLSStreamRefusesPlainRaftAndStalledHandshakes(t *testing.T) {
 	c.start("n1")
 	c.leader(10 * time.Second)
 	ctx := context.Background()
-	if _, err := s.SetConfig(ctx, SetConfigCommand{Key: "k", Value: json.RawMessage(`{"a":1}`)}); err != nil {
+	if _, err := s.SetConfig(ctx, state.SetConfigCommand{Key: "k", Value: json.RawMessage(`{"a":1}`)}); err != nil {
 		t.Fatal(err)
 	}
 	before := s.Stats()

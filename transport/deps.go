@@ -12,6 +12,7 @@ import (
 	"fusebox/dynconfig"
 	"fusebox/errcode"
 	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -24,8 +25,11 @@ type Deps struct {
 	Logs LogSource
 	// Ready reports readiness for /readyz with a detail map.
 	Ready func() (ready bool, detail map[string]any)
-	// Store is the Raft-replicated state.
+	// Store is the Raft-replicated state: its writes and the Raft node.
 	Store Store
+	// State is the local replica's reads of it (Store.Reader()); required
+	// with Store.
+	State StateReader
 	// Members is the gossip membership.
 	Members Members
 	// Breakers is this node's breaker pool.
@@ -54,21 +58,16 @@ type Deps struct {
 	Ops Ops
 }
 
-// Store is the replicated state as the API uses it (raftstore.Store).
+// Store is the replicated state's writes and Raft node as the API uses them
+// (raftstore.Store). Its reads are StateReader.
 type Store interface {
-	SetConfig(ctx context.Context, c raftstore.SetConfigCommand) (raftstore.ConfigEntry, error)
-	DeleteConfig(ctx context.Context, c raftstore.DeleteConfigCommand) (uint64, error)
-	PutEndpoint(ctx context.Context, c raftstore.PutEndpointCommand) (raftstore.Endpoint, error)
-	DeleteEndpoint(ctx context.Context, c raftstore.DeleteEndpointCommand) (uint64, error)
-	ForceBreaker(ctx context.Context, c raftstore.ForceBreakerCommand) (raftstore.ForcedBreaker, uint64, error)
-	ApplyLocal(ctx context.Context, cmd []byte, requestID string) (*raftstore.ApplyResult, error)
+	SetConfig(ctx context.Context, c state.SetConfigCommand) (state.ConfigEntry, error)
+	DeleteConfig(ctx context.Context, c state.DeleteConfigCommand) (uint64, error)
+	PutEndpoint(ctx context.Context, c state.PutEndpointCommand) (state.Endpoint, error)
+	DeleteEndpoint(ctx context.Context, c state.DeleteEndpointCommand) (uint64, error)
+	ForceBreaker(ctx context.Context, c state.ForceBreakerCommand) (state.ForcedBreaker, uint64, error)
+	ApplyLocal(ctx context.Context, cmd []byte, requestID string) (*state.ApplyResult, error)
 	WaitForApplied(ctx context.Context, index uint64) error
-
-	Config() []raftstore.ConfigEntry
-	ConfigHistory(limit int) []raftstore.HistoryEntry
-	Endpoints() []raftstore.Endpoint
-	Endpoint(name string) (raftstore.Endpoint, bool)
-	ForcedBreakers() []raftstore.ForcedBreaker
 
 	NodeID() string
 	Leader() (id, addr string)
@@ -78,6 +77,16 @@ type Store interface {
 	// ClusterLogVersion is the lowest log version the configuration's
 	// servers advertise (the version gate's view).
 	ClusterLogVersion() (raftstore.ClusterVersion, error)
+}
+
+// StateReader is what the API reads of the replicated state, locally and
+// stale-OK (raftstore/state.State, through raftstore.Store.Reader).
+type StateReader interface {
+	Config() []state.ConfigEntry
+	ConfigHistory(limit int) []state.HistoryEntry
+	Endpoints() []state.Endpoint
+	Endpoint(name string) (state.Endpoint, bool)
+	ForcedBreakers() []state.ForcedBreaker
 }
 
 // Members is the gossip view the API shows.
@@ -135,7 +144,7 @@ func (s *Server) registerRoutes() {
 func (s *Server) mapError(err error) *Error {
 	var (
 		apiErr  *Error
-		rsErr   *raftstore.Error
+		rsErr   *state.Error
 		cfgErr  *dynconfig.ValidationError
 		setErr  *breakerpool.SettingsError
 		ownErr  *shardmap.WrongOwnerError

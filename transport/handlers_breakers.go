@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 )
 
@@ -144,7 +144,7 @@ func (s *Server) clusterBreakers(ctx context.Context) BreakerList {
 // toForced renders a forced breaker with the key it applies to: a row
 // stored with a full callback URL (before callback keys were
 // scheme://host) shows, and applies to, its host.
-func toForced(f raftstore.ForcedBreaker) ForcedBreaker {
+func toForced(f state.ForcedBreaker) ForcedBreaker {
 	return ForcedBreaker{TaskGroup: f.TaskGroup, Namespace: f.NamespaceID,
 		Destination: outbound.RedactURL(outbound.BreakerDestination(f.TaskGroup, f.Destination)), Mode: f.Mode,
 		Until: f.Until, Reason: f.Reason, Index: f.Index, Author: f.Author}
@@ -152,7 +152,7 @@ func toForced(f raftstore.ForcedBreaker) ForcedBreaker {
 
 func (s *Server) breakerForcedList(w http.ResponseWriter, r *http.Request) error {
 	out := []ForcedBreaker{}
-	for _, f := range s.deps.Store.ForcedBreakers() {
+	for _, f := range s.deps.State.ForcedBreakers() {
 		out = append(out, toForced(f))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -167,8 +167,8 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case in.TaskGroup == "":
 		return BadField("task_group", "missing task_group")
-	case raftstore.ValidateTaskGroup(in.TaskGroup) != nil:
-		return BadField("task_group", "%s", raftstore.ValidateTaskGroup(in.TaskGroup).Message)
+	case state.ValidateTaskGroup(in.TaskGroup) != nil:
+		return BadField("task_group", "%s", state.ValidateTaskGroup(in.TaskGroup).Message)
 	case in.Destination == "":
 		return BadField("destination", "missing destination")
 	}
@@ -176,20 +176,20 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 	// A callback breaker is keyed by scheme://host[:port]: a full callback
 	// URL given here forces the breaker of its host, and only the key is
 	// stored (no path or query secret reaches the forced-breaker table).
-	cmd := raftstore.ForceBreakerCommand{CommandMeta: meta, TaskGroup: in.TaskGroup, NamespaceID: in.Namespace,
+	cmd := state.ForceBreakerCommand{CommandMeta: meta, TaskGroup: in.TaskGroup, NamespaceID: in.Namespace,
 		Destination: outbound.BreakerDestination(in.TaskGroup, in.Destination), Reason: in.Reason}
 	switch in.Mode {
 	case "open":
-		cmd.Mode = raftstore.ForceOpen
+		cmd.Mode = state.ForceOpen
 	case "closed":
-		cmd.Mode = raftstore.ForceClosed
+		cmd.Mode = state.ForceClosed
 	case "auto":
-		cmd.Mode = raftstore.ForceAuto
+		cmd.Mode = state.ForceAuto
 	default:
 		return BadField("mode", "mode %q: want open, closed or auto", in.Mode)
 	}
 	if in.Duration != "" {
-		if cmd.Mode != raftstore.ForceOpen {
+		if cmd.Mode != state.ForceOpen {
 			return BadField("duration", "duration applies only to mode open")
 		}
 		d, err := time.ParseDuration(in.Duration)
@@ -198,7 +198,7 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 		}
 		cmd.Until = meta.At.Add(d)
 	}
-	if cmd.Mode == raftstore.ForceAuto {
+	if cmd.Mode == state.ForceAuto {
 		if err := s.clearLegacyForced(r.Context(), cmd); err != nil {
 			return err
 		}
@@ -208,9 +208,9 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.waitApplied(r.Context(), idx)
-	if cmd.Mode == raftstore.ForceAuto {
+	if cmd.Mode == state.ForceAuto {
 		// The row is gone; answer with what was cleared.
-		fb = raftstore.ForcedBreaker{TaskGroup: cmd.TaskGroup, NamespaceID: cmd.NamespaceID, Destination: cmd.Destination,
+		fb = state.ForcedBreaker{TaskGroup: cmd.TaskGroup, NamespaceID: cmd.NamespaceID, Destination: cmd.Destination,
 			Mode: cmd.Mode, Reason: cmd.Reason, Author: meta.Author}
 	}
 	fb.Index = idx
@@ -221,8 +221,8 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 // clearLegacyForced clears, with the key, the forced rows stored with a
 // full callback URL of the same host (written before callback breakers were
 // keyed by scheme://host), so "auto" on the host clears what applies to it.
-func (s *Server) clearLegacyForced(ctx context.Context, cmd raftstore.ForceBreakerCommand) error {
-	for _, f := range s.deps.Store.ForcedBreakers() {
+func (s *Server) clearLegacyForced(ctx context.Context, cmd state.ForceBreakerCommand) error {
+	for _, f := range s.deps.State.ForcedBreakers() {
 		if f.TaskGroup != cmd.TaskGroup || f.NamespaceID != cmd.NamespaceID || f.Destination == cmd.Destination ||
 			outbound.BreakerDestination(f.TaskGroup, f.Destination) != cmd.Destination {
 			continue

@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"fusebox/internal/authtoken"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 )
 
 func (s *Server) clusterMembers(w http.ResponseWriter, r *http.Request) error {
@@ -92,7 +92,7 @@ func (s *Server) internalApply(w http.ResponseWriter, r *http.Request) error {
 
 // Forwarder implements raftstore.Forwarder over this API: a follower sends
 // the command to the leader's POST /internal/v1/apply, and errors come back
-// as *raftstore.Error with their code, so errors.Is(err, ErrNotLeader) works
+// as *state.Error with their code, so errors.Is(err, ErrNotLeader) works
 // on the follower.
 type Forwarder struct {
 	// Token is the admin token, when the cluster has one.
@@ -105,17 +105,17 @@ type Forwarder struct {
 }
 
 // ForwardApply implements raftstore.Forwarder.
-func (f *Forwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*raftstore.ApplyResult, error) {
+func (f *Forwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*state.ApplyResult, error) {
 	tok := f.Token
 	if f.Tokens != nil {
 		tok = f.Tokens.Set().Outgoing()
 	}
 	c := NewClient(leaderHTTPAddr, tok, f.Client)
-	var res raftstore.ApplyResult
+	var res state.ApplyResult
 	err := c.Do(ctx, http.MethodPost, "/internal/v1/apply", nil, applyRequest{Command: cmd, RequestID: requestID}, &res)
 	var e *Error
 	if errors.As(err, &e) {
-		return nil, &raftstore.Error{Code: e.Code, Message: e.Message, Field: e.Field, LeaderID: e.Leader}
+		return nil, &state.Error{Code: e.Code, Message: e.Message, Field: e.Field, LeaderID: e.Leader}
 	}
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 )
 
@@ -43,14 +43,14 @@ func configDestination(d string) string {
 
 // toConfigEntry renders a stored entry; a constraint written as a full URL
 // before they were reduced to their host is shown redacted.
-func toConfigEntry(e raftstore.ConfigEntry) ConfigEntry {
+func toConfigEntry(e state.ConfigEntry) ConfigEntry {
 	return ConfigEntry{Key: e.Key, Namespace: e.Namespace, Destination: outbound.RedactURL(e.Destination), Value: e.Value,
 		Index: e.Index, UpdatedAt: e.UpdatedAt, Author: e.Author}
 }
 
 func (s *Server) configList(w http.ResponseWriter, r *http.Request) error {
 	out := ConfigList{Entries: []ConfigEntry{}, Keys: []ConfigKey{}}
-	for _, e := range s.deps.Store.Config() {
+	for _, e := range s.deps.State.Config() {
 		out.Entries = append(out.Entries, toConfigEntry(e))
 	}
 	for _, k := range dynconfig.Keys() {
@@ -70,7 +70,7 @@ func (s *Server) configGet(w http.ResponseWriter, r *http.Request) error {
 		return Errorf(http.StatusNotFound, CodeNotFound, "unknown config key %q (GET /v1/config lists the keys)", key)
 	}
 	out := []ConfigEntry{}
-	for _, e := range s.deps.Store.Config() {
+	for _, e := range s.deps.State.Config() {
 		if e.Key == key {
 			out = append(out, toConfigEntry(e))
 		}
@@ -97,7 +97,7 @@ func (s *Server) configPut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.deps.Store.SetConfig(r.Context(), raftstore.SetConfigCommand{
+	e, err := s.deps.Store.SetConfig(r.Context(), state.SetConfigCommand{
 		CommandMeta: s.meta(r), Key: key, Namespace: in.Namespace, Destination: in.Destination, Value: canon,
 	})
 	if err != nil {
@@ -120,7 +120,7 @@ func (s *Server) configDelete(w http.ResponseWriter, r *http.Request) error {
 	if d := configDestination(dest); d != dest && !s.hasConfigEntry(key, ns, dest) {
 		dest = d
 	}
-	idx, err := s.deps.Store.DeleteConfig(r.Context(), raftstore.DeleteConfigCommand{
+	idx, err := s.deps.Store.DeleteConfig(r.Context(), state.DeleteConfigCommand{
 		CommandMeta: s.meta(r), Key: key, Namespace: ns, Destination: dest,
 	})
 	if err != nil {
@@ -132,7 +132,7 @@ func (s *Server) configDelete(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) hasConfigEntry(key, namespace, destination string) bool {
-	for _, e := range s.deps.Store.Config() {
+	for _, e := range s.deps.State.Config() {
 		if e.Key == key && e.Namespace == namespace && e.Destination == destination {
 			return true
 		}
@@ -146,7 +146,7 @@ func (s *Server) configHistory(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := []ConfigChange{}
-	for _, h := range s.deps.Store.ConfigHistory(limit) {
+	for _, h := range s.deps.State.ConfigHistory(limit) {
 		out = append(out, ConfigChange{Index: h.Index, At: h.At, Author: h.Author, Op: h.Op, Key: h.Key,
 			Namespace: h.Namespace, Destination: outbound.RedactURL(h.Destination), Value: h.Value})
 	}
@@ -159,8 +159,8 @@ func (s *Server) configHistory(w http.ResponseWriter, r *http.Request) error {
 // never a client-supplied header. It is set here, before proposing, so a
 // write a follower forwards to the leader carries its caller's name inside
 // the command.
-func (s *Server) meta(r *http.Request) raftstore.CommandMeta {
-	return raftstore.CommandMeta{At: time.Now().UTC(), Author: CallerName(r.Context()), RequestID: r.Header.Get("X-Request-Id")}
+func (s *Server) meta(r *http.Request) state.CommandMeta {
+	return state.CommandMeta{At: time.Now().UTC(), Author: CallerName(r.Context()), RequestID: r.Header.Get("X-Request-Id")}
 }
 
 // waitApplied gives read-your-writes on this node: the answer to a write

@@ -7,13 +7,13 @@ import (
 	"net/http"
 
 	"fusebox/dynconfig"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 )
 
 // configImporter is the part of the store the import route needs
 // (*raftstore.Store); a store without it serves no import route.
 type configImporter interface {
-	ImportConfig(ctx context.Context, c raftstore.ImportConfigCommand) (raftstore.ImportOutcome, uint64, error)
+	ImportConfig(ctx context.Context, c state.ImportConfigCommand) (state.ImportOutcome, uint64, error)
 }
 
 // ConfigImport is the body of POST /v1/config:import.
@@ -34,7 +34,7 @@ type ConfigImportResult struct {
 	// Keys are the registered keys the file replaced.
 	Keys      []string               `json:"keys"`
 	Set       []ConfigEntry          `json:"set"`
-	Deleted   []raftstore.ConfigRef  `json:"deleted"`
+	Deleted   []state.ConfigRef      `json:"deleted"`
 	Unchanged int                    `json:"unchanged"`
 	Unknown   []dynconfig.UnknownKey `json:"unknown_keys"`
 }
@@ -69,7 +69,7 @@ func (s *Server) configImport(w http.ResponseWriter, r *http.Request, imp config
 		}
 		return BadField("file", "%v", err)
 	}
-	out := ConfigImportResult{DryRun: in.DryRun, Keys: f.Keys, Set: []ConfigEntry{}, Deleted: []raftstore.ConfigRef{},
+	out := ConfigImportResult{DryRun: in.DryRun, Keys: f.Keys, Set: []ConfigEntry{}, Deleted: []state.ConfigRef{},
 		Unknown: f.Unknown}
 	if out.Keys == nil {
 		out.Keys = []string{}
@@ -81,13 +81,13 @@ func (s *Server) configImport(w http.ResponseWriter, r *http.Request, imp config
 		writeJSON(w, http.StatusOK, out) // only unknown keys: nothing to apply
 		return nil
 	}
-	cmd := raftstore.ImportConfigCommand{CommandMeta: s.meta(r), Keys: f.Keys}
+	cmd := state.ImportConfigCommand{CommandMeta: s.meta(r), Keys: f.Keys}
 	for _, v := range f.Values {
-		cmd.Entries = append(cmd.Entries, raftstore.ConfigEntry{Key: v.Key, Namespace: v.Namespace, Destination: v.Destination, Value: v.Value})
+		cmd.Entries = append(cmd.Entries, state.ConfigEntry{Key: v.Key, Namespace: v.Namespace, Destination: v.Destination, Value: v.Value})
 	}
-	var res raftstore.ImportOutcome
+	var res state.ImportOutcome
 	if in.DryRun {
-		res = raftstore.PlanConfigImport(s.deps.Store.Config(), cmd)
+		res = state.PlanConfigImport(s.deps.State.Config(), cmd)
 	} else {
 		var idx uint64
 		res, idx, err = imp.ImportConfig(r.Context(), cmd)

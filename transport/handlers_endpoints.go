@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 )
 
@@ -20,7 +20,7 @@ func (s *Server) endpointRoutes() {
 // toEndpoint renders an endpoint; its URL's credentials and query are
 // redacted (one stored before credentials were refused must not show them).
 // The health check's URL is redacted the same way.
-func toEndpoint(e raftstore.Endpoint) Endpoint {
+func toEndpoint(e state.Endpoint) Endpoint {
 	out := Endpoint{Name: e.Name, URL: outbound.RedactURL(e.URL), Description: e.Description, Index: e.Index, UpdatedAt: e.UpdatedAt, Author: e.Author}
 	if h := e.Health; h != nil {
 		out.Health = &EndpointHealth{URL: outbound.RedactURL(h.URL), Interval: h.Interval, Timeout: h.Timeout, HealthyStatus: h.HealthyStatus}
@@ -30,7 +30,7 @@ func toEndpoint(e raftstore.Endpoint) Endpoint {
 
 func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
 	out := []Endpoint{}
-	for _, e := range s.deps.Store.Endpoints() {
+	for _, e := range s.deps.State.Endpoints() {
 		out = append(out, toEndpoint(e))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -38,7 +38,7 @@ func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) endpointGet(w http.ResponseWriter, r *http.Request) error {
-	e, ok := s.deps.Store.Endpoint(r.PathValue("name"))
+	e, ok := s.deps.State.Endpoint(r.PathValue("name"))
 	if !ok {
 		return Errorf(http.StatusNotFound, CodeNotFound, "no endpoint named %q", r.PathValue("name"))
 	}
@@ -58,14 +58,14 @@ func (s *Server) endpointPut(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkEndpointURL(r.Context(), "url", in.URL); err != nil {
 		return err
 	}
-	var health *raftstore.EndpointHealth
+	var health *state.EndpointHealth
 	if h := in.Health; h != nil {
 		if err := s.checkEndpointURL(r.Context(), "health.url", h.URL); err != nil {
 			return err
 		}
-		health = &raftstore.EndpointHealth{URL: h.URL, Interval: h.Interval, Timeout: h.Timeout, HealthyStatus: h.HealthyStatus}
+		health = &state.EndpointHealth{URL: h.URL, Interval: h.Interval, Timeout: h.Timeout, HealthyStatus: h.HealthyStatus}
 	}
-	e, err := s.deps.Store.PutEndpoint(r.Context(), raftstore.PutEndpointCommand{
+	e, err := s.deps.Store.PutEndpoint(r.Context(), state.PutEndpointCommand{
 		CommandMeta: s.meta(r), Name: name, URL: in.URL, Description: in.Description, Health: health,
 	})
 	if err != nil {
@@ -77,7 +77,7 @@ func (s *Server) endpointPut(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) endpointDelete(w http.ResponseWriter, r *http.Request) error {
-	idx, err := s.deps.Store.DeleteEndpoint(r.Context(), raftstore.DeleteEndpointCommand{CommandMeta: s.meta(r), Name: r.PathValue("name")})
+	idx, err := s.deps.Store.DeleteEndpoint(r.Context(), state.DeleteEndpointCommand{CommandMeta: s.meta(r), Name: r.PathValue("name")})
 	if err != nil {
 		return err
 	}

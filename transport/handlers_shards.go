@@ -5,18 +5,18 @@ import (
 	"net/http"
 	"strconv"
 
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
 // ShardAdmin is shard ownership as the API serves it (*ownership.Manager).
-// Errors are *raftstore.Error, errors wrapping shardmap.ErrNoSuchShard, or
+// Errors are *state.Error, errors wrapping shardmap.ErrNoSuchShard, or
 // *shardmap.WrongOwnerError; mapError turns them into API errors.
 type ShardAdmin interface {
 	// ShardMap is the committed map as this node applied it (nil before the
 	// first commit); DrainingNodes the nodes placement skips.
 	ShardMap() *shardmap.Map
-	DrainingNodes() []raftstore.DrainingNode
+	DrainingNodes() []state.DrainingNode
 	// ShardStats reports a shard's backlog and ack level; ok false means
 	// they are not tracked.
 	ShardStats(shard int) (backlog int, ackLevel uint64, ok bool)
@@ -39,21 +39,21 @@ func (s *Server) shardRoutes() {
 
 // shardState is the committed map and the draining set, or 503 if there is
 // no map yet.
-func (s *Server) shardState() (*shardmap.Map, map[string]raftstore.DrainingNode, error) {
+func (s *Server) shardState() (*shardmap.Map, map[string]state.DrainingNode, error) {
 	m := s.deps.Shards.ShardMap()
 	if m == nil {
 		e := Errorf(http.StatusServiceUnavailable, CodeUnavailable, "no shard map has been committed yet")
 		e.RetryAfter = 1
 		return nil, nil, e
 	}
-	d := map[string]raftstore.DrainingNode{}
+	d := map[string]state.DrainingNode{}
 	for _, n := range s.deps.Shards.DrainingNodes() {
 		d[n.Node] = n
 	}
 	return m, d, nil
 }
 
-func toShard(a shardmap.Assignment, draining map[string]raftstore.DrainingNode) Shard {
+func toShard(a shardmap.Assignment, draining map[string]state.DrainingNode) Shard {
 	_, dr := draining[a.Owner]
 	return Shard{Shard: a.Shard, Owner: a.Owner, Epoch: a.Epoch, Pinned: a.Pinned, OwnerDraining: dr && a.Owner != ""}
 }
@@ -106,7 +106,7 @@ func (s *Server) shardGet(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) writeAssignment(w http.ResponseWriter, a shardmap.Assignment) {
-	d := map[string]raftstore.DrainingNode{}
+	d := map[string]state.DrainingNode{}
 	for _, n := range s.deps.Shards.DrainingNodes() {
 		d[n.Node] = n
 	}

@@ -6,26 +6,26 @@ import (
 	"net/http"
 	"testing"
 
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
 // fakeShards is a ShardAdmin over a fixed map that records calls.
 type fakeShards struct {
 	m        *shardmap.Map
-	draining []raftstore.DrainingNode
+	draining []state.DrainingNode
 	stats    bool
 	calls    []string
 }
 
-func (f *fakeShards) ShardMap() *shardmap.Map                 { return f.m }
-func (f *fakeShards) DrainingNodes() []raftstore.DrainingNode { return f.draining }
-func (f *fakeShards) ShardStats(int) (int, uint64, bool)      { return 7, 42, f.stats }
+func (f *fakeShards) ShardMap() *shardmap.Map             { return f.m }
+func (f *fakeShards) DrainingNodes() []state.DrainingNode { return f.draining }
+func (f *fakeShards) ShardStats(int) (int, uint64, bool)  { return 7, 42, f.stats }
 
 func (f *fakeShards) Move(_ context.Context, shard int, node, _ string) (shardmap.Assignment, error) {
 	f.calls = append(f.calls, "move "+node)
 	if node != "n2" {
-		return shardmap.Assignment{}, &raftstore.Error{Code: raftstore.CodeInvalidArgument, Field: "node", Message: "node \"" + node + "\" is not a live member of the cluster"}
+		return shardmap.Assignment{}, &state.Error{Code: state.CodeInvalidArgument, Field: "node", Message: "node \"" + node + "\" is not a live member of the cluster"}
 	}
 	return shardmap.Assignment{Shard: shard, Owner: node, Epoch: 9, Pinned: node}, nil
 }
@@ -47,7 +47,7 @@ func (f *fakeShards) CloseShard(_ context.Context, shard int, epoch *uint64, _ s
 
 func (f *fakeShards) SetDraining(_ context.Context, node string, on bool, _ string) (uint64, error) {
 	if on {
-		f.draining = []raftstore.DrainingNode{{Node: node, Reason: raftstore.DrainOperator}}
+		f.draining = []state.DrainingNode{{Node: node, Reason: state.DrainOperator}}
 	} else {
 		f.draining = nil
 	}
@@ -114,7 +114,7 @@ func TestShardRoutes(t *testing.T) {
 	}
 
 	ns, err := c.DrainNode(ctx, "n1")
-	if err != nil || !ns.Draining || ns.DrainReason != raftstore.DrainOperator || len(ns.Shards) != len(m.OwnedBy("n1")) || (len(ns.Shards) > 0 && !ns.Shards[0].OwnerDraining) {
+	if err != nil || !ns.Draining || ns.DrainReason != state.DrainOperator || len(ns.Shards) != len(m.OwnedBy("n1")) || (len(ns.Shards) > 0 && !ns.Shards[0].OwnerDraining) {
 		t.Fatalf("drain: %+v, %v", ns, err)
 	}
 	if ns, err = c.UndrainNode(ctx, "n1"); err != nil || ns.Draining {

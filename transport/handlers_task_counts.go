@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strconv"
 
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 )
 
@@ -20,15 +20,15 @@ const (
 	DefaultTaskCountsLimit = 20
 	MaxTaskCountsLimit     = 200
 	// TaskCountsMaxScan bounds each walk behind the blocked and DLQ counts
-	// (raftstore.State.DestinationCounts); past it the answer is partial.
+	// (state.State.DestinationCounts); past it the answer is partial.
 	TaskCountsMaxScan = 200_000
 )
 
 // TaskCounter is the optional part of a TaskService that counts tasks per
-// destination (*raftstore.Store has it); a task service without it serves
+// destination (raftstore/state.State has it); a task service without it serves
 // no GET /v1/tasks/_counts.
 type TaskCounter interface {
-	DestinationCounts(maxScan int) ([]raftstore.DestinationCount, bool)
+	DestinationCounts(maxScan int) ([]state.DestinationCount, bool)
 }
 
 // TaskCounts is GET /v1/tasks/_counts: the busiest destinations by pending
@@ -72,7 +72,7 @@ func (h *taskHandlers) counts(c TaskCounter) func(w http.ResponseWriter, r *http
 // taskCounts redacts each destination (a row stored before breaker
 // destinations were recorded counts under its full URL), merges rows that
 // redact alike, and keeps the limit busiest.
-func taskCounts(rows []raftstore.DestinationCount, partial bool, limit int) TaskCounts {
+func taskCounts(rows []state.DestinationCount, partial bool, limit int) TaskCounts {
 	type key struct{ ns, dest string }
 	idx := map[key]int{}
 	out := TaskCounts{Destinations: []DestinationTaskCount{}, Partial: partial}

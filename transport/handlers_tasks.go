@@ -10,22 +10,34 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 	"fusebox/transport/outbound"
 )
 
-// TaskService is the replicated task table as the task API uses it
-// (*raftstore.Store plus the node's dynamic limits; node.NewTaskAPI).
-type TaskService interface {
-	SubmitTasks(ctx context.Context, c raftstore.SubmitTasksCommand) ([]raftstore.SubmitOutcome, uint64, error)
-	RedriveTasks(ctx context.Context, c raftstore.RedriveTasksCommand) (raftstore.RedriveOutcome, error)
-	WaitForApplied(ctx context.Context, index uint64) error
-	Task(id string) (raftstore.Task, bool)
-	ListTasksPage(q raftstore.TaskQuery) ([]raftstore.Task, string)
+// TaskReader is what the task API reads of the task table, locally and
+// stale-OK (raftstore/state.State, through raftstore.Store.Reader; or the
+// postgres task store).
+type TaskReader interface {
+	Task(id string) (state.Task, bool)
+	ListTasksPage(q state.TaskQuery) ([]state.Task, string)
 	TaskBacklog(shard int) int
 	ShardCount() int
-	Endpoint(name string) (raftstore.Endpoint, bool)
+	Endpoint(name string) (state.Endpoint, bool)
+	// DestinationBacklog and PendingTasks are the local replica's counts
+	// the limits apply to (the FSM enforces them exactly).
+	DestinationBacklog(namespace, destination string) int
+	PendingTasks() int
+}
+
+// TaskService is the replicated task table as the task API uses it: its
+// reads, the writes of *raftstore.Store, and the node's dynamic limits
+// (node.NewTaskAPI).
+type TaskService interface {
+	TaskReader
+	SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) ([]state.SubmitOutcome, uint64, error)
+	RedriveTasks(ctx context.Context, c state.RedriveTasksCommand) (state.RedriveOutcome, error)
+	WaitForApplied(ctx context.Context, index uint64) error
 	// Sync is a read barrier: it returns once the local replica has applied
 	// everything committed before the call.
 	Sync(ctx context.Context) error
@@ -33,10 +45,6 @@ type TaskService interface {
 	// breaker destination (outbound.BreakerDestination): pending tasks per
 	// (namespace, destination) and in the whole table; 0: none.
 	SubmitLimits(namespace, destination string) (perDestination, pending int)
-	// DestinationBacklog and PendingTasks are the local replica's counts
-	// the limits apply to (the FSM enforces them exactly).
-	DestinationBacklog(namespace, destination string) int
-	PendingTasks() int
 	// DataDirSpace is this node's data-dir free space and the floor below
 	// which it refuses submits (0: no floor).
 	DataDirSpace() (free, floor uint64)
@@ -59,12 +67,12 @@ type TaskService interface {
 // request's context and can fail (a 503, not a 404 or an empty page). The
 // handlers use them when the service has them.
 type TaskReaderCtx interface {
-	TaskCtx(ctx context.Context, id string) (raftstore.Task, bool, error)
+	TaskCtx(ctx context.Context, id string) (state.Task, bool, error)
 }
 
 // TaskListerCtx: see TaskReaderCtx.
 type TaskListerCtx interface {
-	ListTasksPageCtx(ctx context.Context, q raftstore.TaskQuery) ([]raftstore.Task, string, error)
+	ListTasksPageCtx(ctx context.Context, q state.TaskQuery) ([]state.Task, string, error)
 }
 
 // Task API limits.
@@ -117,8 +125,8 @@ func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 	if err := h.guard.admit(&nt); err != nil {
 		return err
 	}
-	out, idx, err := h.svc.SubmitTasks(r.Context(), raftstore.SubmitTasksCommand{
-		CommandMeta: meta, Tasks: []raftstore.NewTask{nt},
+	out, idx, err := h.svc.SubmitTasks(r.Context(), state.SubmitTasksCommand{
+		CommandMeta: meta, Tasks: []state.NewTask{nt},
 	})
 	if err != nil {
 		return err
@@ -126,11 +134,11 @@ func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 	if len(out) != 1 {
 		return fmt.Errorf("submit: %d outcomes for one task", len(out))
 	}
-	if out[0].Outcome == raftstore.SubmitOverloaded {
+	if out[0].Outcome == state.SubmitOverloaded {
 		return h.guard.refusedErr(&nt, out[0].Reason)
 	}
 	h.waitApplied(r.Context(), idx)
-	writeJSON(w, http.StatusAccepted, TaskAccepted{TaskID: out[0].TaskID, Shard: out[0].Shard, Duplicate: out[0].Outcome == raftstore.SubmitDuplicate})
+	writeJSON(w, http.StatusAccepted, TaskAccepted{TaskID: out[0].TaskID, Shard: out[0].Shard, Duplicate: out[0].Outcome == state.SubmitDuplicate})
 	return nil
 }
 
@@ -146,7 +154,7 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	meta := h.s.meta(r)
-	tasks := make([]raftstore.NewTask, len(in.Tasks))
+	tasks := make([]state.NewTask, len(in.Tasks))
 	for i := range in.Tasks {
 		// Ids sort by time: offset each by its position to keep batch order.
 		nt, err := h.newTask(r.Context(), &in.Tasks[i], meta.At.Add(time.Duration(i)), fmt.Sprintf("tasks[%d].", i))
@@ -155,7 +163,7 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 		}
 		tasks[i] = nt
 	}
-	out, idx, err := h.svc.SubmitTasks(r.Context(), raftstore.SubmitTasksCommand{
+	out, idx, err := h.svc.SubmitTasks(r.Context(), state.SubmitTasksCommand{
 		CommandMeta: meta, Tasks: tasks,
 	})
 	if err != nil {
@@ -166,7 +174,7 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 	for i, o := range out {
 		res.Results[i] = TaskBatchItem{TaskID: o.TaskID, Shard: o.Shard, Outcome: o.Outcome}
 		switch o.Outcome {
-		case raftstore.SubmitOverloaded:
+		case state.SubmitOverloaded:
 			res.Results[i].TaskID = ""
 			res.Results[i].Reason = o.Reason
 			res.RetryAfter = overloadRetryAfter
@@ -177,7 +185,7 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 	}
 	if queued == 0 {
 		for i, o := range out {
-			if o.Outcome == raftstore.SubmitOverloaded {
+			if o.Outcome == state.SubmitOverloaded {
 				return h.guard.overloadError(&tasks[i], o.Reason)
 			}
 		}
@@ -190,7 +198,7 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 // newTask validates one submit and builds the task to propose. Errors are
 // 400s naming the API body's field (with prefix for a batch item), or a 413
 // for a request over the payload limit.
-func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time, prefix string) (raftstore.NewTask, error) {
+func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time, prefix string) (state.NewTask, error) {
 	bad := func(field, format string, args ...any) error { return BadField(prefix+field, format, args...) }
 	for _, f := range []struct {
 		name, v string
@@ -201,11 +209,11 @@ func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time
 	} {
 		switch {
 		case strings.TrimSpace(f.v) == "" && f.name != "request_id":
-			return raftstore.NewTask{}, bad(f.name, "required")
+			return state.NewTask{}, bad(f.name, "required")
 		case len(f.v) > f.max:
-			return raftstore.NewTask{}, bad(f.name, "longer than %d bytes", f.max)
+			return state.NewTask{}, bad(f.name, "longer than %d bytes", f.max)
 		case strings.ContainsFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-			return raftstore.NewTask{}, bad(f.name, "contains control characters")
+			return state.NewTask{}, bad(f.name, "contains control characters")
 		}
 	}
 	req := outbound.Request{
@@ -228,30 +236,30 @@ func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time
 			// before calling a registered endpoint unknown, read through
 			// the leader once.
 			if err := h.svc.Sync(ctx); err != nil {
-				return raftstore.NewTask{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: 1,
+				return state.NewTask{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: 1,
 					Message: "this node cannot check the endpoint against the cluster right now; retry: " + err.Error()}
 			}
 			if ep, ok = h.svc.Endpoint(in.Destination); !ok {
-				return raftstore.NewTask{}, bad("destination", "unknown nexus endpoint %q (GET /v1/endpoints lists them)", in.Destination)
+				return state.NewTask{}, bad("destination", "unknown nexus endpoint %q (GET /v1/endpoints lists them)", in.Destination)
 			}
 		}
 		check.URL = ep.URL
 	case "":
-		return raftstore.NewTask{}, bad("task_group", "required")
+		return state.NewTask{}, bad("task_group", "required")
 	default:
-		return raftstore.NewTask{}, bad("task_group", "unknown task group %q (want %q, %q or %q)", in.TaskGroup,
+		return state.NewTask{}, bad("task_group", "unknown task group %q (want %q, %q or %q)", in.TaskGroup,
 			breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation, breakerpool.TaskGroupCallback)
 	}
-	id := raftstore.NewTaskID(at)
+	id := state.NewTaskID(at)
 	if check.RequestID == "" {
 		check.RequestID = id // the queue sends the task id when none is given
 	}
 	if err := check.Validate(); err != nil {
 		var ve *outbound.ValidationError
 		if errors.As(err, &ve) {
-			return raftstore.NewTask{}, bad(apiRequestField(ve.Field), "%s", ve.Reason)
+			return state.NewTask{}, bad(apiRequestField(ve.Field), "%s", ve.Reason)
 		}
-		return raftstore.NewTask{}, bad("request", "%v", err)
+		return state.NewTask{}, bad("request", "%v", err)
 	}
 	// A callback URL must be in its namespace's allowlist; an endpoint's
 	// URL was checked against the global list when an operator registered
@@ -259,28 +267,28 @@ func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time
 	if err := h.svc.CheckDestination(ctx, in.NamespaceID, check.URL, in.TaskGroup == breakerpool.TaskGroupCallback); err != nil {
 		var de *outbound.DestinationError
 		if errors.As(err, &de) {
-			return raftstore.NewTask{}, bad("destination", "%s", de.Reason)
+			return state.NewTask{}, bad("destination", "%s", de.Reason)
 		}
-		return raftstore.NewTask{}, err
+		return state.NewTask{}, err
 	}
 	raw, err := json.Marshal(req)
 	if err != nil {
-		return raftstore.NewTask{}, bad("request", "%v", err)
+		return state.NewTask{}, bad("request", "%v", err)
 	}
-	if len(raw) > raftstore.MaxTaskRequestBytes {
-		e := Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "the request is %d bytes encoded, over the %d byte limit per task", len(raw), raftstore.MaxTaskRequestBytes)
+	if len(raw) > state.MaxTaskRequestBytes {
+		e := Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "the request is %d bytes encoded, over the %d byte limit per task", len(raw), state.MaxTaskRequestBytes)
 		e.Field = prefix + "request"
-		return raftstore.NewTask{}, e
+		return state.NewTask{}, e
 	}
 	deadline, err := h.deadline(in, at, prefix)
 	if err != nil {
-		return raftstore.NewTask{}, err
+		return state.NewTask{}, err
 	}
 	n := h.svc.ShardCount()
 	if n <= 0 {
-		return raftstore.NewTask{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the cluster has no shard count yet", RetryAfter: 1}
+		return state.NewTask{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the cluster has no shard count yet", RetryAfter: 1}
 	}
-	nt := raftstore.NewTask{
+	nt := state.NewTask{
 		ID: id, Shard: shardmap.ShardOf(in.NamespaceID, in.WorkflowID, n), NamespaceID: in.NamespaceID, WorkflowID: in.WorkflowID,
 		TaskGroup: in.TaskGroup, Destination: in.Destination, RequestID: in.RequestID, Request: raw, Deadline: deadline,
 	}
@@ -316,7 +324,7 @@ func (h *taskHandlers) waitApplied(ctx context.Context, index uint64) {
 }
 
 func (h *taskHandlers) get(w http.ResponseWriter, r *http.Request) error {
-	var t raftstore.Task
+	var t state.Task
 	var ok bool
 	if rc, isCtx := h.svc.(TaskReaderCtx); isCtx {
 		var err error
@@ -346,7 +354,7 @@ func (h *taskHandlers) list(w http.ResponseWriter, r *http.Request) error {
 		q.Shard = &n
 	}
 	switch st := r.URL.Query().Get("status"); st {
-	case "", raftstore.TaskPending, raftstore.TaskSucceeded, raftstore.TaskFailed, raftstore.TaskDLQ, raftstore.TaskStatusBlocked:
+	case "", state.TaskPending, state.TaskSucceeded, state.TaskFailed, state.TaskDLQ, state.TaskStatusBlocked:
 		q.Status = st
 	default:
 		return BadField("status", "want pending, blocked, succeeded, failed or dlq, got %q", st)
@@ -359,23 +367,23 @@ func (h *taskHandlers) dlq(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q.Status = raftstore.TaskDLQ
+	q.Status = state.TaskDLQ
 	return h.writeList(w, r, q)
 }
 
-func listQuery(r *http.Request) (raftstore.TaskQuery, error) {
+func listQuery(r *http.Request) (state.TaskQuery, error) {
 	limit, err := intParam(r, "limit", 100, 1, MaxTaskListLimit)
 	if err != nil {
-		return raftstore.TaskQuery{}, err
+		return state.TaskQuery{}, err
 	}
 	after := r.URL.Query().Get("after")
 	if len(after) > 128 {
-		return raftstore.TaskQuery{}, BadField("after", "longer than 128 bytes")
+		return state.TaskQuery{}, BadField("after", "longer than 128 bytes")
 	}
-	return raftstore.TaskQuery{Limit: limit, After: after}, nil
+	return state.TaskQuery{Limit: limit, After: after}, nil
 }
 
-func (h *taskHandlers) writeList(w http.ResponseWriter, r *http.Request, q raftstore.TaskQuery) error {
+func (h *taskHandlers) writeList(w http.ResponseWriter, r *http.Request, q state.TaskQuery) error {
 	ts, next, err := h.listPage(r.Context(), q)
 	if err != nil {
 		return err
@@ -390,7 +398,7 @@ func (h *taskHandlers) writeList(w http.ResponseWriter, r *http.Request, q rafts
 
 // listPage reads one page of a listing, through the context-taking read
 // when the service has one.
-func (h *taskHandlers) listPage(ctx context.Context, q raftstore.TaskQuery) ([]raftstore.Task, string, error) {
+func (h *taskHandlers) listPage(ctx context.Context, q state.TaskQuery) ([]state.Task, string, error) {
 	if lc, ok := h.svc.(TaskListerCtx); ok {
 		return lc.ListTasksPageCtx(ctx, q)
 	}
@@ -408,8 +416,8 @@ func (h *taskHandlers) redrive(w http.ResponseWriter, r *http.Request) error {
 		return BadField("ids", "give ids or all, not both")
 	case !in.All && len(in.IDs) == 0:
 		return BadField("ids", "give the ids to redrive, or \"all\": true")
-	case len(in.IDs) > raftstore.MaxRedriveBatch:
-		return BadField("ids", "%d ids exceeds the limit of %d per call", len(in.IDs), raftstore.MaxRedriveBatch)
+	case len(in.IDs) > state.MaxRedriveBatch:
+		return BadField("ids", "%d ids exceeds the limit of %d per call", len(in.IDs), state.MaxRedriveBatch)
 	}
 	res := RedriveResult{Redriven: []string{}}
 	for round := 0; ; round++ {
@@ -417,7 +425,7 @@ func (h *taskHandlers) redrive(w http.ResponseWriter, r *http.Request) error {
 		if round > 0 {
 			meta.RequestID = "" // each round is its own command
 		}
-		out, err := h.svc.RedriveTasks(r.Context(), raftstore.RedriveTasksCommand{CommandMeta: meta, IDs: in.IDs, All: in.All})
+		out, err := h.svc.RedriveTasks(r.Context(), state.RedriveTasksCommand{CommandMeta: meta, IDs: in.IDs, All: in.All})
 		if err != nil {
 			if round > 0 {
 				break // report what was done; the caller can repeat

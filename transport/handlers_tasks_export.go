@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 )
 
@@ -28,7 +28,7 @@ func (h *taskHandlers) export(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q.Status = raftstore.TaskPending
+	q.Status = state.TaskPending
 	if _, remote := h.svc.(TaskListerCtx); !remote {
 		// The Raft store reads this replica: catch up with the leader first,
 		// so a page holds every task committed before the request.
@@ -43,7 +43,7 @@ func (h *taskHandlers) export(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := TaskExportPage{Tasks: make([]TaskExport, 0, len(ts)), Next: next}
 	for _, t := range ts {
-		if t.Status != raftstore.TaskPending {
+		if t.Status != state.TaskPending {
 			continue
 		}
 		out.Tasks = append(out.Tasks, TaskExport{
@@ -146,7 +146,7 @@ func (h *taskHandlers) importedTask(ctx context.Context, e *TaskExport, at time.
 	return ImportedTask{NewTask: nt, Attempts: e.Attempts, NextAttemptAt: next, CreatedAt: e.CreatedAt}, nil
 }
 
-// validTaskID: raftstore.NewTaskID's form, 32 lowercase hex digits.
+// validTaskID: state.NewTaskID's form, 32 lowercase hex digits.
 func validTaskID(id string) bool {
 	if len(id) != 32 {
 		return false

@@ -74,6 +74,9 @@ func New(cfg Config, deps Deps, logger *slog.Logger) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if deps.Store != nil && deps.State == nil {
+		panic("transport: Deps.State (the store's Reader) is required with Deps.Store")
+	}
 	s := &Server{cfg: cfg, deps: deps, log: logger, mux: http.NewServeMux(), done: make(chan struct{}),
 		single: authtoken.Single(cfg.AdminToken), lim: cfg.Limits.withDefaults(), metrics: newServerMetrics(cfg.Registerer, logger)}
 	s.routes()

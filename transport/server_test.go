@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"fusebox/dynconfig"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -70,9 +70,9 @@ func TestMapErrorRoundTrip(t *testing.T) {
 			func(e *Error) bool {
 				return e.Code == CodeWrongOwner && e.Shard != nil && *e.Shard == 7 && e.Owner == "n2" && e.Epoch == 9
 			}},
-		{"no leader", &raftstore.Error{Code: raftstore.CodeNoLeader, Message: "no leader within 5s"}, 503,
+		{"no leader", &state.Error{Code: state.CodeNoLeader, Message: "no leader within 5s"}, 503,
 			func(e *Error) bool { return e.Code == CodeNoLeader && e.RetryAfter == 1 }},
-		{"raft invalid field", &raftstore.Error{Code: raftstore.CodeInvalidArgument, Field: "url", Message: "bad"}, 400,
+		{"raft invalid field", &state.Error{Code: state.CodeInvalidArgument, Field: "url", Message: "bad"}, 400,
 			func(e *Error) bool { return e.Field == "url" }},
 		{"deadline", context.DeadlineExceeded, 503, func(e *Error) bool { return e.Code == CodeUnavailable }},
 		{"bug", errors.New("boom"), 500, func(e *Error) bool { return e.Code == CodeInternal }},

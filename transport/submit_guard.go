@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/dynconfig"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 )
 
@@ -35,7 +35,7 @@ func newSubmitGuard(svc TaskService, reg prometheus.Registerer, log *slog.Logger
 		Name: "fusebox_tasks_submit_refused_total",
 		Help: "Tasks refused at submit by a backlog limit or the node's guard: destination_backlog (429, fusebox.tasks.maxDestinationBacklog), pending_limit (429, fusebox.tasks.maxPendingTasks), disk_space (503, fusebox.tasks.minFreeDiskMB), shard_backlog (old log entries only).",
 	}, []string{"reason"})}
-	for _, r := range []string{raftstore.OverloadDestination, raftstore.OverloadPending, refusedDiskSpace} {
+	for _, r := range []string{state.OverloadDestination, state.OverloadPending, refusedDiskSpace} {
 		g.refused.WithLabelValues(r)
 	}
 	if reg != nil {
@@ -66,7 +66,7 @@ func (g *submitGuard) admitNode() error {
 // replica's counts (possibly stale; the FSM decides exactly). A task with a
 // request id goes to the FSM regardless: a retry of one already accepted
 // must get its original answer (duplicate), not a 429.
-func (g *submitGuard) admit(nt *raftstore.NewTask) error {
+func (g *submitGuard) admit(nt *state.NewTask) error {
 	if err := g.admitNode(); err != nil {
 		return err
 	}
@@ -76,15 +76,15 @@ func (g *submitGuard) admit(nt *raftstore.NewTask) error {
 	dest := breakerDestination(nt)
 	switch {
 	case nt.MaxDestinationBacklog > 0 && g.svc.DestinationBacklog(nt.NamespaceID, dest) >= nt.MaxDestinationBacklog:
-		return g.refusedErr(nt, raftstore.OverloadDestination)
+		return g.refusedErr(nt, state.OverloadDestination)
 	case nt.MaxPendingTasks > 0 && g.svc.PendingTasks() >= nt.MaxPendingTasks:
-		return g.refusedErr(nt, raftstore.OverloadPending)
+		return g.refusedErr(nt, state.OverloadPending)
 	}
 	return nil
 }
 
 // refusedErr counts a refusal and returns its 429.
-func (g *submitGuard) refusedErr(nt *raftstore.NewTask, reason string) error {
+func (g *submitGuard) refusedErr(nt *state.NewTask, reason string) error {
 	g.count(reason)
 	return g.overloadError(nt, reason)
 }
@@ -92,15 +92,15 @@ func (g *submitGuard) refusedErr(nt *raftstore.NewTask, reason string) error {
 // overloadError is the 429 for a task a limit refused: the message, the
 // field and the key name the limit, and for a destination's cap the
 // destination, so a client can tell that only that destination is full.
-func (g *submitGuard) overloadError(nt *raftstore.NewTask, reason string) *Error {
+func (g *submitGuard) overloadError(nt *state.NewTask, reason string) *Error {
 	e := &Error{Status: http.StatusTooManyRequests, Code: CodeOverloaded, RetryAfter: overloadRetryAfter}
 	switch reason {
-	case raftstore.OverloadDestination:
+	case state.OverloadDestination:
 		dest := outbound.RedactURL(breakerDestination(nt))
 		e.Field, e.Key = "destination", dynconfig.KeyTaskMaxDestinationBacklog
 		e.Message = fmt.Sprintf("destination %q of namespace %q has %d or more pending tasks (%s); tasks for other destinations are accepted; retry later",
 			dest, nt.NamespaceID, nt.MaxDestinationBacklog, dynconfig.KeyTaskMaxDestinationBacklog)
-	case raftstore.OverloadPending:
+	case state.OverloadPending:
 		e.Key = dynconfig.KeyTaskMaxPendingTasks
 		e.Message = fmt.Sprintf("the cluster holds %d or more pending tasks (%s); retry later", nt.MaxPendingTasks, dynconfig.KeyTaskMaxPendingTasks)
 	default:
@@ -110,7 +110,7 @@ func (g *submitGuard) overloadError(nt *raftstore.NewTask, reason string) *Error
 }
 
 // breakerDestination is the destination nt's limits count by.
-func breakerDestination(nt *raftstore.NewTask) string {
+func breakerDestination(nt *state.NewTask) string {
 	if nt.DestinationKey != "" {
 		return nt.DestinationKey
 	}

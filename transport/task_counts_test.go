@@ -2,11 +2,10 @@ package transport
 
 import (
 	"fmt"
+	"fusebox/raftstore/state"
 	"net/http"
 	"testing"
 	"time"
-
-	"fusebox/raftstore"
 )
 
 // TestTaskCountsRoute: GET /v1/tasks/_counts counts each destination's
@@ -29,16 +28,16 @@ func TestTaskCountsRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := svc.ShardMap()
-	complete := func(id string, r raftstore.TaskResult) {
+	complete := func(id string, r state.TaskResult) {
 		tk, _ := svc.Task(id)
 		r.TaskID = id
-		if _, err := svc.CompleteTasks(ctx, raftstore.CompleteTasksCommand{Shard: tk.Shard, Epoch: m.Shards[tk.Shard].Epoch, Node: "n1",
-			Results: []raftstore.TaskResult{r}}); err != nil {
+		if _, err := svc.CompleteTasks(ctx, state.CompleteTasksCommand{Shard: tk.Shard, Epoch: m.Shards[tk.Shard].Epoch, Node: "n1",
+			Results: []state.TaskResult{r}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	complete(ids[0], raftstore.TaskResult{Status: raftstore.TaskDLQ, Attempts: 2, Message: "poison"})
-	complete(ids[1], raftstore.TaskResult{Status: raftstore.TaskPending, Attempts: 1, Blocked: 1, NextAttemptAt: time.Now().Add(time.Hour)})
+	complete(ids[0], state.TaskResult{Status: state.TaskDLQ, Attempts: 2, Message: "poison"})
+	complete(ids[1], state.TaskResult{Status: state.TaskPending, Attempts: 1, Blocked: 1, NextAttemptAt: time.Now().Add(time.Hour)})
 
 	got, err := c.TaskCounts(ctx, 0)
 	if err != nil {

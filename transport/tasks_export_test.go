@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"fusebox/raftstore"
 	"fusebox/raftstore/raftstoretest"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 )
 
@@ -33,8 +33,8 @@ func TestTaskExportOnRaftStore(t *testing.T) {
 	}
 	// One task terminal: not exported.
 	done, _ := svc.Task(ids[1])
-	if _, err := svc.CompleteTasks(t.Context(), raftstore.CompleteTasksCommand{Shard: done.Shard, Epoch: svc.ShardMap().Shards[done.Shard].Epoch, Node: "n1",
-		Results: []raftstore.TaskResult{{TaskID: ids[1], Status: raftstore.TaskSucceeded, Attempts: 1}}}); err != nil {
+	if _, err := svc.CompleteTasks(t.Context(), state.CompleteTasksCommand{Shard: done.Shard, Epoch: svc.ShardMap().Shards[done.Shard].Epoch, Node: "n1",
+		Results: []state.TaskResult{{TaskID: ids[1], Status: state.TaskSucceeded, Attempts: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	var got []TaskExport
@@ -75,17 +75,17 @@ type importSvc struct {
 	got []ImportedTask
 }
 
-func (s *importSvc) ImportTasks(_ context.Context, ts []ImportedTask) ([]raftstore.SubmitOutcome, error) {
+func (s *importSvc) ImportTasks(_ context.Context, ts []ImportedTask) ([]state.SubmitOutcome, error) {
 	s.got = append(s.got, ts...)
-	out := make([]raftstore.SubmitOutcome, len(ts))
+	out := make([]state.SubmitOutcome, len(ts))
 	for i, t := range ts {
-		out[i] = raftstore.SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: raftstore.SubmitAccepted}
+		out[i] = state.SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: state.SubmitAccepted}
 	}
 	return out, nil
 }
 
 func newImportHandlers(tb testing.TB) (*taskHandlers, *importSvc) {
-	svc := &importSvc{taskService: &taskService{Store: raftstoretest.SingleNode(tb, "n1", testShards)}}
+	svc := &importSvc{taskService: newTaskService(raftstoretest.SingleNode(tb, "n1", testShards))}
 	svc.max.Store(1) // limits set: an import clears them
 	s := New(Config{}, Deps{}, nil)
 	return &taskHandlers{s: s, svc: svc, guard: newSubmitGuard(svc, nil, s.log)}, svc

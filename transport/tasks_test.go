@@ -17,6 +17,7 @@ import (
 
 	"fusebox/raftstore"
 	"fusebox/raftstore/raftstoretest"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 	"fusebox/transport/outbound"
 )
@@ -27,12 +28,17 @@ const testShards = 4
 // settable backlog limits and data-dir space.
 type taskService struct {
 	*raftstore.Store
+	*state.State // the reads (Store.Reader())
 	max, total  atomic.Int64 // per destination, in all
 	free, floor atomic.Uint64
 	// policy decides destinations (nil allows all); names are the extra
 	// header names to redact.
 	policy *outbound.Policy
 	names  []string
+}
+
+func newTaskService(rs *raftstore.Store) *taskService {
+	return &taskService{Store: rs, State: rs.Reader()}
 }
 
 func (s *taskService) SubmitLimits(string, string) (int, int) {
@@ -59,8 +65,8 @@ func (s *taskService) CheckDestination(ctx context.Context, ns, raw string, allo
 func newTaskServer(t *testing.T) (*taskService, *Client) {
 	t.Helper()
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // runs last
-	svc := &taskService{Store: raftstoretest.SingleNode(t, "n1", testShards)}
-	if _, err := svc.PutEndpoint(t.Context(), raftstore.PutEndpointCommand{Name: "ep", URL: "http://127.0.0.1:9/nexus"}); err != nil {
+	svc := newTaskService(raftstoretest.SingleNode(t, "n1", testShards))
+	if _, err := svc.PutEndpoint(t.Context(), state.PutEndpointCommand{Name: "ep", URL: "http://127.0.0.1:9/nexus"}); err != nil {
 		t.Fatal(err)
 	}
 	s := New(Config{}, Deps{}, nil)
@@ -121,7 +127,7 @@ func TestTaskSubmitGetAndIdempotency(t *testing.T) {
 	if err != nil || dup.TaskID != acc.TaskID || dup.Shard != acc.Shard || !dup.Duplicate {
 		t.Fatalf("duplicate = %+v, %v", dup, err)
 	}
-	if n := len(svc.ListTasks(raftstore.TaskQuery{Limit: 100})); n != 2 {
+	if n := len(svc.ListTasks(state.TaskQuery{Limit: 100})); n != 2 {
 		t.Fatalf("%d tasks stored, want 2", n)
 	}
 	// A Nexus start to a registered endpoint.
@@ -182,7 +188,7 @@ func TestTaskSubmitRejectsBadInputNamingTheField(t *testing.T) {
 	// Unknown JSON fields are named too.
 	err := c.Do(ctx, http.MethodPost, "/v1/tasks", nil, map[string]any{"namespace_id": "ns", "bogus": 1}, nil)
 	wantAPIError(t, err, http.StatusBadRequest, CodeInvalidArgument, "bogus")
-	if n := len(svc.ListTasks(raftstore.TaskQuery{Limit: 10})); n != 0 {
+	if n := len(svc.ListTasks(state.TaskQuery{Limit: 10})); n != 0 {
 		t.Fatalf("%d tasks stored by rejected submits", n)
 	}
 }
@@ -191,7 +197,7 @@ func TestTaskSubmitPayloadLimitAndBacklog(t *testing.T) {
 	svc, c := newTaskServer(t)
 	ctx := t.Context()
 	big := TaskSubmit{NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "nexusoperations.Invocation", Destination: "ep",
-		Request: TaskRequest{Service: "svc", Operation: "op", Input: json.RawMessage(`"` + strings.Repeat("x", raftstore.MaxTaskRequestBytes) + `"`)}}
+		Request: TaskRequest{Service: "svc", Operation: "op", Input: json.RawMessage(`"` + strings.Repeat("x", state.MaxTaskRequestBytes) + `"`)}}
 	_, err := c.SubmitTask(ctx, big)
 	wantAPIError(t, err, http.StatusRequestEntityTooLarge, CodeTooLarge, "request")
 	huge := big
@@ -236,7 +242,7 @@ func TestTaskSubmitPayloadLimitAndBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Results[0].Outcome != OutcomeAccepted || res.Results[1].Outcome != OutcomeOverloaded ||
-		res.Results[1].Reason != raftstore.OverloadDestination || res.RetryAfter != 1 {
+		res.Results[1].Reason != state.OverloadDestination || res.RetryAfter != 1 {
 		t.Fatalf("batch = %+v", res)
 	}
 	_, err = c.SubmitTasks(ctx, []TaskSubmit{callback("ns", "w5")})
@@ -321,8 +327,8 @@ func TestTaskListDLQAndRedrive(t *testing.T) {
 	m := svc.ShardMap()
 	for _, id := range ids[:3] {
 		tk, _ := svc.Task(id)
-		if _, err := svc.CompleteTasks(ctx, raftstore.CompleteTasksCommand{Shard: tk.Shard, Epoch: m.Shards[tk.Shard].Epoch, Node: "n1",
-			Results: []raftstore.TaskResult{{TaskID: id, Status: raftstore.TaskDLQ, Attempts: 2, Unexpected: 5, Message: "poison task: x"}}}); err != nil {
+		if _, err := svc.CompleteTasks(ctx, state.CompleteTasksCommand{Shard: tk.Shard, Epoch: m.Shards[tk.Shard].Epoch, Node: "n1",
+			Results: []state.TaskResult{{TaskID: id, Status: state.TaskDLQ, Attempts: 2, Unexpected: 5, Message: "poison task: x"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -396,16 +402,16 @@ func TestTaskBlockedReadAndListing(t *testing.T) {
 		t.Fatal(err)
 	}
 	until := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
-	complete := func(shard int, r raftstore.TaskResult) {
+	complete := func(shard int, r state.TaskResult) {
 		a := svc.ShardMap().Shards[shard]
-		if _, err := svc.CompleteTasks(ctx, raftstore.CompleteTasksCommand{Shard: shard, Epoch: a.Epoch, Node: a.Owner,
-			Results: []raftstore.TaskResult{r}}); err != nil {
+		if _, err := svc.CompleteTasks(ctx, state.CompleteTasksCommand{Shard: shard, Epoch: a.Epoch, Node: a.Owner,
+			Results: []state.TaskResult{r}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	complete(blocked.Shard, raftstore.TaskResult{TaskID: blocked.TaskID, Status: raftstore.TaskPending, Blocked: 2,
+	complete(blocked.Shard, state.TaskResult{TaskID: blocked.TaskID, Status: state.TaskPending, Blocked: 2,
 		NextAttemptAt: until, Message: "circuit breaker open"})
-	complete(down.Shard, raftstore.TaskResult{TaskID: down.TaskID, Status: raftstore.TaskPending, Attempts: 1,
+	complete(down.Shard, state.TaskResult{TaskID: down.TaskID, Status: state.TaskPending, Attempts: 1,
 		NextAttemptAt: until, Message: "503", HTTPStatus: 503})
 
 	got, err := c.Task(ctx, blocked.TaskID)
@@ -426,7 +432,7 @@ func TestTaskBlockedReadAndListing(t *testing.T) {
 		t.Fatalf("?status=blocked = %+v", list.Tasks)
 	}
 	// Once attempted (here: it succeeded) it is no longer blocked.
-	complete(blocked.Shard, raftstore.TaskResult{TaskID: blocked.TaskID, Status: raftstore.TaskSucceeded, Attempts: 1})
+	complete(blocked.Shard, state.TaskResult{TaskID: blocked.TaskID, Status: state.TaskSucceeded, Attempts: 1})
 	if list, err := c.Tasks(ctx, TaskListQuery{Status: "blocked", Limit: 10}); err != nil || len(list.Tasks) != 0 {
 		t.Fatalf("after success ?status=blocked = %+v, %v", list.Tasks, err)
 	}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 )
 
@@ -179,14 +179,14 @@ type redactNames interface {
 // withRequest, the request with secret header values and URL queries
 // redacted (outbound.Request.Redacted). Nothing read back carries a secret
 // that was submitted; the executor still sends the stored values.
-func toTask(t raftstore.Task, withRequest bool, names redactNames) Task {
+func toTask(t state.Task, withRequest bool, names redactNames) Task {
 	out := Task{
 		ID: t.ID, Shard: t.Shard, NamespaceID: t.NamespaceID, WorkflowID: t.WorkflowID, TaskGroup: t.TaskGroup,
 		Destination: outbound.RedactURL(t.Destination), RequestID: t.RequestID, Status: t.Status, Attempts: t.Attempts,
 		CreatedAt: t.CreatedAt, CompletedAt: t.CompletedAt, OperationID: t.OperationID, Output: t.Output,
 		Deadline: t.Deadline,
 	}
-	if t.Status == raftstore.TaskPending {
+	if t.Status == state.TaskPending {
 		out.NextAttemptAt = t.NextAttemptAt
 	}
 	if t.IsBlocked() {
@@ -204,7 +204,7 @@ func toTask(t raftstore.Task, withRequest bool, names redactNames) Task {
 // redactRequest re-encodes a stored request with its secrets redacted. A
 // request that does not decode (written by another version) is not shown
 // at all: showing it raw could show a secret.
-func redactRequest(t raftstore.Task, names redactNames) json.RawMessage {
+func redactRequest(t state.Task, names redactNames) json.RawMessage {
 	if len(t.Request) == 0 {
 		return nil
 	}

@@ -3,9 +3,8 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"fusebox/raftstore/state"
 	"time"
-
-	"fusebox/raftstore"
 )
 
 // Wire types of moving pending tasks between clusters (issue 18: from the
@@ -70,7 +69,7 @@ type TaskImportResult struct {
 // backlog limits: the tasks were accepted once already) plus its attempts,
 // next attempt and creation time.
 type ImportedTask struct {
-	raftstore.NewTask
+	state.NewTask
 	Attempts      int
 	NextAttemptAt time.Time
 	CreatedAt     time.Time
@@ -80,5 +79,5 @@ type ImportedTask struct {
 // (the node's postgres store). Without it POST /v1/tasks:import answers
 // 409: this cluster's store cannot take tasks with their own ids.
 type TaskImporter interface {
-	ImportTasks(ctx context.Context, ts []ImportedTask) ([]raftstore.SubmitOutcome, error)
+	ImportTasks(ctx context.Context, ts []ImportedTask) ([]state.SubmitOutcome, error)
 }

@@ -12,8 +12,8 @@ import (
 	"unicode/utf8"
 
 	"fusebox/breakerpool"
-	"fusebox/raftstore"
 	"fusebox/raftstore/raftstoretest"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -46,11 +46,11 @@ func rawCall(t *testing.T, base, method, path string, body []byte, hdr map[strin
 // naming the field, and nothing is stored.
 func TestInvalidUTF8IsRefusedNamingTheField(t *testing.T) {
 	store := raftstoretest.SingleNode(t, "n1", testShards)
-	svc := &taskService{Store: store}
-	if _, err := store.PutEndpoint(t.Context(), raftstore.PutEndpointCommand{Name: "ep", URL: "http://127.0.0.1:9/nexus"}); err != nil {
+	svc := newTaskService(store)
+	if _, err := store.PutEndpoint(t.Context(), state.PutEndpointCommand{Name: "ep", URL: "http://127.0.0.1:9/nexus"}); err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{}, Deps{Store: store, Breakers: noBreakers{}}, nil)
+	s := New(Config{}, Deps{Store: store, State: store.Reader(), Breakers: noBreakers{}}, nil)
 	s.taskRoutes(svc)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
@@ -91,13 +91,13 @@ func TestInvalidUTF8IsRefusedNamingTheField(t *testing.T) {
 			}
 		})
 	}
-	if n := len(store.Config()); n != 0 {
+	if n := len(store.Reader().Config()); n != 0 {
 		t.Fatalf("%d config entries stored", n)
 	}
-	if _, ok := store.Endpoint("ep-\uFFFD"); ok {
+	if _, ok := store.Reader().Endpoint("ep-\uFFFD"); ok {
 		t.Fatal("endpoint stored under a U+FFFD name")
 	}
-	if f := store.ForcedBreakers(); len(f) != 0 {
+	if f := store.Reader().ForcedBreakers(); len(f) != 0 {
 		t.Fatalf("forced breakers stored: %+v", f)
 	}
 
@@ -222,15 +222,15 @@ func TestShardCloseNeedsEpochOrForce(t *testing.T) {
 // task_group and is not stored; Store.ForceBreaker refuses it as well.
 func TestForceUnknownTaskGroupRefused(t *testing.T) {
 	store := raftstoretest.SingleNode(t, "n1", testShards)
-	_, c := newTestServer(t, Config{}, Deps{Store: store, Breakers: noBreakers{}})
+	_, c := newTestServer(t, Config{}, Deps{Store: store, State: store.Reader(), Breakers: noBreakers{}})
 	err := c.Do(t.Context(), http.MethodPost, "/v1/breakers/force", nil,
 		BreakerForce{TaskGroup: "zz", Namespace: "ns", Destination: "d", Mode: "open"}, nil)
 	wantAPIError(t, err, http.StatusBadRequest, CodeInvalidArgument, "task_group")
-	_, _, err = store.ForceBreaker(t.Context(), raftstore.ForceBreakerCommand{TaskGroup: "zz", NamespaceID: "ns", Destination: "d", Mode: raftstore.ForceOpen})
-	if !errors.Is(err, raftstore.ErrInvalidArgument) || raftstore.AsError(err).Field != "task_group" {
+	_, _, err = store.ForceBreaker(t.Context(), state.ForceBreakerCommand{TaskGroup: "zz", NamespaceID: "ns", Destination: "d", Mode: state.ForceOpen})
+	if !errors.Is(err, state.ErrInvalidArgument) || state.AsError(err).Field != "task_group" {
 		t.Fatalf("Store.ForceBreaker: %v; want invalid_argument on task_group", err)
 	}
-	if f := store.ForcedBreakers(); len(f) != 0 {
+	if f := store.Reader().ForcedBreakers(); len(f) != 0 {
 		t.Fatalf("stored: %+v", f)
 	}
 	err = c.Do(t.Context(), http.MethodPost, "/v1/breakers/force", nil,

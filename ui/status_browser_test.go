@@ -21,7 +21,7 @@ import (
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/node"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 	"fusebox/ui"
@@ -230,7 +230,7 @@ func deadLetterTask(t *testing.T, api *transport.Client) string {
 	allow(`[{"Pattern":"hooks.example.com"}]`)
 	testwait.For(t, 45*time.Second, "the task to be dead-lettered", func() bool {
 		tk, err := api.Task(ctx, acc.TaskID)
-		return err == nil && tk.Status == raftstore.TaskDLQ
+		return err == nil && tk.Status == state.TaskDLQ
 	})
 	_, port, _ := net.SplitHostPort(d.Addr())
 	return ns + "/http://127.0.0.1:" + port

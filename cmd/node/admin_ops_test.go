@@ -3,12 +3,11 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"fusebox/raftstore/state"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"fusebox/raftstore"
 )
 
 // The snapshot commands end to end on a real node: save, inspect, restore
@@ -62,7 +61,7 @@ func TestAdminRaftOpsAndUsageExitCodes(t *testing.T) {
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetArgs([]string{"version", "--addr", h.n.HTTPAddr()})
-	wantLogV := fmt.Sprintf(" %d\n", raftstore.BuildLogVersion()) // the LOG VERSION column
+	wantLogV := fmt.Sprintf(" %d\n", state.BuildLogVersion()) // the LOG VERSION column
 	if err := root.ExecuteContext(h.ctx); err != nil || !strings.Contains(out.String(), "n1") || !strings.Contains(out.String(), "test") || !strings.Contains(out.String(), wantLogV) {
 		t.Fatalf("version --addr: %v\n%s", err, out.String())
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 )
 
@@ -46,7 +46,7 @@ func submitAndWait(cmd *cobra.Command, o *adminOpts, body transport.TaskSubmit) 
 	if perr := o.print(cmd.OutOrStdout(), t, func(tw *tabwriter.Writer) { taskDetail(tw, t) }); perr != nil {
 		return perr
 	}
-	if t.Status != raftstore.TaskSucceeded {
+	if t.Status != state.TaskSucceeded {
 		return &exitError{code: exitTaskFailed, msg: fmt.Sprintf("task %s %s after %d attempts%s", t.ID, t.Status, t.Attempts, answerSuffix(t))}
 	}
 	return nil
@@ -71,7 +71,7 @@ func followTask(ctx context.Context, c *transport.Client, id string, onChange fu
 			onChange(t)
 		}
 		last, seen = t, true
-		if t.Status != raftstore.TaskPending {
+		if t.Status != state.TaskPending {
 			return t, nil
 		}
 		select {
@@ -106,7 +106,7 @@ func watchRedriven(cmd *cobra.Command, o *adminOpts, ids []string) error {
 	for {
 		counts := map[string]int{}
 		for _, id := range ids {
-			if s := status[id]; s != "" && s != raftstore.TaskPending {
+			if s := status[id]; s != "" && s != state.TaskPending {
 				counts[s]++
 				continue
 			}
@@ -120,8 +120,8 @@ func watchRedriven(cmd *cobra.Command, o *adminOpts, ids []string) error {
 			status[id] = t.Status
 			counts[t.Status]++
 		}
-		tally := fmt.Sprintf("pending %d, succeeded %d, failed %d, dlq %d", counts[raftstore.TaskPending],
-			counts[raftstore.TaskSucceeded], counts[raftstore.TaskFailed], counts[raftstore.TaskDLQ])
+		tally := fmt.Sprintf("pending %d, succeeded %d, failed %d, dlq %d", counts[state.TaskPending],
+			counts[state.TaskSucceeded], counts[state.TaskFailed], counts[state.TaskDLQ])
 		if tally != last {
 			fmt.Fprintf(progress, "redriven tasks: %s\n", tally)
 			last = tally
@@ -129,8 +129,8 @@ func watchRedriven(cmd *cobra.Command, o *adminOpts, ids []string) error {
 		if ctx.Err() != nil {
 			return &exitError{code: exitWaitTimeout, msg: fmt.Sprintf("--timeout %v passed while following %d redriven tasks (%s)", o.timeout, len(ids), tally)}
 		}
-		if counts[raftstore.TaskPending] == 0 {
-			if bad := counts[raftstore.TaskFailed] + counts[raftstore.TaskDLQ]; bad > 0 {
+		if counts[state.TaskPending] == 0 {
+			if bad := counts[state.TaskFailed] + counts[state.TaskDLQ]; bad > 0 {
 				return &exitError{code: exitTaskFailed, msg: fmt.Sprintf("%d of %d redriven tasks did not succeed (%s); fusebox admin dlq list shows why", bad, len(ids), tally)}
 			}
 			return nil

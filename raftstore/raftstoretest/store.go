@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -49,7 +50,7 @@ func SingleNode(t testing.TB, nodeID string, shards int) *raftstore.Store {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if _, err := s.SetShardCount(ctx, raftstore.SetShardCountCommand{Count: shards}); err != nil {
+	if _, err := s.SetShardCount(ctx, state.SetShardCountCommand{Count: shards}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := shardmap.New(shards)
@@ -60,7 +61,7 @@ func SingleNode(t testing.TB, nodeID string, shards int) *raftstore.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx, err := s.CommitShardMap(ctx, raftstore.CommitShardMapCommand{PrevVersion: 0, Map: m})
+	idx, err := s.CommitShardMap(ctx, state.CommitShardMapCommand{PrevVersion: 0, Map: m})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/hashicorp/raft"
 
 	"fusebox/shardmap"
 )
@@ -141,7 +140,7 @@ func TestBinaryAndJSONTaskEntriesAgree(t *testing.T) {
 			if i%2 == 0 {
 				reqID = fmt.Sprintf("req-%d", i) // dedup rows hold the results
 			}
-			res := x.f.Apply(&raft.Log{Index: x.idx, Type: raft.LogCommand, Data: EncodeEntry(cmd, reqID)}).(*ApplyResult)
+			res := x.f.Apply(x.idx, EncodeEntry(cmd, reqID))
 			b, _ := json.Marshal(res)
 			results[bin] = append(results[bin], string(b))
 		}
@@ -150,7 +149,7 @@ func TestBinaryAndJSONTaskEntriesAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		if err := snap.(*fsmSnapshot).writeTo(&buf); err != nil {
+		if err := snap.Persist(&buf); err != nil {
 			t.Fatal(err)
 		}
 		snaps[bin] = buf.Bytes()
@@ -385,7 +384,7 @@ func TestBinaryTaskEntryHaltsAnOlderLogVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old.Apply(&raft.Log{Index: 1, Data: EncodeEntry(cmd, "")})
+	old.Apply(1, EncodeEntry(cmd, ""))
 	wantHalted(t, old, 1, "command type 20 (submit_tasks_bin", fmt.Sprintf("log version %d", LogVersionTasksBin-1))
 }
 

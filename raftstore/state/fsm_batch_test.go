@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
-
-	"github.com/hashicorp/raft"
 )
 
 // batchLogs builds a log sequence with config writes, a duplicate request id,
 // a raft configuration entry and, at failAt, a command the FSM refuses.
-func batchLogs(t *testing.T, n, failAt int) []*raft.Log {
+func batchLogs(t *testing.T, n, failAt int) []Entry {
 	t.Helper()
-	var logs []*raft.Log
+	var logs []Entry
 	for i := 1; i <= n; i++ {
 		var cmd []byte
 		var err error
@@ -22,7 +20,7 @@ func batchLogs(t *testing.T, n, failAt int) []*raft.Log {
 		case i == failAt:
 			cmd, err = EncodeCommand(MsgPutEndpoint, PutEndpointCommand{CommandMeta: meta0, Name: "bad name!", URL: "http://127.0.0.1:1/"})
 		case i%7 == 0:
-			logs = append(logs, &raft.Log{Index: uint64(i), Type: raft.LogConfiguration})
+			logs = append(logs, Entry{Index: uint64(i)})
 			continue
 		case i%5 == 0:
 			reqID = "req-1" // a retry of the first command: applies once
@@ -33,7 +31,7 @@ func batchLogs(t *testing.T, n, failAt int) []*raft.Log {
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs = append(logs, &raft.Log{Index: uint64(i), Type: raft.LogCommand, Data: EncodeEntry(cmd, reqID)})
+		logs = append(logs, Entry{Index: uint64(i), Command: true, Data: EncodeEntry(cmd, reqID)})
 	}
 	return logs
 }
@@ -45,19 +43,19 @@ func TestApplyBatchMatchesSingleApply(t *testing.T) {
 	for _, failAt := range []int{0, 3, 20} {
 		logs := batchLogs(t, 40, failAt)
 		single := newTestFSM(t, StateOptions{})
-		var want []any
+		var want []*ApplyResult
 		for _, l := range logs {
-			if l.Type != raft.LogCommand {
+			if !l.Command {
 				want = append(want, nil)
 				continue
 			}
-			want = append(want, single.Apply(l))
+			want = append(want, single.Apply(l.Index, l.Data))
 		}
 		wantSnap := snapshotBytes(t, single)
 		for _, size := range []int{1, 2, 7, 64} {
 			t.Run(fmt.Sprintf("fail=%d/batch=%d", failAt, size), func(t *testing.T) {
 				f := newTestFSM(t, StateOptions{})
-				var got []any
+				var got []*ApplyResult
 				for i := 0; i < len(logs); i += size {
 					got = append(got, f.ApplyBatch(logs[i:min(i+size, len(logs))])...)
 				}

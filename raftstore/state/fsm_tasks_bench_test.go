@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"fusebox/shardmap"
 )
 
@@ -68,7 +66,7 @@ type lifecycleDriver struct {
 	bin     bool
 	f       *FSM
 	idx     uint64
-	pending []*raft.Log
+	pending []Entry
 	epochs  []uint64
 	at      time.Time
 	done    int
@@ -128,7 +126,7 @@ func (d *lifecycleDriver) add(typ MessageType, payload any) {
 		d.b.Fatal(err)
 	}
 	d.idx++
-	d.pending = append(d.pending, &raft.Log{Index: d.idx, Type: raft.LogCommand, Data: EncodeEntry(cmd, "")})
+	d.pending = append(d.pending, Entry{Index: d.idx, Command: true, Data: EncodeEntry(cmd, "")})
 	if len(d.pending) == lifecycleApplyBatch {
 		d.flush()
 	}
@@ -158,8 +156,8 @@ func (d *lifecycleDriver) flush() {
 	out := d.f.ApplyBatch(d.pending)
 	d.applying += time.Since(start)
 	for i, r := range out {
-		if res, ok := r.(*ApplyResult); ok && res.Err != nil {
-			d.b.Fatalf("entry %d: %v", d.pending[i].Index, res.Err)
+		if r != nil && r.Err != nil {
+			d.b.Fatalf("entry %d: %v", d.pending[i].Index, r.Err)
 		}
 	}
 	d.pending = d.pending[:0]
@@ -199,7 +197,7 @@ func benchmarkFSMTaskMemory(b *testing.B, bin bool) {
 			b.Fatal(err)
 		}
 		idx++
-		if res, ok := f.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: EncodeEntry(cmd, "")}})[0].(*ApplyResult); ok && res.Err != nil {
+		if res := f.ApplyBatch([]Entry{{Index: idx, Command: true, Data: EncodeEntry(cmd, "")}})[0]; res != nil && res.Err != nil {
 			b.Fatal(res.Err)
 		}
 	}
@@ -224,4 +222,12 @@ func benchmarkFSMTaskMemory(b *testing.B, bin bool) {
 	}
 	b.ReportMetric(float64(heap()-before)/float64(b.N), "bytes/task")
 	runtime.KeepAlive(f)
+}
+
+func mustNewMapB(b *testing.B, n int) *shardmap.Map {
+	m, err := shardmap.New(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
 }

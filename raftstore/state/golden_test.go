@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite raftstore/testdata golden files")
@@ -77,7 +75,7 @@ func TestGoldenEntries(t *testing.T) {
 			writeGolden(t, name+".entry", EncodeEntry(cmd, fmt.Sprintf("golden-%d", i)))
 		}
 		data := readGolden(t, name+".entry")
-		res := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: data}).(*ApplyResult)
+		res := f.Apply(uint64(i+1), data)
 		got, _ := json.Marshal(res)
 		if *updateGolden {
 			writeGolden(t, name+".result.json", got)
@@ -101,13 +99,13 @@ func TestGoldenEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 		var b bytes.Buffer
-		if err := snap.(*fsmSnapshot).writeTo(&b); err != nil {
+		if err := snap.Persist(&b); err != nil {
 			t.Fatal(err)
 		}
 		writeGolden(t, snapPath, b.Bytes())
 	}
 	g := newTestFSM(t, StateOptions{})
-	if err := g.Restore(nopCloser{bytes.NewReader(readGolden(t, snapPath))}); err != nil {
+	if err := g.Restore(bytes.NewReader(readGolden(t, snapPath))); err != nil {
 		t.Fatalf("golden snapshot: %v", err)
 	}
 	if g.AppliedIndex() != f.AppliedIndex() {
@@ -132,10 +130,6 @@ func goldenEncode(t MessageType, payload any) ([]byte, error) {
 	}
 	return EncodeCommand(t, payload)
 }
-
-type nopCloser struct{ *bytes.Reader }
-
-func (nopCloser) Close() error { return nil }
 
 func writeGolden(t *testing.T, path string, b []byte) {
 	t.Helper()

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/hashicorp/raft"
 )
 
 func wantHalted(t *testing.T, f *FSM, index uint64, parts ...string) {
@@ -30,7 +28,7 @@ func wantHalted(t *testing.T, f *FSM, index uint64, parts ...string) {
 func TestUnknownTypeHaltsTheFSM(t *testing.T) {
 	f := newTestFSM(t, StateOptions{})
 	mustOK(t, applyCmd(t, f, 1, MsgSetConfig, SetConfigCommand{CommandMeta: meta0, Key: "a", Value: json.RawMessage(`{}`)}, ""))
-	r := f.Apply(&raft.Log{Index: 2, Data: EncodeEntry([]byte{100, '{', '}'}, "req-2")}).(*ApplyResult)
+	r := f.Apply(2, EncodeEntry([]byte{100, '{', '}'}, "req-2"))
 	if r.Err == nil || r.Err.Code != CodeInternal {
 		t.Fatalf("result = %+v", r)
 	}
@@ -51,7 +49,7 @@ func TestUnknownTypeHaltsTheFSM(t *testing.T) {
 
 func TestUnknownEntryVersionHaltsTheFSM(t *testing.T) {
 	f := newTestFSM(t, StateOptions{})
-	f.Apply(&raft.Log{Index: 7, Data: []byte{99, 0, byte(MsgSync)}})
+	f.Apply(7, []byte{99, 0, byte(MsgSync)})
 	wantHalted(t, f, 7, "entry version 99")
 }
 
@@ -69,7 +67,7 @@ func TestNewerTypeHaltsAnOlderLogVersion(t *testing.T) {
 func TestIgnorableUnknownTypeIsSkipped(t *testing.T) {
 	f := newTestFSM(t, StateOptions{})
 	typ := IgnorableFlag | 5
-	r := f.Apply(&raft.Log{Index: 1, Data: EncodeEntry([]byte{byte(typ), '{', '}'}, "req-1")}).(*ApplyResult)
+	r := f.Apply(1, EncodeEntry([]byte{byte(typ), '{', '}'}, "req-1"))
 	mustOK(t, r)
 	if f.HaltErr() != nil || f.AppliedIndex() != 1 {
 		t.Fatalf("halt %v, applied %d", f.HaltErr(), f.AppliedIndex())
@@ -85,12 +83,12 @@ func TestIgnorableUnknownTypeIsSkipped(t *testing.T) {
 // applied, the ones after it are not.
 func TestApplyBatchStopsAtTheHalt(t *testing.T) {
 	f := newTestFSM(t, StateOptions{})
-	entry := func(i uint64, key string) *raft.Log {
+	entry := func(i uint64, key string) Entry {
 		cmd, _ := EncodeCommand(MsgSetConfig, SetConfigCommand{CommandMeta: meta0, Key: key, Value: json.RawMessage(`{}`)})
-		return &raft.Log{Index: i, Type: raft.LogCommand, Data: EncodeEntry(cmd, "")}
+		return Entry{Index: i, Command: true, Data: EncodeEntry(cmd, "")}
 	}
-	logs := []*raft.Log{entry(1, "a"), entry(2, "b"),
-		{Index: 3, Type: raft.LogCommand, Data: EncodeEntry([]byte{77, '{', '}'}, "")}, entry(4, "d")}
+	logs := []Entry{entry(1, "a"), entry(2, "b"),
+		{Index: 3, Command: true, Data: EncodeEntry([]byte{77, '{', '}'}, "")}, entry(4, "d")}
 	out := f.ApplyBatch(logs)
 	wantHalted(t, f, 3, "command type 77")
 	if f.AppliedIndex() != 2 {
@@ -101,7 +99,7 @@ func TestApplyBatchStopsAtTheHalt(t *testing.T) {
 		if want := i < 2; key != "" && ok != want {
 			t.Fatalf("entry %q written = %v", key, ok)
 		}
-		if r := out[i].(*ApplyResult); (r.Err == nil) != (i < 2) {
+		if r := out[i]; (r.Err == nil) != (i < 2) {
 			t.Fatalf("result %d = %+v", i, r)
 		}
 	}

@@ -35,7 +35,7 @@ const (
 	LogVersion = LogVersionTasksBin
 )
 
-// logVersionStamp, set with -ldflags "-X fusebox/raftstore.logVersionStamp=N",
+// logVersionStamp, set with -ldflags "-X fusebox/raftstore/state.logVersionStamp=N",
 // makes a build behave as one of log version N: it advertises N, proposes
 // and applies only the types of N. Tests build a node "of an older release"
 // this way; releases leave it empty.

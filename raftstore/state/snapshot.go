@@ -56,11 +56,11 @@ func (s *State) snapshotAt(applied uint64) *Snapshot {
 // applied (an operator's restore re-encodes a parsed snapshot at the index
 // raft will restore it at).
 func (s *State) WriteSnapshot(w io.Writer, applied uint64) error {
-	return s.snapshotAt(applied).WriteTo(w)
+	return s.snapshotAt(applied).Persist(w)
 }
 
-// WriteTo writes the snapshot stream: JSON lines, header first.
-func (s *Snapshot) WriteTo(w io.Writer) error {
+// Persist writes the snapshot stream: JSON lines, header first.
+func (s *Snapshot) Persist(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	if err := enc.Encode(snapshotHeader{Format: snapshotFormat, Version: SnapshotVersion, Applied: s.applied}); err != nil {

@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"io"
 	"testing"
 )
 
@@ -25,12 +24,12 @@ func FuzzRestoreSnapshot(f *testing.F) {
 	f.Add([]byte(`{"format":"other","version":1}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		first := newTestFSM(t, StateOptions{})
-		if err := first.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		if err := first.Restore(bytes.NewReader(data)); err != nil {
 			return
 		}
 		canon := snapshotBytes(t, first)
 		second := newTestFSM(t, StateOptions{})
-		if err := second.Restore(io.NopCloser(bytes.NewReader(canon))); err != nil {
+		if err := second.Restore(bytes.NewReader(canon)); err != nil {
 			t.Fatalf("a snapshot of an accepted stream is refused: %v", err)
 		}
 		if again := snapshotBytes(t, second); !bytes.Equal(again, canon) {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/hashicorp/raft"
-
 	"fusebox/shardmap"
 )
 
@@ -28,7 +26,7 @@ func BenchmarkDestinationCounts(b *testing.B) {
 			b.Fatal(err)
 		}
 		idx++
-		if res, ok := f.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: EncodeEntry(cmd, "")}})[0].(*ApplyResult); ok && res.Err != nil {
+		if res := f.ApplyBatch([]Entry{{Index: idx, Command: true, Data: EncodeEntry(cmd, "")}})[0]; res != nil && res.Err != nil {
 			b.Fatal(res.Err)
 		}
 	}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -52,7 +50,7 @@ func applyCmd(t *testing.T, f *FSM, index uint64, typ MessageType, payload any, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f.Apply(&raft.Log{Index: index, Data: EncodeEntry(cmd, reqID)}).(*ApplyResult)
+	return f.Apply(index, EncodeEntry(cmd, reqID))
 }
 
 func mustOK(t *testing.T, r *ApplyResult) {
@@ -310,9 +308,9 @@ func TestSubscribeWakesOnlyTouchedTables(t *testing.T) {
 // entry versions halt it: halt_test.go.)
 func TestMalformedCommands(t *testing.T) {
 	f := newTestFSM(t, StateOptions{})
-	r := f.Apply(&raft.Log{Index: 1, Data: EncodeEntry([]byte{byte(MsgSetConfig), 'x'}, "")}).(*ApplyResult)
+	r := f.Apply(1, EncodeEntry([]byte{byte(MsgSetConfig), 'x'}, ""))
 	wantCode(t, r, CodeInvalidArgument, "command")
-	r = f.Apply(&raft.Log{Index: 2, Data: []byte{entryVersion, 0xff}}).(*ApplyResult)
+	r = f.Apply(2, []byte{entryVersion, 0xff})
 	wantCode(t, r, CodeInvalidArgument, "command")
 	if f.AppliedIndex() != 2 || f.HaltErr() != nil {
 		t.Fatalf("applied index = %d, halt %v", f.AppliedIndex(), f.HaltErr())

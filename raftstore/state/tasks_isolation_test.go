@@ -3,7 +3,6 @@ package state
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"testing"
 	"time"
 )
@@ -91,7 +90,7 @@ func TestSubmitTasksDestinationBacklog(t *testing.T) {
 	// same ones.
 	data := snapshotBytes(t, x.f)
 	dst := newTestFSM(t, StateOptions{})
-	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+	if err := dst.Restore(bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []struct{ ns, d string }{{"ns", a}, {"ns", b}, {"ns2", a}, {"ns", "http://c.example"}, {"ns", nk.Destination}} {

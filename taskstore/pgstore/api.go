@@ -3,14 +3,13 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"fusebox/raftstore/state"
 	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"fusebox/raftstore"
 )
 
 // The API's reads and writes beyond the queue's (the task routes, the DLQ,
@@ -18,10 +17,10 @@ import (
 // suite (taskstore/storetest) holds both stores to them.
 
 // ListTasksPage returns tasks in id order matching q (shard, status —
-// raftstore.TaskStatusBlocked for the blocked pending tasks —, after an
+// state.TaskStatusBlocked for the blocked pending tasks —, after an
 // id), at most q.Limit, and the next page's cursor: the last id when the
 // page is full, else empty (as the raft store pages).
-func (s *Store) ListTasksPage(ctx context.Context, q raftstore.TaskQuery) ([]raftstore.Task, string, error) {
+func (s *Store) ListTasksPage(ctx context.Context, q state.TaskQuery) ([]state.Task, string, error) {
 	if q.Limit <= 0 {
 		return nil, "", nil
 	}
@@ -33,7 +32,7 @@ func (s *Store) ListTasksPage(ctx context.Context, q raftstore.TaskQuery) ([]raf
 	}
 	switch q.Status {
 	case "":
-	case raftstore.TaskStatusBlocked:
+	case state.TaskStatusBlocked:
 		where = append(where, "status = 'pending' AND blocked > 0")
 	default:
 		where = append(where, "status = "+arg(q.Status))
@@ -47,7 +46,7 @@ func (s *Store) ListTasksPage(ctx context.Context, q raftstore.TaskQuery) ([]raf
 		return nil, "", err
 	}
 	defer rows.Close()
-	var out []raftstore.Task
+	var out []state.Task
 	for rows.Next() {
 		t, err := scanTask(rows)
 		if err != nil {
@@ -67,17 +66,17 @@ func (s *Store) ListTasksPage(ctx context.Context, q raftstore.TaskQuery) ([]raf
 // Redrive moves dead-lettered tasks back to pending, due at `at`, with
 // their attempt counts reset and their schedule-to-close deadline started
 // again: the tasks ids (others and unknown ids are passed over), or with
-// all the first raftstore.MaxRedriveBatch in id order (More set when
+// all the first state.MaxRedriveBatch in id order (More set when
 // there are others). Like the raft store's redrive it is not fenced: a
 // dead-lettered task has no owner write in flight.
-func (s *Store) Redrive(ctx context.Context, ids []string, all bool, at time.Time) (raftstore.RedriveOutcome, error) {
+func (s *Store) Redrive(ctx context.Context, ids []string, all bool, at time.Time) (state.RedriveOutcome, error) {
 	at = micro(at)
-	out := raftstore.RedriveOutcome{Redriven: []string{}}
+	out := state.RedriveOutcome{Redriven: []string{}}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		out = raftstore.RedriveOutcome{Redriven: []string{}}
+		out = state.RedriveOutcome{Redriven: []string{}}
 		pick := ids
 		if all {
-			rows, err := tx.Query(ctx, `SELECT id FROM fusebox_tasks WHERE status = 'dlq' ORDER BY id LIMIT $1`, raftstore.MaxRedriveBatch+1)
+			rows, err := tx.Query(ctx, `SELECT id FROM fusebox_tasks WHERE status = 'dlq' ORDER BY id LIMIT $1`, state.MaxRedriveBatch+1)
 			if err != nil {
 				return err
 			}
@@ -85,8 +84,8 @@ func (s *Store) Redrive(ctx context.Context, ids []string, all bool, at time.Tim
 			if err != nil {
 				return err
 			}
-			if len(pick) > raftstore.MaxRedriveBatch {
-				pick, out.More = pick[:raftstore.MaxRedriveBatch], true
+			if len(pick) > state.MaxRedriveBatch {
+				pick, out.More = pick[:state.MaxRedriveBatch], true
 			}
 		}
 		if len(pick) == 0 {
@@ -106,7 +105,7 @@ RETURNING id`, pick, at)
 		return err
 	})
 	if err != nil {
-		return raftstore.RedriveOutcome{}, err
+		return state.RedriveOutcome{}, err
 	}
 	slices.Sort(out.Redriven)
 	if out.Redriven == nil {
@@ -138,8 +137,8 @@ func (s *Store) ShardStats(ctx context.Context, shard int) (backlog int, oldest 
 // ones stay, as in the raft store) completed before `before` (oldest first); more is true when it
 // stopped at limit.
 func (s *Store) Collect(ctx context.Context, before time.Time, limit int) (deleted int, more bool, err error) {
-	if limit <= 0 || limit > raftstore.MaxCollectBatch {
-		limit = raftstore.MaxCollectBatch
+	if limit <= 0 || limit > state.MaxCollectBatch {
+		limit = state.MaxCollectBatch
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM fusebox_tasks WHERE id IN (
     SELECT id FROM fusebox_tasks WHERE status IN ('succeeded', 'failed') AND completed_at < $1
@@ -166,7 +165,7 @@ func (s *Store) RunCollector(ctx context.Context, interval time.Duration, retent
 		}
 		before := time.Now().Add(-retention())
 		for {
-			n, more, err := s.Collect(ctx, before, raftstore.MaxCollectBatch)
+			n, more, err := s.Collect(ctx, before, state.MaxCollectBatch)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("task collection failed", "err", err)

@@ -4,14 +4,14 @@ import (
 	"encoding/json"
 
 	"fusebox/queue"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 )
 
 // toQueueTask converts a row as node.TaskStore does: a request that no
 // longer decodes is handed over with a task group that cannot match, so
 // the queue dead-letters it as poison with the reason.
-func toQueueTask(t *raftstore.Task) queue.Task {
+func toQueueTask(t *state.Task) queue.Task {
 	var req outbound.Request
 	if err := json.Unmarshal(t.Request, &req); err != nil {
 		msg := err.Error()

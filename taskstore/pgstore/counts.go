@@ -3,9 +3,8 @@ package pgstore
 import (
 	"cmp"
 	"context"
+	"fusebox/raftstore/state"
 	"slices"
-
-	"fusebox/raftstore"
 )
 
 // DestinationCounts is the status page's tasks per destination (GET
@@ -16,7 +15,7 @@ import (
 // bounded scan; partial is true when it stopped there, and every count is
 // then a lower bound (the raft store's Pending stays exact, from its
 // counters: the database has none to read).
-func (s *Store) DestinationCounts(ctx context.Context, maxScan int) ([]raftstore.DestinationCount, bool, error) {
+func (s *Store) DestinationCounts(ctx context.Context, maxScan int) ([]state.DestinationCount, bool, error) {
 	if maxScan <= 0 {
 		return nil, false, nil
 	}
@@ -35,11 +34,11 @@ GROUP BY namespace_id, dest`, maxScan)
 	}
 	defer rows.Close()
 	var (
-		out     []raftstore.DestinationCount
+		out     []state.DestinationCount
 		scanned int64
 	)
 	for rows.Next() {
-		var c raftstore.DestinationCount
+		var c state.DestinationCount
 		var pending, blocked, dlq, n int64
 		if err := rows.Scan(&c.Namespace, &c.Destination, &pending, &blocked, &dlq, &n); err != nil {
 			return nil, false, err
@@ -51,7 +50,7 @@ GROUP BY namespace_id, dest`, maxScan)
 	if err := rows.Err(); err != nil {
 		return nil, false, err
 	}
-	slices.SortFunc(out, func(a, b raftstore.DestinationCount) int {
+	slices.SortFunc(out, func(a, b state.DestinationCount) int {
 		if c := cmp.Compare(b.Pending+b.DLQ, a.Pending+a.DLQ); c != 0 {
 			return c
 		}

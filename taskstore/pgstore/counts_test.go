@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"fusebox/queue"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 )
 
 // The status page's counts per destination, from real rows: pending (a
@@ -16,11 +16,11 @@ func TestDestinationCounts(t *testing.T) {
 	s := openTest(t)
 	ctx := t.Context()
 	now := time.Now().UTC()
-	task := func(id, dest, key string) raftstore.NewTask {
-		return raftstore.NewTask{ID: id, Shard: 0, NamespaceID: "ns", WorkflowID: id, TaskGroup: "callbacks.Invocation",
+	task := func(id, dest, key string) state.NewTask {
+		return state.NewTask{ID: id, Shard: 0, NamespaceID: "ns", WorkflowID: id, TaskGroup: "callbacks.Invocation",
 			Destination: dest, DestinationKey: key, Request: json.RawMessage(`{}`)}
 	}
-	if _, err := s.Submit(ctx, []raftstore.NewTask{
+	if _, err := s.Submit(ctx, []state.NewTask{
 		task("a1", "http://a/cb?x=1", "http://a"), task("a2", "http://a/cb?x=2", "http://a"), task("a3", "http://a/cb?x=3", "http://a"),
 		task("b1", "endpoint-b", ""), task("b2", "endpoint-b", ""),
 	}, now); err != nil {
@@ -39,7 +39,7 @@ func TestDestinationCounts(t *testing.T) {
 	if err != nil || partial {
 		t.Fatalf("counts: %v (partial %v)", err, partial)
 	}
-	want := []raftstore.DestinationCount{
+	want := []state.DestinationCount{
 		{Namespace: "ns", Destination: "http://a", Pending: 3, Blocked: 1},
 		{Namespace: "ns", Destination: "endpoint-b", Pending: 1, DLQ: 1},
 	}

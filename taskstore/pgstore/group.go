@@ -3,10 +3,9 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fusebox/raftstore/state"
 	"sync"
 	"time"
-
-	"fusebox/raftstore"
 )
 
 // Group commit of submits. A submit through the API is one small
@@ -31,9 +30,9 @@ const maxGroupTasks = 2000
 const groupTimeout = 30 * time.Second
 
 type submitCall struct {
-	tasks []raftstore.NewTask
+	tasks []state.NewTask
 	at    time.Time
-	out   []raftstore.SubmitOutcome
+	out   []state.SubmitOutcome
 	err   error
 	done  chan struct{} // closed when out and err are set
 	lead  chan struct{} // receives when this call is to lead the next group
@@ -45,7 +44,7 @@ type submitGroup struct {
 	leading bool // a caller is running a group or has been handed the lead
 }
 
-func (g *submitGroup) submit(ctx context.Context, s *Store, tasks []raftstore.NewTask, at time.Time) ([]raftstore.SubmitOutcome, error) {
+func (g *submitGroup) submit(ctx context.Context, s *Store, tasks []state.NewTask, at time.Time) ([]state.SubmitOutcome, error) {
 	c := &submitCall{tasks: tasks, at: at, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
@@ -92,7 +91,7 @@ func (g *submitGroup) handOff() {
 // runGroup commits calls' tasks in one transaction and gives each call its
 // outcomes (or the error).
 func (s *Store) runGroup(ctx context.Context, calls []*submitCall, n int) {
-	tasks := make([]raftstore.NewTask, 0, n)
+	tasks := make([]state.NewTask, 0, n)
 	ats := make([]time.Time, 0, n)
 	for _, c := range calls {
 		tasks = append(tasks, c.tasks...)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"fusebox/internal/pgtest"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 )
 
 // Concurrent submits are committed in groups and each caller gets its own
@@ -22,20 +22,20 @@ func TestSubmitGroupsConcurrentCallers(t *testing.T) {
 	s := openTest(t)
 	const callers = 40
 	base := micro(time.Now().Add(-time.Minute))
-	mk := func(c, i int, rid string) raftstore.NewTask {
-		return raftstore.NewTask{
+	mk := func(c, i int, rid string) state.NewTask {
+		return state.NewTask{
 			ID: fmt.Sprintf("%016x%04x%012x", base.UnixNano(), c, i), Shard: (c + i) % 4, NamespaceID: "ns",
 			WorkflowID: fmt.Sprintf("wf-%d-%d", c, i), TaskGroup: "callbacks.Invocation", Destination: "https://example.com/cb",
 			RequestID: rid, Request: []byte(`{}`), MaxDestinationBacklog: 1000, MaxPendingTasks: 1000,
 		}
 	}
-	outs := make([][]raftstore.SubmitOutcome, callers)
+	outs := make([][]state.SubmitOutcome, callers)
 	errs := make([]error, callers)
 	ats := make([]time.Time, callers)
 	var wg sync.WaitGroup
 	for c := range callers {
 		ats[c] = base.Add(time.Duration(c) * time.Millisecond)
-		tasks := []raftstore.NewTask{mk(c, 0, fmt.Sprintf("own-%d", c)), mk(c, 1, "shared"), mk(c, 2, "")}
+		tasks := []state.NewTask{mk(c, 0, fmt.Sprintf("own-%d", c)), mk(c, 1, "shared"), mk(c, 2, "")}
 		ctx := t.Context()
 		if c == 7 {
 			cctx, cancel := context.WithCancel(ctx)
@@ -56,14 +56,14 @@ func TestSubmitGroupsConcurrentCallers(t *testing.T) {
 		}
 		for i, o := range outs[c] {
 			switch {
-			case i == 1 && o.Outcome == raftstore.SubmitAccepted:
+			case i == 1 && o.Outcome == state.SubmitAccepted:
 				sharedAccepted++
 				sharedID = o.TaskID
 			case i == 1:
-				if o.Outcome != raftstore.SubmitDuplicate {
+				if o.Outcome != state.SubmitDuplicate {
 					t.Fatalf("caller %d shared task: %+v", c, o)
 				}
-			case o.Outcome != raftstore.SubmitAccepted || o.TaskID != mk(c, i, "").ID:
+			case o.Outcome != state.SubmitAccepted || o.TaskID != mk(c, i, "").ID:
 				t.Fatalf("caller %d task %d: %+v", c, i, o)
 			default:
 				accepted++
@@ -115,9 +115,9 @@ func TestOtherNodesSubmitWakesSubscribers(t *testing.T) {
 	deadline := time.After(10 * time.Second)
 	for i := range 3 {
 		drain()
-		task := raftstore.NewTask{ID: fmt.Sprintf("%032x", 500+i), NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "callbacks.Invocation",
+		task := state.NewTask{ID: fmt.Sprintf("%032x", 500+i), NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "callbacks.Invocation",
 			Destination: "https://example.com/cb", Request: []byte(`{}`)}
-		if _, err := writer.Submit(t.Context(), []raftstore.NewTask{task}, time.Now()); err != nil {
+		if _, err := writer.Submit(t.Context(), []state.NewTask{task}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		select {

@@ -2,18 +2,17 @@ package pgstore
 
 import (
 	"context"
+	"fusebox/raftstore/state"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"fusebox/raftstore"
 )
 
 // Imported is one pending task moved from another cluster (`fusebox admin
 // tasks import`): a submit's task with its own id and deadline, plus the
 // attempts it has made, when it is next due and when it was created.
 type Imported struct {
-	raftstore.NewTask
+	state.NewTask
 	Attempts      int
 	NextAttemptAt time.Time
 	CreatedAt     time.Time
@@ -26,7 +25,7 @@ type Imported struct {
 // import run twice adds nothing, even after the first run's tasks were
 // delivered, within the retention period). Backlog limits do not apply.
 // The returned error means nothing is known committed.
-func (s *Store) Import(ctx context.Context, tasks []Imported) ([]raftstore.SubmitOutcome, error) {
+func (s *Store) Import(ctx context.Context, tasks []Imported) ([]state.SubmitOutcome, error) {
 	inserted := make(map[string]bool, len(tasks))
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		clear(inserted)
@@ -35,11 +34,11 @@ func (s *Store) Import(ctx context.Context, tasks []Imported) ([]raftstore.Submi
 	if err != nil {
 		return nil, err
 	}
-	out := make([]raftstore.SubmitOutcome, len(tasks))
+	out := make([]state.SubmitOutcome, len(tasks))
 	var dup []int
 	for i, t := range tasks {
 		if inserted[t.ID] {
-			out[i] = raftstore.SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: raftstore.SubmitAccepted}
+			out[i] = state.SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: state.SubmitAccepted}
 			delete(inserted, t.ID) // the same id twice in one import: the second is its duplicate
 			continue
 		}
@@ -102,7 +101,7 @@ RETURNING id`, ids, shards, nss, wfs, groups, dests, keys, reqIDs, reqs, attempt
 // importDuplicates names, for each task not inserted, the stored task that
 // kept it out: the one with its id, else the one with its (namespace,
 // request id).
-func (s *Store) importDuplicates(ctx context.Context, tasks []Imported, dup []int, out []raftstore.SubmitOutcome) error {
+func (s *Store) importDuplicates(ctx context.Context, tasks []Imported, dup []int, out []state.SubmitOutcome) error {
 	ids, nss, rids := make([]string, len(dup)), make([]string, len(dup)), make([]string, len(dup))
 	idx := make([]int32, len(dup))
 	for j, i := range dup {
@@ -126,7 +125,7 @@ JOIN fusebox_tasks t ON t.id = d.id OR (d.rid <> '' AND t.namespace_id = d.ns AN
 		if byID[int(i)] {
 			continue // the task with the same id wins over a request id match
 		}
-		out[i] = raftstore.SubmitOutcome{TaskID: id, Shard: int(shard), Outcome: raftstore.SubmitDuplicate}
+		out[i] = state.SubmitOutcome{TaskID: id, Shard: int(shard), Outcome: state.SubmitDuplicate}
 		byID[int(i)] = sameID
 	}
 	if err := rows.Err(); err != nil {
@@ -134,7 +133,7 @@ JOIN fusebox_tasks t ON t.id = d.id OR (d.rid <> '' AND t.namespace_id = d.ns AN
 	}
 	for _, i := range dup {
 		if out[i].Outcome == "" { // stored a moment ago and collected since: still not added
-			out[i] = raftstore.SubmitOutcome{TaskID: tasks[i].ID, Shard: tasks[i].Shard, Outcome: raftstore.SubmitDuplicate}
+			out[i] = state.SubmitOutcome{TaskID: tasks[i].ID, Shard: tasks[i].Shard, Outcome: state.SubmitDuplicate}
 		}
 	}
 	return nil

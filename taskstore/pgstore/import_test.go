@@ -2,10 +2,9 @@ package pgstore
 
 import (
 	"fmt"
+	"fusebox/raftstore/state"
 	"testing"
 	"time"
-
-	"fusebox/raftstore"
 )
 
 // Import keeps each task's id, attempts, next attempt, creation time and
@@ -20,7 +19,7 @@ func TestImport(t *testing.T) {
 	created := now.Add(-time.Hour)
 	mk := func(i int, rid string) Imported {
 		return Imported{
-			NewTask: raftstore.NewTask{
+			NewTask: state.NewTask{
 				ID: fmt.Sprintf("%032x", 1000+i), Shard: i % 4, NamespaceID: "ns", WorkflowID: fmt.Sprintf("wf-%d", i),
 				TaskGroup: "callbacks.Invocation", Destination: "https://example.com/cb", RequestID: rid,
 				Request:  []byte(`{"task_group":"callbacks.Invocation","header":{"Authorization":"Bearer x"}}`),
@@ -34,7 +33,7 @@ func TestImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{raftstore.SubmitAccepted, raftstore.SubmitAccepted, raftstore.SubmitAccepted, raftstore.SubmitDuplicate}
+	want := []string{state.SubmitAccepted, state.SubmitAccepted, state.SubmitAccepted, state.SubmitDuplicate}
 	for i, o := range out {
 		if o.Outcome != want[i] || o.TaskID != tasks[i].ID {
 			t.Fatalf("outcome %d = %+v, want %s of %s", i, o, want[i], tasks[i].ID)
@@ -45,7 +44,7 @@ func TestImport(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("task %s: %v %v", it.ID, ok, err)
 		}
-		if got.Status != raftstore.TaskPending || got.Attempts != it.Attempts || !got.NextAttemptAt.Equal(it.NextAttemptAt) ||
+		if got.Status != state.TaskPending || got.Attempts != it.Attempts || !got.NextAttemptAt.Equal(it.NextAttemptAt) ||
 			!got.CreatedAt.Equal(it.CreatedAt) || !got.Deadline.Equal(it.Deadline) || got.ScheduleToClose != 48*time.Hour ||
 			got.RequestID != it.RequestID || string(got.Request) != string(it.Request) || got.Shard != it.Shard {
 			t.Fatalf("stored %+v\nimported %+v", got, it)
@@ -61,7 +60,7 @@ func TestImport(t *testing.T) {
 	}
 	for i, o := range out {
 		wantID := tasks[min(i, 2)].ID
-		if o.Outcome != raftstore.SubmitDuplicate || o.TaskID != wantID {
+		if o.Outcome != state.SubmitDuplicate || o.TaskID != wantID {
 			t.Fatalf("second import %d = %+v, want a duplicate of %s", i, o, wantID)
 		}
 	}

@@ -2,12 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"fusebox/raftstore/state"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"fusebox/raftstore"
 )
 
 // destExpr is the breaker destination a row counts against for the
@@ -55,7 +54,7 @@ func (c *pendingCache) drop() {
 	c.mu.Unlock()
 }
 
-func breakerDest(t *raftstore.NewTask) string {
+func breakerDest(t *state.NewTask) string {
 	if t.DestinationKey != "" {
 		return t.DestinationKey
 	}
@@ -70,7 +69,7 @@ func breakerDest(t *raftstore.NewTask) string {
 // not serialised with this one: a limit can be overshot by the tasks of
 // submits in flight at the same moment (and the pending-task ceiling by a
 // second's worth, pendingTTL).
-func (s *Store) overloaded(ctx context.Context, tx pgx.Tx, tasks []raftstore.NewTask) (map[int]string, error) {
+func (s *Store) overloaded(ctx context.Context, tx pgx.Tx, tasks []state.NewTask) (map[int]string, error) {
 	limited := false
 	for i := range tasks {
 		if tasks[i].MaxDestinationBacklog > 0 || tasks[i].MaxPendingTasks > 0 {
@@ -108,7 +107,7 @@ WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, t.Namespa
 				destCount[dkey] = n
 			}
 			if n+destAdded[dkey] >= t.MaxDestinationBacklog {
-				refused[i] = raftstore.OverloadDestination
+				refused[i] = state.OverloadDestination
 				continue
 			}
 		}
@@ -120,7 +119,7 @@ WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, t.Namespa
 				haveTotal = true
 			}
 			if total+added >= t.MaxPendingTasks {
-				refused[i] = raftstore.OverloadPending
+				refused[i] = state.OverloadPending
 				continue
 			}
 		}
@@ -135,7 +134,7 @@ WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, t.Namespa
 
 // storedRequests are the (namespace, request id) pairs of tasks that are
 // already stored.
-func storedRequests(ctx context.Context, tx pgx.Tx, tasks []raftstore.NewTask) (map[[2]string]bool, error) {
+func storedRequests(ctx context.Context, tx pgx.Tx, tasks []state.NewTask) (map[[2]string]bool, error) {
 	var nss, rids []string
 	for i := range tasks {
 		if tasks[i].RequestID != "" {

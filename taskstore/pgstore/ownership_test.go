@@ -8,7 +8,7 @@ import (
 
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -25,10 +25,10 @@ func TestPausedOwnerWritesDoNotLand(t *testing.T) {
 		t.Fatalf("n1 owns %v, want shard 0 at epoch 1", owned)
 	}
 	ids := make([]string, 3)
-	tasks := make([]raftstore.NewTask, 3)
+	tasks := make([]state.NewTask, 3)
 	for i := range tasks {
-		ids[i] = raftstore.NewTaskID(time.Now().Add(time.Duration(i)))
-		tasks[i] = raftstore.NewTask{ID: ids[i], Shard: 0, NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "callbacks.Invocation",
+		ids[i] = state.NewTaskID(time.Now().Add(time.Duration(i)))
+		tasks[i] = state.NewTask{ID: ids[i], Shard: 0, NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "callbacks.Invocation",
 			Destination: "http://127.0.0.1:9/cb", Request: []byte(`{}`)}
 	}
 	if _, err := s.Submit(ctx, tasks, time.Now()); err != nil {
@@ -56,7 +56,7 @@ func TestPausedOwnerWritesDoNotLand(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		if tk, _, _ := s.Task(ctx, id); tk.Status != raftstore.TaskPending || tk.Attempts != 0 {
+		if tk, _, _ := s.Task(ctx, id); tk.Status != state.TaskPending || tk.Attempts != 0 {
 			t.Fatalf("a stale write landed: %+v", tk)
 		}
 	}
@@ -102,8 +102,8 @@ func TestOpenUnreachableSaysWhyWithoutPassword(t *testing.T) {
 func TestReopenKeepsSchemaAndTasks(t *testing.T) {
 	s := openTest(t)
 	ctx := t.Context()
-	id := raftstore.NewTaskID(time.Now())
-	if _, err := s.Submit(ctx, []raftstore.NewTask{{ID: id, NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "g", Destination: "d", Request: []byte(`{}`)}}, time.Now()); err != nil {
+	id := state.NewTaskID(time.Now())
+	if _, err := s.Submit(ctx, []state.NewTask{{ID: id, NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "g", Destination: "d", Request: []byte(`{}`)}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s2, err := Open(ctx, Config{URL: s.cfg.URL})

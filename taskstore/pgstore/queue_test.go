@@ -12,7 +12,7 @@ import (
 	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -50,12 +50,12 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 	t.Cleanup(func() { _ = q.Close() })
 
 	submit := func(prefix string, n int, shard func(i int) int) []string {
-		tasks := make([]raftstore.NewTask, n)
+		tasks := make([]state.NewTask, n)
 		ids := make([]string, n)
 		for i := range tasks {
 			req, _ := json.Marshal(outbound.Request{URL: dest.CallbackURL(), Body: []byte(`{"ok":true}`), ContentType: "application/json"})
-			ids[i] = raftstore.NewTaskID(time.Now().Add(time.Duration(i)))
-			tasks[i] = raftstore.NewTask{ID: ids[i], Shard: shard(i), NamespaceID: "ns", WorkflowID: fmt.Sprintf("%s-%d", prefix, i),
+			ids[i] = state.NewTaskID(time.Now().Add(time.Duration(i)))
+			tasks[i] = state.NewTask{ID: ids[i], Shard: shard(i), NamespaceID: "ns", WorkflowID: fmt.Sprintf("%s-%d", prefix, i),
 				TaskGroup: breakerpool.TaskGroupCallback, Destination: dest.CallbackURL(), Request: req}
 		}
 		if _, err := s.Submit(ctx, tasks, time.Now()); err != nil {
@@ -63,7 +63,7 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 		}
 		return ids
 	}
-	status := func(id string) raftstore.Task {
+	status := func(id string) state.Task {
 		tk, _, err := s.Task(ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -73,7 +73,7 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 	ids := submit("first", 40, func(i int) int { return i % 2 })
 	testwait.For(t, 20*time.Second, "every task acked in the database", func() bool {
 		for _, id := range ids {
-			if status(id).Status != raftstore.TaskSucceeded {
+			if status(id).Status != state.TaskSucceeded {
 				return false
 			}
 		}
@@ -92,7 +92,7 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 		return counter(t, reg, "fusebox_queue_completion_writes_total", "refused") > 0
 	})
 	for _, id := range late {
-		if tk := status(id); tk.Status != raftstore.TaskPending || tk.Attempts != 0 {
+		if tk := status(id); tk.Status != state.TaskPending || tk.Attempts != 0 {
 			t.Fatalf("a stale owner's write landed: %+v", tk)
 		}
 	}

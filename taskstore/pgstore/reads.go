@@ -10,15 +10,15 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/queue"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 )
 
 const taskCols = `id, shard, namespace_id, workflow_id, task_group, destination, destination_key,
     coalesce(request_id, ''), request, status, attempts, blocked, unexpected, next_attempt_at, created_at,
     deadline, schedule_to_close_ns, completed_at, message, http_status, operation_id, output, attempt_epoch`
 
-func scanTask(row pgx.Row) (raftstore.Task, error) {
-	var t raftstore.Task
+func scanTask(row pgx.Row) (state.Task, error) {
+	var t state.Task
 	var shard, attempts, blocked, unexpected, httpStatus int32
 	var deadline, completed *time.Time
 	var s2c int64
@@ -46,7 +46,7 @@ func scanTask(row pgx.Row) (raftstore.Task, error) {
 }
 
 // Task returns the stored task id.
-func (s *Store) Task(ctx context.Context, id string) (raftstore.Task, bool, error) {
+func (s *Store) Task(ctx context.Context, id string) (state.Task, bool, error) {
 	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM fusebox_tasks WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, false, nil

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"fusebox/internal/pgtest"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 )
 
 // TestSurvivesImmediateRestart: PostgreSQL stopped with an immediate
@@ -27,18 +27,18 @@ func TestSurvivesImmediateRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	task := func() raftstore.NewTask {
-		return raftstore.NewTask{ID: raftstore.NewTaskID(time.Now()), NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "g", Destination: "d", Request: []byte(`{}`)}
+	task := func() state.NewTask {
+		return state.NewTask{ID: state.NewTaskID(time.Now()), NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "g", Destination: "d", Request: []byte(`{}`)}
 	}
 	first := task()
-	if _, err := s.Submit(ctx, []raftstore.NewTask{first}, time.Now()); err != nil {
+	if _, err := s.Submit(ctx, []state.NewTask{first}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.StopImmediate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	down, cancel := context.WithTimeout(ctx, 2*time.Second)
-	if _, err := s.Submit(down, []raftstore.NewTask{task()}, time.Now()); err == nil {
+	if _, err := s.Submit(down, []state.NewTask{task()}, time.Now()); err == nil {
 		t.Fatal("a submit succeeded while the database was down")
 	}
 	cancel()
@@ -47,7 +47,7 @@ func TestSurvivesImmediateRestart(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		_, err := s.Submit(ctx, []raftstore.NewTask{task()}, time.Now())
+		_, err := s.Submit(ctx, []state.NewTask{task()}, time.Now())
 		if err == nil {
 			break
 		}

@@ -10,17 +10,18 @@ import (
 	"fusebox/queue"
 	"fusebox/raftstore"
 	"fusebox/raftstore/raftstoretest"
+	"fusebox/raftstore/state"
 )
 
 // lifecycle is a store's submit and complete, as the benchmark drives them.
 type lifecycle interface {
-	submit(ctx context.Context, tasks []raftstore.NewTask) error
+	submit(ctx context.Context, tasks []state.NewTask) error
 	complete(ctx context.Context, shard int, results []queue.Result) error
 }
 
 type pgLifecycle struct{ s *Store }
 
-func (l pgLifecycle) submit(ctx context.Context, tasks []raftstore.NewTask) error {
+func (l pgLifecycle) submit(ctx context.Context, tasks []state.NewTask) error {
 	_, err := l.s.Submit(ctx, tasks, time.Now())
 	return err
 }
@@ -31,8 +32,8 @@ func (l pgLifecycle) complete(ctx context.Context, shard int, results []queue.Re
 
 type raftLifecycle struct{ rs *raftstore.Store }
 
-func (l raftLifecycle) submit(ctx context.Context, tasks []raftstore.NewTask) error {
-	_, idx, err := l.rs.SubmitTasks(ctx, raftstore.SubmitTasksCommand{Tasks: tasks})
+func (l raftLifecycle) submit(ctx context.Context, tasks []state.NewTask) error {
+	_, idx, err := l.rs.SubmitTasks(ctx, state.SubmitTasksCommand{Tasks: tasks})
 	if err != nil {
 		return err
 	}
@@ -40,12 +41,12 @@ func (l raftLifecycle) submit(ctx context.Context, tasks []raftstore.NewTask) er
 }
 
 func (l raftLifecycle) complete(ctx context.Context, shard int, results []queue.Result) error {
-	rs := make([]raftstore.TaskResult, len(results))
+	rs := make([]state.TaskResult, len(results))
 	for i, r := range results {
-		rs[i] = raftstore.TaskResult{TaskID: r.TaskID, Status: string(r.Status), Attempts: r.Attempts}
+		rs[i] = state.TaskResult{TaskID: r.TaskID, Status: string(r.Status), Attempts: r.Attempts}
 	}
-	epoch := l.rs.ShardMap().Shards[shard].Epoch
-	_, err := l.rs.CompleteTasks(ctx, raftstore.CompleteTasksCommand{Shard: shard, Epoch: epoch, Node: "n1", Results: rs})
+	epoch := l.rs.Reader().ShardMap().Shards[shard].Epoch
+	_, err := l.rs.CompleteTasks(ctx, state.CompleteTasksCommand{Shard: shard, Epoch: epoch, Node: "n1", Results: rs})
 	return err
 }
 
@@ -61,13 +62,13 @@ func BenchmarkTaskLifecycle(b *testing.B) {
 		b.ResetTimer()
 		start := time.Now()
 		for done := 0; done < b.N; done += batch {
-			tasks := make([]raftstore.NewTask, batch)
+			tasks := make([]state.NewTask, batch)
 			results := make([]queue.Result, batch)
 			for i := range tasks {
-				id := raftstore.NewTaskID(time.Now().Add(time.Duration(i)))
+				id := state.NewTaskID(time.Now().Add(time.Duration(i)))
 				// Shard 0 only: the raft store derives the shard from the
 				// workflow, so the same workflow keeps both stores alike.
-				tasks[i] = raftstore.NewTask{ID: id, Shard: 0, NamespaceID: "ns", WorkflowID: "wf-bench", TaskGroup: "callbacks.Invocation",
+				tasks[i] = state.NewTask{ID: id, Shard: 0, NamespaceID: "ns", WorkflowID: "wf-bench", TaskGroup: "callbacks.Invocation",
 					Destination: "http://127.0.0.1:9/cb", Request: []byte(`{"url":"http://127.0.0.1:9/cb"}`)}
 				results[i] = queue.Result{TaskID: id, Status: queue.StatusSucceeded, Attempts: 1}
 			}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"fusebox/internal/pgtest"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/taskstore/storetest"
 )
 
@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // suiteStore adapts Store to storetest.Store.
 type suiteStore struct{ *Store }
 
-func (s suiteStore) Submit(ctx context.Context, tasks []raftstore.NewTask, at time.Time) ([]raftstore.SubmitOutcome, error) {
+func (s suiteStore) Submit(ctx context.Context, tasks []state.NewTask, at time.Time) ([]state.SubmitOutcome, error) {
 	return s.Store.Submit(ctx, tasks, at)
 }
 

@@ -2,11 +2,10 @@ package pgstore
 
 import (
 	"context"
+	"fusebox/raftstore/state"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"fusebox/raftstore"
 )
 
 // Submit inserts tasks as pending, due at `at`, in one statement (arrays
@@ -21,12 +20,12 @@ import (
 // Concurrent calls are committed together (group.go): the calls that
 // arrive while a transaction is in flight share the next one, in arrival
 // order, as the raft store puts concurrent submits in one log entry.
-func (s *Store) Submit(ctx context.Context, tasks []raftstore.NewTask, at time.Time) ([]raftstore.SubmitOutcome, error) {
+func (s *Store) Submit(ctx context.Context, tasks []state.NewTask, at time.Time) ([]state.SubmitOutcome, error) {
 	return s.group.submit(ctx, s, tasks, at)
 }
 
 // submitNow is one transaction for tasks, task i due at ats[i].
-func (s *Store) submitNow(ctx context.Context, tasks []raftstore.NewTask, ats []time.Time) ([]raftstore.SubmitOutcome, error) {
+func (s *Store) submitNow(ctx context.Context, tasks []state.NewTask, ats []time.Time) ([]state.SubmitOutcome, error) {
 	n := len(tasks)
 	inserted := make(map[string]bool, n)
 	var refused map[int]string
@@ -41,16 +40,16 @@ func (s *Store) submitNow(ctx context.Context, tasks []raftstore.NewTask, ats []
 	if err != nil {
 		return nil, err
 	}
-	out := make([]raftstore.SubmitOutcome, n)
+	out := make([]state.SubmitOutcome, n)
 	var dupNS, dupRID []string
 	accepted := 0
 	for i, t := range tasks {
 		switch {
 		case inserted[t.ID]:
-			out[i] = raftstore.SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: raftstore.SubmitAccepted}
+			out[i] = state.SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: state.SubmitAccepted}
 			accepted++
 		case refused[i] != "":
-			out[i] = raftstore.SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: raftstore.SubmitOverloaded, Reason: refused[i]}
+			out[i] = state.SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: state.SubmitOverloaded, Reason: refused[i]}
 		default:
 			dupNS, dupRID = append(dupNS, t.NamespaceID), append(dupRID, t.RequestID)
 		}
@@ -66,7 +65,7 @@ func (s *Store) submitNow(ctx context.Context, tasks []raftstore.NewTask, ats []
 }
 
 // insertTasks inserts the tasks not refused and records the ids inserted.
-func insertTasks(ctx context.Context, tx pgx.Tx, tasks []raftstore.NewTask, refused map[int]string, ats []time.Time, inserted map[string]bool) error {
+func insertTasks(ctx context.Context, tx pgx.Tx, tasks []state.NewTask, refused map[int]string, ats []time.Time, inserted map[string]bool) error {
 	n := len(tasks)
 	ids, groups, nss, wfs, dests, keys := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 	shards := make([]int32, 0, n)
@@ -125,9 +124,9 @@ RETURNING id`, ids, shards, nss, wfs, groups, dests, keys, reqIDs, reqs, deadlin
 
 // duplicates fills the outcomes of the tasks a stored (namespace, request
 // id) kept out with the stored task's id and shard.
-func (s *Store) duplicates(ctx context.Context, tasks []raftstore.NewTask, inserted map[string]bool, refused map[int]string,
-	dupNS, dupRID []string, out []raftstore.SubmitOutcome) error {
-	orig := make(map[[2]string]raftstore.SubmitOutcome, len(dupNS))
+func (s *Store) duplicates(ctx context.Context, tasks []state.NewTask, inserted map[string]bool, refused map[int]string,
+	dupNS, dupRID []string, out []state.SubmitOutcome) error {
+	orig := make(map[[2]string]state.SubmitOutcome, len(dupNS))
 	rows, err := s.pool.Query(ctx, `
 SELECT t.namespace_id, t.request_id, t.id, t.shard FROM fusebox_tasks t
 JOIN unnest($1::text[], $2::text[]) AS d(ns, rid) ON t.namespace_id = d.ns AND t.request_id = d.rid`, dupNS, dupRID)
@@ -141,7 +140,7 @@ JOIN unnest($1::text[], $2::text[]) AS d(ns, rid) ON t.namespace_id = d.ns AND t
 			rows.Close()
 			return err
 		}
-		orig[[2]string{ns, rid}] = raftstore.SubmitOutcome{TaskID: id, Shard: int(shard), Outcome: raftstore.SubmitDuplicate}
+		orig[[2]string{ns, rid}] = state.SubmitOutcome{TaskID: id, Shard: int(shard), Outcome: state.SubmitDuplicate}
 	}
 	if err := rows.Err(); err != nil {
 		return err

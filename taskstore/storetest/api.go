@@ -9,19 +9,19 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/queue"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 )
 
 // API is what the task routes, shard stats and retention need of a store
 // beyond the queue's view (node's TaskAPI over either store).
 type API interface {
 	queue.BlockedStore
-	// ListTasksPage lists in id order (raftstore.TaskQuery), with the next
+	// ListTasksPage lists in id order (state.TaskQuery), with the next
 	// page's cursor: the last id when the page is full.
-	ListTasksPage(ctx context.Context, q raftstore.TaskQuery) ([]raftstore.Task, string, error)
+	ListTasksPage(ctx context.Context, q state.TaskQuery) ([]state.Task, string, error)
 	// Redrive moves dead-lettered tasks (ids, or all) back to pending, due
 	// at `at`.
-	Redrive(ctx context.Context, ids []string, all bool, at time.Time) (raftstore.RedriveOutcome, error)
+	Redrive(ctx context.Context, ids []string, all bool, at time.Time) (state.RedriveOutcome, error)
 	// DestinationBacklog and PendingTasks are the counts the submit limits
 	// apply to.
 	DestinationBacklog(ctx context.Context, namespace, destination string) int
@@ -33,7 +33,7 @@ type API interface {
 	Collect(ctx context.Context, before time.Time, limit int) (deleted int, more bool, err error)
 }
 
-func ids(ts []raftstore.Task) []string {
+func ids(ts []state.Task) []string {
 	out := make([]string, len(ts))
 	for i, t := range ts {
 		out[i] = t.ID
@@ -43,7 +43,7 @@ func ids(ts []raftstore.Task) []string {
 
 func testListPages(t *testing.T, h Harness) {
 	ctx := t.Context()
-	var tasks []raftstore.NewTask
+	var tasks []state.NewTask
 	for i := range 7 {
 		tasks = append(tasks, newTask(h, "ns", fmt.Sprint("wf-", i), "", i))
 	}
@@ -51,7 +51,7 @@ func testListPages(t *testing.T, h Harness) {
 	var got []string
 	after := ""
 	for range 10 {
-		page, next, err := h.Store.ListTasksPage(ctx, raftstore.TaskQuery{Limit: 3, After: after})
+		page, next, err := h.Store.ListTasksPage(ctx, state.TaskQuery{Limit: 3, After: after})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func testListPages(t *testing.T, h Harness) {
 		t.Fatalf("paged %v, want %v", got, want)
 	}
 	shard := tasks[0].Shard
-	page, _, err := h.Store.ListTasksPage(ctx, raftstore.TaskQuery{Limit: 100, Shard: &shard})
+	page, _, err := h.Store.ListTasksPage(ctx, state.TaskQuery{Limit: 100, Shard: &shard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +103,11 @@ func testListPages(t *testing.T, h Harness) {
 	if err := h.Store.Complete(ctx, shard, epoch, res); err != nil {
 		t.Fatal(err)
 	}
-	for status, want := range map[string]string{raftstore.TaskDLQ: dlq, raftstore.TaskStatusBlocked: blocked} {
+	for status, want := range map[string]string{state.TaskDLQ: dlq, state.TaskStatusBlocked: blocked} {
 		if want == "" {
 			continue
 		}
-		page, next, err := h.Store.ListTasksPage(ctx, raftstore.TaskQuery{Limit: 10, Status: status})
+		page, next, err := h.Store.ListTasksPage(ctx, state.TaskQuery{Limit: 10, Status: status})
 		if err != nil || len(page) != 1 || page[0].ID != want || next != "" {
 			t.Fatalf("status %s: %v next %q err %v, want [%s]", status, ids(page), next, err, want)
 		}
@@ -133,7 +133,7 @@ func testRedrive(t *testing.T, h Harness) {
 		t.Fatalf("redrive ids = %+v, %v; want only the dead-lettered %s", out, err, a.ID)
 	}
 	tk, _, _ := h.Store.Task(ctx, a.ID)
-	if tk.Status != raftstore.TaskPending || tk.Attempts != 0 || !tk.NextAttemptAt.Equal(at) || !tk.CompletedAt.IsZero() ||
+	if tk.Status != state.TaskPending || tk.Attempts != 0 || !tk.NextAttemptAt.Equal(at) || !tk.CompletedAt.IsZero() ||
 		tk.Deadline.Sub(at) != tk.ScheduleToClose || tk.ScheduleToClose <= 0 {
 		t.Fatalf("redriven task = %+v", tk)
 	}
@@ -144,17 +144,17 @@ func testRedrive(t *testing.T, h Harness) {
 	if err != nil || !slices.Equal(out.Redriven, []string{b.ID}) {
 		t.Fatalf("redrive all = %+v, %v; want [%s]", out, err, b.ID)
 	}
-	if page, _, _ := h.Store.ListTasksPage(ctx, raftstore.TaskQuery{Limit: 10, Status: raftstore.TaskDLQ}); len(page) != 0 {
+	if page, _, _ := h.Store.ListTasksPage(ctx, state.TaskQuery{Limit: 10, Status: state.TaskDLQ}); len(page) != 0 {
 		t.Fatalf("DLQ after redrive all: %v", ids(page))
 	}
-	if tk, _, _ := h.Store.Task(ctx, c.ID); tk.Status != raftstore.TaskSucceeded {
+	if tk, _, _ := h.Store.Task(ctx, c.ID); tk.Status != state.TaskSucceeded {
 		t.Fatalf("a succeeded task was redriven: %+v", tk)
 	}
 }
 
 func testSubmitLimits(t *testing.T, h Harness) {
 	ctx := t.Context()
-	limited := func(wf, rid string, i, perDest, pending int) raftstore.NewTask {
+	limited := func(wf, rid string, i, perDest, pending int) state.NewTask {
 		nt := newTask(h, "ns", wf, rid, i)
 		nt.MaxDestinationBacklog, nt.MaxPendingTasks = perDest, pending
 		return nt
@@ -163,9 +163,9 @@ func testSubmitLimits(t *testing.T, h Harness) {
 	// with a request id already stored is still its duplicate.
 	first := limited("a", "rid-1", 0, 2, 0)
 	out := submit(t, h, first, limited("b", "", 1, 2, 0), limited("c", "", 2, 2, 0), limited("d", "rid-1", 3, 2, 0))
-	if out[0].Outcome != raftstore.SubmitAccepted || out[1].Outcome != raftstore.SubmitAccepted ||
-		out[2].Outcome != raftstore.SubmitOverloaded || out[2].Reason != raftstore.OverloadDestination ||
-		out[3].Outcome != raftstore.SubmitDuplicate || out[3].TaskID != first.ID {
+	if out[0].Outcome != state.SubmitAccepted || out[1].Outcome != state.SubmitAccepted ||
+		out[2].Outcome != state.SubmitOverloaded || out[2].Reason != state.OverloadDestination ||
+		out[3].Outcome != state.SubmitDuplicate || out[3].TaskID != first.ID {
 		t.Fatalf("outcomes = %+v", out)
 	}
 	if n := h.Store.DestinationBacklog(ctx, "ns", first.DestinationKey); n != 2 {
@@ -174,7 +174,7 @@ func testSubmitLimits(t *testing.T, h Harness) {
 	// Another destination is not held back by the full one.
 	other := limited("e", "", 4, 2, 0)
 	other.DestinationKey = "http://127.0.0.1:10"
-	if out := submit(t, h, other); out[0].Outcome != raftstore.SubmitAccepted {
+	if out := submit(t, h, other); out[0].Outcome != state.SubmitAccepted {
 		t.Fatalf("other destination refused: %+v", out)
 	}
 	// The pending ceiling (3 stored).
@@ -183,7 +183,7 @@ func testSubmitLimits(t *testing.T, h Harness) {
 	}
 	p := limited("f", "", 5, 0, 3)
 	p.DestinationKey = "http://127.0.0.1:11"
-	if out := submit(t, h, p); out[0].Outcome != raftstore.SubmitOverloaded || out[0].Reason != raftstore.OverloadPending {
+	if out := submit(t, h, p); out[0].Outcome != state.SubmitOverloaded || out[0].Reason != state.OverloadPending {
 		t.Fatalf("over the pending ceiling: %+v", out)
 	}
 	if _, ok, _ := h.Store.Task(ctx, p.ID); ok {
@@ -195,7 +195,7 @@ func testStatsCollect(t *testing.T, h Harness) {
 	ctx := t.Context()
 	a, b := newTask(h, "ns", "s", "", 0), newTask(h, "ns", "s", "", 1)
 	at := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
-	if _, err := h.Store.Submit(ctx, []raftstore.NewTask{a, b}, at); err != nil {
+	if _, err := h.Store.Submit(ctx, []state.NewTask{a, b}, at); err != nil {
 		t.Fatal(err)
 	}
 	n, oldest, err := h.Store.ShardStats(ctx, a.Shard)
@@ -228,7 +228,7 @@ func testStatsCollect(t *testing.T, h Harness) {
 
 func testBlocked(t *testing.T, h Harness) {
 	ctx := t.Context()
-	var tasks []raftstore.NewTask
+	var tasks []state.NewTask
 	for i := range 5 {
 		tasks = append(tasks, newTask(h, "ns", "blk", "", i))
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"fusebox/queue"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 	"fusebox/transport/outbound"
 )
@@ -22,8 +22,8 @@ type Store interface {
 	queue.Store
 	// Submit inserts tasks (ID and Shard set) due at `at`; it returns once
 	// they are committed and readable through this store.
-	Submit(ctx context.Context, tasks []raftstore.NewTask, at time.Time) ([]raftstore.SubmitOutcome, error)
-	Task(ctx context.Context, id string) (raftstore.Task, bool, error)
+	Submit(ctx context.Context, tasks []state.NewTask, at time.Time) ([]state.SubmitOutcome, error)
+	Task(ctx context.Context, id string) (state.Task, bool, error)
 	API
 }
 
@@ -56,17 +56,17 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("BlockedByKey", func(t *testing.T) { testBlocked(t, newHarness(t)) })
 }
 
-func newTask(h Harness, ns, wf, requestID string, i int) raftstore.NewTask {
+func newTask(h Harness, ns, wf, requestID string, i int) state.NewTask {
 	req := outbound.Request{TaskGroup: "callbacks.Invocation", URL: "http://127.0.0.1:9/cb", Body: []byte(fmt.Sprint(i))}
 	raw, _ := json.Marshal(req)
-	return raftstore.NewTask{
-		ID: raftstore.NewTaskID(time.Now().Add(time.Duration(i))), Shard: shardmap.ShardOf(ns, wf, h.Shards),
+	return state.NewTask{
+		ID: state.NewTaskID(time.Now().Add(time.Duration(i))), Shard: shardmap.ShardOf(ns, wf, h.Shards),
 		NamespaceID: ns, WorkflowID: wf, TaskGroup: req.TaskGroup, Destination: req.URL,
 		DestinationKey: "http://127.0.0.1:9", RequestID: requestID, Request: raw,
 	}
 }
 
-func submit(t *testing.T, h Harness, tasks ...raftstore.NewTask) []raftstore.SubmitOutcome {
+func submit(t *testing.T, h Harness, tasks ...state.NewTask) []state.SubmitOutcome {
 	t.Helper()
 	out, err := h.Store.Submit(t.Context(), tasks, time.Now())
 	if err != nil {
@@ -86,7 +86,7 @@ func testSubmitDueComplete(t *testing.T, h Harness) {
 	b.Request = json.RawMessage(`{"timeout":"soon"}`)
 	out := submit(t, h, a, b)
 	for _, o := range out {
-		if o.Outcome != raftstore.SubmitAccepted {
+		if o.Outcome != state.SubmitAccepted {
 			t.Fatalf("outcomes = %+v", out)
 		}
 	}
@@ -137,14 +137,14 @@ func testSubmitDueComplete(t *testing.T, h Harness) {
 		t.Fatalf("Due past now = %d tasks, next %v (known %v), want none and %v", len(due), next, known, retryAt)
 	}
 	tk, ok, err := h.Store.Task(ctx, b.ID)
-	if err != nil || !ok || tk.Status != raftstore.TaskDLQ || tk.Message != "poison task" || tk.CompletedAt.IsZero() {
+	if err != nil || !ok || tk.Status != state.TaskDLQ || tk.Message != "poison task" || tk.CompletedAt.IsZero() {
 		t.Fatalf("dead-lettered task = %+v, %v, %v", tk, ok, err)
 	}
 	// Terminal results are final: a late duplicate is ignored.
 	if err := h.Store.Complete(ctx, shard, epoch, []queue.Result{{TaskID: b.ID, Status: queue.StatusSucceeded}}); err != nil {
 		t.Fatal(err)
 	}
-	if tk, _, _ := h.Store.Task(ctx, b.ID); tk.Status != raftstore.TaskDLQ {
+	if tk, _, _ := h.Store.Task(ctx, b.ID); tk.Status != state.TaskDLQ {
 		t.Fatalf("terminal task changed: %+v", tk)
 	}
 	// A start marker records the epoch an attempt began under.
@@ -157,7 +157,7 @@ func testSubmitDueComplete(t *testing.T, h Harness) {
 	if err := h.Store.Complete(ctx, shard, epoch, []queue.Result{{TaskID: a.ID, Status: queue.StatusSucceeded, Attempts: 2, OperationID: "op-1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if tk, _, _ := h.Store.Task(ctx, a.ID); tk.Status != raftstore.TaskSucceeded || tk.AttemptEpoch != 0 || tk.OperationID != "op-1" || h.Store.Backlog(shard) != 0 {
+	if tk, _, _ := h.Store.Task(ctx, a.ID); tk.Status != state.TaskSucceeded || tk.AttemptEpoch != 0 || tk.OperationID != "op-1" || h.Store.Backlog(shard) != 0 {
 		t.Fatalf("succeeded task = %+v", tk)
 	}
 }
@@ -170,13 +170,13 @@ func testIdempotentSubmit(t *testing.T, h Harness) {
 	inBatch := newTask(h, "ns", "wf-2", "req-2", 3)
 	inBatchAgain := newTask(h, "ns", "wf-2", "req-2", 4)
 	out2 := submit(t, h, again, other, inBatch, inBatchAgain)
-	if out2[0].Outcome != raftstore.SubmitDuplicate || out2[0].TaskID != out[0].TaskID || out2[0].Shard != first.Shard {
+	if out2[0].Outcome != state.SubmitDuplicate || out2[0].TaskID != out[0].TaskID || out2[0].Shard != first.Shard {
 		t.Fatalf("resubmit = %+v, want duplicate of %+v", out2[0], out[0])
 	}
-	if out2[1].Outcome != raftstore.SubmitAccepted || out2[2].Outcome != raftstore.SubmitAccepted {
+	if out2[1].Outcome != state.SubmitAccepted || out2[2].Outcome != state.SubmitAccepted {
 		t.Fatalf("outcomes = %+v", out2)
 	}
-	if out2[3].Outcome != raftstore.SubmitDuplicate || out2[3].TaskID != inBatch.ID {
+	if out2[3].Outcome != state.SubmitDuplicate || out2[3].TaskID != inBatch.ID {
 		t.Fatalf("duplicate within a batch = %+v, want duplicate of %s", out2[3], inBatch.ID)
 	}
 	if _, ok, _ := h.Store.Task(t.Context(), again.ID); ok {
@@ -186,7 +186,7 @@ func testIdempotentSubmit(t *testing.T, h Harness) {
 
 func testDuePages(t *testing.T, h Harness) {
 	const n = 25
-	tasks := make([]raftstore.NewTask, n)
+	tasks := make([]state.NewTask, n)
 	for i := range tasks {
 		tasks[i] = newTask(h, "ns", "same-wf", "", i)
 	}
@@ -224,7 +224,7 @@ func testDuePages(t *testing.T, h Harness) {
 // new owner's do.
 func testStaleOwner(t *testing.T, h Harness) {
 	ctx := t.Context()
-	tasks := []raftstore.NewTask{newTask(h, "ns", "fenced", "", 0), newTask(h, "ns", "fenced", "", 1), newTask(h, "ns", "fenced", "", 2)}
+	tasks := []state.NewTask{newTask(h, "ns", "fenced", "", 0), newTask(h, "ns", "fenced", "", 1), newTask(h, "ns", "fenced", "", 2)}
 	submit(t, h, tasks...)
 	shard := tasks[0].Shard
 	old := h.Epoch(shard)
@@ -246,14 +246,14 @@ func testStaleOwner(t *testing.T, h Harness) {
 	}
 	for _, nt := range tasks {
 		tk, ok, err := h.Store.Task(ctx, nt.ID)
-		if err != nil || !ok || tk.Status != raftstore.TaskPending || tk.Attempts != 0 || tk.AttemptEpoch != 0 {
+		if err != nil || !ok || tk.Status != state.TaskPending || tk.Attempts != 0 || tk.AttemptEpoch != 0 {
 			t.Fatalf("a stale owner's write landed: %+v (%v, %v)", tk, ok, err)
 		}
 	}
 	if err := h.As("n2").Complete(ctx, shard, newEpoch, stale[:1]); err != nil {
 		t.Fatalf("new owner's write: %v", err)
 	}
-	if tk, _, _ := h.Store.Task(ctx, tasks[0].ID); tk.Status != raftstore.TaskSucceeded {
+	if tk, _, _ := h.Store.Task(ctx, tasks[0].ID); tk.Status != state.TaskSucceeded {
 		t.Fatalf("new owner's ack did not land: %+v", tk)
 	}
 }

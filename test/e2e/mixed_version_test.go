@@ -13,7 +13,7 @@ import (
 
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 )
 
@@ -24,7 +24,7 @@ func buildStamped(t *testing.T, lv int) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), fmt.Sprintf("fusebox-logv%d", lv))
 	cmd := exec.Command("go", "build", "-o", out,
-		"-ldflags", "-X fusebox/raftstore.logVersionStamp="+strconv.Itoa(lv), "fusebox/cmd/node")
+		"-ldflags", "-X fusebox/raftstore/state.logVersionStamp="+strconv.Itoa(lv), "fusebox/cmd/node")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build (log version %d): %v\n%s", lv, err, b)
 	}
@@ -40,10 +40,10 @@ func buildStamped(t *testing.T, lv int) string {
 // goes through with the new type on every node. Tasks are submitted and
 // delivered (submit and complete entries) before and after the upgrade.
 func TestMixedVersionRollingUpgrade(t *testing.T) {
-	if raftstore.LogVersion <= raftstore.LogVersionBase {
+	if state.LogVersion <= state.LogVersionBase {
 		t.Skip("this build has no command type newer than the base")
 	}
-	old := buildStamped(t, raftstore.LogVersionBase)
+	old := buildStamped(t, state.LogVersionBase)
 	c := NewCluster(t, 3, ClusterOptions{Tweak: func(cfg *ProcessConfig) {
 		if cfg.NodeID == "n3" {
 			cfg.Bin = old
@@ -67,12 +67,12 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 			return nil
 		}
 	}
-	testwait.ForErr(t, 30*time.Second, "every node seeing the base log version", logVersions(raftstore.LogVersionBase))
+	testwait.ForErr(t, 30*time.Second, "every node seeing the base log version", logVersions(state.LogVersionBase))
 	info, err := c.Procs[0].Client().Raft(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("n3 (log version %d)", raftstore.LogVersionBase); len(info.LogVersionBehind) != 1 || info.LogVersionBehind[0] != want {
+	if want := fmt.Sprintf("n3 (log version %d)", state.LogVersionBase); len(info.LogVersionBehind) != 1 || info.LogVersionBehind[0] != want {
 		t.Fatalf("n1 reports behind %v, want [%s]", info.LogVersionBehind, want)
 	}
 
@@ -128,7 +128,7 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 	if err := n3.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	testwait.ForErr(t, 30*time.Second, "every node seeing the current log version", logVersions(raftstore.LogVersion))
+	testwait.ForErr(t, 30*time.Second, "every node seeing the current log version", logVersions(state.LogVersion))
 	setAndSee(9)
 	// And after the upgrade, as the binary task types (LogVersionTasksBin).
 	tasks("mixed-new")

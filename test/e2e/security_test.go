@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 	"fusebox/transport/outbound/outboundtest"
 )
@@ -48,7 +48,7 @@ func TestSecurityRealProcess(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if tk.Status != raftstore.TaskSucceeded {
+		if tk.Status != state.TaskSucceeded {
 			return errors.New("task " + tk.Status)
 		}
 		return nil

@@ -16,7 +16,7 @@ import (
 	"fusebox/internal/localproc"
 	"fusebox/internal/testwait"
 	"fusebox/internal/tlsutil"
-	"fusebox/raftstore"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 )
 
@@ -86,8 +86,8 @@ func TestTLSClusterFormsForwardsAndDelivers(t *testing.T) {
 // command for endpoint "injected", as the outside tester did.
 func injectEntry(t *testing.T, stream raft.StreamLayer, addr string, info transport.RaftInfo) (raft.AppendEntriesResponse, error) {
 	t.Helper()
-	cmd, err := raftstore.EncodeCommand(raftstore.MsgPutEndpoint, raftstore.PutEndpointCommand{
-		CommandMeta: raftstore.CommandMeta{At: time.Now()}, Name: "injected", URL: "http://127.0.0.1:9/evil"})
+	cmd, err := state.EncodeCommand(state.MsgPutEndpoint, state.PutEndpointCommand{
+		CommandMeta: state.CommandMeta{At: time.Now()}, Name: "injected", URL: "http://127.0.0.1:9/evil"})
 	if err != nil {
 		t.Fatal(err)
 	}

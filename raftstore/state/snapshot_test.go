@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -13,16 +12,6 @@ import (
 
 	"fusebox/shardmap"
 )
-
-// memSink is an in-memory raft.SnapshotSink.
-type memSink struct {
-	bytes.Buffer
-	cancelled bool
-}
-
-func (s *memSink) ID() string    { return "mem" }
-func (s *memSink) Cancel() error { s.cancelled = true; return nil }
-func (s *memSink) Close() error  { return nil }
 
 func populate(t *testing.T, f *FSM) uint64 {
 	t.Helper()
@@ -63,12 +52,11 @@ func snapshotBytes(t *testing.T, f *FSM) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
+	var buf bytes.Buffer
+	if err := snap.Persist(&buf); err != nil {
 		t.Fatal(err)
 	}
-	snap.Release()
-	return sink.Bytes()
+	return buf.Bytes()
 }
 
 func TestSnapshotRestoreRoundTrip(t *testing.T) {
@@ -79,7 +67,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	dst := newTestFSM(t, StateOptions{})
 	wake, cancel := dst.State().Subscribe(TableEndpoints)
 	defer cancel()
-	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+	if err := dst.Restore(bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(dumpState(src.State()), dumpState(dst.State())); diff != "" {
@@ -114,7 +102,7 @@ func TestRestoreRejectsBadStreamAndKeepsState(t *testing.T) {
 		`{"format":"fusebox-raftstore","version":1}` + "\n" + `{"t":"nope","r":{}}`,
 		`{"format":"fusebox-raftstore","version":1}` + "\n" + `{"t":"config","r":`,
 	} {
-		if err := f.Restore(io.NopCloser(strings.NewReader(bad))); err == nil {
+		if err := f.Restore(strings.NewReader(bad)); err == nil {
 			t.Fatalf("restore of %q succeeded", bad)
 		}
 	}
