@@ -114,8 +114,8 @@ func truncate(s string, n int) string {
 type TaskAPI struct {
 	*raftstore.Store
 	*state.State // the reads (transport.TaskReader): Store.Reader()
-	config *dynconfig.Collection
-	disk   *dataDirSpace // nil: no free-space floor
+	config       *dynconfig.Collection
+	disk         *dataDirSpace // nil: no free-space floor
 	// Policy checks destinations at submit and endpoint PUT; nil allows
 	// all (destinations.go).
 	Policy *outbound.Policy

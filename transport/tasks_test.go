@@ -28,9 +28,9 @@ const testShards = 4
 // settable backlog limits and data-dir space.
 type taskService struct {
 	*raftstore.Store
-	*state.State // the reads (Store.Reader())
-	max, total  atomic.Int64 // per destination, in all
-	free, floor atomic.Uint64
+	*state.State              // the reads (Store.Reader())
+	max, total   atomic.Int64 // per destination, in all
+	free, floor  atomic.Uint64
 	// policy decides destinations (nil allows all); names are the extra
 	// header names to redact.
 	policy *outbound.Policy
