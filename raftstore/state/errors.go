@@ -84,10 +84,6 @@ func conflict(field, format string, args ...any) *Error {
 	return &Error{Code: CodeConflict, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-func unavailable(format string, args ...any) *Error {
-	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf(format, args...)}
-}
-
 // AsError converts any error into *Error: an *Error anywhere in the chain is
 // returned as is, anything else becomes an internal error.
 func AsError(err error) *Error {
