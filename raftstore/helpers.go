@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"errors"
+	"fusebox/breakerpool"
 	"fusebox/raftstore/state"
 )
 
@@ -80,7 +81,7 @@ func (s *Store) ForceBreaker(ctx context.Context, c state.ForceBreakerCommand) (
 	if err := c.Validate(); err != nil {
 		return state.ForcedBreaker{}, 0, err
 	}
-	if err := state.ValidateTaskGroup(c.TaskGroup); err != nil {
+	if err := ValidateTaskGroup(c.TaskGroup); err != nil {
 		return state.ForcedBreaker{}, 0, err
 	}
 	return applyTyped[state.ForcedBreaker](ctx, s, state.MsgForceBreaker, c, c.RequestID)
@@ -138,4 +139,20 @@ func (s *Store) SetDrainingNode(ctx context.Context, c state.SetDrainingNodeComm
 	}
 	_, idx, err := applyTyped[struct{}](ctx, s, state.MsgSetDrainingNode, c, c.RequestID)
 	return idx, err
+}
+
+// ValidateTaskGroup refuses a task group the queue never produces, so a
+// forced breaker for it could never match a breaker. It runs before a
+// force is proposed (ForceBreaker, the API), not in the FSM: a log written
+// before the check existed may hold such a row, and every replica must
+// still apply it the same way.
+func ValidateTaskGroup(g string) *state.Error {
+	switch g {
+	case breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation, breakerpool.TaskGroupCallback:
+		return nil
+	case "":
+		return invalidArg("task_group", "required")
+	}
+	return invalidArg("task_group", "unknown task group %q: want %s, %s or %s", g,
+		breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation, breakerpool.TaskGroupCallback)
 }

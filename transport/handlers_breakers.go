@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/raftstore"
 	"fusebox/raftstore/state"
 	"fusebox/transport/outbound"
 )
@@ -167,8 +168,8 @@ func (s *Server) breakerForce(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case in.TaskGroup == "":
 		return BadField("task_group", "missing task_group")
-	case state.ValidateTaskGroup(in.TaskGroup) != nil:
-		return BadField("task_group", "%s", state.ValidateTaskGroup(in.TaskGroup).Message)
+	case raftstore.ValidateTaskGroup(in.TaskGroup) != nil:
+		return BadField("task_group", "%s", raftstore.ValidateTaskGroup(in.TaskGroup).Message)
 	case in.Destination == "":
 		return BadField("destination", "missing destination")
 	}

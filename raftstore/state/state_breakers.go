@@ -2,26 +2,9 @@ package state
 
 import (
 	"encoding/json"
-
-	"fusebox/breakerpool"
 )
 
-// ValidateTaskGroup refuses a task group the queue never produces, so a
-// forced breaker for it could never match a breaker. It runs before a
-// force is proposed (ForceBreaker, the API), not in the FSM: a log written
-// before the check existed may hold such a row, and every replica must
-// still apply it the same way.
-func ValidateTaskGroup(g string) *Error {
-	switch g {
-	case breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation, breakerpool.TaskGroupCallback:
-		return nil
-	case "":
-		return invalidArg("task_group", "required")
-	}
-	return invalidArg("task_group", "unknown task group %q: want %s, %s or %s", g,
-		breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation, breakerpool.TaskGroupCallback)
-}
-
+// Validate checks the command's shape (the FSM runs it too).
 func (c *ForceBreakerCommand) Validate() *Error {
 	if err := checkMeta(c.CommandMeta); err != nil {
 		return err
