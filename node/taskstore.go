@@ -125,7 +125,11 @@ var _ transport.TaskService = (*TaskAPI)(nil)
 
 // NewTaskAPI returns the task service the API serves.
 func NewTaskAPI(store *raftstore.Store, config *dynconfig.Collection) *TaskAPI {
-	return &TaskAPI{Store: store, State: store.Reader(), config: config}
+	a := &TaskAPI{Store: store, config: config}
+	if store != nil {
+		a.State = store.Reader()
+	}
+	return a
 }
 
 // newTaskAPI is the node's task service on its task store (with
