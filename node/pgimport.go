@@ -3,17 +3,17 @@ package node
 import (
 	"context"
 
+	"fusebox/api"
 	"fusebox/raftstore"
 	"fusebox/taskstore/pgstore"
-	"fusebox/transport"
 )
 
-var _ transport.TaskImporter = pgTaskAPI{}
+var _ api.TaskImporter = pgTaskAPI{}
 
-// ImportTasks implements transport.TaskImporter: tasks moved from another
+// ImportTasks implements api.TaskImporter: tasks moved from another
 // cluster keep their ids, attempts, next attempt and deadline; an error is
 // a 503 and means none is known committed.
-func (a pgTaskAPI) ImportTasks(ctx context.Context, ts []transport.ImportedTask) ([]raftstore.SubmitOutcome, error) {
+func (a pgTaskAPI) ImportTasks(ctx context.Context, ts []api.ImportedTask) ([]raftstore.SubmitOutcome, error) {
 	if !a.pg.store.Ready() {
 		return nil, a.unavailable("import refused", nil)
 	}
