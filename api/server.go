@@ -1,4 +1,4 @@
-// Package transport is a fusebox node's network surface: the HTTP/JSON admin
+// Package api is a fusebox node's network surface: the HTTP/JSON admin
 // and ingest API (server.go, handlers_*.go) and its Go client (client*.go),
 // used by the CLI, by leader forwarding and by the end-to-end tests.
 package api

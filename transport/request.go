@@ -1,4 +1,4 @@
-// Package outbound holds fusebox's outbound executors: the code that calls
+// Package transport holds fusebox's outbound executors: the code that calls
 // destinations nobody in the fleet controls (Nexus start and cancel over the
 // Nexus HTTP API, completion callbacks over HTTP) and the classification of
 // every outcome into success, a non-retryable failure, or
