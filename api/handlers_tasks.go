@@ -2,17 +2,14 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
-	"fusebox/breakerpool"
 	"fusebox/raftstore"
 	"fusebox/shardmap"
-	"fusebox/transport"
+	"fusebox/tasks"
 )
 
 // TaskService is the replicated task table as the task API uses it
@@ -187,124 +184,30 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-// newTask validates one submit and builds the task to propose. Errors are
-// 400s naming the API body's field (with prefix for a batch item), or a 413
-// for a request over the payload limit.
+// newTask validates one submit and builds the task to propose
+// (tasks.New). Errors are 400s naming the API body's field (with prefix
+// for a batch item), a 413 for a request over the payload limit, or a 503.
 func (h *taskHandlers) newTask(ctx context.Context, in *TaskSubmit, at time.Time, prefix string) (raftstore.NewTask, error) {
-	bad := func(field, format string, args ...any) error { return BadField(prefix+field, format, args...) }
-	for _, f := range []struct {
-		name, v string
-		max     int
-	}{
-		{"namespace_id", in.NamespaceID, 256}, {"workflow_id", in.WorkflowID, 256},
-		{"destination", in.Destination, 2048}, {"request_id", in.RequestID, 256},
-	} {
-		switch {
-		case strings.TrimSpace(f.v) == "" && f.name != "request_id":
-			return raftstore.NewTask{}, bad(f.name, "required")
-		case len(f.v) > f.max:
-			return raftstore.NewTask{}, bad(f.name, "longer than %d bytes", f.max)
-		case strings.ContainsFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-			return raftstore.NewTask{}, bad(f.name, "contains control characters")
-		}
-	}
-	req := transport.Request{
-		TaskGroup: in.TaskGroup, Service: in.Request.Service, Operation: in.Request.Operation, Input: in.Request.Input,
-		OperationID: in.Request.OperationID, RequestID: in.Request.NexusRequestID,
-		CallbackURL: in.Request.CallbackURL, CallbackHeader: in.Request.CallbackHeader,
-		Completion: in.Request.Completion, Body: in.Request.Body, ContentType: in.Request.ContentType, Header: in.Request.Header,
-	}
-	// The URL the request is validated with: the callback URL itself, or
-	// the endpoint's target now (re-resolved at every delivery, since
-	// endpoints can change; TASKS.md).
-	check := req
-	switch in.TaskGroup {
-	case breakerpool.TaskGroupCallback:
-		req.URL, check.URL = in.Destination, in.Destination
-	case breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation:
-		ep, ok := h.svc.Endpoint(in.Destination)
-		if !ok {
-			// This replica may lag (just restarted, back from a pause):
-			// before calling a registered endpoint unknown, read through
-			// the leader once.
-			if err := h.svc.Sync(ctx); err != nil {
-				return raftstore.NewTask{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: 1,
-					Message: "this node cannot check the endpoint against the cluster right now; retry: " + err.Error()}
-			}
-			if ep, ok = h.svc.Endpoint(in.Destination); !ok {
-				return raftstore.NewTask{}, bad("destination", "unknown nexus endpoint %q (GET /v1/endpoints lists them)", in.Destination)
-			}
-		}
-		check.URL = ep.URL
-	case "":
-		return raftstore.NewTask{}, bad("task_group", "required")
-	default:
-		return raftstore.NewTask{}, bad("task_group", "unknown task group %q (want %q, %q or %q)", in.TaskGroup,
-			breakerpool.TaskGroupNexusInvocation, breakerpool.TaskGroupNexusCancelation, breakerpool.TaskGroupCallback)
-	}
-	id := raftstore.NewTaskID(at)
-	if check.RequestID == "" {
-		check.RequestID = id // the queue sends the task id when none is given
-	}
-	if err := check.Validate(); err != nil {
-		var ve *transport.ValidationError
-		if errors.As(err, &ve) {
-			return raftstore.NewTask{}, bad(apiRequestField(ve.Field), "%s", ve.Reason)
-		}
-		return raftstore.NewTask{}, bad("request", "%v", err)
-	}
-	// A callback URL must be in its namespace's allowlist; an endpoint's
-	// URL was checked against the global list when an operator registered
-	// it. Neither may reach a member.
-	if err := h.svc.CheckDestination(ctx, in.NamespaceID, check.URL, in.TaskGroup == breakerpool.TaskGroupCallback); err != nil {
-		var de *transport.DestinationError
-		if errors.As(err, &de) {
-			return raftstore.NewTask{}, bad("destination", "%s", de.Reason)
-		}
-		return raftstore.NewTask{}, err
-	}
-	raw, err := json.Marshal(req)
-	if err != nil {
-		return raftstore.NewTask{}, bad("request", "%v", err)
-	}
-	if len(raw) > raftstore.MaxTaskRequestBytes {
-		e := Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "the request is %d bytes encoded, over the %d byte limit per task", len(raw), raftstore.MaxTaskRequestBytes)
-		e.Field = prefix + "request"
-		return raftstore.NewTask{}, e
-	}
-	deadline, err := h.deadline(in, at, prefix)
-	if err != nil {
-		return raftstore.NewTask{}, err
-	}
-	n := h.svc.ShardCount()
-	if n <= 0 {
-		return raftstore.NewTask{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the cluster has no shard count yet", RetryAfter: 1}
-	}
-	nt := raftstore.NewTask{
-		ID: id, Shard: shardmap.ShardOf(in.NamespaceID, in.WorkflowID, n), NamespaceID: in.NamespaceID, WorkflowID: in.WorkflowID,
-		TaskGroup: in.TaskGroup, Destination: in.Destination, RequestID: in.RequestID, Request: raw, Deadline: deadline,
-	}
-	// The breaker destination the backlog limits count by; the limits are
-	// resolved here and carried in the command (the FSM reads no config).
-	key := transport.BreakerDestination(in.TaskGroup, in.Destination)
-	if key != in.Destination {
-		nt.DestinationKey = key
-	}
-	nt.MaxDestinationBacklog, nt.MaxPendingTasks = h.svc.SubmitLimits(in.NamespaceID, key)
-	return nt, nil
+	nt, err := tasks.New(ctx, h.svc, in, at)
+	return nt, taskError(err, prefix)
 }
 
-// apiRequestField maps an transport.Request field onto the API body.
-func apiRequestField(f string) string {
-	switch {
-	case f == "url":
-		return "destination"
-	case f == "task_group":
-		return "task_group"
-	case f == "request_id":
-		return "request.nexus_request_id"
+// taskError is the API's answer to a task the domain refused: its code's
+// status, the field with prefix (a batch item's tasks[i].), Retry-After 1
+// when retryable. Other errors pass through to the server's mapping.
+func taskError(err error, prefix string) error {
+	var te *tasks.Error
+	if !errors.As(err, &te) {
+		return err
 	}
-	return "request." + f
+	e := &Error{Status: statusOf(te.Code), Code: te.Code, Message: te.Message}
+	if te.Field != "" {
+		e.Field = prefix + te.Field
+	}
+	if te.Retryable() {
+		e.RetryAfter = 1
+	}
+	return e
 }
 
 func (h *taskHandlers) waitApplied(ctx context.Context, index uint64) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"fusebox/raftstore"
+	"fusebox/tasks"
 	"fusebox/transport"
 )
 
@@ -106,8 +107,8 @@ func (h *taskHandlers) importedTask(ctx context.Context, e *TaskExport, at time.
 	switch {
 	case e.Version != TaskExportVersion:
 		return ImportedTask{}, bad("v", "unknown export format version %d (this build reads %d)", e.Version, TaskExportVersion)
-	case !validTaskID(e.ID):
-		return ImportedTask{}, bad("id", "want a task id (32 lowercase hex digits), got %q", truncateRunes(e.ID, 64))
+	case !tasks.ValidID(e.ID):
+		return ImportedTask{}, bad("id", "want a task id (32 lowercase hex digits), got %q", tasks.TruncateRunes(e.ID, 64))
 	case e.Attempts < 0 || e.Attempts > maxImportAttempts:
 		return ImportedTask{}, bad("attempts", "must be in [0, %d], got %d", maxImportAttempts, e.Attempts)
 	case e.CreatedAt.IsZero():
@@ -124,11 +125,7 @@ func (h *taskHandlers) importedTask(ctx context.Context, e *TaskExport, at time.
 	in := TaskSubmit{
 		NamespaceID: e.NamespaceID, WorkflowID: e.WorkflowID, TaskGroup: e.TaskGroup, Destination: e.Destination,
 		RequestID: e.RequestID,
-		Request: TaskRequest{
-			Service: req.Service, Operation: req.Operation, Input: req.Input, OperationID: req.OperationID,
-			NexusRequestID: req.RequestID, CallbackURL: req.CallbackURL, CallbackHeader: req.CallbackHeader,
-			Completion: req.Completion, Body: req.Body, ContentType: req.ContentType, Header: req.Header,
-		},
+		Request:   tasks.RequestOf(req),
 	}
 	nt, err := h.newTask(ctx, &in, at, prefix)
 	if err != nil {
@@ -144,17 +141,4 @@ func (h *taskHandlers) importedTask(ctx context.Context, e *TaskExport, at time.
 		next = at
 	}
 	return ImportedTask{NewTask: nt, Attempts: e.Attempts, NextAttemptAt: next, CreatedAt: e.CreatedAt}, nil
-}
-
-// validTaskID: raftstore.NewTaskID's form, 32 lowercase hex digits.
-func validTaskID(id string) bool {
-	if len(id) != 32 {
-		return false
-	}
-	for _, c := range []byte(id) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }

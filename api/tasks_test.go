@@ -18,6 +18,7 @@ import (
 	"fusebox/raftstore"
 	"fusebox/raftstore/raftstoretest"
 	"fusebox/shardmap"
+	"fusebox/tasks"
 	"fusebox/transport"
 )
 
@@ -432,4 +433,35 @@ func TestTaskBlockedReadAndListing(t *testing.T) {
 	}
 	_, err = c.Tasks(ctx, TaskListQuery{Status: "stuck", Limit: 10})
 	wantAPIError(t, err, http.StatusBadRequest, CodeInvalidArgument, "status")
+}
+
+// TestTaskErrorMapping: a task the domain refused keeps its code, gets the
+// code's status, the batch item's prefix on its field and Retry-After when
+// retryable; other errors pass through to the server's mapping.
+func TestTaskErrorMapping(t *testing.T) {
+	for _, c := range []struct {
+		in     *tasks.Error
+		status int
+		field  string
+		retry  int
+	}{
+		{&tasks.Error{Code: CodeInvalidArgument, Field: "request.header[Host]", Message: "reserved header"}, http.StatusBadRequest, "tasks[2].request.header[Host]", 0},
+		{&tasks.Error{Code: CodeTooLarge, Field: "request", Message: "big"}, http.StatusRequestEntityTooLarge, "tasks[2].request", 0},
+		{&tasks.Error{Code: CodeUnavailable, Message: "the cluster has no shard count yet"}, http.StatusServiceUnavailable, "", 1},
+	} {
+		var e *Error
+		if !errors.As(taskError(fmt.Errorf("wrapped: %w", c.in), "tasks[2]."), &e) {
+			t.Fatalf("%v: not an *api.Error", c.in)
+		}
+		if e.Status != c.status || e.Code != c.in.Code || e.Field != c.field || e.RetryAfter != c.retry || e.Message != c.in.Message {
+			t.Errorf("%v → %+v", c.in, e)
+		}
+	}
+	other := context.Canceled
+	if err := taskError(other, "tasks[0]."); err != other {
+		t.Fatalf("taskError(%v) = %v, want it unchanged", other, err)
+	}
+	if taskError(nil, "") != nil {
+		t.Fatal("taskError(nil) != nil")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"fusebox/raftstore"
+	"fusebox/tasks"
 	"fusebox/transport"
 )
 
@@ -12,48 +13,13 @@ import (
 // GET /v1/tasks, GET /v1/dlq, POST /v1/dlq/redrive). External contract:
 // add fields, never rename them.
 
-// TaskSubmit is the body of POST /v1/tasks and one item of a batch.
-type TaskSubmit struct {
-	NamespaceID string `json:"namespace_id"`
-	WorkflowID  string `json:"workflow_id"`
-	// TaskGroup is nexusoperations.Invocation, nexusoperations.Cancelation
-	// or callbacks.Invocation.
-	TaskGroup string `json:"task_group"`
-	// Destination is the Nexus endpoint name (Nexus task groups; it must be
-	// registered) or the callback URL (callbacks.Invocation).
-	Destination string `json:"destination"`
-	// RequestID makes the submit idempotent within the namespace: a second
-	// submit with the same one answers with the first task's id and shard.
-	RequestID string      `json:"request_id,omitempty"`
-	Request   TaskRequest `json:"request"`
-	// ScheduleToCloseTimeout bounds how long the task may take to be
-	// delivered ("30s", "2h", "1d"; unitless: seconds). Empty: the default
-	// of fusebox.tasks.defaultScheduleToCloseTimeout. The deadline is fixed
-	// at submit; undelivered by then, the task fails "deadline exceeded".
-	ScheduleToCloseTimeout string `json:"schedule_to_close_timeout,omitempty"`
-}
-
-// TaskRequest is the call a task makes. Which fields apply depends on the
-// task group: service, operation and input (start); service, operation and
-// operation_id (cancel); completion, or body and content_type (callback).
-type TaskRequest struct {
-	Service   string          `json:"service,omitempty"`
-	Operation string          `json:"operation,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	// OperationID is the token of the operation to cancel.
-	OperationID string `json:"operation_id,omitempty"`
-	// NexusRequestID is sent as Nexus-Request-Id; it defaults to the task id,
-	// which stays the same across redeliveries.
-	NexusRequestID string            `json:"nexus_request_id,omitempty"`
-	CallbackURL    string            `json:"callback_url,omitempty"`
-	CallbackHeader map[string]string `json:"callback_header,omitempty"`
-	// Completion (a Nexus completion) or Body (raw, base64 in JSON) with
-	// ContentType: callbacks only.
-	Completion  *transport.Completion `json:"completion,omitempty"`
-	Body        []byte                `json:"body,omitempty"`
-	ContentType string                `json:"content_type,omitempty"`
-	Header      map[string]string     `json:"header,omitempty"`
-}
+// TaskSubmit is the body of POST /v1/tasks and one item of a batch;
+// TaskRequest is the call a task makes. Both are the task domain's wire
+// request (package tasks), which validates them.
+type (
+	TaskSubmit  = tasks.Submit
+	TaskRequest = tasks.Request
+)
 
 // TaskAccepted is the 202 answer of a submit.
 type TaskAccepted struct {
