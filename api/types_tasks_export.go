@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"fusebox/raftstore"
+	"fusebox/tasks"
 )
 
 // Wire types of moving pending tasks between clusters (issue 18: from the
@@ -66,15 +67,8 @@ type TaskImportResult struct {
 }
 
 // ImportedTask is one validated task of an import as the store inserts
-// it: a submit's task (id, request, deadline kept from the export; no
-// backlog limits: the tasks were accepted once already) plus its attempts,
-// next attempt and creation time.
-type ImportedTask struct {
-	raftstore.NewTask
-	Attempts      int
-	NextAttemptAt time.Time
-	CreatedAt     time.Time
-}
+// it (tasks.Imported).
+type ImportedTask = tasks.Imported
 
 // TaskImporter is what a TaskService that can take imported tasks adds
 // (the node's postgres store). Without it POST /v1/tasks:import answers

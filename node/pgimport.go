@@ -5,7 +5,6 @@ import (
 
 	"fusebox/api"
 	"fusebox/raftstore"
-	"fusebox/taskstore/pgstore"
 )
 
 var _ api.TaskImporter = pgTaskAPI{}
@@ -17,11 +16,7 @@ func (a pgTaskAPI) ImportTasks(ctx context.Context, ts []api.ImportedTask) ([]ra
 	if !a.pg.store.Ready() {
 		return nil, a.unavailable("import refused", nil)
 	}
-	in := make([]pgstore.Imported, len(ts))
-	for i, t := range ts {
-		in[i] = pgstore.Imported{NewTask: t.NewTask, Attempts: t.Attempts, NextAttemptAt: t.NextAttemptAt, CreatedAt: t.CreatedAt}
-	}
-	out, err := a.pg.store.Import(ctx, in)
+	out, err := a.pg.store.Import(ctx, ts) // both are tasks.Imported
 	if err != nil {
 		return nil, a.unavailable("import not committed", err)
 	}
