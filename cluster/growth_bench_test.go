@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // BenchmarkDeadDestinationGrowth is the cost of a dead destination as the
@@ -42,7 +42,7 @@ func benchDeadGrowth(b *testing.B, size int, pol breakerpool.HintPolicy) {
 		timeout = time.Second
 		steady  = 3 * time.Second
 	)
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	nodes := startPCluster(b, size, testSettings(pol, timeout), PolicyConfig{})
 	setURL(dest.CallbackURL(), nodes...)
 	client := newClient(b)
@@ -56,7 +56,7 @@ func benchDeadGrowth(b *testing.B, size int, pol breakerpool.HintPolicy) {
 		}
 		waitAll(b, "every node to deliver", func(j int) bool { return drivers[j].ok.Load() > 0 }, size)
 
-		if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+		if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 			b.Fatal(err)
 		}
 		start := dest.Count("")

@@ -9,7 +9,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // BenchmarkDeadDestination counts the calls that reach a dead destination,
@@ -44,7 +44,7 @@ func benchDeadDestination(b *testing.B, pol breakerpool.HintPolicy) {
 		steady  = 4 * time.Second
 		burst   = 20
 	)
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	nodes := startPCluster(b, size, testSettings(pol, timeout), PolicyConfig{})
 	setURL(dest.CallbackURL(), nodes...)
 	client := newClient(b)
@@ -59,7 +59,7 @@ func benchDeadDestination(b *testing.B, pol breakerpool.HintPolicy) {
 		waitAll(b, "every node to deliver", func(j int) bool { return drivers[j].ok.Load() > 0 }, size)
 
 		down := func() int {
-			if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+			if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 				b.Fatal(err)
 			}
 			return dest.Count("")
@@ -109,8 +109,8 @@ func settledOpen(n *pnode, k breakerpool.Key) bool {
 }
 
 // up brings the destination back and waits until every driver delivered.
-func up(b *testing.B, dest *outboundtest.Destination, drivers []*driver) time.Duration {
-	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+func up(b *testing.B, dest *transporttest.Destination, drivers []*driver) time.Duration {
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		b.Fatal(err)
 	}
 	back := time.Now()

@@ -10,7 +10,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // TestPolicyOutageCost: a destination goes down for everyone; one node
@@ -29,8 +29,8 @@ func TestPolicyOutageCost(t *testing.T) {
 		{breakerpool.HintAdopt, threshold},              // peers open without calling
 	} {
 		t.Run(string(tc.policy), func(t *testing.T) {
-			dest := outboundtest.NewDestination(t)
-			if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+			dest := transporttest.NewDestination(t)
+			if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 				t.Fatal(err)
 			}
 			nodes := startPCluster(t, size, testSettings(tc.policy, 10*time.Second), PolicyConfig{})
@@ -92,13 +92,13 @@ func TestPolicyOutageCost(t *testing.T) {
 func TestPolicyCoordinatedProbingAndRecovery(t *testing.T) {
 	const size = 5
 	const timeout = 300 * time.Millisecond
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	nodes := startPCluster(t, size, testSettings(breakerpool.HintProbe, timeout), PolicyConfig{})
 	setURL(dest.CallbackURL(), nodes...)
 	client := newClient(t)
 	k := testKey("flaky")
 	drivers := driveAll(t, nodes, client, k, 20)
-	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	testwait.For(t, 10*time.Second, "every breaker to open", func() bool {
@@ -132,7 +132,7 @@ func TestPolicyCoordinatedProbingAndRecovery(t *testing.T) {
 		t.Fatalf("non-owners probed %v times while the owner probed %v: probing is not coordinated", fallbackProbes, ownerProbes)
 	}
 
-	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()
@@ -163,9 +163,9 @@ func TestPolicyCoordinatedProbingAndRecovery(t *testing.T) {
 // healthy destination; under probe the others keep delivering to it.
 func TestPolicyProbeLocalFailureDoesNotBlackhole(t *testing.T) {
 	const size = 5
-	dest := outboundtest.NewDestination(t)
-	broken := outboundtest.NewDestination(t) // n0's view of the network: refused
-	if err := broken.SetMode(outboundtest.ModeRefuse); err != nil {
+	dest := transporttest.NewDestination(t)
+	broken := transporttest.NewDestination(t) // n0's view of the network: refused
+	if err := broken.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
 	nodes := startPCluster(t, size, testSettings(breakerpool.HintProbe, 10*time.Second), PolicyConfig{})
@@ -215,8 +215,8 @@ func TestPolicyProbeLocalFailureDoesNotBlackhole(t *testing.T) {
 // TestPolicyJoinerLearnsOpenKeys: a node that joins while a key is open
 // learns it by push/pull and guards the key before its first call.
 func TestPolicyJoinerLearnsOpenKeys(t *testing.T) {
-	dest := outboundtest.NewDestination(t)
-	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	s := testSettings(breakerpool.HintProbe, 10*time.Second)
@@ -249,8 +249,8 @@ func TestPolicyJoinerLearnsOpenKeys(t *testing.T) {
 func TestPolicyKilledOwnerLeavesNoKeyStuck(t *testing.T) {
 	const size = 4
 	const timeout = 300 * time.Millisecond
-	dest := outboundtest.NewDestination(t)
-	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	nodes := startPCluster(t, size, testSettings(breakerpool.HintProbe, timeout), PolicyConfig{})
@@ -290,7 +290,7 @@ func TestPolicyKilledOwnerLeavesNoKeyStuck(t *testing.T) {
 	before := probes(t, owner, ProbeOwner)
 	testwait.For(t, 10*time.Second, "the new owner to probe", func() bool { return probes(t, owner, ProbeOwner) > before })
 
-	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()
@@ -316,8 +316,8 @@ func TestPolicyKilledOwnerLeavesNoKeyStuck(t *testing.T) {
 func TestPolicySelfSuspicion(t *testing.T) {
 	const window = 3 * time.Second
 	pcfg := PolicyConfig{SuspectWindow: window, Tick: 50 * time.Millisecond}
-	broken := outboundtest.NewDestination(t)
-	if err := broken.SetMode(outboundtest.ModeRefuse); err != nil {
+	broken := transporttest.NewDestination(t)
+	if err := broken.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
 	nodes := startPCluster(t, 2, testSettings(breakerpool.HintProbe, time.Minute), pcfg)

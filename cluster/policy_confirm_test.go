@@ -10,7 +10,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // designatedFor returns the peer n would ask first about k when accused
@@ -47,8 +47,8 @@ var confirmTestCfg = PolicyConfig{ConfirmWait: 200 * time.Millisecond}
 // calls reach the dead destination for the whole fleet.
 func TestConfirmDeadDestination(t *testing.T) {
 	const size = 5
-	dest := outboundtest.NewDestination(t)
-	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	nodes := startPCluster(t, size, testSettings(breakerpool.HintConfirm, 10*time.Second), confirmTestCfg)
@@ -102,9 +102,9 @@ func TestConfirmDeadDestination(t *testing.T) {
 // the peers resume, n0 is distrusted for the key and its trip opens nobody.
 func TestConfirmSickNodeRefuted(t *testing.T) {
 	const size = 4
-	dest := outboundtest.NewDestination(t)
-	broken := outboundtest.NewDestination(t)
-	if err := broken.SetMode(outboundtest.ModeRefuse); err != nil {
+	dest := transporttest.NewDestination(t)
+	broken := transporttest.NewDestination(t)
+	if err := broken.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
 	nodes := startPCluster(t, size, testSettings(breakerpool.HintConfirm, 10*time.Second), confirmTestCfg)
@@ -158,8 +158,8 @@ func TestConfirmSickNodeRefuted(t *testing.T) {
 // asked, its probe fails, and the survivors open, confirmed.
 func TestConfirmDesignatedPeerDown(t *testing.T) {
 	const size = 4
-	dest := outboundtest.NewDestination(t)
-	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	nodes := startPCluster(t, size, testSettings(breakerpool.HintConfirm, 10*time.Second), confirmTestCfg)
@@ -213,8 +213,8 @@ func TestConfirmDesignatedPeerDown(t *testing.T) {
 // n0's failure — where a task probe would have made it two.
 func TestConfirmByHealthCheck(t *testing.T) {
 	const size = 3
-	dest := outboundtest.NewDestination(t)
-	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	s := testSettings(breakerpool.HintConfirm, 10*time.Second)

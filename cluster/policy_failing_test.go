@@ -10,7 +10,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 func published(n *pnode, result string) float64 {
@@ -166,13 +166,13 @@ func TestPolicySimultaneousOutageCost(t *testing.T) {
 	const size = 5
 	for _, pol := range []breakerpool.HintPolicy{breakerpool.HintProbe, breakerpool.HintAdopt} {
 		t.Run(string(pol), func(t *testing.T) {
-			dest := outboundtest.NewDestination(t)
+			dest := transporttest.NewDestination(t)
 			nodes := startPCluster(t, size, testSettings(pol, 10*time.Second), PolicyConfig{})
 			setURL(dest.CallbackURL(), nodes...)
 			client := newClient(t)
 			k := testKey("dies-for-all")
 			driveAll(t, nodes, client, k, 20)
-			if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+			if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 				t.Fatal(err)
 			}
 			start := dest.Count("")

@@ -19,8 +19,8 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport"
+	"fusebox/transport/transporttest"
 )
 
 // pnode is one in-process fusebox node as far as hints go: a real breaker
@@ -167,8 +167,8 @@ func (n *pnode) call(client *http.Client, k breakerpool.Key) error {
 		_ = resp.Body.Close()
 		if resp.StatusCode >= 500 || resp.StatusCode == 408 || resp.StatusCode == 429 {
 			d := breakerpool.NewDestinationDownError(resp.Status, errDown)
-			if resp.StatusCode == 429 || resp.StatusCode == 503 { // as transport/outbound classifies
-				d.RetryAfter, _ = outbound.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			if resp.StatusCode == 429 || resp.StatusCode == 503 { // as transport classifies
+				d.RetryAfter, _ = transport.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 			}
 			return d
 		}
@@ -271,7 +271,7 @@ func status(n *pnode, k breakerpool.Key) breakerpool.Status {
 func isOpen(n *pnode, k breakerpool.Key) bool { return status(n, k).State == gobreaker.StateOpen }
 
 // callsFrom counts the destination's recorded calls from node id.
-func callsFrom(dest *outboundtest.Destination, id string) int {
+func callsFrom(dest *transporttest.Destination, id string) int {
 	c := 0
 	for _, call := range dest.Calls() {
 		if call.Header.Get("X-Node") == id {

@@ -9,7 +9,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // TestPolicyRetryAfterFleetWide: one node of three gets a 429 with
@@ -19,8 +19,8 @@ import (
 func TestPolicyRetryAfterFleetWide(t *testing.T) {
 	for _, pol := range []breakerpool.HintPolicy{breakerpool.HintProbe, breakerpool.HintOff, breakerpool.HintConfirm} {
 		t.Run(string(pol), func(t *testing.T) {
-			dest := outboundtest.NewDestination(t)
-			if err := dest.SetMode(outboundtest.ModeTooManyRequests); err != nil {
+			dest := transporttest.NewDestination(t)
+			if err := dest.SetMode(transporttest.ModeTooManyRequests); err != nil {
 				t.Fatal(err)
 			}
 			dest.SetRetryAfter("2")
@@ -68,7 +68,7 @@ func TestPolicyRetryAfterFleetWide(t *testing.T) {
 				drivers = append(drivers, drive(t, n, client, k, 20))
 			}
 			testwait.For(t, 10*time.Second, "the Retry-After deadline to pass", func() bool { return time.Now().After(s0.RetryAfterUntil.Add(50 * time.Millisecond)) })
-			if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+			if err := dest.SetMode(transporttest.ModeUp); err != nil {
 				t.Fatal(err)
 			}
 			before := 0

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // BenchmarkRetryAfterFleet (issue 19 §1): a destination answers every call
@@ -36,9 +36,9 @@ func benchRetryAfter(b *testing.B, size int, on bool) {
 	if !on {
 		s.MaxRetryAfter = 0
 	}
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	dest.SetRetryAfter("5")
-	if err := dest.SetMode(outboundtest.ModeTooManyRequests); err != nil {
+	if err := dest.SetMode(transporttest.ModeTooManyRequests); err != nil {
 		b.Fatal(err)
 	}
 	nodes := startPCluster(b, size, s, PolicyConfig{})

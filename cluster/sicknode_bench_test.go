@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // BenchmarkSickNode is issue 19 §5's sick-node scenario: N = 5 nodes each
@@ -33,9 +33,9 @@ func benchSickNode(b *testing.B, pol breakerpool.HintPolicy) {
 		timeout = time.Second
 		sickFor = 10 * time.Second
 	)
-	dest := outboundtest.NewDestination(b)
-	broken := outboundtest.NewDestination(b)
-	if err := broken.SetMode(outboundtest.ModeRefuse); err != nil {
+	dest := transporttest.NewDestination(b)
+	broken := transporttest.NewDestination(b)
+	if err := broken.SetMode(transporttest.ModeRefuse); err != nil {
 		b.Fatal(err)
 	}
 	nodes := startPCluster(b, size, testSettings(pol, timeout), PolicyConfig{})

@@ -73,7 +73,7 @@ type AddressRule struct {
 	re            *regexp.Regexp
 }
 
-// AddressRules is a decoded allowlist; it implements outbound.AddressMatcher.
+// AddressRules is a decoded allowlist; it implements transport.AddressMatcher.
 type AddressRules []AddressRule
 
 // Allows reports whether scheme://host matches a rule. host is the URL's

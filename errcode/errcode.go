@@ -5,7 +5,7 @@
 //
 // It holds the codes and what they mean to a caller (may the same request be
 // sent again?), nothing more: it imports no transport. The HTTP status of
-// each code is the API's business (transport/errors.go maps them, and a test
+// each code is the API's business (api/errors.go maps them, and a test
 // there holds that map to this table and to docs/api.md).
 //
 // Codes are part of the external contract: append, never rename or reuse.

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"strings"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/cluster"
 	"fusebox/dynconfig"
 	"fusebox/raftstore"
 	"fusebox/raftstore/state"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
 )
 
 // raftMembers shows the gossip membership to the Raft store.
@@ -39,11 +39,11 @@ func (a raftMembers) Subscribe() (<-chan struct{}, func()) { return a.m.Subscrib
 // apiMembers shows the gossip membership to the API.
 type apiMembers struct{ m *cluster.Membership }
 
-func (a apiMembers) Members() []transport.Member {
+func (a apiMembers) Members() []api.Member {
 	ms := a.m.Members()
-	out := make([]transport.Member, 0, len(ms))
+	out := make([]api.Member, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, transport.Member{ID: m.ID, GossipAddr: m.GossipAddr, HTTPAddr: m.Meta.HTTPAddr,
+		out = append(out, api.Member{ID: m.ID, GossipAddr: m.GossipAddr, HTTPAddr: m.Meta.HTTPAddr,
 			RaftAddr: m.Meta.RaftAddr, Version: m.Meta.Version, LogVersion: m.Meta.LogVersion, State: m.State.String(), Suspect: m.Meta.Suspect})
 	}
 	return out
@@ -68,7 +68,7 @@ func configEntries(es []state.ConfigEntry) []dynconfig.Entry {
 	for _, e := range es {
 		d := e.Destination
 		if strings.Contains(d, "://") {
-			d = outbound.BreakerDestination(breakerpool.TaskGroupCallback, d)
+			d = transport.BreakerDestination(breakerpool.TaskGroupCallback, d)
 		}
 		ce := dynconfig.Entry{Key: e.Key, Namespace: e.Namespace, Destination: d, Value: e.Value}
 		if d != e.Destination {

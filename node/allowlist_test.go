@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // The allowlist is checked at submit (400 naming destination) and again at
@@ -18,14 +18,14 @@ import (
 func TestAllowlistAtSubmitAndAttempt(t *testing.T) {
 	n, _ := secureNode(t)
 	const ns = "ns-allow"
-	dest := outboundtest.NewDestination(t)
-	if err := dest.SetMode(outboundtest.ModeRefuse); err != nil {
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(dest.Addr())
 	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
 
-	submit := func(url, wf string) (transport.TaskAccepted, error) {
+	submit := func(url, wf string) (api.TaskAccepted, error) {
 		ts := callbackTask(url, wf, wf)
 		ts.NamespaceID = ns
 		return n.client().SubmitTask(ctxT(t), ts)
@@ -41,9 +41,9 @@ func TestAllowlistAtSubmitAndAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTask(t, n, acc.TaskID, "tried", func(tk transport.Task) bool { return tk.Attempts >= 1 })
+	waitTask(t, n, acc.TaskID, "tried", func(tk api.Task) bool { return tk.Attempts >= 1 })
 	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"hooks.example.com"}]`)
-	tk := waitTask(t, n, acc.TaskID, "dead-lettered", func(tk transport.Task) bool { return tk.Status == state.TaskDLQ })
+	tk := waitTask(t, n, acc.TaskID, "dead-lettered", func(tk api.Task) bool { return tk.Status == state.TaskDLQ })
 	if tk.LastAnswer == nil || !strings.Contains(tk.LastAnswer.Message, dynconfig.KeyCallbackAllowedAddresses) {
 		t.Fatalf("last answer %+v does not say the allowlist refused it", tk.LastAnswer)
 	}
@@ -53,13 +53,13 @@ func TestAllowlistAtSubmitAndAttempt(t *testing.T) {
 	}
 
 	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
-	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.client().Redrive(ctxT(t), transport.Redrive{IDs: []string{acc.TaskID}}); err != nil {
+	if _, err := n.client().Redrive(ctxT(t), api.Redrive{IDs: []string{acc.TaskID}}); err != nil {
 		t.Fatal(err)
 	}
-	waitTask(t, n, acc.TaskID, "succeeded after the redrive", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
+	waitTask(t, n, acc.TaskID, "succeeded after the redrive", func(tk api.Task) bool { return tk.Status == state.TaskSucceeded })
 }
 
 // A callback or endpoint aimed at the node's own API, Raft or gossip port is
@@ -79,9 +79,9 @@ func TestMemberAddressesRefused(t *testing.T) {
 		}
 	}
 	_, apiPort, _ := net.SplitHostPort(n.HTTPAddr())
-	_, err := n.client().PutEndpoint(ctxT(t), transport.Endpoint{Name: "self", URL: "http://localhost:" + apiPort + "/nexus"})
+	_, err := n.client().PutEndpoint(ctxT(t), api.Endpoint{Name: "self", URL: "http://localhost:" + apiPort + "/nexus"})
 	wantField(t, err, "url")
-	_, err = n.client().PutEndpoint(ctxT(t), transport.Endpoint{Name: "creds", URL: "http://user:password@127.0.0.1:9/nexus"})
+	_, err = n.client().PutEndpoint(ctxT(t), api.Endpoint{Name: "creds", URL: "http://user:password@127.0.0.1:9/nexus"})
 	wantField(t, err, "url")
 
 	// An endpoint stored with credentials before they were refused is
@@ -95,22 +95,22 @@ func TestMemberAddressesRefused(t *testing.T) {
 
 	// At dial: the endpoint is valid at submit, then re-pointed (directly in
 	// the store, as a DNS change would) at the node's own API.
-	dest := outboundtest.NewDestination(t)
-	if err := dest.SetMode(outboundtest.ModeRefuse); err != nil {
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.client().PutEndpoint(ctxT(t), transport.Endpoint{Name: "moving", URL: dest.NexusURL()}); err != nil {
+	if _, err := n.client().PutEndpoint(ctxT(t), api.Endpoint{Name: "moving", URL: dest.NexusURL()}); err != nil {
 		t.Fatal(err)
 	}
 	acc, err := n.client().SubmitTask(ctxT(t), echoTask("moving", "wf-moving", "moving"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTask(t, n, acc.TaskID, "tried", func(tk transport.Task) bool { return tk.Attempts >= 1 })
+	waitTask(t, n, acc.TaskID, "tried", func(tk api.Task) bool { return tk.Attempts >= 1 })
 	if _, err := n.store.PutEndpoint(ctxT(t), state.PutEndpointCommand{Name: "moving", URL: "http://localhost:" + apiPort + "/nexus"}); err != nil {
 		t.Fatal(err)
 	}
-	tk := waitTask(t, n, acc.TaskID, "failed", func(tk transport.Task) bool { return tk.Status == state.TaskFailed })
+	tk := waitTask(t, n, acc.TaskID, "failed", func(tk api.Task) bool { return tk.Status == state.TaskFailed })
 	if tk.LastAnswer == nil || !strings.Contains(tk.LastAnswer.Message, "blocked") {
 		t.Fatalf("last answer %+v; want the dialer's refusal", tk.LastAnswer)
 	}

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/internal/authtoken"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // One token per role; the node token is what nodes present to each other.
@@ -137,9 +137,9 @@ func TestAuthorIsTokenName(t *testing.T) {
 	leader := c.leader(c.nodes)
 	follower := others(c.nodes, leader)[0]
 	for i, nd := range []*testNode{follower, leader} {
-		cl := transport.NewClient(nd.HTTPAddr(), roleTokens[authtoken.RoleAdmin], nil)
+		cl := api.NewClient(nd.HTTPAddr(), roleTokens[authtoken.RoleAdmin], nil)
 		cl.Author = "mallory@forged"
-		res, err := cl.ConfigSet(ctxT(t), dynconfig.KeyBreakerSettings, transport.ConfigWrite{
+		res, err := cl.ConfigSet(ctxT(t), dynconfig.KeyBreakerSettings, api.ConfigWrite{
 			Destination: "ep-" + nd.cfg.NodeID, Value: json.RawMessage(`{"Timeout":"17s"}`),
 		})
 		if err != nil {
@@ -147,7 +147,7 @@ func TestAuthorIsTokenName(t *testing.T) {
 		}
 		// Every node's history has the entry under the token's name.
 		for _, reader := range c.nodes {
-			rc := transport.NewClient(reader.HTTPAddr(), roleTokens[authtoken.RoleRead], nil)
+			rc := api.NewClient(reader.HTTPAddr(), roleTokens[authtoken.RoleRead], nil)
 			testwait.For(t, 10*time.Second, reader.cfg.NodeID+" applying the write", func() bool {
 				hist, err := rc.ConfigHistory(ctxT(t), 10)
 				if err != nil {
@@ -172,13 +172,13 @@ func TestAuthorAnonymousWithoutTokens(t *testing.T) {
 	c := newTestCluster(t, 1, nil)
 	cl := c.nodes[0].client()
 	cl.Author = "mallory@forged"
-	res, err := cl.ConfigSet(ctxT(t), dynconfig.KeyBreakerSettings, transport.ConfigWrite{Value: json.RawMessage(`{"Timeout":"17s"}`)})
+	res, err := cl.ConfigSet(ctxT(t), dynconfig.KeyBreakerSettings, api.ConfigWrite{Value: json.RawMessage(`{"Timeout":"17s"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hist, err := cl.ConfigHistory(ctxT(t), 10)
-	if err != nil || len(hist) == 0 || hist[0].Index != res.Index || hist[0].Author != transport.AnonymousAuthor {
-		t.Fatalf("history %+v, %v; want the write by %q", hist, err, transport.AnonymousAuthor)
+	if err != nil || len(hist) == 0 || hist[0].Index != res.Index || hist[0].Author != api.AnonymousAuthor {
+		t.Fatalf("history %+v, %v; want the write by %q", hist, err, api.AnonymousAuthor)
 	}
 }
 
@@ -189,7 +189,7 @@ func TestTokenReloadUnderLoad(t *testing.T) {
 	c := newTestCluster(t, 1, func(cfg *Config) { cfg.AdminTokenFile = file })
 	n := c.nodes[0]
 	newTok := "late-0123456789abcdef0123456789abcdef00"
-	keep := transport.NewClient(n.HTTPAddr(), roleTokens[authtoken.RoleRead], nil)
+	keep := api.NewClient(n.HTTPAddr(), roleTokens[authtoken.RoleRead], nil)
 	stop := make(chan struct{})
 	errc := make(chan error, 1)
 	var calls atomic.Int64
@@ -220,11 +220,11 @@ func TestTokenReloadUnderLoad(t *testing.T) {
 	if err := n.ReloadTokens(); err != nil {
 		t.Fatal(err)
 	}
-	var apiErr *transport.Error
-	if _, err := transport.NewClient(n.HTTPAddr(), newTok, nil).Endpoints(ctxT(t)); err != nil {
+	var apiErr *api.Error
+	if _, err := api.NewClient(n.HTTPAddr(), newTok, nil).Endpoints(ctxT(t)); err != nil {
 		t.Fatalf("added token: %v", err)
 	}
-	_, err := transport.NewClient(n.HTTPAddr(), roleTokens[authtoken.RoleSubmit], nil).Task(ctxT(t), "x")
+	_, err := api.NewClient(n.HTTPAddr(), roleTokens[authtoken.RoleSubmit], nil).Task(ctxT(t), "x")
 	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
 		t.Fatalf("removed token: %v; want 401", err)
 	}
@@ -235,7 +235,7 @@ func TestTokenReloadUnderLoad(t *testing.T) {
 	if err := n.ReloadTokens(); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Fatalf("bad file reload: %v", err)
 	}
-	if _, err := transport.NewClient(n.HTTPAddr(), newTok, nil).Endpoints(ctxT(t)); err != nil {
+	if _, err := api.NewClient(n.HTTPAddr(), newTok, nil).Endpoints(ctxT(t)); err != nil {
 		t.Fatalf("token lost to a bad file: %v", err)
 	}
 	close(stop)

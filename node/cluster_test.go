@@ -11,11 +11,11 @@ import (
 
 	"go.uber.org/goleak"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 func TestMain(m *testing.M) {
@@ -45,7 +45,7 @@ func TestConfigWrittenOnFollowerAppliesEverywhere(t *testing.T) {
 	}
 	leader := c.leader(c.nodes)
 	follower := others(c.nodes, leader)[0]
-	res, err := follower.client().ConfigSet(ctxT(t), dynconfig.KeyBreakerSettings, transport.ConfigWrite{
+	res, err := follower.client().ConfigSet(ctxT(t), dynconfig.KeyBreakerSettings, api.ConfigWrite{
 		Destination: "ep-1", Value: json.RawMessage(`{"Timeout":"17s","MaxRequests":2}`),
 	})
 	if err != nil {
@@ -81,14 +81,14 @@ func TestInvalidConfigWriteChangesNothing(t *testing.T) {
 	c := newTestCluster(t, 1, nil)
 	n := c.nodes[0]
 	before := n.store.Stats().LastIndex
-	_, err := n.client().ConfigSet(ctxT(t), dynconfig.KeyBreakerSettings, transport.ConfigWrite{
+	_, err := n.client().ConfigSet(ctxT(t), dynconfig.KeyBreakerSettings, api.ConfigWrite{
 		Value: json.RawMessage(`{"Timeout":"-5s"}`),
 	})
-	var apiErr *transport.Error
+	var apiErr *api.Error
 	if !errors.As(err, &apiErr) || apiErr.Status != 400 || apiErr.Key != dynconfig.KeyBreakerSettings || apiErr.Field != "Timeout" {
 		t.Fatalf("err = %#v; want 400 naming key and field Timeout", err)
 	}
-	_, err = n.client().ConfigSet(ctxT(t), "no.such.key", transport.ConfigWrite{Value: json.RawMessage(`1`)})
+	_, err = n.client().ConfigSet(ctxT(t), "no.such.key", api.ConfigWrite{Value: json.RawMessage(`1`)})
 	if !errors.As(err, &apiErr) || apiErr.Status != 404 {
 		t.Fatalf("unknown key: err = %v; want 404", err)
 	}
@@ -114,7 +114,7 @@ func TestLeaderKilledWritesResume(t *testing.T) {
 	for _, n := range live {
 		var err error
 		testwait.For(t, 20*time.Second, "a write through "+n.cfg.NodeID, func() bool {
-			_, err = n.client().PutEndpoint(ctxT(t), transport.Endpoint{Name: "ep-" + n.cfg.NodeID, URL: "http://127.0.0.1:9/x"})
+			_, err = n.client().PutEndpoint(ctxT(t), api.Endpoint{Name: "ep-" + n.cfg.NodeID, URL: "http://127.0.0.1:9/x"})
 			return err == nil
 		})
 	}
@@ -127,7 +127,7 @@ func TestLeaderKilledWritesResume(t *testing.T) {
 func TestRestartKeepsState(t *testing.T) {
 	c := newTestCluster(t, 1, nil)
 	n := c.nodes[0]
-	if _, err := n.client().PutEndpoint(ctxT(t), transport.Endpoint{Name: "keep-me", URL: "https://example.invalid/nexus"}); err != nil {
+	if _, err := n.client().PutEndpoint(ctxT(t), api.Endpoint{Name: "keep-me", URL: "https://example.invalid/nexus"}); err != nil {
 		t.Fatal(err)
 	}
 	n.stop()
@@ -161,17 +161,17 @@ func TestDataDirBelongsToOneNode(t *testing.T) {
 func TestAdminToken(t *testing.T) {
 	c := newTestCluster(t, 1, func(cfg *Config) { cfg.AdminToken = "s3cret" })
 	n := c.nodes[0]
-	ep := transport.Endpoint{Name: "e", URL: "http://127.0.0.1:9/"}
-	var apiErr *transport.Error
-	_, err := transport.NewClient(n.HTTPAddr(), "", nil).PutEndpoint(ctxT(t), ep)
+	ep := api.Endpoint{Name: "e", URL: "http://127.0.0.1:9/"}
+	var apiErr *api.Error
+	_, err := api.NewClient(n.HTTPAddr(), "", nil).PutEndpoint(ctxT(t), ep)
 	if !errors.As(err, &apiErr) || apiErr.Status != 401 {
 		t.Fatalf("no token: %v; want 401", err)
 	}
-	_, err = transport.NewClient(n.HTTPAddr(), "wrong", nil).PutEndpoint(ctxT(t), ep)
+	_, err = api.NewClient(n.HTTPAddr(), "wrong", nil).PutEndpoint(ctxT(t), ep)
 	if !errors.As(err, &apiErr) || apiErr.Status != 401 {
 		t.Fatalf("wrong token: %v; want 401", err)
 	}
-	if _, err := transport.NewClient(n.HTTPAddr(), "", nil).Endpoints(ctxT(t)); !errors.As(err, &apiErr) || apiErr.Status != 401 {
+	if _, err := api.NewClient(n.HTTPAddr(), "", nil).Endpoints(ctxT(t)); !errors.As(err, &apiErr) || apiErr.Status != 401 {
 		t.Fatalf("read without token: %v; want 401", err)
 	}
 	if _, err := n.client().Endpoints(ctxT(t)); err != nil {
@@ -185,8 +185,8 @@ func TestAdminToken(t *testing.T) {
 // A forced open through any node reaches every node's pool; auto clears it.
 func TestForceBreakerClusterWide(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
-	var out transport.ForcedBreaker
-	err := c.nodes[2].client().Do(ctxT(t), "POST", "/v1/breakers/force", nil, transport.BreakerForce{
+	var out api.ForcedBreaker
+	err := c.nodes[2].client().Do(ctxT(t), "POST", "/v1/breakers/force", nil, api.BreakerForce{
 		TaskGroup: testKey.TaskGroup, Namespace: testKey.NamespaceID, Destination: testKey.Destination, Mode: "open", Duration: "10m", Reason: "test",
 	}, &out)
 	if err != nil {
@@ -201,14 +201,14 @@ func TestForceBreakerClusterWide(t *testing.T) {
 			t.Fatalf("%s: Allow on a forced-open breaker: %v", n.cfg.NodeID, err)
 		}
 	}
-	var list transport.BreakerList
+	var list api.BreakerList
 	if err := c.nodes[0].client().Do(ctxT(t), "GET", "/v1/breakers", map[string][]string{"scope": {"cluster"}}, nil, &list); err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Breakers) != 3 || len(list.Unreachable) != 0 {
 		t.Fatalf("cluster scope: %d breakers, unreachable %v; want 3 and none", len(list.Breakers), list.Unreachable)
 	}
-	err = c.nodes[1].client().Do(ctxT(t), "POST", "/v1/breakers/force", nil, transport.BreakerForce{
+	err = c.nodes[1].client().Do(ctxT(t), "POST", "/v1/breakers/force", nil, api.BreakerForce{
 		TaskGroup: testKey.TaskGroup, Namespace: testKey.NamespaceID, Destination: testKey.Destination, Mode: "auto",
 	}, &out)
 	if err != nil {

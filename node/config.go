@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"fusebox/api"
 	"fusebox/taskstore/pgstore"
-	"fusebox/transport"
 )
 
 // DefaultShards is the shard count of a cluster created with no --shards.
@@ -62,7 +62,7 @@ type Config struct {
 	MetricsPublic bool
 	// HTTPLimits are the API server's timeouts and connection cap
 	// (--max-conns, --http-body-timeout); zero fields take the defaults.
-	HTTPLimits transport.Limits
+	HTTPLimits api.Limits
 	// EnablePprof serves Go's profiles under /debug/pprof/ on the HTTP API.
 	EnablePprof bool
 	// Timing is "lan" (production failure detection and elections) or
@@ -71,7 +71,7 @@ type Config struct {
 	Version string
 	// Logs, optional, is the ring of recent log lines the API serves at
 	// GET /v1/debug/logs (cmd/node tees its logger into it).
-	Logs transport.LogSource
+	Logs api.LogSource
 	// RejoinEmpty (--rejoin-empty) lets a node whose data dir lost its Raft
 	// log rejoin as a new member that copies the state from the leader,
 	// instead of refusing to start (raftstore.Config.RejoinEmpty).

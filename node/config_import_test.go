@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // A Temporal dynamic-config file imported through the API of a follower:
@@ -88,7 +88,7 @@ func TestConfigImportTemporalFile(t *testing.T) {
 	// One bad value refuses the whole file.
 	mid := leader.store.Stats().LastIndex
 	_, err = cl.ConfigImport(ctxT(t), bad, false)
-	var apiErr *transport.Error
+	var apiErr *api.Error
 	if !errors.As(err, &apiErr) || apiErr.Status != 400 || apiErr.Key != dynconfig.KeyCallbackRetryInitialInterval ||
 		apiErr.Field != "[1]" || !strings.Contains(apiErr.Message, "line 6") {
 		t.Fatalf("bad file: err = %#v", err)

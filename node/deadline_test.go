@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/queue"
-	"fusebox/transport"
 )
 
 // schedule_to_close_timeout end to end on a real node: a destination that
@@ -29,12 +29,12 @@ func TestScheduleToCloseDeadline(t *testing.T) {
 	c := newTestCluster(t, 1, nil)
 	n := c.nodes[0]
 	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
-	submit := func(wf, timeout string) (transport.Task, error) {
+	submit := func(wf, timeout string) (api.Task, error) {
 		ts := callbackTask(srv.URL+"/cb", wf, wf)
 		ts.NamespaceID, ts.ScheduleToCloseTimeout = ns, timeout
 		acc, err := n.client().SubmitTask(ctxT(t), ts)
 		if err != nil {
-			return transport.Task{}, err
+			return api.Task{}, err
 		}
 		return n.client().Task(ctxT(t), acc.TaskID)
 	}
@@ -46,7 +46,7 @@ func TestScheduleToCloseDeadline(t *testing.T) {
 	if d := tk.Deadline.Sub(tk.CreatedAt); d != 2*time.Second {
 		t.Fatalf("deadline %v after creation, want 2s", d)
 	}
-	done := waitTask(t, n, tk.ID, "failed at its deadline", func(x transport.Task) bool { return x.Status != "pending" })
+	done := waitTask(t, n, tk.ID, "failed at its deadline", func(x api.Task) bool { return x.Status != "pending" })
 	if done.Status != "failed" || done.LastAnswer == nil || !strings.HasPrefix(done.LastAnswer.Message, queue.DeadlineExceeded) {
 		t.Fatalf("task = %+v (last answer %+v); want failed, deadline exceeded", done, done.LastAnswer)
 	}
@@ -74,6 +74,6 @@ func TestScheduleToCloseDeadline(t *testing.T) {
 	wantField(t, err, "schedule_to_close_timeout")
 	good, bad := callbackTask(srv.URL+"/cb", "wf-b0", "wf-b0"), callbackTask(srv.URL+"/cb", "wf-b1", "wf-b1")
 	good.NamespaceID, bad.NamespaceID, bad.ScheduleToCloseTimeout = ns, ns, "3651d"
-	_, err = n.client().SubmitTasks(ctxT(t), []transport.TaskSubmit{good, bad})
+	_, err = n.client().SubmitTasks(ctxT(t), []api.TaskSubmit{good, bad})
 	wantField(t, err, "tasks[1].schedule_to_close_timeout")
 }

@@ -9,16 +9,16 @@ import (
 
 	"go.uber.org/goleak"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Delivery benchmarks (issue "The outbound task queue" §9). Each starts a
 // 3-node loopback cluster (real Raft with fsync, real gossip, fast timing),
-// submits tasks through the HTTP API and delivers them to an outboundtest
+// submits tasks through the HTTP API and delivers them to a transporttest
 // callback receiver on loopback. One op is one task; run with a fixed
 // count, e.g. -benchtime=20000x. Every figure is reported with
 // b.ReportMetric for tools/benchreport.
@@ -31,7 +31,7 @@ const benchConcurrency = dynconfig.DefaultGroupLimiterConcurrency
 // benchCluster is a 3-node cluster for benchmarks.
 type benchCluster struct {
 	nodes   []*Node
-	clients []*transport.Client
+	clients []*api.Client
 }
 
 // startBenchCluster starts 3 nodes with shards shards, waits until they are
@@ -77,7 +77,7 @@ func startBenchClusterWith(tb, owner testing.TB, shards int, timing string, muta
 		if err := n.Start(context.Background()); err != nil {
 			tb.Fatal(err)
 		}
-		bc.clients = append(bc.clients, transport.NewClient(n.HTTPAddr(), "", nil))
+		bc.clients = append(bc.clients, api.NewClient(n.HTTPAddr(), "", nil))
 		join = append(join, n.GossipAddr())
 	}
 	waitUntil(tb, 60*time.Second, "cluster ready with settled shards", func() bool {
@@ -111,7 +111,7 @@ func (bc *benchCluster) setConfig(tb testing.TB, key, destination, value string)
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := bc.clients[0].ConfigSet(ctx, key, transport.ConfigWrite{Destination: destination, Value: []byte(value)})
+	res, err := bc.clients[0].ConfigSet(ctx, key, api.ConfigWrite{Destination: destination, Value: []byte(value)})
 	if err != nil {
 		tb.Fatalf("config %s: %v", key, err)
 	}
@@ -147,7 +147,7 @@ func (bc *benchCluster) waitSucceeded(tb testing.TB, ids []string) {
 // deliverRun submits n callback tasks to url and waits until all succeeded;
 // it returns the wall time from the first submit.
 func (bc *benchCluster) deliverRun(b *testing.B, run int, n int, url string) time.Duration {
-	tasks := make([]transport.TaskSubmit, n)
+	tasks := make([]api.TaskSubmit, n)
 	for i := range tasks {
 		tasks[i] = deliverybench.Task(url, fmt.Sprintf("r%d-%d", run, i), false)
 	}
@@ -194,7 +194,7 @@ func (l *lazyCluster) get(b *testing.B, shards int) *benchCluster {
 // Baseline raw_http: the same POSTs from one Go client with the cluster's
 // delivery concurrency (3 nodes × group concurrency), no queue.
 func BenchmarkDelivery(b *testing.B) {
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	clusters := &lazyCluster{parent: b}
 	run := 0
 	b.Run("cluster", func(b *testing.B) {
@@ -224,7 +224,7 @@ func BenchmarkDelivery(b *testing.B) {
 // while Raft keeps up). rate=2000 is past what one-entry-per-submit
 // sustained here; it shows the nodes' group commit of single submits.
 func BenchmarkDeliveryLatency(b *testing.B) {
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	run := 0
 	for _, rate := range []int{1000, 2000} {
 		clusters := &lazyCluster{parent: b} // a fresh cluster per rate
@@ -245,7 +245,7 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 func BenchmarkDeliveryLatencyQuiet(b *testing.B) {
 	before := goleak.IgnoreCurrent()
 	b.Cleanup(func() { awaitStrayGoroutines(before) }) // runs after the cluster's cleanup
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	bc := startBenchClusterTiming(b, b, DefaultShards, "lan")
 	deliverybench.Latency(b, bc.clients, dest, 10, "quiet", false, func(ids []string) { bc.waitSucceeded(b, ids) })
 }
@@ -261,9 +261,9 @@ func BenchmarkDeliveryBesideDead(b *testing.B) {
 		// A fresh cluster per mode: throughput falls as a cluster retains
 		// tasks, so a shared one would favour whichever mode runs first.
 		clusters := &lazyCluster{parent: b}
-		healthy, other := outboundtest.NewDestination(b), outboundtest.NewDestination(b)
+		healthy, other := transporttest.NewDestination(b), transporttest.NewDestination(b)
 		if mode == "other_dead" {
-			if err := other.SetMode(outboundtest.ModeRefuse); err != nil {
+			if err := other.SetMode(transporttest.ModeRefuse); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -281,7 +281,7 @@ func BenchmarkDeliveryBesideDead(b *testing.B) {
 // shard count grows (a cluster per count): the cost of more readers,
 // more flushers and smaller completion batches.
 func BenchmarkDeliveryShards(b *testing.B) {
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	clusters := &lazyCluster{parent: b}
 	run := 0
 	for _, shards := range []int{16, 64, 256} {

@@ -13,39 +13,39 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // In-process delivery tests (issue "The outbound task queue" §8): real nodes,
 // real Raft and gossip on loopback, real Nexus handlers and callback
-// receivers (outboundtest), tasks in through the HTTP API.
+// receivers (transporttest), tasks in through the HTTP API.
 
 const deliveryNS = "ns-delivery"
 
-// echoTask is a Nexus start of outboundtest's echo operation through
+// echoTask is a Nexus start of transporttest's echo operation through
 // endpoint ep.
-func echoTask(ep, wf, reqID string) transport.TaskSubmit {
-	return transport.TaskSubmit{
+func echoTask(ep, wf, reqID string) api.TaskSubmit {
+	return api.TaskSubmit{
 		NamespaceID: deliveryNS, WorkflowID: wf, TaskGroup: breakerpool.TaskGroupNexusInvocation, Destination: ep,
 		RequestID: reqID,
-		Request: transport.TaskRequest{Service: outboundtest.Service, Operation: outboundtest.OpEcho,
+		Request: api.TaskRequest{Service: transporttest.Service, Operation: transporttest.OpEcho,
 			Input: json.RawMessage(fmt.Sprintf(`{"req":%q}`, reqID))},
 	}
 }
 
 // callbackTask is a raw completion callback to url.
-func callbackTask(url, wf, reqID string) transport.TaskSubmit {
-	return transport.TaskSubmit{
+func callbackTask(url, wf, reqID string) api.TaskSubmit {
+	return api.TaskSubmit{
 		NamespaceID: deliveryNS, WorkflowID: wf, TaskGroup: breakerpool.TaskGroupCallback, Destination: url,
 		RequestID: reqID,
-		Request:   transport.TaskRequest{Body: []byte("done " + reqID), ContentType: "text/plain"},
+		Request:   api.TaskRequest{Body: []byte("done " + reqID), ContentType: "text/plain"},
 	}
 }
 
@@ -53,7 +53,7 @@ func callbackTask(url, wf, reqID string) transport.TaskSubmit {
 // replica has it (the API validates submits against the local replica).
 func putEndpoint(t *testing.T, c *testCluster, name, url string) {
 	t.Helper()
-	if _, err := c.nodes[0].client().PutEndpoint(ctxT(t), transport.Endpoint{Name: name, URL: url}); err != nil {
+	if _, err := c.nodes[0].client().PutEndpoint(ctxT(t), api.Endpoint{Name: name, URL: url}); err != nil {
 		t.Fatalf("put endpoint %s: %v", name, err)
 	}
 	testwait.For(t, 10*time.Second, "endpoint "+name+" on every node", func() bool {
@@ -70,7 +70,7 @@ func putEndpoint(t *testing.T, c *testCluster, name, url string) {
 // live has applied it.
 func setConfig(t *testing.T, live []*testNode, key, destination, value string) {
 	t.Helper()
-	res, err := live[0].client().ConfigSet(ctxT(t), key, transport.ConfigWrite{Destination: destination, Value: json.RawMessage(value)})
+	res, err := live[0].client().ConfigSet(ctxT(t), key, api.ConfigWrite{Destination: destination, Value: json.RawMessage(value)})
 	if err != nil {
 		t.Fatalf("config %s=%s: %v", key, value, err)
 	}
@@ -117,7 +117,7 @@ func (s *submitter) pick() *testNode {
 
 // submit returns the accepted task's id, or an error once 20 s of retries
 // have failed.
-func (s *submitter) submit(ts transport.TaskSubmit) (string, error) {
+func (s *submitter) submit(ts api.TaskSubmit) (string, error) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		n := s.pick()
@@ -136,7 +136,7 @@ func (s *submitter) submit(ts transport.TaskSubmit) (string, error) {
 
 // successfulCalls counts, per request id, the calls the destination answered
 // with a 2xx.
-func successfulCalls(d *outboundtest.Destination) map[string]int {
+func successfulCalls(d *transporttest.Destination) map[string]int {
 	out := map[string]int{}
 	for _, c := range d.Calls() {
 		if c.Status >= 200 && c.Status < 300 {
@@ -178,7 +178,7 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 // least once; duplicates are counted and logged.
 func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 	const total = 240
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	c := newTestCluster(t, 3, nil)
 	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 	putEndpoint(t, c, "echo-ep", dest.NexusURL())
@@ -280,9 +280,9 @@ func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 	// The API agrees, and each task reached the destination at least once.
 	calls := successfulCalls(dest)
 	dups := 0
-	api := survivors[0].client()
+	apic := survivors[0].client()
 	for req, id := range ids {
-		tk, err := api.Task(ctxT(t), id)
+		tk, err := apic.Task(ctxT(t), id)
 		if err != nil {
 			t.Fatalf("GET task %s: %v", id, err)
 		}
@@ -302,7 +302,7 @@ func TestDeliveryAcrossOwnerCrash(t *testing.T) {
 	interrupted := gatherCounter(t, survivors, "fusebox_queue_interrupted_attempts_total")
 	t.Logf("duplicate deliveries: %d observed at the destination, %.0f abandoned calls counted by the queues, %.0f interrupted attempts found by the new owners",
 		dups, counted, interrupted)
-	if dl, err := api.DLQ(ctxT(t), "", 10); err != nil || len(dl.Tasks) != 0 {
+	if dl, err := apic.DLQ(ctxT(t), "", 10); err != nil || len(dl.Tasks) != 0 {
 		t.Fatalf("DLQ = %+v, %v; want empty", dl, err)
 	}
 }
@@ -316,14 +316,14 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 
 	t.Run("bad request fails the task", func(t *testing.T) {
-		dest := outboundtest.NewDestination(t)
-		if err := dest.SetMode(outboundtest.ModeBadRequest); err != nil {
+		dest := transporttest.NewDestination(t)
+		if err := dest.SetMode(transporttest.ModeBadRequest); err != nil {
 			t.Fatal(err)
 		}
 		putEndpoint(t, c, "bad-ep", dest.NexusURL())
 		sub := newSubmitter(t, c.nodes)
 		var ids []string
-		for i, ts := range []transport.TaskSubmit{
+		for i, ts := range []api.TaskSubmit{
 			callbackTask(dest.CallbackURL(), "wf-bad-1", "bad-cb"),
 			echoTask("bad-ep", "wf-bad-2", "bad-nexus"),
 		} {
@@ -333,12 +333,12 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 			}
 			ids = append(ids, id)
 		}
-		api := c.nodes[1].client()
+		apic := c.nodes[1].client()
 		for _, id := range ids {
-			var tk transport.Task
+			var tk api.Task
 			testwait.For(t, 15*time.Second, "task "+id+" to end", func() bool {
 				var err error
-				tk, err = api.Task(ctxT(t), id)
+				tk, err = apic.Task(ctxT(t), id)
 				return err == nil && tk.Status != state.TaskPending
 			})
 			if tk.Status != state.TaskFailed {
@@ -372,13 +372,13 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 
 	t.Run("down destination keeps tasks until it is back", func(t *testing.T) {
 		const n = 12
-		dest := outboundtest.NewDestination(t)
-		if err := dest.SetMode(outboundtest.ModeRefuse); err != nil {
+		dest := transporttest.NewDestination(t)
+		if err := dest.SetMode(transporttest.ModeRefuse); err != nil {
 			t.Fatal(err)
 		}
 		// Trip on the second failure, probe again after a second.
 		// A callback's breaker (and config) key is its scheme://host.
-		host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
+		host := transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 		setConfig(t, c.nodes, dynconfig.KeyBreakerSettings, host, `{"Timeout":"1s","FailureThreshold":2}`)
 		key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: host}
 
@@ -428,7 +428,7 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 			t.Fatalf("DLQ = %+v, %v; want empty", dl, err)
 		}
 
-		if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+		if err := dest.SetMode(transporttest.ModeUp); err != nil {
 			t.Fatal(err)
 		}
 		back := time.Now()
@@ -452,7 +452,7 @@ func TestDeliveryFailuresAndOutage(t *testing.T) {
 // again: 22 of 30 in one run.)
 func TestDeliveryNoRedeliveryWithoutMoves(t *testing.T) {
 	const n = 30
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	c := newTestCluster(t, 3, nil)
 	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
 	leader := c.leader(c.nodes)

@@ -5,10 +5,10 @@ import (
 	"net"
 
 	"fusebox/dynconfig"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
-// memberAddrs is outbound.MemberAddrs over gossip membership: every known
+// memberAddrs is transport.MemberAddrs over gossip membership: every known
 // member's API, Raft and gossip address (dead and left members included:
 // a restarted node comes back on the same ports), plus this node's own
 // bound addresses, known before gossip has started. A member whose API or
@@ -55,7 +55,7 @@ func isLoopbackAddr(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// newDestinationPolicy builds the node's outbound.Policy: the allowlist
+// newDestinationPolicy builds the node's transport.Policy: the allowlist
 // from dynamic config (component.callbacks.allowedAddresses), members'
 // addresses always refused, and the default when no list is set. A node
 // whose API and Raft listen on loopback only — the development set-up of
@@ -67,11 +67,11 @@ func isLoopbackAddr(addr string) bool {
 // tasks from processes on its own host, which can reach those destinations
 // themselves; the allowlist guards a node that others can reach (put a
 // list in place before exposing a loopback API through a proxy).
-func (n *Node) newDestinationPolicy() *outbound.Policy {
-	return &outbound.Policy{
+func (n *Node) newDestinationPolicy() *transport.Policy {
+	return &transport.Policy{
 		Members:      memberAddrs{n},
 		DefaultAllow: isLoopbackAddr(n.HTTPAddr()) && isLoopbackAddr(n.RaftAddr()),
-		Allowlist: func(ns string) (outbound.AddressMatcher, bool) {
+		Allowlist: func(ns string) (transport.AddressMatcher, bool) {
 			rules, set := n.config.Current().AllowedAddresses(ns)
 			return rules, set
 		},
@@ -100,4 +100,4 @@ func (a *TaskAPI) RedactHeaderNames(namespace, destination string) []string {
 	return a.config.Current().RedactHeaderNames(namespace, destination)
 }
 
-var _ outbound.AddressMatcher = dynconfig.AddressRules(nil)
+var _ transport.AddressMatcher = dynconfig.AddressRules(nil)

@@ -5,10 +5,10 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/cluster"
 	"fusebox/queue"
-	"fusebox/transport"
 )
 
 // fleetShare is queue.FleetShare: this node's part of a key's fleet-wide
@@ -51,40 +51,40 @@ func (b queueBacklogs) FleetBacklogs() []cluster.FleetEntry {
 	return out
 }
 
-// apiRamps is transport.Ramps over the queue's recovery ramps.
+// apiRamps is api.Ramps over the queue's recovery ramps.
 type apiRamps struct{ q *queue.Queue }
 
-func (a apiRamps) Ramp(k breakerpool.Key) (transport.BreakerRamp, bool) {
+func (a apiRamps) Ramp(k breakerpool.Key) (api.BreakerRamp, bool) {
 	st, ok := a.q.Ramp(k)
 	if !ok {
-		return transport.BreakerRamp{}, false
+		return api.BreakerRamp{}, false
 	}
 	target := st.TargetRPS
 	if target >= float64(rate.Inf) || math.IsInf(target, 1) {
 		target = 0 // unlimited: JSON has no infinity
 	}
-	return transport.BreakerRamp{Since: st.Since, Until: st.Until, StartRPS: st.StartRPS, RPS: st.RPS, TargetRPS: target}, true
+	return api.BreakerRamp{Since: st.Since, Until: st.Until, StartRPS: st.StartRPS, RPS: st.RPS, TargetRPS: target}, true
 }
 
-// apiFleet is transport.Fleets: a budgeted key's share on this node and
+// apiFleet is api.Fleets: a budgeted key's share on this node and
 // every node's share as this node sees it.
 type apiFleet struct {
 	q *queue.Queue
 	m *cluster.Membership
 }
 
-func (a apiFleet) Fleet(k breakerpool.Key) (transport.BreakerFleet, bool) {
+func (a apiFleet) Fleet(k breakerpool.Key) (api.BreakerFleet, bool) {
 	st, ok := a.q.Fleet(k)
 	if !ok {
-		return transport.BreakerFleet{}, false
+		return api.BreakerFleet{}, false
 	}
 	rps := st.RPS
 	if math.IsInf(rps, 1) {
 		rps = 0
 	}
-	f := transport.BreakerFleet{BudgetRPS: st.BudgetRPS, Share: st.Share, RPS: rps}
+	f := api.BreakerFleet{BudgetRPS: st.BudgetRPS, Share: st.Share, RPS: rps}
 	for _, s := range a.m.FleetShares(k) {
-		f.Nodes = append(f.Nodes, transport.BreakerFleetNode{Node: s.Node, Backlog: s.Backlog, Share: s.Share, Silent: s.Silent})
+		f.Nodes = append(f.Nodes, api.BreakerFleetNode{Node: s.Node, Backlog: s.Backlog, Share: s.Share, Silent: s.Silent})
 	}
 	return f, true
 }

@@ -10,13 +10,13 @@ import (
 
 	"go.uber.org/goleak"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/shardmap"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Fleet rate budget (issue 19 §3). N in-process nodes, one destination
@@ -89,7 +89,7 @@ func startFleetCluster(tb, owner testing.TB, n int) *benchCluster {
 		if err := nd.Start(context.Background()); err != nil {
 			tb.Fatal(err)
 		}
-		bc.clients = append(bc.clients, transport.NewClient(nd.HTTPAddr(), "", nil))
+		bc.clients = append(bc.clients, api.NewClient(nd.HTTPAddr(), "", nil))
 		join = append(join, nd.GossipAddr())
 	}
 	waitUntil(tb, 90*time.Second, "cluster ready with settled shards", func() bool {
@@ -105,7 +105,7 @@ func startFleetCluster(tb, owner testing.TB, n int) *benchCluster {
 
 // skewedTasks returns callback tasks to url whose shards the nodes own in
 // the proportions of weights (each node's share of total).
-func skewedTasks(tb testing.TB, nodes []*Node, url, prefix string, total int, weights []float64) []transport.TaskSubmit {
+func skewedTasks(tb testing.TB, nodes []*Node, url, prefix string, total int, weights []float64) []api.TaskSubmit {
 	tb.Helper()
 	m := nodes[0].store.Reader().ShardMap()
 	want := map[string]int{}
@@ -118,7 +118,7 @@ func skewedTasks(tb testing.TB, nodes []*Node, url, prefix string, total int, we
 		want[nd.cfg.NodeID] = c
 		left -= c
 	}
-	var out []transport.TaskSubmit
+	var out []api.TaskSubmit
 	for i := 0; len(out) < total; i++ {
 		if i > 100*total {
 			tb.Fatalf("no workflow ids found for the skew %v", want)
@@ -152,8 +152,8 @@ type fleetResult struct {
 
 func fleetRun(tb testing.TB, bc *benchCluster, budget bool) fleetResult {
 	tb.Helper()
-	dest := outboundtest.NewDestination(tb)
-	host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
+	dest := transporttest.NewDestination(tb)
+	host := transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 	bc.setConfig(tb, dynconfig.KeyHostSchedulerMaxTaskRPS, host, fmt.Sprint(fleetBudget))
 	bc.setConfig(tb, dynconfig.KeyGroupLimiterBufferSize, host, "5000")
 	if budget {
@@ -202,7 +202,7 @@ func staleReleases(tb testing.TB, nodes []*Node) float64 {
 
 // measureFleet reads the destination's successful calls: the most in any
 // 1 s window, and the rate from `from` to the last call over the budget.
-func measureFleet(calls []outboundtest.Call, from time.Time, budget float64) fleetResult {
+func measureFleet(calls []transporttest.Call, from time.Time, budget float64) fleetResult {
 	var at []time.Time
 	for _, c := range calls {
 		if c.Status >= 200 && c.Status < 300 {

@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Issue 19 §3 across a real 3-node cluster (real Raft, real memberlist, a
@@ -23,16 +23,16 @@ import (
 // allow three times it).
 func TestFleetBudgetAcrossNodes(t *testing.T) {
 	const budget, total = 60, 240
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	c := newTestCluster(t, 3, nil)
 	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
-	host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
+	host := transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 	setConfig(t, c.nodes, dynconfig.KeyHostSchedulerMaxTaskRPS, host, fmt.Sprint(budget))
 	setConfig(t, c.nodes, dynconfig.KeyGroupLimiterBufferSize, host, "1000")
 	setConfig(t, c.nodes, dynconfig.KeyFleetRPS, host, fmt.Sprint(budget))
 
 	tasks := skewedTasks(t, nodesOf(c.nodes), dest.CallbackURL(), "fleet", total, skew(3))
-	clients := make([]*transport.Client, len(c.nodes))
+	clients := make([]*api.Client, len(c.nodes))
 	for i, n := range c.nodes {
 		clients[i] = n.client()
 	}

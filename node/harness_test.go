@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // testNode is one in-process node of a test cluster.
@@ -77,8 +77,8 @@ func (tn *testNode) restart() *testNode {
 	return startNode(tn.t, cfg)
 }
 
-func (tn *testNode) client() *transport.Client {
-	return transport.NewClient(tn.HTTPAddr(), tn.cfg.AdminToken, nil)
+func (tn *testNode) client() *api.Client {
+	return api.NewClient(tn.HTTPAddr(), tn.cfg.AdminToken, nil)
 }
 
 func newTestCluster(t *testing.T, n int, mutate func(*Config)) *testCluster {

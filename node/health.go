@@ -5,11 +5,11 @@ import (
 	"net/url"
 	"sync/atomic"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/healthprobe"
 	"fusebox/raftstore/state"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
 )
 
 // healthForwarder carries the pool's transitions to the health prober,
@@ -29,7 +29,7 @@ func (f *healthForwarder) observe(t breakerpool.Transition) {
 // destination is the endpoint name); the key's probe owner is the hint
 // policy's; calls go through the outbound executor's client (its dialer
 // refuses members) after the endpoint allowlist check.
-func (n *Node) startHealth(policy *outbound.Policy) error {
+func (n *Node) startHealth(policy *transport.Policy) error {
 	p, err := healthprobe.New(healthprobe.Config{
 		NodeID:     n.cfg.NodeID,
 		Logger:     n.log.With("component", "healthprobe"),
@@ -105,15 +105,15 @@ func (n *Node) closeHealth() {
 // healthAPI adapts the prober's last results to the API's breaker list.
 type healthAPI struct{ n *Node }
 
-func (h healthAPI) HealthOf(k breakerpool.Key) (transport.BreakerHealth, bool) {
+func (h healthAPI) HealthOf(k breakerpool.Key) (api.BreakerHealth, bool) {
 	p := h.n.health
 	if p == nil {
-		return transport.BreakerHealth{}, false
+		return api.BreakerHealth{}, false
 	}
 	r, ok := p.Last(k)
 	if !ok {
-		return transport.BreakerHealth{}, false
+		return api.BreakerHealth{}, false
 	}
-	return transport.BreakerHealth{At: r.At, Result: r.Result, Role: r.Role, Status: r.Status, Error: r.Error,
+	return api.BreakerHealth{At: r.At, Result: r.Result, Role: r.Role, Status: r.Status, Error: r.Error,
 		DurationSeconds: r.Duration.Seconds()}, true
 }

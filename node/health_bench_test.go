@@ -9,10 +9,10 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Active health checks (issue 19 §4), measured: a Nexus endpoint whose
@@ -62,10 +62,10 @@ func BenchmarkHealthCheckOutage(b *testing.B) {
 var healthRuns atomic.Int64
 
 func healthOutageRun(b *testing.B, bc *benchCluster, ep string, withHealth bool) {
-	dest := outboundtest.NewDestination(b)
-	e := transport.Endpoint{Name: ep, URL: dest.NexusURL()}
+	dest := transporttest.NewDestination(b)
+	e := api.Endpoint{Name: ep, URL: dest.NexusURL()}
 	if withHealth {
-		e.Health = &transport.EndpointHealth{URL: dest.HealthURL(), Interval: healthInterval.String(), Timeout: "500ms"}
+		e.Health = &api.EndpointHealth{URL: dest.HealthURL(), Interval: healthInterval.String(), Timeout: "500ms"}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -82,10 +82,10 @@ func healthOutageRun(b *testing.B, bc *benchCluster, ep string, withHealth bool)
 	// One call in flight per node: calls admitted before a breaker opened
 	// reach the destination within healthGrace of the last opening.
 	bc.setConfig(b, dynconfig.KeyGroupLimiterConcurrency, ep, "1")
-	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		b.Fatal(err)
 	}
-	tasks := make([]transport.TaskSubmit, healthBacklog)
+	tasks := make([]api.TaskSubmit, healthBacklog)
 	for i := range tasks {
 		tasks[i] = echoTask(ep, fmt.Sprintf("wf-%s-%d", ep, i), fmt.Sprintf("%s-%d", ep, i))
 	}
@@ -97,7 +97,7 @@ func healthOutageRun(b *testing.B, bc *benchCluster, ep string, withHealth bool)
 	waitUntil(b, healthOutage, "every node's breaker open", func() bool { return allOpen(bc.nodes, k) })
 	allOpenAt := time.Now()
 	time.Sleep(time.Until(recovery)) // the schedule itself, not a wait for a condition
-	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		b.Fatal(err)
 	}
 	back := time.Now()
@@ -117,9 +117,9 @@ func healthOutageRun(b *testing.B, bc *benchCluster, ep string, withHealth bool)
 	var first time.Time
 	for _, c := range dest.Calls() {
 		switch {
-		case c.Kind == outboundtest.KindHealth:
+		case c.Kind == transporttest.KindHealth:
 			health++
-		case c.Kind != outboundtest.KindStart:
+		case c.Kind != transporttest.KindStart:
 		case c.At.Before(back):
 			outage++
 			if !c.At.Before(allOpenAt.Add(healthGrace)) {

@@ -9,13 +9,13 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/healthprobe"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Active health checks (issue 19 §4), in process: three real nodes, real
@@ -66,12 +66,12 @@ func healthChecks(tb testing.TB, nodes []*Node, role string) int {
 // 300ms) on dest, sets the breakers' Timeout to 300ms, takes dest down,
 // submits 60 tasks and waits until every node's breaker is open. It returns
 // the task ids and the real tasks the destination had received by then.
-func startHealthOutage(t *testing.T, ep string) (*testCluster, *outboundtest.Destination, []string, int) {
+func startHealthOutage(t *testing.T, ep string) (*testCluster, *transporttest.Destination, []string, int) {
 	t.Helper()
 	c := newTestCluster(t, 3, nil)
-	dest := outboundtest.NewDestination(t)
-	if _, err := c.nodes[0].client().PutEndpoint(ctxT(t), transport.Endpoint{Name: ep, URL: dest.NexusURL(),
-		Health: &transport.EndpointHealth{URL: dest.HealthURL(), Interval: "300ms", Timeout: "200ms"}}); err != nil {
+	dest := transporttest.NewDestination(t)
+	if _, err := c.nodes[0].client().PutEndpoint(ctxT(t), api.Endpoint{Name: ep, URL: dest.NexusURL(),
+		Health: &api.EndpointHealth{URL: dest.HealthURL(), Interval: "300ms", Timeout: "200ms"}}); err != nil {
 		t.Fatal(err)
 	}
 	setConfig(t, c.nodes, dynconfig.KeyBreakerSettings, ep, `{"Timeout":"300ms","FailureThreshold":3}`)
@@ -83,7 +83,7 @@ func startHealthOutage(t *testing.T, ep string) (*testCluster, *outboundtest.Des
 		}
 		return true
 	})
-	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	sub := newSubmitter(t, c.nodes)
@@ -96,7 +96,7 @@ func startHealthOutage(t *testing.T, ep string) (*testCluster, *outboundtest.Des
 		ids = append(ids, id)
 	}
 	testwait.For(t, 30*time.Second, "every node's breaker open", func() bool { return allOpen(liveNodes(c.nodes), healthKey(ep)) })
-	return c, dest, ids, dest.Count(outboundtest.KindStart)
+	return c, dest, ids, dest.Count(transporttest.KindStart)
 }
 
 func liveNodes(tns []*testNode) []*Node {
@@ -118,7 +118,7 @@ func TestHealthCheckSparesTasksDuringOutage(t *testing.T) {
 	nodes, k := liveNodes(c.nodes), healthKey(ep)
 	// Many breaker Timeouts and health intervals of outage.
 	testwait.For(t, 30*time.Second, "8 owner health checks", func() bool { return healthChecks(t, nodes, healthprobe.RoleOwner) >= 8 })
-	if got := dest.Count(outboundtest.KindStart); got != spent {
+	if got := dest.Count(transporttest.KindStart); got != spent {
 		t.Fatalf("%d tasks were spent on probing while the breakers were open", got-spent)
 	}
 	if !allOpen(nodes, k) {
@@ -131,7 +131,7 @@ func TestHealthCheckSparesTasksDuringOutage(t *testing.T) {
 			ownerNode = n
 		}
 	}
-	var list transport.BreakerList
+	var list api.BreakerList
 	if err := json.Unmarshal([]byte(getRaw(t, ownerNode, "/v1/breakers")), &list); err != nil {
 		t.Fatal(err)
 	}
@@ -145,11 +145,11 @@ func TestHealthCheckSparesTasksDuringOutage(t *testing.T) {
 		t.Fatalf("the owner's breaker list shows no failed health check: %+v", list.Breakers)
 	}
 
-	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		waitTask(t, c.nodes[0], id, "succeeded after the recovery", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
+		waitTask(t, c.nodes[0], id, "succeeded after the recovery", func(tk api.Task) bool { return tk.Status == state.TaskSucceeded })
 	}
 }
 
@@ -176,17 +176,17 @@ func TestHealthCheckOwnerLeaves(t *testing.T) {
 	})
 	before := healthChecks(t, nodes, healthprobe.RoleOwner)
 	testwait.For(t, 30*time.Second, "5 checks by the new owner", func() bool { return healthChecks(t, nodes, healthprobe.RoleOwner) >= before+5 })
-	if got := dest.Count(outboundtest.KindStart); got != spent {
+	if got := dest.Count(transporttest.KindStart); got != spent {
 		t.Fatalf("%d tasks were spent on the down destination after the owner left", got-spent)
 	}
 	if !allOpen(nodes, k) {
 		t.Fatal("a breaker left open during the outage")
 	}
-	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		waitTask(t, rest[0], id, "succeeded after the recovery", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
+		waitTask(t, rest[0], id, "succeeded after the recovery", func(tk api.Task) bool { return tk.Status == state.TaskSucceeded })
 	}
 }
 
@@ -197,24 +197,24 @@ func TestHealthCheckOwnerLeaves(t *testing.T) {
 func TestEndpointHealthAPI(t *testing.T) {
 	c := newTestCluster(t, 1, nil)
 	n := c.nodes[0]
-	put := func(h transport.EndpointHealth) error {
-		_, err := n.client().PutEndpoint(ctxT(t), transport.Endpoint{Name: "ep", URL: "http://127.0.0.1:9/nexus", Health: &h})
+	put := func(h api.EndpointHealth) error {
+		_, err := n.client().PutEndpoint(ctxT(t), api.Endpoint{Name: "ep", URL: "http://127.0.0.1:9/nexus", Health: &h})
 		return err
 	}
-	wantField(t, put(transport.EndpointHealth{URL: "http://" + n.HTTPAddr() + "/healthz"}), "health.url")
-	wantField(t, put(transport.EndpointHealth{URL: "http://u:p@127.0.0.1:9/h"}), "health.url")
-	wantField(t, put(transport.EndpointHealth{URL: "ftp://127.0.0.1:9/h"}), "health.url")
-	wantField(t, put(transport.EndpointHealth{URL: "http://127.0.0.1:9/h", Interval: "1ms"}), "health.interval")
-	wantField(t, put(transport.EndpointHealth{URL: "http://127.0.0.1:9/h", Timeout: "forever"}), "health.timeout")
-	wantField(t, put(transport.EndpointHealth{URL: "http://127.0.0.1:9/h", HealthyStatus: 42}), "health.healthy_status")
-	if err := put(transport.EndpointHealth{URL: "http://127.0.0.1:9/h?token=secret", Interval: "5s"}); err != nil {
+	wantField(t, put(api.EndpointHealth{URL: "http://" + n.HTTPAddr() + "/healthz"}), "health.url")
+	wantField(t, put(api.EndpointHealth{URL: "http://u:p@127.0.0.1:9/h"}), "health.url")
+	wantField(t, put(api.EndpointHealth{URL: "ftp://127.0.0.1:9/h"}), "health.url")
+	wantField(t, put(api.EndpointHealth{URL: "http://127.0.0.1:9/h", Interval: "1ms"}), "health.interval")
+	wantField(t, put(api.EndpointHealth{URL: "http://127.0.0.1:9/h", Timeout: "forever"}), "health.timeout")
+	wantField(t, put(api.EndpointHealth{URL: "http://127.0.0.1:9/h", HealthyStatus: 42}), "health.healthy_status")
+	if err := put(api.EndpointHealth{URL: "http://127.0.0.1:9/h?token=secret", Interval: "5s"}); err != nil {
 		t.Fatal(err)
 	}
 	raw := getRaw(t, n, "/v1/endpoints/ep")
 	if strings.Contains(raw, "secret") {
 		t.Fatalf("health URL not redacted: %s", raw)
 	}
-	var e transport.Endpoint
+	var e api.Endpoint
 	if err := json.Unmarshal([]byte(raw), &e); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestCallbackHealthPathFromConfig(t *testing.T) {
 	}
 	wantFieldConfig := func(value string) {
 		t.Helper()
-		_, err := n.client().ConfigSet(ctxT(t), dynconfig.KeyDestinationHealthPath, transport.ConfigWrite{Destination: host, Value: json.RawMessage(value)})
+		_, err := n.client().ConfigSet(ctxT(t), dynconfig.KeyDestinationHealthPath, api.ConfigWrite{Destination: host, Value: json.RawMessage(value)})
 		if err == nil {
 			t.Fatalf("health path %s accepted", value)
 		}

@@ -6,9 +6,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/cluster"
-	"fusebox/transport"
 )
 
 // hintForwarder carries the pool's transitions to the hint policy. The pool
@@ -75,14 +75,14 @@ func hintsReadyDetail(p *cluster.Policy, detail map[string]any) {
 // breaker list.
 type confirmAPI struct{ p *cluster.Policy }
 
-func (c confirmAPI) ConfirmOf(k breakerpool.Key) (transport.BreakerConfirm, bool) {
+func (c confirmAPI) ConfirmOf(k breakerpool.Key) (api.BreakerConfirm, bool) {
 	if c.p == nil {
-		return transport.BreakerConfirm{}, false
+		return api.BreakerConfirm{}, false
 	}
 	ci, ok := c.p.Confirmation(k)
 	if !ok {
-		return transport.BreakerConfirm{}, false
+		return api.BreakerConfirm{}, false
 	}
-	return transport.BreakerConfirm{Outcome: ci.Outcome, Accused: ci.Accused, Designated: ci.Designated,
+	return api.BreakerConfirm{Outcome: ci.Outcome, Accused: ci.Accused, Designated: ci.Designated,
 		By: ci.By, At: ci.At, Distrusted: ci.Distrusted}, true
 }

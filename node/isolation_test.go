@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Issue 20 §2: one dead destination over its backlog cap never refuses
@@ -25,12 +25,12 @@ import (
 func TestDeadDestinationOverItsCapDoesNotRefuseOthers(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
-	dead := outboundtest.NewDestination(t)
-	if err := dead.SetMode(outboundtest.ModeRefuse); err != nil {
+	dead := transporttest.NewDestination(t)
+	if err := dead.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
-	healthy := outboundtest.NewDestination(t)
-	deadKey := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dead.CallbackURL())
+	healthy := transporttest.NewDestination(t)
+	deadKey := transport.BreakerDestination(breakerpool.TaskGroupCallback, dead.CallbackURL())
 	const limit = 20
 	setConfig(t, c.nodes, dynconfig.KeyTaskMaxDestinationBacklog, deadKey, fmt.Sprint(limit))
 	setConfig(t, c.nodes, dynconfig.KeyTaskMaxShardBacklog, "", "1") // retired: no effect
@@ -43,7 +43,7 @@ func TestDeadDestinationOverItsCapDoesNotRefuseOthers(t *testing.T) {
 	}
 	for _, n := range c.nodes {
 		_, err := n.client().SubmitTask(ctxT(t), callbackTask(dead.CallbackURL(), "wf-a-over-"+n.cfg.NodeID, "a-over-"+n.cfg.NodeID))
-		var e *transport.Error
+		var e *api.Error
 		if !errors.As(err, &e) || e.Status != http.StatusTooManyRequests || e.Field != "destination" ||
 			!strings.Contains(e.Message, deadKey) || e.RetryAfter <= 0 {
 			t.Fatalf("A over its cap via %s: %v (%+v); want a 429 naming %s with Retry-After", n.cfg.NodeID, err, e, deadKey)
@@ -59,10 +59,10 @@ func TestDeadDestinationOverItsCapDoesNotRefuseOthers(t *testing.T) {
 			ids = append(ids, acc.TaskID)
 		}
 	}
-	api := c.nodes[0].client()
+	apic := c.nodes[0].client()
 	testwait.For(t, 30*time.Second, "B's tasks delivered", func() bool {
 		for _, id := range ids {
-			if tk, err := api.Task(ctxT(t), id); err != nil || tk.Status != "succeeded" {
+			if tk, err := apic.Task(ctxT(t), id); err != nil || tk.Status != "succeeded" {
 				return false
 			}
 		}
@@ -79,13 +79,13 @@ func TestTaskAPIDataDirSpace(t *testing.T) {
 	c := dynconfig.NewCollection(nil)
 	defer c.Close()
 	disk := newDataDirSpace(t.TempDir())
-	api := &TaskAPI{config: c, disk: disk}
-	free, floor := api.DataDirSpace()
+	apic := &TaskAPI{config: c, disk: disk}
+	free, floor := apic.DataDirSpace()
 	if free == 0 || floor != dynconfig.DefaultTaskMinFreeDiskMB<<20 {
 		t.Fatalf("DataDirSpace = %d, %d; want the real free space and the default floor", free, floor)
 	}
 	c.Update([]dynconfig.Entry{{Key: dynconfig.KeyTaskMinFreeDiskMB, Value: []byte(`0`)}})
-	if _, floor := api.DataDirSpace(); floor != 0 {
+	if _, floor := apic.DataDirSpace(); floor != 0 {
 		t.Fatalf("floor with 0 = %d, want none", floor)
 	}
 	calls := 0
@@ -93,7 +93,7 @@ func TestTaskAPIDataDirSpace(t *testing.T) {
 	disk.at = time.Time{}
 	c.Update([]dynconfig.Entry{{Key: dynconfig.KeyTaskMinFreeDiskMB, Value: []byte(`1`)}})
 	for range 3 {
-		if free, floor := api.DataDirSpace(); free != 0 || floor != 0 {
+		if free, floor := apic.DataDirSpace(); free != 0 || floor != 0 {
 			t.Fatalf("unreadable space = %d, %d; want no floor", free, floor)
 		}
 	}

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/internal/logring"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // lockedBuffer is a goroutine-safe log sink.
@@ -108,10 +108,10 @@ func TestDebugLogsRouteRedacted(t *testing.T) {
 	c.waitReady(20 * time.Second)
 
 	ctx := context.Background()
-	_, err = tn.client().SubmitTask(ctx, transport.TaskSubmit{
+	_, err = tn.client().SubmitTask(ctx, api.TaskSubmit{
 		NamespaceID: "ns", WorkflowID: "wf", TaskGroup: breakerpool.TaskGroupCallback,
 		Destination: dest.URL + "/cb?sig=" + sigSecret,
-		Request: transport.TaskRequest{Body: []byte("x"), ContentType: "text/plain",
+		Request: api.TaskRequest{Body: []byte("x"), ContentType: "text/plain",
 			Header: map[string]string{"Authorization": "Bearer " + hdrSecret}},
 	})
 	if err != nil {

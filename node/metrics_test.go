@@ -10,8 +10,8 @@ import (
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport"
+	"fusebox/transport/transporttest"
 )
 
 // seriesDestinations returns the destination labels of family name in reg.
@@ -41,7 +41,7 @@ func seriesDestinations(t *testing.T, reg prometheus.Gatherer, name string) map[
 // delivered callback's destination is summed under "_other" in the breaker
 // and request series alike; at -1 it has series of its own again.
 func TestDestinationSeriesLimitIsLive(t *testing.T) {
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	c := newTestCluster(t, 1, nil)
 	n := c.nodes[0]
 	id, err := newSubmitter(t, c.nodes).submit(callbackTask(dest.CallbackURL(), "wf-series", "req-series"))
@@ -52,7 +52,7 @@ func TestDestinationSeriesLimitIsLive(t *testing.T) {
 		tk, ok := n.store.Reader().Task(id)
 		return ok && tk.Status == state.TaskSucceeded
 	})
-	host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
+	host := transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 	families := []string{"fusebox_breaker_requests_total", "fusebox_callback_outbound_requests_total"}
 	for _, f := range families {
 		if d := seriesDestinations(t, n.reg, f); !d[host] || d[breakerpool.SeriesOther] {

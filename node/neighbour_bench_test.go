@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"fusebox/internal/deliverybench"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // BenchmarkDeliveryLatencyNeighbour is BenchmarkDeliveryLatency at 1,000
@@ -14,7 +14,7 @@ import (
 // same run: the ratio of their p99s is how much one noisy co-tenant on
 // this 2-core machine stretches enqueue → delivered.
 func BenchmarkDeliveryLatencyNeighbour(b *testing.B) {
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	run := 0
 	for _, mode := range []string{"off", "on"} {
 		clusters := &lazyCluster{parent: b}

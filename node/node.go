@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/cluster"
 	"fusebox/dynconfig"
@@ -22,7 +23,6 @@ import (
 	"fusebox/ownership"
 	"fusebox/raftstore"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
 	"fusebox/ui"
 )
 
@@ -48,7 +48,7 @@ type Node struct {
 	state     nodeState // store.Reader(): the local replica's reads
 	shards    *ownership.Manager
 	deliver   *deliveries
-	api       *transport.Server
+	api       *api.Server
 	tokens    *authtoken.Store // the API tokens in force (nil set: no authorisation)
 
 	// pg is the postgres task store; nil with --task-store raft
@@ -200,8 +200,8 @@ func (n *Node) Start(ctx context.Context) error {
 	n.goLoop(func() { n.watchForcedBreakers(loopCtx) })
 
 	peers := n.peerClient
-	n.api = transport.New(transport.Config{Addr: ln.Addr().String(), Tokens: n.tokens, MetricsPublic: cfg.MetricsPublic,
-		EnablePprof: cfg.EnablePprof, Limits: cfg.HTTPLimits, Registerer: n.reg}, transport.Deps{
+	n.api = api.New(api.Config{Addr: ln.Addr().String(), Tokens: n.tokens, MetricsPublic: cfg.MetricsPublic,
+		EnablePprof: cfg.EnablePprof, Limits: cfg.HTTPLimits, Registerer: n.reg}, api.Deps{
 		Gatherer: n.reg,
 		Logs:     cfg.Logs,
 		Ready:    n.ready,

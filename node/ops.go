@@ -10,16 +10,16 @@ import (
 	"strings"
 	"sync"
 
+	"fusebox/api"
 	"fusebox/cluster"
 	"fusebox/raftstore"
-	"fusebox/transport"
 )
 
-// opsAPI is the operator toolkit the API serves (transport.Ops): raft
+// opsAPI is the operator toolkit the API serves (api.Ops): raft
 // leadership and membership, snapshots, the gossip keyring.
 type opsAPI struct{ n *Node }
 
-var _ transport.Ops = opsAPI{}
+var _ api.Ops = opsAPI{}
 
 func (o opsAPI) TransferLeader(ctx context.Context, to string) (raftstore.TransferResult, error) {
 	return o.n.store.TransferLeader(ctx, to)
@@ -34,17 +34,17 @@ func (o opsAPI) SaveSnapshot(ctx context.Context) ([]byte, error) {
 }
 
 func (o opsAPI) RestoreSnapshot(ctx context.Context, file io.Reader, force bool) (raftstore.RestoreResult, error) {
-	return o.n.store.RestoreSnapshot(ctx, file, o.n.cfg.Version, force, transport.MaxSnapshotBytes)
+	return o.n.store.RestoreSnapshot(ctx, file, o.n.cfg.Version, force, api.MaxSnapshotBytes)
 }
 
 // PeerClient reaches member id's API with token.
-func (o opsAPI) PeerClient(id, token string) (*transport.Client, bool) {
+func (o opsAPI) PeerClient(id, token string) (*api.Client, bool) {
 	for _, m := range o.n.members.Members() {
 		if m.ID == id && m.Meta.HTTPAddr != "" {
 			if o.n.tls != nil {
-				return transport.NewTLSClient(m.Meta.HTTPAddr, token, o.n.peerHC), true
+				return api.NewTLSClient(m.Meta.HTTPAddr, token, o.n.peerHC), true
 			}
-			return transport.NewClient(m.Meta.HTTPAddr, token, nil), true
+			return api.NewClient(m.Meta.HTTPAddr, token, nil), true
 		}
 	}
 	return nil, false
@@ -52,8 +52,8 @@ func (o opsAPI) PeerClient(id, token string) (*transport.Client, bool) {
 
 // LocalKeyring lists or changes this node's keyring, persisting a change to
 // --gossip-key-file.
-func (o opsAPI) LocalKeyring(_ context.Context, op, key string) (transport.KeyringNode, error) {
-	out := transport.KeyringNode{Node: o.n.cfg.NodeID}
+func (o opsAPI) LocalKeyring(_ context.Context, op, key string) (api.KeyringNode, error) {
+	out := api.KeyringNode{Node: o.n.cfg.NodeID}
 	var infos []cluster.KeyInfo
 	var err error
 	if op == "list" {
@@ -61,19 +61,19 @@ func (o opsAPI) LocalKeyring(_ context.Context, op, key string) (transport.Keyri
 	} else {
 		k, derr := cluster.DecodeKey(key)
 		if derr != nil {
-			return out, transport.BadField("key", "%v", derr)
+			return out, api.BadField("key", "%v", derr)
 		}
 		infos, err = o.n.members.KeyringChange(op, k, o.n.cfg.GossipKeyFile)
 		out.Persisted = err == nil && o.n.cfg.GossipKeyFile != ""
 	}
 	if errors.Is(err, cluster.ErrKeyring) {
-		return out, transport.Errorf(http.StatusConflict, transport.CodeConflict, "%v", err)
+		return out, api.Errorf(http.StatusConflict, api.CodeConflict, "%v", err)
 	}
 	if err != nil {
 		return out, err
 	}
 	for _, ki := range infos {
-		out.Keys = append(out.Keys, transport.KeyringKey{Fingerprint: ki.Fingerprint, Primary: ki.Primary})
+		out.Keys = append(out.Keys, api.KeyringKey{Fingerprint: ki.Fingerprint, Primary: ki.Primary})
 	}
 	return out, nil
 }
@@ -82,13 +82,13 @@ func (o opsAPI) LocalKeyring(_ context.Context, op, key string) (transport.Keyri
 // their APIs with this node's own token, after checking that the change is
 // safe everywhere: use needs the key installed on every live member,
 // remove is refused while any member encrypts with the key.
-func (o opsAPI) ClusterKeyring(ctx context.Context, op, key string) (transport.KeyringAnswer, error) {
-	ans := transport.KeyringAnswer{Op: op}
+func (o opsAPI) ClusterKeyring(ctx context.Context, op, key string) (api.KeyringAnswer, error) {
+	ans := api.KeyringAnswer{Op: op}
 	fp := ""
 	if op != "list" {
 		k, err := cluster.DecodeKey(key)
 		if err != nil {
-			return ans, transport.BadField("key", "%v", err)
+			return ans, api.BadField("key", "%v", err)
 		}
 		fp = cluster.Fingerprint(k)
 	}
@@ -97,7 +97,7 @@ func (o opsAPI) ClusterKeyring(ctx context.Context, op, key string) (transport.K
 		var missing, primaryOn []string
 		for _, nd := range before {
 			if nd.Error != "" {
-				return ans, transport.Errorf(http.StatusServiceUnavailable, transport.CodeUnavailable, "cannot read the keyring of %s: %s; nothing was changed", nd.Node, nd.Error)
+				return ans, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot read the keyring of %s: %s; nothing was changed", nd.Node, nd.Error)
 			}
 			has, prim := false, false
 			for _, k := range nd.Keys {
@@ -113,15 +113,15 @@ func (o opsAPI) ClusterKeyring(ctx context.Context, op, key string) (transport.K
 			}
 		}
 		if op == "use" && len(missing) > 0 {
-			return ans, transport.Errorf(http.StatusConflict, transport.CodeConflict, "key %s is not installed on %s; run `fusebox admin keyring install` first (nothing was changed)", fp, strings.Join(missing, ", "))
+			return ans, api.Errorf(http.StatusConflict, api.CodeConflict, "key %s is not installed on %s; run `fusebox admin keyring install` first (nothing was changed)", fp, strings.Join(missing, ", "))
 		}
 		if op == "remove" && len(primaryOn) > 0 {
-			return ans, transport.Errorf(http.StatusConflict, transport.CodeConflict, "key %s is the primary key (in use) on %s; `fusebox admin keyring use` another key first (nothing was changed)", fp, strings.Join(primaryOn, ", "))
+			return ans, api.Errorf(http.StatusConflict, api.CodeConflict, "key %s is the primary key (in use) on %s; `fusebox admin keyring use` another key first (nothing was changed)", fp, strings.Join(primaryOn, ", "))
 		}
 	}
 	ans.Nodes = o.fanOut(ctx, op, key)
 	ans.Members = len(ans.Nodes)
-	sums := map[string]*transport.KeyringSummary{}
+	sums := map[string]*api.KeyringSummary{}
 	for _, nd := range ans.Nodes {
 		if nd.Error != "" {
 			ans.Failed++
@@ -130,7 +130,7 @@ func (o opsAPI) ClusterKeyring(ctx context.Context, op, key string) (transport.K
 		for _, k := range nd.Keys {
 			s := sums[k.Fingerprint]
 			if s == nil {
-				s = &transport.KeyringSummary{Fingerprint: k.Fingerprint}
+				s = &api.KeyringSummary{Fingerprint: k.Fingerprint}
 				sums[k.Fingerprint] = s
 			}
 			s.Nodes++
@@ -149,13 +149,13 @@ func (o opsAPI) ClusterKeyring(ctx context.Context, op, key string) (transport.K
 
 // fanOut runs op on every alive member in parallel (this node directly)
 // and returns their answers sorted by node; it returns when every call has.
-func (o opsAPI) fanOut(ctx context.Context, op, key string) []transport.KeyringNode {
+func (o opsAPI) fanOut(ctx context.Context, op, key string) []api.KeyringNode {
 	var (
 		mu  sync.Mutex
-		out []transport.KeyringNode
+		out []api.KeyringNode
 		wg  sync.WaitGroup
 	)
-	add := func(nd transport.KeyringNode) {
+	add := func(nd api.KeyringNode) {
 		mu.Lock()
 		out = append(out, nd)
 		mu.Unlock()
@@ -175,7 +175,7 @@ func (o opsAPI) fanOut(ctx context.Context, op, key string) []transport.KeyringN
 		}
 		c, ok := o.PeerClient(m.ID, token)
 		if !ok {
-			add(transport.KeyringNode{Node: m.ID, Error: "no HTTP address in its gossip metadata"})
+			add(api.KeyringNode{Node: m.ID, Error: "no HTTP address in its gossip metadata"})
 			continue
 		}
 		wg.Go(func() {

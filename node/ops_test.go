@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/cluster"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore"
-	"fusebox/transport"
 )
 
 const opsToken = "ops-test-admin-token-0123456789abcdef"
@@ -46,12 +46,12 @@ func TestOpsRaftAndSnapshotThroughFollower(t *testing.T) {
 			return true
 		}
 		r, err := fc.TransferLeader(ctx, target.cfg.NodeID)
-		var te *transport.Error
+		var te *api.Error
 		switch {
 		case err == nil:
 			res = r
 			return true
-		case errors.As(err, &te) && te.Code == transport.CodeUnavailable:
+		case errors.As(err, &te) && te.Code == api.CodeUnavailable:
 			t.Logf("transfer not done yet (retrying): %v", err)
 			return false
 		default:
@@ -65,27 +65,27 @@ func TestOpsRaftAndSnapshotThroughFollower(t *testing.T) {
 	testwait.For(t, 10*time.Second, "the named node leading", func() bool { return target.store.State().String() == "Leader" })
 
 	// remove-peer: the leader is refused, an unknown id is not found.
-	var e *transport.Error
-	if _, err := fc.RemovePeer(ctx, target.cfg.NodeID, true); !errors.As(err, &e) || e.Code != transport.CodeConflict {
+	var e *api.Error
+	if _, err := fc.RemovePeer(ctx, target.cfg.NodeID, true); !errors.As(err, &e) || e.Code != api.CodeConflict {
 		t.Fatalf("removing the leader: want conflict, got %v", err)
 	}
-	if _, err := fc.RemovePeer(ctx, "nobody", false); !errors.As(err, &e) || e.Code != transport.CodeNotFound {
+	if _, err := fc.RemovePeer(ctx, "nobody", false); !errors.As(err, &e) || e.Code != api.CodeNotFound {
 		t.Fatalf("removing an unknown server: want not_found, got %v", err)
 	}
 	// Without a token the relay never happens.
-	if _, err := transport.NewClient(f.HTTPAddr(), "", nil).TransferLeader(ctx, ""); !errors.As(err, &e) || e.Code != transport.CodeUnauthenticated {
+	if _, err := api.NewClient(f.HTTPAddr(), "", nil).TransferLeader(ctx, ""); !errors.As(err, &e) || e.Code != api.CodeUnauthenticated {
 		t.Fatalf("no token: want unauthenticated, got %v", err)
 	}
 
 	// Snapshot: save through a follower, change, restore, state back everywhere.
-	if _, err := fc.PutEndpoint(ctx, transport.Endpoint{Name: "ep-before", URL: "http://127.0.0.1:1/before"}); err != nil {
+	if _, err := fc.PutEndpoint(ctx, api.Endpoint{Name: "ep-before", URL: "http://127.0.0.1:1/before"}); err != nil {
 		t.Fatal(err)
 	}
 	var file bytes.Buffer
 	if _, err := fc.SaveSnapshot(ctx, &file); err != nil {
 		t.Fatal(err)
 	}
-	sf, err := raftstore.ReadSnapshotFile(bytes.NewReader(file.Bytes()), transport.MaxSnapshotBytes)
+	sf, err := raftstore.ReadSnapshotFile(bytes.NewReader(file.Bytes()), api.MaxSnapshotBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,12 +95,12 @@ func TestOpsRaftAndSnapshotThroughFollower(t *testing.T) {
 	if _, err := fc.DeleteEndpoint(ctx, "ep-before"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fc.PutEndpoint(ctx, transport.Endpoint{Name: "ep-after", URL: "http://127.0.0.1:1/after"}); err != nil {
+	if _, err := fc.PutEndpoint(ctx, api.Endpoint{Name: "ep-after", URL: "http://127.0.0.1:1/after"}); err != nil {
 		t.Fatal(err)
 	}
 	bad := bytes.Clone(file.Bytes())
 	bad[len(bad)-2] ^= 0x20
-	if _, err := fc.RestoreSnapshot(ctx, bytes.NewReader(bad), false); !errors.As(err, &e) || e.Code != transport.CodeInvalidArgument || !strings.Contains(e.Message, "checksum") {
+	if _, err := fc.RestoreSnapshot(ctx, bytes.NewReader(bad), false); !errors.As(err, &e) || e.Code != api.CodeInvalidArgument || !strings.Contains(e.Message, "checksum") {
 		t.Fatalf("a flipped byte: want invalid_argument naming the checksum, got %v", err)
 	}
 	if _, err := fc.RestoreSnapshot(ctx, bytes.NewReader(file.Bytes()), false); err != nil {
@@ -118,7 +118,7 @@ func TestOpsRaftAndSnapshotThroughFollower(t *testing.T) {
 	})
 	// The cluster is ready and writable after the restore.
 	c.waitReady(20 * time.Second)
-	if _, err := fc.PutEndpoint(ctx, transport.Endpoint{Name: "ep-later", URL: "http://127.0.0.1:1/later"}); err != nil {
+	if _, err := fc.PutEndpoint(ctx, api.Endpoint{Name: "ep-later", URL: "http://127.0.0.1:1/later"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -148,8 +148,8 @@ func TestOpsKeyringRotationSurvivesRestart(t *testing.T) {
 	newK, _ := cluster.DecodeKey(newKey)
 	oldFP, newFP := cluster.Fingerprint(oldK), cluster.Fingerprint(newK)
 
-	var e *transport.Error
-	if _, err := cl.Keyring(ctx, "use", newKey); !errors.As(err, &e) || e.Code != transport.CodeConflict || !strings.Contains(e.Message, "not installed") {
+	var e *api.Error
+	if _, err := cl.Keyring(ctx, "use", newKey); !errors.As(err, &e) || e.Code != api.CodeConflict || !strings.Contains(e.Message, "not installed") {
 		t.Fatalf("use before install: want conflict, got %v", err)
 	}
 	if _, err := cl.Keyring(ctx, "install", "not base64!"); !errors.As(err, &e) || e.Field != "key" {
@@ -161,7 +161,7 @@ func TestOpsKeyringRotationSurvivesRestart(t *testing.T) {
 			t.Fatalf("%s: %+v %v", step, ans, err)
 		}
 	}
-	if _, err := cl.Keyring(ctx, "remove", newKey); !errors.As(err, &e) || e.Code != transport.CodeConflict || !strings.Contains(e.Message, "primary") {
+	if _, err := cl.Keyring(ctx, "remove", newKey); !errors.As(err, &e) || e.Code != api.CodeConflict || !strings.Contains(e.Message, "primary") {
 		t.Fatalf("removing the key in use: want conflict, got %v", err)
 	}
 	ans, err := cl.Keyring(ctx, "remove", oldKey)

@@ -9,7 +9,7 @@ import (
 	"fusebox/internal/deliverybench"
 	"fusebox/internal/pgtest"
 	"fusebox/raftstore/state"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // waitSucceededPG is waitSucceeded on the postgres store: it checks ids
@@ -41,7 +41,7 @@ func waitSucceededPG(tb testing.TB, pg *pgTasks, ids []string) {
 // on, shared by the three nodes; Raft then carries only the control
 // plane). Issue 18's target: postgres ≥ 0.7× raft.
 func BenchmarkDeliveryStore(b *testing.B) {
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	run := 0
 	for _, store := range []string{TaskStoreRaft, TaskStorePostgres} {
 		var mutate func(*Config)

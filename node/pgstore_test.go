@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // pgNode starts a single node whose tasks live in a fresh database of the
@@ -62,9 +62,9 @@ func TestTaskAPIOnBothStores(t *testing.T) {
 // testTaskAPI runs the API sequence on n and returns the first task's id.
 func testTaskAPI(t *testing.T, n *testNode) string {
 	const ns = "ns-pg"
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
-	submit := func(url, wf, rid string) (transport.TaskAccepted, error) {
+	submit := func(url, wf, rid string) (api.TaskAccepted, error) {
 		ts := callbackTask(url, wf, rid)
 		ts.NamespaceID = ns
 		return n.client().SubmitTask(ctxT(t), ts)
@@ -74,7 +74,7 @@ func testTaskAPI(t *testing.T, n *testNode) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTask(t, n, acc.TaskID, "succeeded", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
+	waitTask(t, n, acc.TaskID, "succeeded", func(tk api.Task) bool { return tk.Status == state.TaskSucceeded })
 	if calls := dest.Calls(); len(calls) < 1 || calls[0].Status != http.StatusOK {
 		t.Fatalf("receiver saw %+v", calls)
 	}
@@ -85,31 +85,31 @@ func testTaskAPI(t *testing.T, n *testNode) string {
 	firstID := acc.TaskID
 
 	// DLQ and redrive.
-	if err := dest.SetMode(outboundtest.ModeRefuse); err != nil {
+	if err := dest.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
 	acc, err = submit(dest.CallbackURL(), "wf-dlq", "rid-dlq")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTask(t, n, acc.TaskID, "tried", func(tk transport.Task) bool { return tk.Attempts >= 1 })
+	waitTask(t, n, acc.TaskID, "tried", func(tk api.Task) bool { return tk.Attempts >= 1 })
 	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"hooks.example.com"}]`)
-	waitTask(t, n, acc.TaskID, "dead-lettered", func(tk transport.Task) bool { return tk.Status == state.TaskDLQ })
+	waitTask(t, n, acc.TaskID, "dead-lettered", func(tk api.Task) bool { return tk.Status == state.TaskDLQ })
 	dlq, err := n.client().DLQ(ctxT(t), "", 10)
 	if err != nil || len(dlq.Tasks) != 1 || dlq.Tasks[0].ID != acc.TaskID {
 		t.Fatalf("DLQ = %+v, %v", dlq, err)
 	}
 	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
-	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := n.client().Redrive(ctxT(t), transport.Redrive{All: true}); err != nil || res.Count != 1 {
+	if res, err := n.client().Redrive(ctxT(t), api.Redrive{All: true}); err != nil || res.Count != 1 {
 		t.Fatalf("redrive all = %+v, %v", res, err)
 	}
-	waitTask(t, n, acc.TaskID, "succeeded after the redrive", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
+	waitTask(t, n, acc.TaskID, "succeeded after the redrive", func(tk api.Task) bool { return tk.Status == state.TaskSucceeded })
 
 	// Limits: one pending task per destination.
-	if err := dest.SetMode(outboundtest.ModeRefuse); err != nil {
+	if err := dest.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
 	configSet(t, n, dynconfig.KeyTaskMaxDestinationBacklog, ns, `1`)
@@ -117,20 +117,20 @@ func testTaskAPI(t *testing.T, n *testNode) string {
 		t.Fatal(err)
 	}
 	_, err = submit(dest.CallbackURL(), "wf-l2", "")
-	var ae *transport.Error
+	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || ae.Key != dynconfig.KeyTaskMaxDestinationBacklog {
 		t.Fatalf("second task for a full destination = %v, want a 429 naming %s", err, dynconfig.KeyTaskMaxDestinationBacklog)
 	}
-	other := outboundtest.NewDestination(t)
+	other := transporttest.NewDestination(t)
 	if _, err := submit(other.CallbackURL(), "wf-l3", ""); err != nil {
 		t.Fatalf("another destination refused: %v", err)
 	}
-	list, err := n.client().Tasks(ctxT(t), transport.TaskListQuery{Status: state.TaskPending})
+	list, err := n.client().Tasks(ctxT(t), api.TaskListQuery{Status: state.TaskPending})
 	if err != nil || len(list.Tasks) == 0 {
 		t.Fatalf("pending listing = %+v, %v", list, err)
 	}
 	// The status page's counts come from the store the tasks live in.
-	var counts transport.TaskCounts
+	var counts api.TaskCounts
 	if err := n.client().Do(ctxT(t), http.MethodGet, "/v1/tasks/_counts", nil, nil, &counts); err != nil {
 		t.Fatal(err)
 	}
@@ -195,10 +195,10 @@ func TestPostgresUnreachableAtStart(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz = %d, want 503", resp.StatusCode)
 	}
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	_, err = n.client().SubmitTask(ctxT(t), callbackTask(dest.CallbackURL(), "wf", "rid-1"))
-	var ae *transport.Error
-	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != transport.CodeUnavailable ||
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != api.CodeUnavailable ||
 		strings.Contains(ae.Message, "s3cret-pw") {
 		t.Fatalf("submit with the store down = %v, want a 503 unavailable", err)
 	}
@@ -211,7 +211,7 @@ func TestPostgresUnreachableAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTask(t, n, acc.TaskID, "succeeded", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
+	waitTask(t, n, acc.TaskID, "succeeded", func(tk api.Task) bool { return tk.Status == state.TaskSucceeded })
 }
 
 func TestConfigTaskStoreFlags(t *testing.T) {

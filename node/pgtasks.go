@@ -7,10 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"fusebox/api"
 	"fusebox/queue"
 	"fusebox/raftstore/state"
 	"fusebox/taskstore/pgstore"
-	"fusebox/transport"
 )
 
 // Task store kinds (--task-store).
@@ -138,7 +138,7 @@ func (p *pgTasks) shardStats(shard int) (backlog int, ackLevel uint64, ok bool) 
 // pgReadTimeout bounds the API's reads that have no context of their own.
 const pgReadTimeout = 5 * time.Second
 
-// pgTaskAPI is the API's transport.TaskService on the postgres store: the
+// pgTaskAPI is the API's api.TaskService on the postgres store: the
 // task reads and writes go to the database; the control plane (endpoints,
 // shard count, limits, redaction, destination checks) stays the raft
 // TaskAPI's.
@@ -148,11 +148,11 @@ type pgTaskAPI struct {
 }
 
 var (
-	_ transport.TaskService   = pgTaskAPI{}
-	_ transport.TaskReaderCtx = pgTaskAPI{}
-	_ transport.TaskListerCtx = pgTaskAPI{}
-	_ transport.TaskCounter   = pgTaskAPI{}
-	_ queue.Store             = (*pgstore.Store)(nil)
+	_ api.TaskService   = pgTaskAPI{}
+	_ api.TaskReaderCtx = pgTaskAPI{}
+	_ api.TaskListerCtx = pgTaskAPI{}
+	_ api.TaskCounter   = pgTaskAPI{}
+	_ queue.Store       = (*pgstore.Store)(nil)
 )
 
 // unavailable is the 503 of a task write or read the database did not
@@ -164,7 +164,7 @@ func (a pgTaskAPI) unavailable(what string, err error) error {
 	} else if err != nil {
 		msg = "the task store (postgres) did not answer: " + err.Error()
 	}
-	return &transport.Error{Status: http.StatusServiceUnavailable, Code: transport.CodeUnavailable, RetryAfter: 1,
+	return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: 1,
 		Message: what + ": " + msg + "; retry"}
 }
 
@@ -186,7 +186,7 @@ func (a pgTaskAPI) SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) 
 	return out, 0, nil
 }
 
-// RedriveTasks implements transport.TaskService.
+// RedriveTasks implements api.TaskService.
 func (a pgTaskAPI) RedriveTasks(ctx context.Context, c state.RedriveTasksCommand) (state.RedriveOutcome, error) {
 	if !a.pg.store.Ready() {
 		return state.RedriveOutcome{}, a.unavailable("redrive refused", nil)
@@ -202,11 +202,11 @@ func (a pgTaskAPI) RedriveTasks(ctx context.Context, c state.RedriveTasksCommand
 	return out, nil
 }
 
-// WaitForApplied implements transport.TaskService: a committed row is
+// WaitForApplied implements api.TaskService: a committed row is
 // readable at once.
 func (pgTaskAPI) WaitForApplied(context.Context, uint64) error { return nil }
 
-// TaskCtx implements transport.TaskReaderCtx.
+// TaskCtx implements api.TaskReaderCtx.
 func (a pgTaskAPI) TaskCtx(ctx context.Context, id string) (state.Task, bool, error) {
 	if !a.pg.store.Ready() {
 		return state.Task{}, false, a.unavailable("read refused", nil)
@@ -218,7 +218,7 @@ func (a pgTaskAPI) TaskCtx(ctx context.Context, id string) (state.Task, bool, er
 	return t, ok, nil
 }
 
-// Task implements transport.TaskService (the handlers use TaskCtx).
+// Task implements api.TaskService (the handlers use TaskCtx).
 func (a pgTaskAPI) Task(id string) (state.Task, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
 	defer cancel()
@@ -226,7 +226,7 @@ func (a pgTaskAPI) Task(id string) (state.Task, bool) {
 	return t, ok
 }
 
-// ListTasksPageCtx implements transport.TaskListerCtx.
+// ListTasksPageCtx implements api.TaskListerCtx.
 func (a pgTaskAPI) ListTasksPageCtx(ctx context.Context, q state.TaskQuery) ([]state.Task, string, error) {
 	if !a.pg.store.Ready() {
 		return nil, "", a.unavailable("listing refused", nil)
@@ -238,7 +238,7 @@ func (a pgTaskAPI) ListTasksPageCtx(ctx context.Context, q state.TaskQuery) ([]s
 	return out, next, nil
 }
 
-// ListTasksPage implements transport.TaskService (the handlers use
+// ListTasksPage implements api.TaskService (the handlers use
 // ListTasksPageCtx).
 func (a pgTaskAPI) ListTasksPage(q state.TaskQuery) ([]state.Task, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
@@ -247,10 +247,10 @@ func (a pgTaskAPI) ListTasksPage(q state.TaskQuery) ([]state.Task, string) {
 	return out, next
 }
 
-// TaskBacklog implements transport.TaskService (-1: no answer).
+// TaskBacklog implements api.TaskService (-1: no answer).
 func (a pgTaskAPI) TaskBacklog(shard int) int { return a.pg.store.Backlog(shard) }
 
-// DestinationBacklog implements transport.TaskService: the guard's early
+// DestinationBacklog implements api.TaskService: the guard's early
 // check (-1 when the database does not answer: the submit then decides).
 func (a pgTaskAPI) DestinationBacklog(namespace, destination string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
@@ -258,7 +258,7 @@ func (a pgTaskAPI) DestinationBacklog(namespace, destination string) int {
 	return a.pg.store.DestinationBacklog(ctx, namespace, destination)
 }
 
-// PendingTasks implements transport.TaskService (-1: no answer).
+// PendingTasks implements api.TaskService (-1: no answer).
 func (a pgTaskAPI) PendingTasks() int {
 	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
 	defer cancel()
@@ -268,7 +268,7 @@ func (a pgTaskAPI) PendingTasks() int {
 // pgCountsTimeout bounds the status page's counts query.
 const pgCountsTimeout = 5 * time.Second
 
-// DestinationCounts is transport.TaskCounter on the database (the raft
+// DestinationCounts is api.TaskCounter on the database (the raft
 // TaskAPI's would count the raft store's task table, empty in this mode).
 // A database that does not answer gives no rows, marked partial: the page
 // shows what it has and asks again at its next refresh.

@@ -9,7 +9,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/queue"
 	"fusebox/taskstore/pgstore"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // queueForwarder tells the queue when a breaker closes, from any source
@@ -56,14 +56,14 @@ func (f *queueForwarder) probes(k breakerpool.Key) int {
 // deliveries is the outbound side of a node: the executor that calls
 // destinations and the queue that feeds it from the shards this node owns.
 type deliveries struct {
-	exec  *outbound.Executor
+	exec  *transport.Executor
 	queue *queue.Queue
 }
 
 // startDeliveries builds the executor and the queue over the replicated task
 // table and starts reading the shards in owned.
-func (n *Node) startDeliveries(owned queue.Ownership, policy *outbound.Policy) (*deliveries, error) {
-	exec, err := outbound.New(outbound.Options{Logger: n.log.With("component", "outbound"), Registerer: n.reg, Policy: policy, Series: n.pool})
+func (n *Node) startDeliveries(owned queue.Ownership, policy *transport.Policy) (*deliveries, error) {
+	exec, err := transport.New(transport.Options{Logger: n.log.With("component", "outbound"), Registerer: n.reg, Policy: policy, Series: n.pool})
 	if err != nil {
 		return nil, err
 	}

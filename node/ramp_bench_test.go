@@ -7,12 +7,12 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Staged recovery (issue 19 §2). A destination is down while rampBacklog
@@ -50,8 +50,8 @@ func BenchmarkRecoveryRamp(b *testing.B) {
 }
 
 func rampRun(b *testing.B, bc *benchCluster, ramp bool) {
-	dest := outboundtest.NewDestination(b)
-	host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
+	dest := transporttest.NewDestination(b)
+	host := transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 	dur := rampDur
 	if !ramp {
 		dur = 0
@@ -60,11 +60,11 @@ func rampRun(b *testing.B, bc *benchCluster, ramp bool) {
 	bc.setConfig(b, dynconfig.KeyHostSchedulerMaxTaskRPS, host, fmt.Sprint(rampHostRate))
 	bc.setConfig(b, dynconfig.KeyRampStartRPS, host, fmt.Sprint(rampStart))
 	bc.setConfig(b, dynconfig.KeyRampDuration, host, fmt.Sprintf("%q", dur.String()))
-	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	tasks := make([]transport.TaskSubmit, rampBacklog)
+	tasks := make([]api.TaskSubmit, rampBacklog)
 	for i := range tasks {
 		tasks[i] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("ramp-%d", i), true)
 	}
@@ -84,7 +84,7 @@ func rampRun(b *testing.B, bc *benchCluster, ramp bool) {
 		return all
 	})
 	backlog := rampBacklog - successes(dest, nil)
-	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		b.Fatal(err)
 	}
 	recovery := time.Now()

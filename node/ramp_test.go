@@ -11,8 +11,8 @@ import (
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport"
+	"fusebox/transport/transporttest"
 )
 
 // Issue 19 §2 across a real 3-node cluster (real Raft, real memberlist):
@@ -22,13 +22,13 @@ import (
 // saved token), where without the ramp every task would go at once.
 func TestRecoveryRampAcrossFleet(t *testing.T) {
 	const tasks, start = 60, 6
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	c := newTestCluster(t, 3, nil)
-	host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
+	host := transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 	setConfig(t, c.nodes, dynconfig.KeyBreakerSettings, host, `{"Timeout":"1s"}`)
 	setConfig(t, c.nodes, dynconfig.KeyRampStartRPS, host, fmt.Sprint(start))
 	setConfig(t, c.nodes, dynconfig.KeyRampDuration, host, `"3s"`)
-	if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	sub := newSubmitter(t, c.nodes)
@@ -57,7 +57,7 @@ func TestRecoveryRampAcrossFleet(t *testing.T) {
 			t.Fatalf("node %d ramping before the recovery", i)
 		}
 	}
-	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		t.Fatal(err)
 	}
 	recovered := time.Now()

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Recovery drain (issue 20 §5). The issue's measurement, scaled down: a
@@ -55,15 +55,15 @@ func BenchmarkRecoveryDrain(b *testing.B) {
 }
 
 func recoveryRun(b *testing.B, bc *benchCluster, outage bool) {
-	dest := outboundtest.NewDestination(b)
-	host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
+	dest := transporttest.NewDestination(b)
+	host := transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 	bc.setConfig(b, dynconfig.KeyBreakerSettings, host, fmt.Sprintf(`{"Timeout":%q}`, recoveryTimeout.String()))
 	bc.setConfig(b, dynconfig.KeyHostSchedulerMaxTaskRPS, host, fmt.Sprint(recoveryRate))
 	// Release on close alone: the recovery ramp (BenchmarkRecoveryRamp) would
 	// pace the backlog below the rate this target assumes.
 	bc.setConfig(b, dynconfig.KeyRampDuration, host, `"0s"`)
 	if outage {
-		if err := dest.SetMode(outboundtest.ModeUnavailable); err != nil {
+		if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -83,7 +83,7 @@ func recoveryRun(b *testing.B, bc *benchCluster, outage bool) {
 		tick := time.NewTicker(recoveryTick)
 		defer tick.Stop()
 		for i := 0; i*perTick < recoveryTasks; i++ {
-			batch := make([]transport.TaskSubmit, perTick)
+			batch := make([]api.TaskSubmit, perTick)
 			for j := range batch {
 				batch[j] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("rec-%d-%d", i, j), true)
 			}
@@ -108,7 +108,7 @@ func recoveryRun(b *testing.B, bc *benchCluster, outage bool) {
 	}()
 	time.Sleep(time.Until(recovery)) // the schedule itself, not a wait for a condition
 	if outage {
-		if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+		if err := dest.SetMode(transporttest.ModeUp); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -146,7 +146,7 @@ func recoveryRun(b *testing.B, bc *benchCluster, outage bool) {
 
 // successes counts the destination's 2xx answers (to the request ids in
 // only, when it is not nil).
-func successes(d *outboundtest.Destination, only map[string]bool) int {
+func successes(d *transporttest.Destination, only map[string]bool) int {
 	n := 0
 	for _, c := range d.Calls() {
 		if c.Status >= 200 && c.Status < 300 && (only == nil || only[c.RequestID]) {

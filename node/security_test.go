@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // logBuffer collects every log record of a node, for asserting what logs
@@ -82,7 +82,7 @@ func getRaw(t *testing.T, n *testNode, path string) string {
 
 func configSet(t *testing.T, n *testNode, key, namespace, value string) {
 	t.Helper()
-	res, err := n.client().ConfigSet(ctxT(t), key, transport.ConfigWrite{Namespace: namespace, Value: json.RawMessage(value)})
+	res, err := n.client().ConfigSet(ctxT(t), key, api.ConfigWrite{Namespace: namespace, Value: json.RawMessage(value)})
 	if err != nil {
 		t.Fatalf("config %s=%s: %v", key, value, err)
 	}
@@ -102,15 +102,15 @@ func configSet(t *testing.T, n *testNode, key, namespace, value string) {
 // wantField asserts err is the API's 400 naming field.
 func wantField(t *testing.T, err error, field string) {
 	t.Helper()
-	var ae *transport.Error
+	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != field {
 		t.Fatalf("error = %v; want a 400 naming %q", err, field)
 	}
 }
 
-func waitTask(t *testing.T, n *testNode, id, what string, cond func(transport.Task) bool) transport.Task {
+func waitTask(t *testing.T, n *testNode, id, what string, cond func(api.Task) bool) api.Task {
 	t.Helper()
-	var tk transport.Task
+	var tk api.Task
 	testwait.For(t, 30*time.Second, "task "+id+" "+what, func() bool {
 		var err error
 		tk, err = n.client().Task(ctxT(t), id)
@@ -124,7 +124,7 @@ func waitTask(t *testing.T, n *testNode, id, what string, cond func(transport.Ta
 // breakers, the status page's data, metric labels or logs.
 func TestSecretsNeverShownBack(t *testing.T) {
 	n, logs := secureNode(t)
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	configSet(t, n, dynconfig.KeyRedactHeaderNames, "", `["X-Tenant-Id"]`)
 	secrets := []string{"tok-AAA", "key-BBB", "tenant-CCC", "s3cr3t-sig"}
 	cbURL := dest.CallbackURL() + "?sig=s3cr3t-sig"
@@ -136,7 +136,7 @@ func TestSecretsNeverShownBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTask(t, n, acc.TaskID, "succeeded", func(tk transport.Task) bool { return tk.Status == state.TaskSucceeded })
+	waitTask(t, n, acc.TaskID, "succeeded", func(tk api.Task) bool { return tk.Status == state.TaskSucceeded })
 	calls := dest.CallsWithRequestID(acc.TaskID)
 	if len(calls) == 0 || calls[0].Header.Get("Authorization") != "Bearer tok-AAA" || calls[0].Header.Get("X-Tenant-Id") != "tenant-CCC" {
 		t.Fatalf("the destination did not receive the real header values: %+v", calls)
@@ -147,22 +147,22 @@ func TestSecretsNeverShownBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var req outbound.Request
+	var req transport.Request
 	if err := json.Unmarshal(tk.Request, &req); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"Authorization", "X-Api-Key", "X-Tenant-Id"} {
-		if req.Header[h] != outbound.Redacted {
-			t.Errorf("GET task: header %s = %q, want %q", h, req.Header[h], outbound.Redacted)
+		if req.Header[h] != transport.Redacted {
+			t.Errorf("GET task: header %s = %q, want %q", h, req.Header[h], transport.Redacted)
 		}
 	}
-	if req.Header["X-Plain"] != "plain-DDD" || tk.Destination != dest.CallbackURL()+"?"+outbound.Redacted || req.URL != tk.Destination {
+	if req.Header["X-Plain"] != "plain-DDD" || tk.Destination != dest.CallbackURL()+"?"+transport.Redacted || req.URL != tk.Destination {
 		t.Errorf("GET task: destination %q url %q headers %v", tk.Destination, req.URL, req.Header)
 	}
 
 	// A breaker forced through the full URL forces its host's key, and
 	// shows no query; the status page's timeline records it.
-	if _, err := n.client().ForceBreaker(ctxT(t), transport.BreakerForce{TaskGroup: breakerpool.TaskGroupCallback,
+	if _, err := n.client().ForceBreaker(ctxT(t), api.BreakerForce{TaskGroup: breakerpool.TaskGroupCallback,
 		Namespace: deliveryNS, Destination: cbURL, Mode: "open", Duration: "1m"}); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestSecretsNeverShownBack(t *testing.T) {
 	if !strings.Contains(reads["logs (debug too)"], `"msg":"outbound attempt"`) || !strings.Contains(reads["logs (debug too)"], `"destination":"`+host+`"`) {
 		t.Errorf("no outbound attempt log naming %s: the log assertions above would prove nothing", host)
 	}
-	if _, err := n.client().ForceBreaker(ctxT(t), transport.BreakerForce{TaskGroup: breakerpool.TaskGroupCallback,
+	if _, err := n.client().ForceBreaker(ctxT(t), api.BreakerForce{TaskGroup: breakerpool.TaskGroupCallback,
 		Namespace: deliveryNS, Destination: host, Mode: "auto"}); err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestLegacyForcedBreakerAppliesToHost(t *testing.T) {
 	if err != nil || len(fb) != 1 || fb[0].Destination != host {
 		t.Fatalf("forced = %+v, %v; want the legacy row listed as %s", fb, err, host)
 	}
-	if _, err := n.client().ForceBreaker(ctxT(t), transport.BreakerForce{TaskGroup: breakerpool.TaskGroupCallback,
+	if _, err := n.client().ForceBreaker(ctxT(t), api.BreakerForce{TaskGroup: breakerpool.TaskGroupCallback,
 		Namespace: deliveryNS, Destination: host, Mode: "auto"}); err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestLegacyConfigDestinationAppliesToHost(t *testing.T) {
 func TestConfigDestinationIsTheHost(t *testing.T) {
 	n, _ := secureNode(t)
 	full := "HTTPS://Hooks.Example.com:8443/cb/42?sig=s3cr3t-sig"
-	res, err := n.client().ConfigSet(ctxT(t), dynconfig.KeyHostSchedulerMaxTaskRPS, transport.ConfigWrite{Destination: full, Value: json.RawMessage(`7`)})
+	res, err := n.client().ConfigSet(ctxT(t), dynconfig.KeyHostSchedulerMaxTaskRPS, api.ConfigWrite{Destination: full, Value: json.RawMessage(`7`)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
 	"fusebox/shardmap"
-	"fusebox/transport"
 )
 
 // shardsSettled reports whether every node in live serves the same committed
@@ -20,10 +20,10 @@ func shardsSettled(t testing.TB, live []*Node) bool {
 	for _, n := range live {
 		ids[n.cfg.NodeID] = true
 	}
-	var ref *transport.ShardList
+	var ref *api.ShardList
 	for _, n := range live {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		l, err := transport.NewClient(n.HTTPAddr(), n.cfg.AdminToken, nil).Shards(ctx)
+		l, err := api.NewClient(n.HTTPAddr(), n.cfg.AdminToken, nil).Shards(ctx)
 		cancel()
 		if err != nil || (ref != nil && l.Version != ref.Version) {
 			return false
@@ -49,7 +49,7 @@ func nodesOf(tns []*testNode) []*Node {
 	return out
 }
 
-func ownedBy(t *testing.T, via *testNode, id string) []transport.Shard {
+func ownedBy(t *testing.T, via *testNode, id string) []api.Shard {
 	t.Helper()
 	ns, err := via.client().NodeShards(ctxT(t), id)
 	if err != nil {
@@ -131,8 +131,8 @@ func TestShardAdminOverAPI(t *testing.T) {
 	leader := c.leader(c.nodes)
 	target := others(c.nodes, leader)[0]
 	tid := target.cfg.NodeID
-	api := others(c.nodes, leader)[1].client() // writes from a follower are forwarded
-	l, err := api.Shards(ctxT(t))
+	apic := others(c.nodes, leader)[1].client() // writes from a follower are forwarded
+	l, err := apic.Shards(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,31 +144,31 @@ func TestShardAdminOverAPI(t *testing.T) {
 		}
 	}
 
-	var apiErr *transport.Error
-	if _, err := api.MoveShard(ctxT(t), shard, "ghost"); !errors.As(err, &apiErr) || apiErr.Status != 400 || apiErr.Field != "node" || !strings.Contains(apiErr.Message, "ghost") {
+	var apiErr *api.Error
+	if _, err := apic.MoveShard(ctxT(t), shard, "ghost"); !errors.As(err, &apiErr) || apiErr.Status != 400 || apiErr.Field != "node" || !strings.Contains(apiErr.Message, "ghost") {
 		t.Fatalf("move to unknown node: %v", err)
 	}
-	moved, err := api.MoveShard(ctxT(t), shard, tid)
+	moved, err := apic.MoveShard(ctxT(t), shard, tid)
 	if err != nil || moved.Owner != tid || moved.Pinned != tid {
 		t.Fatalf("move: %+v, %v", moved, err)
 	}
 
 	stale := moved.Epoch - 1
-	_, err = api.CloseShard(ctxT(t), shard, &stale)
-	wo, ok := transport.AsWrongOwner(err)
+	_, err = apic.CloseShard(ctxT(t), shard, &stale)
+	wo, ok := api.AsWrongOwner(err)
 	if !ok || !errors.Is(wo, shardmap.ErrWrongOwner) || wo.Shard != shard || wo.Owner != tid || wo.Epoch != moved.Epoch {
 		t.Fatalf("stale-epoch close: %v (%+v)", err, wo)
 	}
-	closed, err := api.CloseShard(ctxT(t), shard, &moved.Epoch)
+	closed, err := apic.CloseShard(ctxT(t), shard, &moved.Epoch)
 	if err != nil || closed.Owner != tid || closed.Epoch != moved.Epoch+2 {
 		t.Fatalf("close: %+v, %v", closed, err)
 	}
 
-	if _, err := api.DrainNode(ctxT(t), tid); err != nil {
+	if _, err := apic.DrainNode(ctxT(t), tid); err != nil {
 		t.Fatal(err)
 	}
 	testwait.For(t, 15*time.Second, "target drained", func() bool { return len(ownedBy(t, target, tid)) == 0 })
-	if ns, err := api.UndrainNode(ctxT(t), tid); err != nil || ns.Draining {
+	if ns, err := apic.UndrainNode(ctxT(t), tid); err != nil || ns.Draining {
 		t.Fatalf("undrain: %+v, %v", ns, err)
 	}
 	testwait.For(t, 15*time.Second, "target back with its pinned shard", func() bool {
@@ -184,7 +184,7 @@ func TestShardAdminOverAPI(t *testing.T) {
 	rest := others(c.nodes, leader)
 	testwait.For(t, 30*time.Second, "settled after the leader change", func() bool { return shardsSettled(t, nodesOf(rest)) })
 	d, err := target.client().Shard(ctxT(t), shard)
-	if err != nil || d.Owner != tid || d.Pinned != tid || d.Tasks != transport.TasksTracked || d.Backlog == nil || *d.Backlog != 0 {
+	if err != nil || d.Owner != tid || d.Pinned != tid || d.Tasks != api.TasksTracked || d.Backlog == nil || *d.Backlog != 0 {
 		t.Fatalf("after leader change: %+v, %v", d, err)
 	}
 }
@@ -203,7 +203,7 @@ func TestShardCountMismatchReported(t *testing.T) {
 		return !ok && strings.Contains(why, want)
 	})
 	err := n2.client().Do(ctxT(t), "GET", "/readyz", nil, nil, nil)
-	var apiErr *transport.Error
+	var apiErr *api.Error
 	if !errors.As(err, &apiErr) || apiErr.Status != 503 {
 		t.Fatalf("/readyz: %v; want 503", err)
 	}

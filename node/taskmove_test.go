@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Moving pending tasks from the embedded Raft store to PostgreSQL (issue
@@ -33,8 +33,8 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 		nCB    = 20
 		nNexus = 3
 	)
-	dest := outboundtest.NewDestination(t)
-	if err := dest.SetMode(outboundtest.ModeRefuse); err != nil {
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
 	prepare := func(n *testNode) {
@@ -47,7 +47,7 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 	old := startNode(t, testConfig(t, "r1", 1, nil))
 	waitNodeReady(t, old)
 	prepare(old)
-	var batch []transport.TaskSubmit
+	var batch []api.TaskSubmit
 	for i := range nCB {
 		ts := callbackTask(dest.CallbackURL(), fmt.Sprintf("wf-%d", i), "")
 		if i%2 == 0 {
@@ -59,10 +59,10 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 		batch = append(batch, ts)
 	}
 	for i := range nNexus {
-		batch = append(batch, transport.TaskSubmit{
+		batch = append(batch, api.TaskSubmit{
 			NamespaceID: ns, WorkflowID: fmt.Sprintf("wf-nx-%d", i), TaskGroup: breakerpool.TaskGroupNexusInvocation,
 			Destination: "ep-move", RequestID: fmt.Sprintf("nx-%d", i), ScheduleToCloseTimeout: "1h",
-			Request: transport.TaskRequest{Service: outboundtest.Service, Operation: outboundtest.OpEcho, Input: []byte(`{"n":1}`)},
+			Request: api.TaskRequest{Service: transporttest.Service, Operation: transporttest.OpEcho, Input: []byte(`{"n":1}`)},
 		})
 	}
 	acc, err := old.client().SubmitTasks(ctxT(t), batch)
@@ -74,7 +74,7 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 		ids[r.TaskID] = i
 	}
 	testwait.For(t, 30*time.Second, "attempts on the old cluster", func() bool {
-		l, err := old.client().Tasks(ctxT(t), transport.TaskListQuery{Status: state.TaskPending, Limit: 100})
+		l, err := old.client().Tasks(ctxT(t), api.TaskListQuery{Status: state.TaskPending, Limit: 100})
 		tried := 0
 		for _, tk := range l.Tasks {
 			if tk.Attempts > 0 {
@@ -83,13 +83,13 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 		}
 		return err == nil && tried >= 3
 	})
-	var raftErr *transport.Error
-	if _, err := old.client().ImportTasks(ctxT(t), []transport.TaskExport{{Version: 1}}); !errors.As(err, &raftErr) || raftErr.Status != http.StatusConflict {
+	var raftErr *api.Error
+	if _, err := old.client().ImportTasks(ctxT(t), []api.TaskExport{{Version: 1}}); !errors.As(err, &raftErr) || raftErr.Status != http.StatusConflict {
 		t.Fatalf("import into the raft store = %v, want a 409", err)
 	}
 
 	// Export, a small page at a time, as the CLI does.
-	var exported []transport.TaskExport
+	var exported []api.TaskExport
 	for after := ""; ; {
 		p, err := old.client().ExportTasks(ctxT(t), after, 7)
 		if err != nil {
@@ -128,13 +128,13 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 	n := pgNode(t, pgtest.NewDatabase(t))
 	waitNodeReady(t, n)
 	prepare(n)
-	bad := append([]transport.TaskExport(nil), exported[:2]...)
+	bad := append([]api.TaskExport(nil), exported[:2]...)
 	bad[1].ID = "not-an-id"
-	var ae *transport.Error
+	var ae *api.Error
 	if _, err := n.client().ImportTasks(ctxT(t), bad); !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != "tasks[1].id" {
 		t.Fatalf("import with a bad id = %v, want a 400 naming tasks[1].id", err)
 	}
-	for round, want := range []string{transport.OutcomeAccepted, transport.OutcomeDuplicate} {
+	for round, want := range []string{api.OutcomeAccepted, api.OutcomeDuplicate} {
 		res, err := n.client().ImportTasks(ctxT(t), exported)
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +162,7 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 		t.Fatalf("resubmit of a moved task = %+v, %v", again, err)
 	}
 
-	if err := dest.SetMode(outboundtest.ModeUp); err != nil {
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		t.Fatal(err)
 	}
 	for id := range ids {
@@ -175,12 +175,12 @@ func TestMoveTasksRaftToPostgres(t *testing.T) {
 	delivered := map[string]int{}
 	for _, c := range calls {
 		switch c.Kind {
-		case outboundtest.KindCallback:
+		case transporttest.KindCallback:
 			if got := c.Header.Get("Authorization"); got != secret {
 				t.Errorf("callback %q carried Authorization %q, want the stored value", c.Body, got)
 			}
 			delivered[string(c.Body)]++
-		case outboundtest.KindStart:
+		case transporttest.KindStart:
 			delivered[c.RequestID]++
 		}
 	}

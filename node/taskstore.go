@@ -6,13 +6,13 @@ import (
 	"strconv"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/queue"
 	"fusebox/raftstore"
 	"fusebox/raftstore/state"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
 )
 
 // TaskStore is queue.Store over the replicated task table: reads are local
@@ -88,9 +88,9 @@ func (s *TaskStore) Complete(ctx context.Context, shard int, epoch uint64, resul
 // another version) is handed over with a request task group that cannot
 // match, so the queue dead-letters it as poison with the reason.
 func toQueueTask(t *state.Task) queue.Task {
-	var req outbound.Request
+	var req transport.Request
 	if err := json.Unmarshal(t.Request, &req); err != nil {
-		req = outbound.Request{TaskGroup: "undecodable request: " + truncate(err.Error(), 200)}
+		req = transport.Request{TaskGroup: "undecodable request: " + truncate(err.Error(), 200)}
 	}
 	return queue.Task{
 		ID: t.ID, Shard: t.Shard, NamespaceID: t.NamespaceID, WorkflowID: t.WorkflowID, TaskGroup: t.TaskGroup,
@@ -108,20 +108,19 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// TaskAPI is the API's transport.TaskService: the store's writes, its
-// local replica's reads, the live backlog limits from dynamic config and
-// the data dir's free space.
+// TaskAPI is the API's api.TaskService: the store plus the live
+// backlog limits from dynamic config and the data dir's free space.
 type TaskAPI struct {
 	*raftstore.Store
-	*state.State // the reads (transport.TaskReader): Store.Reader()
+	*state.State // the reads (api.TaskReader): Store.Reader()
 	config       *dynconfig.Collection
 	disk         *dataDirSpace // nil: no free-space floor
 	// Policy checks destinations at submit and endpoint PUT; nil allows
 	// all (destinations.go).
-	Policy *outbound.Policy
+	Policy *transport.Policy
 }
 
-var _ transport.TaskService = (*TaskAPI)(nil)
+var _ api.TaskService = (*TaskAPI)(nil)
 
 // NewTaskAPI returns the task service the API serves.
 func NewTaskAPI(store *raftstore.Store, config *dynconfig.Collection) *TaskAPI {
@@ -135,7 +134,7 @@ func NewTaskAPI(store *raftstore.Store, config *dynconfig.Collection) *TaskAPI {
 // newTaskAPI is the node's task service on its task store (with
 // --task-store postgres, pgTaskAPI over it): its data dir's free space is
 // checked against fusebox.tasks.minFreeDiskMB and exported as a metric.
-func (n *Node) newTaskAPI(policy *outbound.Policy) transport.TaskService {
+func (n *Node) newTaskAPI(policy *transport.Policy) api.TaskService {
 	disk := newDataDirSpace(n.cfg.DataDir)
 	if err := disk.register(n.reg); err != nil {
 		n.log.Warn("data dir free-space metric not registered", "err", err)
@@ -222,7 +221,7 @@ func (s *TaskStore) Blocked(shard int, k breakerpool.Key, after queue.Cursor, li
 		}
 		d := t.DestinationKey
 		if d == "" {
-			d = outbound.BreakerDestination(t.TaskGroup, t.Destination)
+			d = transport.BreakerDestination(t.TaskGroup, t.Destination)
 		}
 		return d == k.Destination
 	}

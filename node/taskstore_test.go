@@ -11,7 +11,7 @@ import (
 	"fusebox/raftstore/raftstoretest"
 	"fusebox/raftstore/state"
 	"fusebox/shardmap"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 func TestTaskStoreServesTheQueue(t *testing.T) {
@@ -22,7 +22,7 @@ func TestTaskStoreServesTheQueue(t *testing.T) {
 	wake, cancel := ts.Subscribe()
 	defer cancel()
 
-	req := outbound.Request{TaskGroup: "callbacks.Invocation", URL: "http://127.0.0.1:9/cb", Body: []byte("hi")}
+	req := transport.Request{TaskGroup: "callbacks.Invocation", URL: "http://127.0.0.1:9/cb", Body: []byte("hi")}
 	raw, _ := json.Marshal(req)
 	out, idx, err := rs.SubmitTasks(ctx, state.SubmitTasksCommand{Tasks: []state.NewTask{
 		{NamespaceID: "ns", WorkflowID: "wf", TaskGroup: req.TaskGroup, Destination: req.URL, Request: raw},

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/tlsutil"
 	"fusebox/raftstore"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
 )
 
 // tlsFiles are the node's TLS flags as tlsutil.Files.
@@ -113,7 +113,7 @@ func (n *Node) raftTLS() raftstore.TLSConfigs {
 
 // forwarder sends writes to the leader: over mutual TLS when TLS is on.
 func (n *Node) forwarder() raftstore.Forwarder {
-	f := &transport.Forwarder{Tokens: n.tokens}
+	f := &api.Forwarder{Tokens: n.tokens}
 	if n.tls == nil {
 		return f
 	}
@@ -122,9 +122,9 @@ func (n *Node) forwarder() raftstore.Forwarder {
 }
 
 // httpsForwarder forwards to the leader's https:// address (the members'
-// HTTP addresses are host:port; transport.NewClient keeps an explicit
+// HTTP addresses are host:port; api.NewClient keeps an explicit
 // scheme).
-type httpsForwarder struct{ f *transport.Forwarder }
+type httpsForwarder struct{ f *api.Forwarder }
 
 func (h httpsForwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*state.ApplyResult, error) {
 	if !strings.Contains(leaderHTTPAddr, "://") {
@@ -134,11 +134,11 @@ func (h httpsForwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string,
 }
 
 // peerClient reaches another node's API (?scope=cluster, the status page).
-func (n *Node) peerClient(addr string) *transport.Client {
+func (n *Node) peerClient(addr string) *api.Client {
 	if n.tls != nil {
-		return transport.NewTLSClient(addr, n.tokens.Set().Outgoing(), n.peerHC)
+		return api.NewTLSClient(addr, n.tokens.Set().Outgoing(), n.peerHC)
 	}
-	return transport.NewClient(addr, n.tokens.Set().Outgoing(), nil)
+	return api.NewClient(addr, n.tokens.Set().Outgoing(), nil)
 }
 
 // closeTLS stops the poller and the peer connections. Idempotent.

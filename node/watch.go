@@ -6,7 +6,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/raftstore/state"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // forcedRecheck is the backstop period of the forced-breaker watcher: a
@@ -56,7 +56,7 @@ func (n *Node) applyForced(prev map[breakerpool.Key]uint64) map[breakerpool.Key]
 		// Rows written before callback keys were scheme://host (with a
 		// full URL) apply to their host's breaker.
 		k := breakerpool.Key{TaskGroup: f.TaskGroup, NamespaceID: f.NamespaceID,
-			Destination: outbound.BreakerDestination(f.TaskGroup, f.Destination)}
+			Destination: transport.BreakerDestination(f.TaskGroup, f.Destination)}
 		if !f.Until.IsZero() && !now.Before(f.Until) {
 			continue // expired: treated as cleared below
 		}

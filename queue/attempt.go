@@ -10,7 +10,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"fusebox/breakerpool"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // errRateRace: the token seen before the breaker admitted the call was gone
@@ -107,7 +107,7 @@ func (q *Queue) process(g *group, it *item) {
 	req.Namespace, req.Destination = t.NamespaceID, g.key.Destination // the request series' labels
 	if req.Timeout == 0 {
 		// g.key is t.Key(), derived once when the task joined its group.
-		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, g.key.Destination), outbound.MaxTimeout)
+		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, g.key.Destination), transport.MaxTimeout)
 	}
 	if r, over := q.pastDeadline(t, &req); over {
 		sh.finish(it, r)
@@ -127,7 +127,7 @@ func (q *Queue) process(g *group, it *item) {
 		req.URL, resolved = url, true
 	}
 	if err := req.Validate(); err != nil {
-		var ve *outbound.ValidationError
+		var ve *transport.ValidationError
 		if resolved && errors.As(err, &ve) && ve.Field == "url" {
 			sh.finish(it, q.terminal(t, StatusFailed, t.Attempts, fmt.Sprintf("endpoint %q: %v", t.Destination, err), 0))
 		} else {
@@ -151,7 +151,7 @@ func (q *Queue) process(g *group, it *item) {
 }
 
 // attempt: rate gate → breaker → executor, then the disposition.
-func (q *Queue) attempt(g *group, it *item, req outbound.Request) {
+func (q *Queue) attempt(g *group, it *item, req transport.Request) {
 	sh, t := it.sh, &it.task
 	waitStart := time.Now()
 	release, err := g.acquireToken(sh.ctx, q.closingCh)
@@ -170,7 +170,7 @@ func (q *Queue) attempt(g *group, it *item, req outbound.Request) {
 	}
 	var (
 		called bool
-		res    outbound.Result
+		res    transport.Result
 		xerr   error
 	)
 	exec := breakerpool.ExecutableFunc(func(ctx context.Context) error {
@@ -221,9 +221,9 @@ func (q *Queue) current() bool {
 }
 
 // classify turns an executor answer into a result; ok false means release.
-func (q *Queue) classify(t *Task, res outbound.Result, err error) (Result, bool) {
+func (q *Queue) classify(t *Task, res transport.Result, err error) (Result, bool) {
 	attempts := t.Attempts + 1
-	var failed *outbound.FailedError
+	var failed *transport.FailedError
 	switch {
 	case err == nil:
 		r := q.terminal(t, StatusSucceeded, attempts, res.Message, res.Status)
@@ -241,7 +241,7 @@ func (q *Queue) classify(t *Task, res outbound.Result, err error) (Result, bool)
 		}, true
 	case errors.As(err, &failed):
 		return q.terminal(t, StatusFailed, attempts, failed.Message, failed.Status), true
-	case res.Outcome == outbound.OutcomeAborted:
+	case res.Outcome == transport.OutcomeAborted:
 		return Result{}, false
 	default:
 		return q.unexpected(t, attempts, err.Error()), true

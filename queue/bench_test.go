@@ -11,8 +11,8 @@ import (
 
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport"
+	"fusebox/transport/transporttest"
 )
 
 func benchLimits() queuetest.LimitValues {
@@ -52,7 +52,7 @@ func runBatch(b *testing.B, e *env, round int, n int, dests map[string]string, f
 // real breaker pool, real executor) to a loopback destination, beside raw
 // HTTP POSTs of the same body with the same concurrency (100).
 func BenchmarkThroughput(b *testing.B) {
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	b.Run("queue", func(b *testing.B) {
 		e := newEnv(b, 4, benchLimits())
 		e.start(b, fastCfg(), newExecutor(b), nil)
@@ -61,7 +61,7 @@ func BenchmarkThroughput(b *testing.B) {
 		b.StopTimer()
 	})
 	b.Run("raw_http", func(b *testing.B) {
-		client := outbound.NewHTTPClient()
+		client := transport.NewHTTPClient()
 		defer client.CloseIdleConnections()
 		body := []byte(`{"ok":true}`)
 		work := make(chan struct{})
@@ -99,9 +99,9 @@ func BenchmarkThroughput(b *testing.B) {
 func BenchmarkHealthyBesideDead(b *testing.B) {
 	for _, mode := range []string{"both_healthy", "other_dead"} {
 		b.Run(mode, func(b *testing.B) {
-			healthy, other := outboundtest.NewDestination(b), outboundtest.NewDestination(b)
+			healthy, other := transporttest.NewDestination(b), transporttest.NewDestination(b)
 			if mode == "other_dead" {
-				if err := other.SetMode(outboundtest.ModeRefuse); err != nil {
+				if err := other.SetMode(transporttest.ModeRefuse); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // DeadlineExceeded begins the message of a task failed at its deadline.
@@ -23,7 +23,7 @@ const DeadlineExceeded = "deadline exceeded"
 // never scheduled past the deadline (Result.Apply and raftstore's complete
 // clamp NextAttemptAt to it), so a task comes due at its deadline at the
 // latest, whatever its backoff.
-func (q *Queue) pastDeadline(t *Task, req *outbound.Request) (Result, bool) {
+func (q *Queue) pastDeadline(t *Task, req *transport.Request) (Result, bool) {
 	if t.Deadline.IsZero() {
 		return Result{}, false
 	}

@@ -15,7 +15,7 @@ import (
 	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // liveConfig is a real dynamic-config collection serving the queue's limits,
@@ -103,8 +103,8 @@ func TestDeadlineEndsTaskOfRedirectingDestination(t *testing.T) {
 // applies to the next retry.
 func TestRetryPolicyFromDynamicConfigLive(t *testing.T) {
 	downExec := newFakeExec(false)
-	downExec.answer = func(outbound.Request) (outbound.Result, error) {
-		return outbound.Result{Outcome: outbound.OutcomeDown, Status: 503, Message: "unavailable"},
+	downExec.answer = func(transport.Request) (transport.Result, error) {
+		return transport.Result{Outcome: transport.OutcomeDown, Status: 503, Message: "unavailable"},
 			breakerpool.NewDestinationDownError("HTTP 503", errors.New("unavailable"))
 	}
 	lc := newLiveConfig(t)

@@ -10,7 +10,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // Store is the replicated task table as the queue uses it. Every node has a
@@ -80,9 +80,9 @@ type Breakers interface {
 	Breaker(k breakerpool.Key) breakerpool.TwoStepCircuitBreaker
 }
 
-// Executor makes one outbound call (*outbound.Executor).
+// Executor makes one outbound call (*transport.Executor).
 type Executor interface {
-	Execute(ctx context.Context, r outbound.Request) (outbound.Result, error)
+	Execute(ctx context.Context, r transport.Request) (transport.Result, error)
 }
 
 // Resolver maps a Nexus endpoint name to its target URL. An endpoint that
@@ -96,7 +96,7 @@ type Resolver interface {
 // is not registered.
 var ErrUnknownEndpoint = errors.New("unknown nexus endpoint")
 
-// DestinationPolicy is the destination allowlist (*outbound.Policy):
+// DestinationPolicy is the destination allowlist (*transport.Policy):
 // Allowed reports why rawURL may not be called for namespace, or nil.
 type DestinationPolicy interface {
 	Allowed(namespace, rawURL string) error

@@ -12,13 +12,13 @@ import (
 	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport"
+	"fusebox/transport/transporttest"
 )
 
-func newExecutor(t testing.TB) *outbound.Executor {
+func newExecutor(t testing.TB) *transport.Executor {
 	t.Helper()
-	x, err := outbound.New(outbound.Options{})
+	x, err := transport.New(transport.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,24 +29,24 @@ func newExecutor(t testing.TB) *outbound.Executor {
 // Delivery through the whole pipeline to real Nexus handlers and callback
 // receivers.
 func TestDeliveryToRealDestinations(t *testing.T) {
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	e := newEnv(t, 2, queuetest.DefaultLimits())
 	e.start(t, fastCfg(), newExecutor(t), mapResolver{"ep": dest.NexusURL()})
 
 	start := func(id, op string, shard int) queue.Task {
 		tk := nexusStart(id, "ep")
 		tk.Shard = shard
-		tk.Request.Service, tk.Request.Operation = outboundtest.Service, op
+		tk.Request.Service, tk.Request.Operation = transporttest.Service, op
 		tk.Request.Input = json.RawMessage(`{"hello":"` + id + `"}`)
 		return tk
 	}
-	echo, async, fail := start("echo-1", outboundtest.OpEcho, 0), start("async-1", outboundtest.OpAsync, 1), start("fail-1", outboundtest.OpFail, 0)
+	echo, async, fail := start("echo-1", transporttest.OpEcho, 0), start("async-1", transporttest.OpAsync, 1), start("fail-1", transporttest.OpFail, 0)
 	async.Request.CallbackURL = dest.CallbackURL()
 	cancel := queue.Task{ID: "cancel-1", Shard: 1, NamespaceID: "ns", TaskGroup: breakerpool.TaskGroupNexusCancelation, Destination: "ep",
-		Request: outbound.Request{Service: outboundtest.Service, Operation: outboundtest.OpAsync, OperationID: "op-async-1"}}
+		Request: transport.Request{Service: transporttest.Service, Operation: transporttest.OpAsync, OperationID: "op-async-1"}}
 	cb := callback("cb-1", 0, "receiver", dest.CallbackURL())
-	cb.Request = outbound.Request{URL: dest.CallbackURL(), Completion: &outbound.Completion{
-		State: outbound.CompletionSucceeded, Result: json.RawMessage(`{"done":true}`), OperationToken: "op-async-1"}}
+	cb.Request = transport.Request{URL: dest.CallbackURL(), Completion: &transport.Completion{
+		State: transport.CompletionSucceeded, Result: json.RawMessage(`{"done":true}`), OperationToken: "op-async-1"}}
 	raw := callback("cb-raw", 1, "receiver", dest.CallbackURL())
 	e.add(t, echo, async, fail, cancel, cb, raw)
 
@@ -77,10 +77,10 @@ func TestDeliveryToRealDestinations(t *testing.T) {
 	check("cancel-1", queue.StatusSucceeded, 202)
 	check("cb-1", queue.StatusSucceeded, 200)
 	check("cb-raw", queue.StatusSucceeded, 200)
-	if calls := dest.CallsWithRequestID("echo-1"); len(calls) != 1 || calls[0].Kind != outboundtest.KindStart {
+	if calls := dest.CallsWithRequestID("echo-1"); len(calls) != 1 || calls[0].Kind != transporttest.KindStart {
 		t.Fatalf("destination saw %+v for echo-1; want one start carrying the task id as request id", calls)
 	}
-	if n := dest.Count(outboundtest.KindCallback); n != 2 {
+	if n := dest.Count(transporttest.KindCallback); n != 2 {
 		t.Fatalf("callback receiver saw %d callbacks, want 2", n)
 	}
 }
@@ -89,8 +89,8 @@ func TestDeliveryToRealDestinations(t *testing.T) {
 // rescheduled gently, never dead-lettered) while a healthy destination on
 // the same node keeps flowing.
 func TestDownDestinationTripsBreakerHealthyFlows(t *testing.T) {
-	dead, healthy := outboundtest.NewDestination(t), outboundtest.NewDestination(t)
-	if err := dead.SetMode(outboundtest.ModeUnavailable); err != nil {
+	dead, healthy := transporttest.NewDestination(t), transporttest.NewDestination(t)
+	if err := dead.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t, 4, queuetest.DefaultLimits())
@@ -131,7 +131,7 @@ func TestDownDestinationTripsBreakerHealthyFlows(t *testing.T) {
 			blocked++
 		}
 	}
-	if got := dead.Count(outboundtest.KindCallback); got != attempts || attempts > 6+2 || blocked == 0 {
+	if got := dead.Count(transporttest.KindCallback); got != attempts || attempts > 6+2 || blocked == 0 {
 		t.Fatalf("dead destination got %d calls, tasks record %d attempts and %d blocked: the breaker did not stop the calls", got, attempts, blocked)
 	}
 	if n := e.store.Count(queue.StatusDLQ); n != 0 {

@@ -14,7 +14,7 @@ import (
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 	"fusebox/shardmap"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -85,7 +85,7 @@ func callback(id string, shard int, dest, url string) queue.Task {
 	return queue.Task{
 		ID: id, Shard: shard, NamespaceID: "ns", WorkflowID: "wf-" + id,
 		TaskGroup: breakerpool.TaskGroupCallback, Destination: dest,
-		Request: outbound.Request{URL: url, Body: []byte(`{"ok":true}`), ContentType: "application/json"},
+		Request: transport.Request{URL: url, Body: []byte(`{"ok":true}`), ContentType: "application/json"},
 	}
 }
 
@@ -122,11 +122,11 @@ type fakeExec struct {
 	peak     int
 	hold     bool
 	release  chan struct{}
-	answer   func(outbound.Request) (outbound.Result, error)
+	answer   func(transport.Request) (transport.Result, error)
 }
 
 type call struct {
-	req outbound.Request
+	req transport.Request
 	at  time.Time
 }
 
@@ -134,7 +134,7 @@ func newFakeExec(hold bool) *fakeExec {
 	return &fakeExec{hold: hold, release: make(chan struct{})}
 }
 
-func (f *fakeExec) Execute(ctx context.Context, r outbound.Request) (outbound.Result, error) {
+func (f *fakeExec) Execute(ctx context.Context, r transport.Request) (transport.Result, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, call{r, time.Now()})
 	f.inflight++
@@ -150,13 +150,13 @@ func (f *fakeExec) Execute(ctx context.Context, r outbound.Request) (outbound.Re
 		select {
 		case <-f.release:
 		case <-ctx.Done():
-			return outbound.Result{Outcome: outbound.OutcomeAborted, Message: ctx.Err().Error()}, fmt.Errorf("aborted: %w", ctx.Err())
+			return transport.Result{Outcome: transport.OutcomeAborted, Message: ctx.Err().Error()}, fmt.Errorf("aborted: %w", ctx.Err())
 		}
 	}
 	if answer != nil {
 		return answer(r)
 	}
-	return outbound.Result{Outcome: outbound.OutcomeSucceeded, Status: 200}, nil
+	return transport.Result{Outcome: transport.OutcomeSucceeded, Status: 200}, nil
 }
 
 func (f *fakeExec) stats() (calls, inflight, peak int) {

@@ -12,7 +12,7 @@ import (
 	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 type mapResolver map[string]string
@@ -31,7 +31,7 @@ func nexusStart(id, endpoint string) queue.Task {
 	return queue.Task{
 		ID: id, NamespaceID: "ns", WorkflowID: "wf-" + id,
 		TaskGroup: breakerpool.TaskGroupNexusInvocation, Destination: endpoint,
-		Request: outbound.Request{Service: "svc", Operation: "op", Input: []byte(`{"x":1}`)},
+		Request: transport.Request{Service: "svc", Operation: "op", Input: []byte(`{"x":1}`)},
 	}
 }
 
@@ -91,16 +91,16 @@ func TestDownRetriesWithBackoffAndFailedEnds(t *testing.T) {
 	e := newEnv(t, 1, queuetest.DefaultLimits())
 	exec := newFakeExec(false)
 	var downs atomic.Int32
-	exec.answer = func(r outbound.Request) (outbound.Result, error) {
+	exec.answer = func(r transport.Request) (transport.Result, error) {
 		if strings.Contains(r.URL, "down") && downs.Add(1) <= 2 {
-			return outbound.Result{Outcome: outbound.OutcomeDown, Status: 503, Message: "unavailable"},
+			return transport.Result{Outcome: transport.OutcomeDown, Status: 503, Message: "unavailable"},
 				breakerpool.NewDestinationDownError("HTTP 503", errors.New("unavailable"))
 		}
 		if strings.Contains(r.URL, "reject") {
-			return outbound.Result{Outcome: outbound.OutcomeFailed, Status: 400, Message: "bad input"},
-				&outbound.FailedError{Status: 400, Message: "bad input"}
+			return transport.Result{Outcome: transport.OutcomeFailed, Status: 400, Message: "bad input"},
+				&transport.FailedError{Status: 400, Message: "bad input"}
 		}
-		return outbound.Result{Outcome: outbound.OutcomeSucceeded, Status: 200}, nil
+		return transport.Result{Outcome: transport.OutcomeSucceeded, Status: 200}, nil
 	}
 	e.start(t, fastCfg(), exec, nil)
 	down := callback("down", 0, "d1", "http://127.0.0.1:9/down")
@@ -129,7 +129,7 @@ func TestDownRetriesWithBackoffAndFailedEnds(t *testing.T) {
 func TestPanickingExecutorEndsInDLQ(t *testing.T) {
 	e := newEnv(t, 1, queuetest.DefaultLimits())
 	exec := newFakeExec(false)
-	exec.answer = func(outbound.Request) (outbound.Result, error) { panic("boom") }
+	exec.answer = func(transport.Request) (transport.Result, error) { panic("boom") }
 	cfg := fastCfg()
 	cfg.MaxUnexpectedErrors = 1
 	e.start(t, cfg, exec, nil)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // Status is where a task is in its life.
@@ -48,7 +48,7 @@ type Task struct {
 	// Request is the call to make. For the Nexus task groups its URL is
 	// resolved from Destination at every attempt when the queue has a
 	// Resolver.
-	Request outbound.Request `json:"request"`
+	Request transport.Request `json:"request"`
 	// Attempts counts calls that reached the executor.
 	Attempts int `json:"attempts"`
 	// Blocked counts consecutive breaker rejections since the last attempt.
@@ -75,13 +75,13 @@ type Task struct {
 }
 
 // Key is the task's scheduler group and breaker key. Its Destination is
-// outbound.BreakerDestination: the endpoint name, or a callback URL's
+// transport.BreakerDestination: the endpoint name, or a callback URL's
 // scheme://host[:port] — never a path or a query (Temporal's key). This is
 // the one place a task's key is derived; the limits and timeouts the queue
 // looks up in dynamic config use the same destination.
 func (t *Task) Key() breakerpool.Key {
 	return breakerpool.Key{TaskGroup: t.TaskGroup, NamespaceID: t.NamespaceID,
-		Destination: outbound.BreakerDestination(t.TaskGroup, t.Destination)}
+		Destination: transport.BreakerDestination(t.TaskGroup, t.Destination)}
 }
 
 // Result is the outcome of one dispatch of a task, written back through

@@ -12,10 +12,10 @@ import (
 
 	"golang.org/x/net/html"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
 	"fusebox/node"
-	"fusebox/transport"
 	"fusebox/ui"
 )
 
@@ -38,13 +38,13 @@ func TestStatusPageInBrowser(t *testing.T) {
 	// The forced-closed key and its reason carry markup: the page must show
 	// it as text, never build elements from it.
 	closed := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: "ns-ui", Destination: `<i id="pwned-dest">orders</i>`}
-	api := transport.NewClient(nodes[1].HTTPAddr(), "", hc)
-	for _, f := range []transport.BreakerForce{
+	apic := api.NewClient(nodes[1].HTTPAddr(), "", hc)
+	for _, f := range []api.BreakerForce{
 		{TaskGroup: open.TaskGroup, Namespace: open.NamespaceID, Destination: open.Destination, Mode: "open", Reason: "ui test: payments down"},
 		{TaskGroup: closed.TaskGroup, Namespace: closed.NamespaceID, Destination: closed.Destination, Mode: "closed", Reason: hostileReason},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		err := api.Do(ctx, http.MethodPost, "/v1/breakers/force", nil, f, nil)
+		err := apic.Do(ctx, http.MethodPost, "/v1/breakers/force", nil, f, nil)
 		cancel()
 		if err != nil {
 			t.Fatalf("force %s/%s: %v", f.Destination, f.Mode, err)
@@ -52,20 +52,20 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	// An operator pins shard 0 to n2: the map marks it.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	err := api.Do(ctx, http.MethodPost, "/v1/shards/0/move", nil, transport.ShardMove{Node: "n2"}, nil)
+	err := apic.Do(ctx, http.MethodPost, "/v1/shards/0/move", nil, api.ShardMove{Node: "n2"}, nil)
 	cancel()
 	if err != nil {
 		t.Fatalf("move shard 0 to n2: %v", err)
 	}
 	testwait.For(t, 20*time.Second, "n1 to see shard 0 pinned to n2", func() bool {
-		var list transport.ShardList
-		err := transport.NewClient(nodes[0].HTTPAddr(), "", hc).Do(context.Background(), http.MethodGet, "/v1/shards", nil, nil, &list)
+		var list api.ShardList
+		err := api.NewClient(nodes[0].HTTPAddr(), "", hc).Do(context.Background(), http.MethodGet, "/v1/shards", nil, nil, &list)
 		return err == nil && len(list.Shards) > 0 && list.Shards[0].Pinned == "n2" && list.Shards[0].Owner == "n2"
 	})
 	for _, nd := range nodes {
-		c := transport.NewClient(nd.HTTPAddr(), "", hc)
+		c := api.NewClient(nd.HTTPAddr(), "", hc)
 		testwait.For(t, 20*time.Second, nd.HTTPAddr()+" applying both forces", func() bool {
-			var list transport.BreakerList
+			var list api.BreakerList
 			if err := c.Do(context.Background(), http.MethodGet, "/v1/breakers", nil, nil, &list); err != nil {
 				return false
 			}
@@ -79,13 +79,13 @@ func TestStatusPageInBrowser(t *testing.T) {
 		})
 	}
 
-	blockedID := submitBlockedTask(t, api, nodes)
-	ramping := rampKey(t, api, nodes)
+	blockedID := submitBlockedTask(t, apic, nodes)
+	ramping := rampKey(t, apic, nodes)
 
 	// Every node serves the page itself; start at n1's.
 	front := "http://" + nodes[0].HTTPAddr() + "/ui/"
 	for _, nd := range nodes {
-		c := transport.NewClient(nd.HTTPAddr(), "", hc)
+		c := api.NewClient(nd.HTTPAddr(), "", hc)
 		testwait.For(t, 10*time.Second, nd.HTTPAddr()+" recording the forced open", func() bool {
 			var l ui.TransitionList
 			return c.Do(context.Background(), http.MethodGet, "/ui/api/transitions", nil, nil, &l) == nil && len(l.Transitions) >= 1
@@ -234,20 +234,20 @@ func checkPage(t *testing.T, doc *html.Node, openKey, closedKey string) {
 // submitBlockedTask forces a callback destination's breaker open, submits a
 // task to it and waits until the API lists the task as blocked (its owner's
 // breaker refused it). It returns the task id.
-func submitBlockedTask(t *testing.T, api *transport.Client, nodes []*node.Node) string {
+func submitBlockedTask(t *testing.T, apic *api.Client, nodes []*node.Node) string {
 	t.Helper()
 	const url = "http://127.0.0.1:9/cb"
-	f := transport.BreakerForce{TaskGroup: breakerpool.TaskGroupCallback, Namespace: "ns-ui", Destination: "http://127.0.0.1:9",
+	f := api.BreakerForce{TaskGroup: breakerpool.TaskGroupCallback, Namespace: "ns-ui", Destination: "http://127.0.0.1:9",
 		Mode: "open", Reason: "ui test: blocked task"}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := api.Do(ctx, http.MethodPost, "/v1/breakers/force", nil, f, nil); err != nil {
+	if err := apic.Do(ctx, http.MethodPost, "/v1/breakers/force", nil, f, nil); err != nil {
 		t.Fatalf("force %s open: %v", f.Destination, err)
 	}
 	for _, nd := range nodes { // every possible owner refuses it
-		c := transport.NewClient(nd.HTTPAddr(), "", testHTTPClient(t))
+		c := api.NewClient(nd.HTTPAddr(), "", testHTTPClient(t))
 		testwait.For(t, 20*time.Second, nd.HTTPAddr()+" applying the force", func() bool {
-			var list transport.BreakerList
+			var list api.BreakerList
 			if err := c.Do(context.Background(), http.MethodGet, "/v1/breakers", nil, nil, &list); err != nil {
 				return false
 			}
@@ -259,13 +259,13 @@ func submitBlockedTask(t *testing.T, api *transport.Client, nodes []*node.Node) 
 			return false
 		})
 	}
-	acc, err := api.SubmitTask(ctx, transport.TaskSubmit{NamespaceID: "ns-ui", WorkflowID: "wf-blocked", TaskGroup: breakerpool.TaskGroupCallback,
-		Destination: url, Request: transport.TaskRequest{Body: []byte("done"), ContentType: "text/plain"}})
+	acc, err := apic.SubmitTask(ctx, api.TaskSubmit{NamespaceID: "ns-ui", WorkflowID: "wf-blocked", TaskGroup: breakerpool.TaskGroupCallback,
+		Destination: url, Request: api.TaskRequest{Body: []byte("done"), ContentType: "text/plain"}})
 	if err != nil {
 		t.Fatalf("submit a task to the open destination: %v", err)
 	}
 	testwait.For(t, 20*time.Second, "the task to be blocked", func() bool {
-		tk, err := api.Task(context.Background(), acc.TaskID)
+		tk, err := apic.Task(context.Background(), acc.TaskID)
 		return err == nil && tk.Blocked != nil
 	})
 	return acc.TaskID

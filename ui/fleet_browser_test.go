@@ -13,12 +13,12 @@ import (
 
 	"golang.org/x/net/html"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // TestFleetShareInBrowser (issue 19 §3): a destination with a fleet rate
@@ -28,28 +28,28 @@ func TestFleetShareInBrowser(t *testing.T) {
 	bin := chromium(t)
 	nodes := startCluster(t, 3)
 	hc := testHTTPClient(t)
-	api := transport.NewClient(nodes[0].HTTPAddr(), "", hc)
-	dest := outboundtest.NewDestination(t)
-	host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
+	apic := api.NewClient(nodes[0].HTTPAddr(), "", hc)
+	dest := transporttest.NewDestination(t)
+	host := transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := api.ConfigSet(ctx, dynconfig.KeyFleetRPS, transport.ConfigWrite{Destination: host, Value: json.RawMessage(`0.5`)}); err != nil {
+	if _, err := apic.ConfigSet(ctx, dynconfig.KeyFleetRPS, api.ConfigWrite{Destination: host, Value: json.RawMessage(`0.5`)}); err != nil {
 		t.Fatalf("set %s: %v", dynconfig.KeyFleetRPS, err)
 	}
-	var tasks []transport.TaskSubmit
+	var tasks []api.TaskSubmit
 	for i := range 30 {
-		tasks = append(tasks, transport.TaskSubmit{NamespaceID: "ns-ui", WorkflowID: fmt.Sprintf("wf-fleet-%d", i), TaskGroup: breakerpool.TaskGroupCallback,
-			Destination: dest.CallbackURL(), Request: transport.TaskRequest{Body: []byte("done"), ContentType: "text/plain"}})
+		tasks = append(tasks, api.TaskSubmit{NamespaceID: "ns-ui", WorkflowID: fmt.Sprintf("wf-fleet-%d", i), TaskGroup: breakerpool.TaskGroupCallback,
+			Destination: dest.CallbackURL(), Request: api.TaskRequest{Body: []byte("done"), ContentType: "text/plain"}})
 	}
-	if _, err := api.SubmitTasks(ctx, tasks); err != nil {
+	if _, err := apic.SubmitTasks(ctx, tasks); err != nil {
 		t.Fatalf("submit: %v", err)
 	}
 	holders := 0
 	testwait.For(t, 20*time.Second, "a share of the budget in GET /v1/breakers on the nodes holding tasks", func() bool {
 		holders = 0
 		for _, nd := range nodes {
-			var list transport.BreakerList
-			if err := transport.NewClient(nd.HTTPAddr(), "", hc).Do(context.Background(), http.MethodGet, "/v1/breakers", nil, nil, &list); err != nil {
+			var list api.BreakerList
+			if err := api.NewClient(nd.HTTPAddr(), "", hc).Do(context.Background(), http.MethodGet, "/v1/breakers", nil, nil, &list); err != nil {
 				return false
 			}
 			for _, b := range list.Breakers {

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // Prefix is where the page is mounted; Handler expects full request paths
@@ -60,9 +60,9 @@ func loadAssets() map[string]asset {
 }
 
 // Members is the gossip membership the cluster timeline is gathered from
-// (transport.Members satisfies it).
+// (api.Members satisfies it).
 type Members interface {
-	Members() []transport.Member
+	Members() []api.Member
 }
 
 // Deps are what the handler serves. Every field is optional: without a
@@ -78,7 +78,7 @@ type Deps struct {
 	Members Members
 	// Peers reaches another node's API by its http_addr (the same function
 	// the API uses for /v1/breakers?scope=cluster).
-	Peers func(httpAddr string) *transport.Client
+	Peers func(httpAddr string) *api.Client
 	// History, optional, is this node's sampled calls and shard owners
 	// (GET /ui/api/history); the node runs it.
 	History *History

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // History defaults: a sample every 2 s (the page's refresh), kept 5 min.
@@ -175,7 +175,7 @@ func (h *History) readCalls() map[callKey]callTotals {
 				case "namespace":
 					k.ns = l.GetValue()
 				case "destination":
-					k.dest = outbound.RedactURL(l.GetValue())
+					k.dest = transport.RedactURL(l.GetValue())
 				case "outcome":
 					outcome = l.GetValue()
 				}

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // NodeHistory is one node's samples, oldest first.
@@ -123,7 +123,7 @@ func sanitizeSamples(in []Sample, since time.Time) []Sample {
 			s.Calls = s.Calls[:MaxSampleKeys]
 		}
 		for i := range s.Calls {
-			s.Calls[i].Destination = outbound.RedactURL(s.Calls[i].Destination)
+			s.Calls[i].Destination = transport.RedactURL(s.Calls[i].Destination)
 		}
 		s.Shards = nil
 		out = append(out, s)

@@ -9,16 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"fusebox/transport"
+	"fusebox/api"
 	"fusebox/ui"
 )
 
 // peerClients returns a Peers function over one private transport whose
 // idle connections are closed when the test ends.
-func peerClients(t testing.TB) func(string) *transport.Client {
+func peerClients(t testing.TB) func(string) *api.Client {
 	hc := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	t.Cleanup(hc.CloseIdleConnections)
-	return func(addr string) *transport.Client { return transport.NewClient(addr, "", hc) }
+	return func(addr string) *api.Client { return api.NewClient(addr, "", hc) }
 }
 
 func startServer(t testing.TB, h http.Handler) *httptest.Server {

@@ -11,40 +11,40 @@ import (
 
 	"golang.org/x/net/html"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/node"
-	"fusebox/transport"
 )
 
 // rampKey gives a Nexus key an hour-long recovery ramp (issue 19 §2) and
 // starts it on every node: an operator forces the key open, then closed,
 // and each node's close starts the ramp. It returns the key once every
 // node's GET /v1/breakers shows the ramp.
-func rampKey(t *testing.T, api *transport.Client, nodes []*node.Node) breakerpool.Key {
+func rampKey(t *testing.T, apic *api.Client, nodes []*node.Node) breakerpool.Key {
 	t.Helper()
 	k := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: "ns-ui", Destination: "ramping-api"}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if _, err := api.ConfigSet(ctx, dynconfig.KeyRampDuration, transport.ConfigWrite{Destination: k.Destination, Value: json.RawMessage(`"1h"`)}); err != nil {
+	if _, err := apic.ConfigSet(ctx, dynconfig.KeyRampDuration, api.ConfigWrite{Destination: k.Destination, Value: json.RawMessage(`"1h"`)}); err != nil {
 		t.Fatalf("set %s: %v", dynconfig.KeyRampDuration, err)
 	}
 	hc := testHTTPClient(t)
 	for _, mode := range []string{"open", "closed"} {
-		f := transport.BreakerForce{TaskGroup: k.TaskGroup, Namespace: k.NamespaceID, Destination: k.Destination, Mode: mode, Reason: "ui test: ramp"}
-		if err := api.Do(ctx, http.MethodPost, "/v1/breakers/force", nil, f, nil); err != nil {
+		f := api.BreakerForce{TaskGroup: k.TaskGroup, Namespace: k.NamespaceID, Destination: k.Destination, Mode: mode, Reason: "ui test: ramp"}
+		if err := apic.Do(ctx, http.MethodPost, "/v1/breakers/force", nil, f, nil); err != nil {
 			t.Fatalf("force %s %s: %v", k.Destination, mode, err)
 		}
 		want := map[string]string{"open": "open", "closed": "closed"}[mode]
 		for _, nd := range nodes {
-			c := transport.NewClient(nd.HTTPAddr(), "", hc)
+			c := api.NewClient(nd.HTTPAddr(), "", hc)
 			var last string // what the node showed last, for the failure message
 			deadline := time.Now().Add(30 * time.Second)
 			for done := false; !done; time.Sleep(20 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatalf("%s did not apply %s and its ramp within 30s; it shows %s", nd.HTTPAddr(), mode, last)
 				}
-				var list transport.BreakerList
+				var list api.BreakerList
 				if err := c.Do(context.Background(), http.MethodGet, "/v1/breakers", nil, nil, &list); err != nil {
 					last = err.Error()
 					continue

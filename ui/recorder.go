@@ -8,7 +8,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // DefaultCapacity is how many transitions a Recorder keeps when built with
@@ -70,7 +70,7 @@ func (r *Recorder) Capacity() int { return cap(r.ring) }
 // Observe records t, evicting the oldest transition when the ring is full.
 func (r *Recorder) Observe(t breakerpool.Transition) {
 	rec := Transition{
-		TaskGroup: t.Key.TaskGroup, Namespace: t.Key.NamespaceID, Destination: outbound.RedactURL(t.Key.Destination),
+		TaskGroup: t.Key.TaskGroup, Namespace: t.Key.NamespaceID, Destination: transport.RedactURL(t.Key.Destination),
 		From: StateName(t.From), To: StateName(t.To), Source: string(t.Source),
 		Generation: t.Generation, At: t.At,
 	}

@@ -17,13 +17,13 @@ import (
 
 	"golang.org/x/net/html"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/node"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 	"fusebox/ui"
 )
 
@@ -39,17 +39,17 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 	bin := chromium(t)
 	nodes := startCluster(t, 3)
 	hc := testHTTPClient(t)
-	api := transport.NewClient(nodes[0].HTTPAddr(), "", hc)
+	apic := api.NewClient(nodes[0].HTTPAddr(), "", hc)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	up, down := outboundtest.NewDestination(t), outboundtest.NewDestination(t)
-	if err := down.SetMode(outboundtest.ModeUnavailable); err != nil {
+	up, down := transporttest.NewDestination(t), transporttest.NewDestination(t)
+	if err := down.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 6 {
-		for _, d := range []*outboundtest.Destination{up, down} {
-			if _, err := api.SubmitTask(ctx, callbackTo("ns-traffic", fmt.Sprintf("wf-%s-%d", d.Addr(), i), d.CallbackURL())); err != nil {
+		for _, d := range []*transporttest.Destination{up, down} {
+			if _, err := apic.SubmitTask(ctx, callbackTo("ns-traffic", fmt.Sprintf("wf-%s-%d", d.Addr(), i), d.CallbackURL())); err != nil {
 				t.Fatalf("submit to %s: %v", d.Addr(), err)
 			}
 		}
@@ -58,18 +58,18 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 
 	// A destination that answers 429 with Retry-After: its breaker is held
 	// open until then, and the cell says until when, in UTC.
-	busy := outboundtest.NewDestination(t)
+	busy := transporttest.NewDestination(t)
 	busy.SetRetryAfter("120")
-	if err := busy.SetMode(outboundtest.ModeTooManyRequests); err != nil {
+	if err := busy.SetMode(transporttest.ModeTooManyRequests); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := api.SubmitTask(ctx, callbackTo("ns-busy", "wf-busy", busy.CallbackURL())); err != nil {
+	if _, err := apic.SubmitTask(ctx, callbackTo("ns-busy", "wf-busy", busy.CallbackURL())); err != nil {
 		t.Fatal(err)
 	}
 	busyKey := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: "ns-busy", Destination: "http://" + busy.Addr()}
 	testwait.For(t, 30*time.Second, "a breaker held open by the destination's Retry-After", func() bool {
-		var list transport.BreakerList
-		if api.Do(ctx, http.MethodGet, "/v1/breakers", map[string][]string{"scope": {"cluster"}}, nil, &list) != nil {
+		var list api.BreakerList
+		if apic.Do(ctx, http.MethodGet, "/v1/breakers", map[string][]string{"scope": {"cluster"}}, nil, &list) != nil {
 			return false
 		}
 		for _, b := range list.Breakers {
@@ -82,13 +82,13 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 
 	// A breaker forced open for 10 minutes: its cells say when it reopens.
 	timed := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: "ns-ui", Destination: "maintenance-api"}
-	if err := api.Do(ctx, http.MethodPost, "/v1/breakers/force", nil, transport.BreakerForce{TaskGroup: timed.TaskGroup, Namespace: timed.NamespaceID,
+	if err := apic.Do(ctx, http.MethodPost, "/v1/breakers/force", nil, api.BreakerForce{TaskGroup: timed.TaskGroup, Namespace: timed.NamespaceID,
 		Destination: timed.Destination, Mode: "open", Duration: "10m", Reason: "ui test: maintenance"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	blockedID := submitBlockedTask(t, api, nodes)
-	dlqKey := deadLetterTask(t, api)
-	ramping := rampKey(t, api, nodes)
+	blockedID := submitBlockedTask(t, apic, nodes)
+	dlqKey := deadLetterTask(t, apic)
+	ramping := rampKey(t, apic, nodes)
 
 	// Every node's history has sampled the traffic. Which node called which
 	// destination depends on the shards (and on hints: a node a peer warned
@@ -97,7 +97,7 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 	var upOn, downOn map[string]uint64
 	testwait.For(t, 30*time.Second, "the cluster history to hold both destinations' calls and three samples of every node", func() bool {
 		var h ui.HistoryList
-		if api.Do(ctx, http.MethodGet, "/ui/api/history", map[string][]string{"scope": {"cluster"}}, nil, &h) != nil || len(h.Nodes) != 3 {
+		if apic.Do(ctx, http.MethodGet, "/ui/api/history", map[string][]string{"scope": {"cluster"}}, nil, &h) != nil || len(h.Nodes) != 3 {
 			return false
 		}
 		upOn, downOn = map[string]uint64{}, map[string]uint64{}
@@ -139,7 +139,7 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 			}
 		}
 	}
-	api = transport.NewClient(front.HTTPAddr(), "", hc)
+	apic = api.NewClient(front.HTTPAddr(), "", hc)
 
 	// It leaves: its column is marked, not blank.
 	closeCtx, closeCancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -149,7 +149,7 @@ func TestStatusPageLabelsNumbersPlots(t *testing.T) {
 		t.Fatalf("close %s: %v", goneID, err)
 	}
 	testwait.For(t, 30*time.Second, stay[0]+" to see "+goneID+" gone", func() bool {
-		ms, err := api.Members(ctx)
+		ms, err := apic.Members(ctx)
 		if err != nil {
 			return false
 		}
@@ -196,40 +196,40 @@ func screenshot(t *testing.T, bin, url, name, size string) {
 	t.Logf("screenshot: %s", shot)
 }
 
-func callbackTo(ns, wf, url string) transport.TaskSubmit {
-	return transport.TaskSubmit{NamespaceID: ns, WorkflowID: wf, TaskGroup: breakerpool.TaskGroupCallback, Destination: url,
-		Request: transport.TaskRequest{Body: []byte("done"), ContentType: "text/plain"}}
+func callbackTo(ns, wf, url string) api.TaskSubmit {
+	return api.TaskSubmit{NamespaceID: ns, WorkflowID: wf, TaskGroup: breakerpool.TaskGroupCallback, Destination: url,
+		Request: api.TaskRequest{Body: []byte("done"), ContentType: "text/plain"}}
 }
 
 // deadLetterTask submits a task to a refusing destination in a namespace
 // that allows it, then narrows the namespace's allowlist: the next attempt
 // dead-letters it. It returns the row key the counts table shows.
-func deadLetterTask(t *testing.T, api *transport.Client) string {
+func deadLetterTask(t *testing.T, apic *api.Client) string {
 	t.Helper()
 	const ns = "ns-dlq"
-	d := outboundtest.NewDestination(t)
-	if err := d.SetMode(outboundtest.ModeRefuse); err != nil {
+	d := transporttest.NewDestination(t)
+	if err := d.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	allow := func(v string) {
-		if _, err := api.ConfigSet(ctx, dynconfig.KeyCallbackAllowedAddresses, transport.ConfigWrite{Namespace: ns, Value: json.RawMessage(v)}); err != nil {
+		if _, err := apic.ConfigSet(ctx, dynconfig.KeyCallbackAllowedAddresses, api.ConfigWrite{Namespace: ns, Value: json.RawMessage(v)}); err != nil {
 			t.Fatalf("allowlist %s: %v", v, err)
 		}
 	}
 	allow(`[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
-	acc, err := api.SubmitTask(ctx, callbackTo(ns, "wf-dlq", d.CallbackURL()))
+	acc, err := apic.SubmitTask(ctx, callbackTo(ns, "wf-dlq", d.CallbackURL()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	testwait.For(t, 30*time.Second, "the task's first attempt", func() bool {
-		tk, err := api.Task(ctx, acc.TaskID)
+		tk, err := apic.Task(ctx, acc.TaskID)
 		return err == nil && tk.Attempts >= 1
 	})
 	allow(`[{"Pattern":"hooks.example.com"}]`)
 	testwait.For(t, 45*time.Second, "the task to be dead-lettered", func() bool {
-		tk, err := api.Task(ctx, acc.TaskID)
+		tk, err := apic.Task(ctx, acc.TaskID)
 		return err == nil && tk.Status == state.TaskDLQ
 	})
 	_, port, _ := net.SplitHostPort(d.Addr())

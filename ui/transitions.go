@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // PeerTimeout bounds each peer's answer when the cluster timeline is merged
@@ -97,7 +97,7 @@ func sanitize(ts []Transition, node string) []Transition {
 			continue
 		}
 		t.Node = node
-		t.Destination = outbound.RedactURL(t.Destination) // a peer of an older version may not redact
+		t.Destination = transport.RedactURL(t.Destination) // a peer of an older version may not redact
 		out = append(out, t)
 	}
 	return out

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 	"fusebox/ui"
 )
 
@@ -268,6 +268,6 @@ func tripBreaker(t *testing.T, pool *breakerpool.Pool, k breakerpool.Key) {
 }
 
 // staticMembers is a fixed membership.
-type staticMembers []transport.Member
+type staticMembers []api.Member
 
-func (m staticMembers) Members() []transport.Member { return m }
+func (m staticMembers) Members() []api.Member { return m }

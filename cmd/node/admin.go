@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"fusebox/api"
 	"fusebox/internal/tlsutil"
-	"fusebox/transport"
 )
 
 // adminOpts are the flags every admin command shares.
@@ -70,7 +70,7 @@ A node started with TLS serves HTTPS only: use --addr https://HOST:PORT and
 }
 
 // client builds an API client from the shared flags.
-func (o *adminOpts) client() (*transport.Client, error) {
+func (o *adminOpts) client() (*api.Client, error) {
 	tok, err := readSecretFile("--token-file", o.tokenFile)
 	if err != nil {
 		return nil, err
@@ -99,7 +99,7 @@ func author() string {
 // call is the body of every admin command: it builds the client, bounds the
 // call by --timeout, runs fn, maps API errors to exit codes, and prints the
 // answer as JSON (--json) or as fn's table.
-func (o *adminOpts) call(cmd *cobra.Command, fn func(ctx context.Context, c *transport.Client) (any, func(tw *tabwriter.Writer), error)) error {
+func (o *adminOpts) call(cmd *cobra.Command, fn func(ctx context.Context, c *api.Client) (any, func(tw *tabwriter.Writer), error)) error {
 	c, err := o.client()
 	if err != nil {
 		return err
@@ -130,14 +130,14 @@ func apiExit(err error) error {
 	if err == nil {
 		return nil
 	}
-	var e *transport.Error
+	var e *api.Error
 	if errors.As(err, &e) {
 		code := 1
 		switch e.Code {
-		case transport.CodeInvalidArgument, transport.CodeNotFound, transport.CodeConflict,
-			transport.CodeUnauthenticated, transport.CodePermission, transport.CodeTooLarge, transport.CodeWrongOwner:
+		case api.CodeInvalidArgument, api.CodeNotFound, api.CodeConflict,
+			api.CodeUnauthenticated, api.CodePermission, api.CodeTooLarge, api.CodeWrongOwner:
 			code = 3
-		case transport.CodeNoLeader, transport.CodeNotLeader, transport.CodeUnavailable, transport.CodeOverloaded:
+		case api.CodeNoLeader, api.CodeNotLeader, api.CodeUnavailable, api.CodeOverloaded:
 			code = 4
 		}
 		return &exitError{code: code, msg: e.Error()}

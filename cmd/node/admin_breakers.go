@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 func breakersCmd(o *adminOpts) *cobra.Command {
@@ -22,7 +22,7 @@ func breakersCmd(o *adminOpts) *cobra.Command {
 		Short: "List this node's breakers, or every node's with --cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				l, err := c.Breakers(ctx, cluster)
 				return l, func(tw *tabwriter.Writer) {
 					fmt.Fprintln(tw, "NODE\tTASK GROUP\tNAMESPACE\tDESTINATION\tSTATE\tSOURCE\tMODE\tOPEN FOR\tCONSEC. FAILURES\tGEN")
@@ -43,7 +43,7 @@ func breakersCmd(o *adminOpts) *cobra.Command {
 	}
 	list.Flags().BoolVar(&cluster, "cluster", false, "ask every alive node and merge their breakers")
 
-	var f transport.BreakerForce
+	var f api.BreakerForce
 	force := &cobra.Command{
 		Use:   "force open|closed|auto",
 		Short: "Force a breaker key open or closed on every node, or give it back to automatic (stored in Raft)",
@@ -53,7 +53,7 @@ func breakersCmd(o *adminOpts) *cobra.Command {
 		ValidArgs: []string{"open", "closed", "auto"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.Mode = args[0]
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				warnUnseenKey(ctx, c, f, cmd.ErrOrStderr()) // admin_breakers_keys.go
 				fb, err := c.ForceBreaker(ctx, f)
 				return fb, func(tw *tabwriter.Writer) {
@@ -81,7 +81,7 @@ func breakersCmd(o *adminOpts) *cobra.Command {
 		Short: "List the keys an operator forced",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				fs, err := c.ForcedBreakers(ctx)
 				return fs, func(tw *tabwriter.Writer) {
 					fmt.Fprintln(tw, "TASK GROUP\tNAMESPACE\tDESTINATION\tMODE\tUNTIL\tREASON\tAUTHOR\tINDEX")

@@ -8,14 +8,14 @@ import (
 	"sort"
 	"strings"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // warnUnseenKey warns on w when no node has a breaker for f's key (a typo
 // forces a key nothing uses) and lists the keys that match closely: the
 // same destination host, or a destination within a few edits. The force
 // still goes ahead: an operator may force a key before its first task.
-func warnUnseenKey(ctx context.Context, c *transport.Client, f transport.BreakerForce, w io.Writer) {
+func warnUnseenKey(ctx context.Context, c *api.Client, f api.BreakerForce, w io.Writer) {
 	l, err := c.Breakers(ctx, true)
 	if err != nil {
 		return // the force itself reports an unreachable node
@@ -41,7 +41,7 @@ func warnUnseenKey(ctx context.Context, c *transport.Client, f transport.Breaker
 
 // similarKey: the same destination under another group or namespace, the
 // same URL host, or a destination within 3 edits.
-func similarKey(f transport.BreakerForce, b transport.Breaker) bool {
+func similarKey(f api.BreakerForce, b api.Breaker) bool {
 	if strings.EqualFold(f.Destination, b.Destination) {
 		return true
 	}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // breakers force/list/forced against a real node: a forced open shows as
@@ -16,7 +16,7 @@ func TestAdminBreakersCommands(t *testing.T) {
 	h.mustRun("forced open until", append([]string{"breakers", "force", "open", "--duration", "10m", "--reason", "maintenance"}, key...)...)
 	// The node applies the forced state to its pool after the write commits.
 	out := h.eventually("forced-open", "breakers", "list")
-	var l transport.BreakerList
+	var l api.BreakerList
 	if err := json.Unmarshal([]byte(h.mustRun(`"state": "open"`, "breakers", "list", "--cluster", "--json")), &l); err != nil ||
 		len(l.Breakers) != 1 || l.Breakers[0].Node != "n1" || l.Breakers[0].Source != "operator" {
 		t.Fatalf("list --cluster --json: %+v, %v (table was:\n%s)", l, err, out)

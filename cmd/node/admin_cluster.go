@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 func membersCmd(o *adminOpts) *cobra.Command {
@@ -17,7 +17,7 @@ func membersCmd(o *adminOpts) *cobra.Command {
 		Short: "List the cluster's members, their gossip state and Raft role",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				ms, err := c.Members(ctx)
 				return ms, func(tw *tabwriter.Writer) {
 					fmt.Fprintln(tw, "ID\tSTATE\tRAFT\tLEADER\tHTTP\tGOSSIP\tRAFT ADDR\tSUSPECT")
@@ -37,7 +37,7 @@ func raftCmd(o *adminOpts) *cobra.Command {
 		Short: "Show the Raft configuration, leader and indexes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				info, err := c.Raft(ctx)
 				return info, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "node %s is %s; leader %s (%s); term %d; last index %d, applied %d\n\n",

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 func configCmd(o *adminOpts) *cobra.Command {
@@ -29,7 +29,7 @@ func configCmd(o *adminOpts) *cobra.Command {
 		Short: "List every value that is set, and the registered keys",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				l, err := c.ConfigList(ctx)
 				return l, func(tw *tabwriter.Writer) {
 					fmt.Fprintln(tw, "KEY\tNAMESPACE\tDESTINATION\tVALUE\tINDEX")
@@ -49,7 +49,7 @@ func configCmd(o *adminOpts) *cobra.Command {
 		Short: "Show the values of one key under every constraint",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				es, err := c.ConfigGet(ctx, args[0])
 				return es, func(tw *tabwriter.Writer) {
 					fmt.Fprintln(tw, "NAMESPACE\tDESTINATION\tVALUE\tINDEX\tUPDATED\tAUTHOR")
@@ -73,8 +73,8 @@ func configCmd(o *adminOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
-				res, err := c.ConfigSet(ctx, args[0], transport.ConfigWrite{Namespace: ns, Destination: dest, Value: val})
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
+				res, err := c.ConfigSet(ctx, args[0], api.ConfigWrite{Namespace: ns, Destination: dest, Value: val})
 				return res, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "set %s at raft index %d\n", args[0], res.Index)
 				}, err
@@ -86,7 +86,7 @@ func configCmd(o *adminOpts) *cobra.Command {
 		Short: "Delete the value of a key under a constraint (the next most specific applies)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				res, err := c.ConfigDelete(ctx, args[0], ns, dest)
 				return res, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "deleted %s at raft index %d\n", args[0], res.Index)
@@ -100,7 +100,7 @@ func configCmd(o *adminOpts) *cobra.Command {
 		Short: "Show recent config changes, newest first (raft index, time, author)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				hs, err := c.ConfigHistory(ctx, limit)
 				return hs, func(tw *tabwriter.Writer) {
 					fmt.Fprintln(tw, "INDEX\tAT\tAUTHOR\tOP\tKEY\tNAMESPACE\tDESTINATION\tVALUE")
@@ -142,7 +142,7 @@ Values are read as Temporal reads them: durations as seconds when unitless,
 			if err != nil {
 				return fmt.Errorf("FILE %s: %w", args[0], err)
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				res, err := c.ConfigImport(ctx, data, dryRun)
 				return res, func(tw *tabwriter.Writer) { printImport(tw, res) }, err
 			})
@@ -152,7 +152,7 @@ Values are read as Temporal reads them: durations as seconds when unitless,
 	return c
 }
 
-func printImport(tw *tabwriter.Writer, res transport.ConfigImportResult) {
+func printImport(tw *tabwriter.Writer, res api.ConfigImportResult) {
 	switch {
 	case res.DryRun:
 		fmt.Fprintln(tw, "dry run: nothing written")

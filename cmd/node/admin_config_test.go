@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
-	"fusebox/transport"
 )
 
 // `admin config import` against a real node: --dry-run shows the plan and
@@ -29,13 +29,13 @@ func TestAdminConfigImport(t *testing.T) {
 			t.Fatalf("dry run output lacks %q:\n%s", want, out)
 		}
 	}
-	api := transport.NewClient(h.n.HTTPAddr(), "", nil)
-	if l, err := api.ConfigList(h.ctx); err != nil || len(l.Entries) != 0 {
+	apic := api.NewClient(h.n.HTTPAddr(), "", nil)
+	if l, err := apic.ConfigList(h.ctx); err != nil || len(l.Entries) != 0 {
 		t.Fatalf("--dry-run wrote: %+v, %v", l.Entries, err)
 	}
 
 	h.mustRun("imported at raft index", "config", "import", file)
-	es, err := api.ConfigGet(h.ctx, dynconfig.KeyNexusRetryMaxInterval)
+	es, err := apic.ConfigGet(h.ctx, dynconfig.KeyNexusRetryMaxInterval)
 	found := false
 	for _, e := range es {
 		found = found || (e.Namespace == "payments" && e.Destination == "billing-endpoint" && string(e.Value) == `"12h0m0s"`)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // maxDebugDuration bounds --duration (and so the CPU profile).
@@ -71,7 +71,7 @@ func runDebug(cmd *cobra.Command, o *adminOpts, d time.Duration, output, only st
 	if err != nil {
 		return apiExit(connHint(c.Addr(), err))
 	}
-	var targets []transport.Member
+	var targets []api.Member
 	for _, m := range members {
 		if (only == "" && m.State == "alive") || m.ID == only {
 			targets = append(targets, m)
@@ -107,7 +107,7 @@ func runDebug(cmd *cobra.Command, o *adminOpts, d time.Duration, output, only st
 
 // collectNode writes one member's parts under <id>/; a part that fails is
 // recorded as <part>.error so one broken call does not lose the rest.
-func collectNode(ctx context.Context, b *bundle, c *transport.Client, id string, d time.Duration, progress io.Writer) {
+func collectNode(ctx context.Context, b *bundle, c *api.Client, id string, d time.Duration, progress io.Writer) {
 	dir := id + "/"
 	part := func(name string, fn func() (any, error)) {
 		v, err := fn()
@@ -149,7 +149,7 @@ func collectNode(ctx context.Context, b *bundle, c *transport.Client, id string,
 		}
 	}
 	if err := <-cpu; err != nil {
-		var e *transport.Error
+		var e *api.Error
 		if errors.As(err, &e) && e.Status == 404 {
 			b.file(dir+"profiles-skipped.txt", []byte("profiles skipped: the node runs without --enable-pprof\n"))
 		}

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/node"
-	"fusebox/transport"
 )
 
 // TestAdminDebugBundle collects a bundle from a real node that holds a
@@ -27,10 +27,10 @@ func TestAdminDebugBundle(t *testing.T) {
 	const hdrSecret, sigSecret = "hdr-secret-77aa01", "sig-secret-c0ffee"
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
 	t.Cleanup(dest.Close)
-	api := transport.NewClient(h.n.HTTPAddr(), "", nil)
-	if _, err := api.SubmitTask(h.ctx, transport.TaskSubmit{NamespaceID: "ns", WorkflowID: "wf", TaskGroup: breakerpool.TaskGroupCallback,
+	apic := api.NewClient(h.n.HTTPAddr(), "", nil)
+	if _, err := apic.SubmitTask(h.ctx, api.TaskSubmit{NamespaceID: "ns", WorkflowID: "wf", TaskGroup: breakerpool.TaskGroupCallback,
 		Destination: dest.URL + "/cb?sig=" + sigSecret,
-		Request: transport.TaskRequest{Body: []byte("x"), ContentType: "text/plain",
+		Request: api.TaskRequest{Body: []byte("x"), ContentType: "text/plain",
 			Header: map[string]string{"Authorization": "Bearer " + hdrSecret}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 func endpointsCmd(o *adminOpts) *cobra.Command {
@@ -20,7 +20,7 @@ func endpointsCmd(o *adminOpts) *cobra.Command {
 		Short: "List endpoints",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				es, err := c.Endpoints(ctx)
 				return es, func(tw *tabwriter.Writer) {
 					fmt.Fprintln(tw, "NAME\tURL\tDESCRIPTION\tINDEX")
@@ -36,7 +36,7 @@ func endpointsCmd(o *adminOpts) *cobra.Command {
 		Short: "Show one endpoint",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				e, err := c.Endpoint(ctx, args[0])
 				return e, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "name\t%s\nurl\t%s\ndescription\t%s\nindex\t%d\n", e.Name, e.URL, orDash(e.Description), e.Index)
@@ -50,8 +50,8 @@ func endpointsCmd(o *adminOpts) *cobra.Command {
 		Short: "Create or replace an endpoint",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
-				res, err := c.PutEndpoint(ctx, transport.Endpoint{Name: args[0], URL: args[1], Description: desc})
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
+				res, err := c.PutEndpoint(ctx, api.Endpoint{Name: args[0], URL: args[1], Description: desc})
 				return res, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "endpoint %s → %s at raft index %d\n", args[0], args[1], res.Index)
 				}, err
@@ -64,7 +64,7 @@ func endpointsCmd(o *adminOpts) *cobra.Command {
 		Short: "Delete an endpoint",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				res, err := c.DeleteEndpoint(ctx, args[0])
 				return res, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "deleted endpoint %s at raft index %d\n", args[0], res.Index)

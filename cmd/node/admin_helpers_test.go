@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"fusebox/api"
 	"fusebox/node"
-	"fusebox/transport"
 )
 
 // adminNode is a real in-process single node and a way to run the admin
@@ -41,8 +41,8 @@ func newAdminNode(t *testing.T, shards int) *adminNode {
 	if err := n.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	api := transport.NewClient(n.HTTPAddr(), "", nil)
-	for api.Do(ctx, "GET", "/readyz", nil, nil, nil) != nil {
+	apic := api.NewClient(n.HTTPAddr(), "", nil)
+	for apic.Do(ctx, "GET", "/readyz", nil, nil, nil) != nil {
 		if ctx.Err() != nil {
 			t.Fatal("node not ready")
 		}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 func keyringCmd(o *adminOpts) *cobra.Command {
@@ -59,7 +59,7 @@ it. Generate a key with: head -c 32 /dev/urandom | base64`,
 
 func keyringRun(o *adminOpts, cmd *cobra.Command, op, key string) error {
 	var partial error
-	err := o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+	err := o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 		ans, err := c.Keyring(ctx, op, key)
 		if err == nil && ans.Failed > 0 {
 			partial = &exitError{code: 4, msg: fmt.Sprintf("keyring %s failed on %d of %d live members (above); run it again once they answer", op, ans.Failed, ans.Members)}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // raftOpsCmds are the subcommands of `fusebox admin raft`.
@@ -23,7 +23,7 @@ server, and a cluster with one voter.`,
 		Example: "  fusebox admin raft transfer-leader --to n2",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				res, err := c.TransferLeader(ctx, to)
 				return res, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "leadership moved from %s to %s\n", res.From, orDash(res.To))
@@ -51,7 +51,7 @@ refused: removing the leader itself (transfer-leader first).`,
 		Example: "  fusebox admin raft remove-peer n3",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				res, err := c.RemovePeer(ctx, args[0], force)
 				return res, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "removed %s (%s) from the raft configuration at index %d\n", res.ID, res.Suffrage, res.Index)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // waitReadyCmd is `fusebox admin wait-ready`: for scripts that start nodes
@@ -51,7 +51,7 @@ when --timeout passed first (the last reason is printed).
 
 // waitReady polls c's /readyz every 200 ms until it is ready or ctx ends;
 // progress sees each new reason for waiting.
-func waitReady(ctx context.Context, c *transport.Client, progress func(why string)) (transport.Readiness, error) {
+func waitReady(ctx context.Context, c *api.Client, progress func(why string)) (api.Readiness, error) {
 	last := ""
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()

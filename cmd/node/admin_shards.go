@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // shardCmds are `fusebox admin shards …` and `fusebox admin nodes …`.
@@ -28,7 +28,7 @@ func shardArg(s string) (int, error) {
 	return n, nil
 }
 
-func shardRow(tw io.Writer, s transport.Shard) {
+func shardRow(tw io.Writer, s api.Shard) {
 	fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", s.Shard, orDash(s.Owner), s.Epoch, orDash(s.Pinned), yesNo(s.OwnerDraining))
 }
 
@@ -44,7 +44,7 @@ func shardsCmd(o *adminOpts) *cobra.Command {
 		Short: "List every shard: owner, epoch, pin, and the draining nodes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				l, err := c.Shards(ctx)
 				return l, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "shard map version %d, %d shards\n\n", l.Version, l.NumShards)
@@ -71,7 +71,7 @@ func shardsCmd(o *adminOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				d, err := c.Shard(ctx, id)
 				return d, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "shard\t%d\nowner\t%s\nepoch\t%d\npinned\t%s\nowner draining\t%s\nmap version\t%d\n",
@@ -98,7 +98,7 @@ func shardsCmd(o *adminOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				s, err := c.MoveShard(ctx, id, args[1])
 				return s, func(tw *tabwriter.Writer) {
 					if s.Owner == args[1] {
@@ -119,7 +119,7 @@ func shardsCmd(o *adminOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				s, err := c.UnpinShard(ctx, id)
 				return s, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "shard %d unpinned; on %s at epoch %d\n", s.Shard, orDash(s.Owner), s.Epoch)
@@ -159,9 +159,9 @@ epoch.`,
 				e := uint64(epoch)
 				ep = &e
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				s, err := c.CloseShard(ctx, id, ep)
-				if wo, ok := transport.AsWrongOwner(err); ok {
+				if wo, ok := api.AsWrongOwner(err); ok {
 					err = fmt.Errorf("%w (not closed: the shard is on %s at epoch %d now)", err, orDash(wo.Owner), wo.Epoch)
 				}
 				return s, func(tw *tabwriter.Writer) {
@@ -181,7 +181,7 @@ func nodesCmd(o *adminOpts) *cobra.Command {
 		Use:   "nodes",
 		Short: "Shards per node; drain a node of its shards or undrain it",
 	}
-	nodeTable := func(ns transport.NodeShards) func(*tabwriter.Writer) {
+	nodeTable := func(ns api.NodeShards) func(*tabwriter.Writer) {
 		return func(tw *tabwriter.Writer) {
 			state := "not draining"
 			if ns.Draining {
@@ -199,7 +199,7 @@ func nodesCmd(o *adminOpts) *cobra.Command {
 		Short: "List the shards a node owns",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				ns, err := c.NodeShards(ctx, args[0])
 				return ns, nodeTable(ns), err
 			})
@@ -216,7 +216,7 @@ prints each shard as it leaves and returns once the node owns nothing, or
 fails after --wait-timeout.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				ns, err := c.DrainNode(ctx, args[0])
 				if err == nil && wait {
 					ns, err = waitDrained(cmd, c, ns, waitTimeout, !o.json)
@@ -232,7 +232,7 @@ fails after --wait-timeout.`,
 		Short: "Put a drained node back into shard placement",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				ns, err := c.UndrainNode(ctx, args[0])
 				return ns, nodeTable(ns), err
 			})
@@ -244,7 +244,7 @@ fails after --wait-timeout.`,
 
 // waitDrained polls the shard map until node owns nothing, printing each
 // shard as it leaves (with its new owner) when progress is set.
-func waitDrained(cmd *cobra.Command, c *transport.Client, ns transport.NodeShards, timeout time.Duration, progress bool) (transport.NodeShards, error) {
+func waitDrained(cmd *cobra.Command, c *api.Client, ns api.NodeShards, timeout time.Duration, progress bool) (api.NodeShards, error) {
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 	defer cancel()
 	remaining := map[int]bool{}

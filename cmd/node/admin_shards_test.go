@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // The shard commands parse their arguments, call a real in-process node and
@@ -14,10 +14,10 @@ import (
 func TestAdminShardsCommands(t *testing.T) {
 	h := newAdminNode(t, 4)
 	mustRun, wantExit := h.mustRun, h.wantExit
-	api, ctx := transport.NewClient(h.n.HTTPAddr(), "", nil), h.ctx
+	apic, ctx := api.NewClient(h.n.HTTPAddr(), "", nil), h.ctx
 
 	mustRun("shard map version", "shards", "list")
-	var l transport.ShardList
+	var l api.ShardList
 	if err := json.Unmarshal([]byte(mustRun(`"num_shards": 4`, "shards", "list", "--json")), &l); err != nil || len(l.Shards) != 4 || l.Shards[0].Owner != "n1" {
 		t.Fatalf("list --json: %+v, %v", l, err)
 	}
@@ -42,7 +42,7 @@ func TestAdminShardsCommands(t *testing.T) {
 	}
 	mustRun("not draining", "nodes", "undrain", "n1")
 	for {
-		ns, err := api.NodeShards(ctx, "n1")
+		ns, err := apic.NodeShards(ctx, "n1")
 		if err == nil && len(ns.Shards) == 4 {
 			break
 		}

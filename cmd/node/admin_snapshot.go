@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"fusebox/api"
 	"fusebox/raftstore"
-	"fusebox/transport"
 )
 
 func snapshotCmd(o *adminOpts) *cobra.Command {
@@ -41,7 +41,7 @@ func snapshotSaveCmd(o *adminOpts) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 				if err != nil {
 					return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("FILE %s: %v", path, err)}
@@ -58,7 +58,7 @@ func snapshotSaveCmd(o *adminOpts) *cobra.Command {
 				if _, err := tmp.Seek(0, 0); err != nil {
 					return nil, nil, err
 				}
-				f, err := raftstore.ReadSnapshotFile(tmp, transport.MaxSnapshotBytes)
+				f, err := raftstore.ReadSnapshotFile(tmp, api.MaxSnapshotBytes)
 				if err != nil {
 					return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("the snapshot received does not verify: %v", err)}
 				}
@@ -97,7 +97,7 @@ gets a new version and new epochs, so shard owners re-acquire their shards.`,
 			if err := verifyFile(path); err != nil {
 				return err
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				fh, err := os.Open(path)
 				if err != nil {
 					return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("FILE %s: %v", path, err)}
@@ -127,7 +127,7 @@ func readSnapshotFile(path string) (*raftstore.SnapshotFile, error) {
 		return nil, &exitError{code: 1, msg: fmt.Sprintf("FILE %s: %v", path, err)}
 	}
 	defer fh.Close()
-	f, err := raftstore.ReadSnapshotFile(fh, transport.MaxSnapshotBytes)
+	f, err := raftstore.ReadSnapshotFile(fh, api.MaxSnapshotBytes)
 	if err != nil {
 		return nil, &exitError{code: 3, msg: fmt.Sprintf("%s: %v", path, err)}
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // tasksCmd is `fusebox admin tasks submit|get|list|export|import`.
@@ -22,7 +22,7 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 		Use:   "tasks",
 		Short: "Enqueue outbound tasks and inspect their status",
 	}
-	var in transport.TaskSubmit
+	var in api.TaskSubmit
 	var reqArg, fileArg string
 	var wait bool
 	submit := &cobra.Command{
@@ -49,7 +49,7 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 			if wait {
 				return submitAndWait(cmd, o, body)
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				acc, err := c.SubmitTask(ctx, body)
 				return acc, func(tw *tabwriter.Writer) {
 					what := "accepted"
@@ -78,14 +78,14 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 		Short: "Show a task: status, attempts, next attempt, last answer",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				t, err := c.Task(ctx, args[0])
 				return t, func(tw *tabwriter.Writer) { taskDetail(tw, t) }, err
 			})
 		},
 	}
 
-	var q transport.TaskListQuery
+	var q api.TaskListQuery
 	var shard int
 	list := &cobra.Command{
 		Use:   "list",
@@ -95,7 +95,7 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 			if cmd.Flags().Changed("shard") {
 				q.Shard = &shard
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				l, err := c.Tasks(ctx, q)
 				return l, func(tw *tabwriter.Writer) { taskTable(tw, l) }, err
 			})
@@ -122,7 +122,7 @@ func dlqCmd(o *adminOpts) *cobra.Command {
 		Short: "List dead-lettered tasks with the reason",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				l, err := c.DLQ(ctx, after, limit)
 				return l, func(tw *tabwriter.Writer) { taskTable(tw, l) }, err
 			})
@@ -137,13 +137,13 @@ func dlqCmd(o *adminOpts) *cobra.Command {
 			if all == (len(args) > 0) {
 				return &exitError{code: 2, msg: "give task ids or --all (not both)"}
 			}
-			var r transport.RedriveResult
-			err := o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			var r api.RedriveResult
+			err := o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				var err error
 				if all {
 					r, err = redriveAll(ctx, c, cmd.ErrOrStderr())
 				} else {
-					r, err = c.Redrive(ctx, transport.Redrive{IDs: args})
+					r, err = c.Redrive(ctx, api.Redrive{IDs: args})
 				}
 				return r, func(tw *tabwriter.Writer) {
 					fmt.Fprintf(tw, "redrove %d task(s)\n", r.Count)
@@ -173,7 +173,7 @@ const redrivePage = 500
 // redriveAll empties the DLQ a page at a time, printing the running count
 // to progress (stderr, so --json stays one document on stdout) after each
 // page, so a long redrive shows that it moves.
-func redriveAll(ctx context.Context, c *transport.Client, progress io.Writer) (transport.RedriveResult, error) {
+func redriveAll(ctx context.Context, c *api.Client, progress io.Writer) (api.RedriveResult, error) {
 	var redriven []string
 	err := func() error {
 		seen := map[string]bool{}
@@ -194,7 +194,7 @@ func redriveAll(ctx context.Context, c *transport.Client, progress io.Writer) (t
 				// again at once, or a concurrent redrive): done, no spinning.
 				return nil
 			}
-			r, err := c.Redrive(ctx, transport.Redrive{IDs: ids})
+			r, err := c.Redrive(ctx, api.Redrive{IDs: ids})
 			redriven = append(redriven, r.Redriven...)
 			if err != nil {
 				return err
@@ -202,7 +202,7 @@ func redriveAll(ctx context.Context, c *transport.Client, progress io.Writer) (t
 			fmt.Fprintf(progress, "redriven %d so far\n", len(redriven))
 		}
 	}()
-	return transport.RedriveResult{Redriven: redriven, Count: len(redriven)}, err
+	return api.RedriveResult{Redriven: redriven, Count: len(redriven)}, err
 }
 
 func pageFlags(c *cobra.Command, after *string, limit *int) {
@@ -236,7 +236,7 @@ func decodeArg(stdin io.Reader, flag, arg string, v any) error {
 	return nil
 }
 
-func taskTable(tw *tabwriter.Writer, l transport.TaskList) {
+func taskTable(tw *tabwriter.Writer, l api.TaskList) {
 	fmt.Fprintln(tw, "ID\tSHARD\tSTATUS\tATTEMPTS\tTASK GROUP\tNAMESPACE\tDESTINATION\tLAST ANSWER")
 	for _, t := range l.Tasks {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, t.Shard, taskStatus(t), t.Attempts, t.TaskGroup, t.NamespaceID,
@@ -247,7 +247,7 @@ func taskTable(tw *tabwriter.Writer, l transport.TaskList) {
 	}
 }
 
-func taskDetail(tw *tabwriter.Writer, t transport.Task) {
+func taskDetail(tw *tabwriter.Writer, t api.Task) {
 	at := func(ts time.Time) string {
 		if ts.IsZero() {
 			return "-"
@@ -269,21 +269,21 @@ func taskDetail(tw *tabwriter.Writer, t transport.Task) {
 
 // taskStatus is the status, with "(blocked)" while an open circuit breaker
 // holds a pending task (Temporal's BLOCKED).
-func taskStatus(t transport.Task) string {
+func taskStatus(t api.Task) string {
 	if t.Blocked != nil {
 		return t.Status + " (blocked)"
 	}
 	return t.Status
 }
 
-func blockedDetail(b *transport.TaskBlocked, at func(time.Time) string) string {
+func blockedDetail(b *api.TaskBlocked, at func(time.Time) string) string {
 	if b == nil {
 		return "-"
 	}
 	return b.Reason + ", until " + at(b.Until)
 }
 
-func lastAnswer(a *transport.TaskAnswer) string {
+func lastAnswer(a *api.TaskAnswer) string {
 	if a == nil {
 		return "-"
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // Moving pending tasks between clusters (issue 18; docs/scaling.md,
@@ -56,8 +56,8 @@ delivered while the export runs may or may not be in it: stop submitters first
   fusebox admin tasks import --input pending.jsonl --addr http://new-cluster:7946`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if page < 1 || page > transport.MaxTaskListLimit {
-				return &exitError{code: 2, msg: fmt.Sprintf("--page-size: want 1..%d, got %d", transport.MaxTaskListLimit, page)}
+			if page < 1 || page > api.MaxTaskListLimit {
+				return &exitError{code: 2, msg: fmt.Sprintf("--page-size: want 1..%d, got %d", api.MaxTaskListLimit, page)}
 			}
 			c, err := o.client()
 			if err != nil {
@@ -113,7 +113,7 @@ func openOutput(cmd *cobra.Command, path string) (*bufio.Writer, func() error, e
 
 // exportTasks pages the pending tasks into out, one JSON object a line,
 // each page bounded by timeout, and returns how many it wrote.
-func exportTasks(ctx context.Context, c *transport.Client, timeout time.Duration, page int, out io.Writer, progress io.Writer) (int, error) {
+func exportTasks(ctx context.Context, c *api.Client, timeout time.Duration, page int, out io.Writer, progress io.Writer) (int, error) {
 	enc := json.NewEncoder(out) // one line per Encode
 	n, after := 0, ""
 	for {
@@ -153,8 +153,8 @@ namespace's allowlist); the first refused task stops the run naming its line.
 The importing cluster must use --task-store postgres. Progress goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if batch < 1 || batch > transport.MaxTaskBatchSubmit {
-				return &exitError{code: 2, msg: fmt.Sprintf("--batch: want 1..%d, got %d", transport.MaxTaskBatchSubmit, batch)}
+			if batch < 1 || batch > api.MaxTaskBatchSubmit {
+				return &exitError{code: 2, msg: fmt.Sprintf("--batch: want 1..%d, got %d", api.MaxTaskBatchSubmit, batch)}
 			}
 			in := cmd.InOrStdin()
 			if input != "-" {
@@ -188,7 +188,7 @@ The importing cluster must use --task-store postgres. Progress goes to stderr.`,
 }
 
 type importer struct {
-	c                   *transport.Client
+	c                   *api.Client
 	timeout             time.Duration
 	progress            io.Writer
 	accepted, duplicate int
@@ -199,7 +199,7 @@ type importer struct {
 func (im *importer) run(ctx context.Context, in io.Reader, batch int) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxExportLine)
-	var tasks []transport.TaskExport
+	var tasks []api.TaskExport
 	var lines []int
 	size, line := 0, 0
 	flush := func() error {
@@ -216,7 +216,7 @@ func (im *importer) run(ctx context.Context, in io.Reader, batch int) error {
 		if len(raw) == 0 {
 			continue
 		}
-		var t transport.TaskExport
+		var t api.TaskExport
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&t); err != nil {
@@ -238,15 +238,15 @@ func (im *importer) run(ctx context.Context, in io.Reader, batch int) error {
 var batchField = regexp.MustCompile(`^tasks\[(\d+)\]\.?(.*)$`)
 
 // send imports one batch, retrying what the cluster could not take now.
-func (im *importer) send(ctx context.Context, tasks []transport.TaskExport, lines []int) error {
+func (im *importer) send(ctx context.Context, tasks []api.TaskExport, lines []int) error {
 	for try := 0; ; try++ {
 		cctx, cancel := context.WithTimeout(ctx, im.timeout)
 		res, err := im.c.ImportTasks(cctx, tasks)
 		cancel()
-		var ae *transport.Error
+		var ae *api.Error
 		if err == nil {
 			for _, r := range res.Results {
-				if r.Outcome == transport.OutcomeDuplicate {
+				if r.Outcome == api.OutcomeDuplicate {
 					im.duplicate++
 				} else {
 					im.accepted++
@@ -263,7 +263,7 @@ func (im *importer) send(ctx context.Context, tasks []transport.TaskExport, line
 				}
 			}
 		}
-		retry := errors.As(err, &ae) && (ae.Code == transport.CodeUnavailable || ae.Code == transport.CodeOverloaded)
+		retry := errors.As(err, &ae) && (ae.Code == api.CodeUnavailable || ae.Code == api.CodeOverloaded)
 		if !retry || try+1 >= importRetries {
 			return err
 		}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"fusebox/api"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
 )
 
 // Exit codes of a followed task (tasks submit --wait).
@@ -21,7 +21,7 @@ const (
 
 // submitAndWait submits body and polls the task until it ends or --timeout
 // passes, reporting each new attempt on stderr.
-func submitAndWait(cmd *cobra.Command, o *adminOpts, body transport.TaskSubmit) error {
+func submitAndWait(cmd *cobra.Command, o *adminOpts, body api.TaskSubmit) error {
 	c, err := o.client()
 	if err != nil {
 		return err
@@ -34,7 +34,7 @@ func submitAndWait(cmd *cobra.Command, o *adminOpts, body transport.TaskSubmit) 
 	}
 	progress := cmd.ErrOrStderr()
 	fmt.Fprintf(progress, "task %s accepted on shard %d; waiting for it to end (--timeout %v)\n", acc.TaskID, acc.Shard, o.timeout)
-	t, err := followTask(ctx, c, acc.TaskID, func(t transport.Task) {
+	t, err := followTask(ctx, c, acc.TaskID, func(t api.Task) {
 		fmt.Fprintf(progress, "task %s: %s, attempt %d%s\n", t.ID, t.Status, t.Attempts, answerSuffix(t))
 	})
 	if err != nil {
@@ -54,8 +54,8 @@ func submitAndWait(cmd *cobra.Command, o *adminOpts, body transport.TaskSubmit) 
 
 // followTask polls the task until it is no longer pending; onChange sees
 // every new status or attempt count. It returns the last state read.
-func followTask(ctx context.Context, c *transport.Client, id string, onChange func(transport.Task)) (transport.Task, error) {
-	var last transport.Task
+func followTask(ctx context.Context, c *api.Client, id string, onChange func(api.Task)) (api.Task, error) {
+	var last api.Task
 	seen := false
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -82,7 +82,7 @@ func followTask(ctx context.Context, c *transport.Client, id string, onChange fu
 	}
 }
 
-func answerSuffix(t transport.Task) string {
+func answerSuffix(t api.Task) string {
 	if t.LastAnswer == nil {
 		return ""
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"fusebox/api"
 	"fusebox/internal/logring"
 	"fusebox/node"
-	"fusebox/transport"
 )
 
 // serveFlags are the contract's flags (DESIGN.md "External contract"); each
@@ -120,8 +120,8 @@ the flag to set, when the host has none.`,
 	fl.BoolVar(&f.rejoinEmpty, "rejoin-empty", false, "start even though --data-dir lost its Raft log (raft.db missing or empty): leave the Raft configuration and rejoin as a new member that copies the state from the leader; needs a running cluster (docs/operations.md)")
 	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the HTTP API (admin role when tokens are set)")
 	fl.BoolVar(&f.metricsPublic, "metrics-public", false, "serve /metrics without a token (by default it needs the read role when tokens are set)")
-	fl.IntVar(&f.maxConns, "max-conns", transport.DefaultMaxConns, fmt.Sprintf("most HTTP API connections served at once; over it %d more are kept to answer /healthz and /readyz only, the rest are closed (keep it well below the fd limit, ulimit -n)", transport.DefaultHealthReserve))
-	fl.DurationVar(&f.httpBodyTimeout, "http-body-timeout", transport.DefaultBodyTimeout, "how long a client may take to send a request body; a slower one gets 408 and its connection is closed")
+	fl.IntVar(&f.maxConns, "max-conns", api.DefaultMaxConns, fmt.Sprintf("most HTTP API connections served at once; over it %d more are kept to answer /healthz and /readyz only, the rest are closed (keep it well below the fd limit, ulimit -n)", api.DefaultHealthReserve))
+	fl.DurationVar(&f.httpBodyTimeout, "http-body-timeout", api.DefaultBodyTimeout, "how long a client may take to send a request body; a slower one gets 408 and its connection is closed")
 	fl.StringVar(&f.taskStore, "task-store", node.TaskStoreRaft, "where tasks, attempts, results and the DLQ live: raft (replicated in the nodes' Raft state, nothing else to run) or postgres (a PostgreSQL database shared by the nodes, --postgres-url; Raft keeps config, endpoints, shards and forced breakers)")
 	fl.StringVar(&f.postgresURL, "postgres-url", "", "with --task-store postgres: postgres://user:password@host:5432/database[?sslmode=…]; the password is a secret (never logged): prefer FUSEBOX_POSTGRES_URL to the command line. The node starts while the database is unreachable and retries; /readyz says why")
 	f.tls.register(fl)
@@ -216,7 +216,7 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 		AdminTokenFile:      f.adminTokenFile,
 		EnablePprof:         f.enablePprof,
 		MetricsPublic:       f.metricsPublic,
-		HTTPLimits:          transport.Limits{MaxConns: f.maxConns, BodyTimeout: f.httpBodyTimeout},
+		HTTPLimits:          api.Limits{MaxConns: f.maxConns, BodyTimeout: f.httpBodyTimeout},
 		Timing:              f.timing,
 		Version:             version,
 		TLSCertFile:         f.tls.certFile,

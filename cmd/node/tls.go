@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"fusebox/api"
 	"fusebox/internal/tlsutil"
 	"fusebox/node"
-	"fusebox/transport"
 )
 
 // tlsFlags are serve's TLS flags.
@@ -228,17 +228,17 @@ func applyAdminEnv(cmd *cobra.Command) error {
 // newClient builds the API client: plain HTTP, or HTTPS verified against
 // --ca-file (presenting --client-cert when given) when --addr is https://
 // or has no scheme and TLS flags are set.
-func (o *adminOpts) newClient(tok string) (*transport.Client, error) {
+func (o *adminOpts) newClient(tok string) (*api.Client, error) {
 	useTLS := strings.HasPrefix(o.addr, "https://") ||
 		(!strings.Contains(o.addr, "://") && (o.tls.CAFile != "" || o.tls.CertFile != ""))
 	if !useTLS {
-		return transport.NewClient(o.addr, tok, nil), nil
+		return api.NewClient(o.addr, tok, nil), nil
 	}
 	cfg, err := tlsutil.ClientConfig(o.tls)
 	if err != nil {
 		return nil, err
 	}
-	return transport.NewTLSClient(o.addr, tok, newHTTPSClient(cfg)), nil
+	return api.NewTLSClient(o.addr, tok, newHTTPSClient(cfg)), nil
 }
 
 // tlsHint turns a scheme or CA mismatch into advice.

@@ -11,9 +11,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"fusebox/api"
 	"fusebox/internal/tlsutil"
 	"fusebox/node"
-	"fusebox/transport"
 )
 
 func runCLI(t *testing.T, ctx context.Context, args ...string) (string, error) {
@@ -82,8 +82,8 @@ func TestTLSToolingAndAdminOverHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := transport.NewTLSClient(addr, "", newHTTPSClient(cc))
-	for api.Do(ctx, "GET", "/readyz", nil, nil, nil) != nil {
+	apic := api.NewTLSClient(addr, "", newHTTPSClient(cc))
+	for apic.Do(ctx, "GET", "/readyz", nil, nil, nil) != nil {
 		if ctx.Err() != nil {
 			t.Fatal("node not ready over HTTPS")
 		}

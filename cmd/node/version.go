@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 func versionCmd() *cobra.Command {
@@ -39,7 +39,7 @@ gossips, for checking a rolling upgrade. --token-file, --ca-file, --client-cert,
 					fmt.Fprintf(tw, "fusebox %s (%s)\n", version, runtime.Version())
 				})
 			}
-			return o.call(cmd, func(ctx context.Context, c *transport.Client) (any, func(*tabwriter.Writer), error) {
+			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				ms, err := c.Members(ctx)
 				sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
 				type memberVersion struct {

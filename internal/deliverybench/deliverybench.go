@@ -17,14 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 const (
 	// Batch is the tasks per POST /v1/tasks:batch of SubmitAll.
-	Batch = transport.MaxTaskBatchSubmit
+	Batch = api.MaxTaskBatchSubmit
 	// Writers is SubmitAll's number of batches in flight.
 	Writers = 8
 	// Deadline bounds every wait of a run.
@@ -38,10 +38,10 @@ const (
 // destination as Nexus-Request-Id (the receiver records it); idempotent
 // also makes it the task's request_id, so a resubmitted batch cannot
 // create a task twice.
-func Task(url, reqID string, idempotent bool) transport.TaskSubmit {
-	t := transport.TaskSubmit{
+func Task(url, reqID string, idempotent bool) api.TaskSubmit {
+	t := api.TaskSubmit{
 		NamespaceID: "ns-bench", WorkflowID: "wf-" + reqID, TaskGroup: "callbacks.Invocation", Destination: url,
-		Request: transport.TaskRequest{NexusRequestID: reqID, Body: []byte(`{"result":"` + reqID + `"}`), ContentType: "application/json"},
+		Request: api.TaskRequest{NexusRequestID: reqID, Body: []byte(`{"result":"` + reqID + `"}`), ContentType: "application/json"},
 	}
 	if idempotent {
 		t.RequestID = reqID
@@ -53,7 +53,7 @@ func Task(url, reqID string, idempotent bool) transport.TaskSubmit {
 // with Writers batches in flight. Items refused as overloaded (or a whole
 // batch that failed) are resubmitted after the Retry-After pause, until
 // Deadline. It returns the task ids in the order of tasks.
-func SubmitAll(tb testing.TB, clients []*transport.Client, tasks []transport.TaskSubmit) []string {
+func SubmitAll(tb testing.TB, clients []*api.Client, tasks []api.TaskSubmit) []string {
 	ids := make([]string, len(tasks))
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -80,14 +80,14 @@ func SubmitAll(tb testing.TB, clients []*transport.Client, tasks []transport.Tas
 	return ids
 }
 
-func submitBatch(cl *transport.Client, tasks []transport.TaskSubmit, ids []string, from, to int) error {
+func submitBatch(cl *api.Client, tasks []api.TaskSubmit, ids []string, from, to int) error {
 	idx := make([]int, 0, to-from)
 	for i := from; i < to; i++ {
 		idx = append(idx, i)
 	}
 	deadline := time.Now().Add(Deadline)
 	for len(idx) > 0 {
-		batch := make([]transport.TaskSubmit, len(idx))
+		batch := make([]api.TaskSubmit, len(idx))
 		for j, i := range idx {
 			batch[j] = tasks[i]
 		}
@@ -102,7 +102,7 @@ func submitBatch(cl *transport.Client, tasks []transport.TaskSubmit, ids []strin
 			rest = idx // 429 (every item overloaded) or a transient error
 		default:
 			for j, r := range res.Results {
-				if r.Outcome == transport.OutcomeOverloaded {
+				if r.Outcome == api.OutcomeOverloaded {
 					rest = append(rest, idx[j])
 				} else {
 					ids[idx[j]] = r.TaskID
@@ -122,7 +122,7 @@ func submitBatch(cl *transport.Client, tasks []transport.TaskSubmit, ids []strin
 // concurrency calls in flight, no queue and no Raft. It reports tasks/s
 // and calls/task (1).
 func RawHTTP(b *testing.B, url string, concurrency int) {
-	client := outbound.NewHTTPClient()
+	client := transport.NewHTTPClient()
 	defer client.CloseIdleConnections()
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -167,7 +167,7 @@ func RawHTTP(b *testing.B, url string, concurrency int) {
 // return once every id has succeeded. Metrics: p50-ms, p99-ms, the submit
 // call alone (accept-p50-ms, accept-p99-ms: Raft commit) and the rate
 // reached (tasks/s).
-func Latency(b *testing.B, clients []*transport.Client, dest *outboundtest.Destination, rate int, prefix string, idempotent bool, waitSucceeded func(ids []string)) {
+func Latency(b *testing.B, clients []*api.Client, dest *transporttest.Destination, rate int, prefix string, idempotent bool, waitSucceeded func(ids []string)) {
 	sent := make([]time.Time, b.N)
 	accepted := make([]time.Duration, b.N)
 	ids := make([]string, b.N)
@@ -246,8 +246,8 @@ func QuantileMs(d []time.Duration, q float64) float64 {
 // batches of SubmitAll, and reports the healthy destination's tasks/s from
 // the first submit until waitSucceeded returns for its tasks. prefix names
 // the run's request ids.
-func BesideDead(b *testing.B, clients []*transport.Client, healthy, other *outboundtest.Destination, prefix string, idempotent bool, waitSucceeded func(ids []string)) {
-	tasks := make([]transport.TaskSubmit, 0, 2*b.N)
+func BesideDead(b *testing.B, clients []*api.Client, healthy, other *transporttest.Destination, prefix string, idempotent bool, waitSucceeded func(ids []string)) {
+	tasks := make([]api.TaskSubmit, 0, 2*b.N)
 	for i := range b.N {
 		n := strconv.Itoa(i)
 		tasks = append(tasks,

@@ -78,12 +78,12 @@ type NewTask struct {
 	// second task with the same (NamespaceID, RequestID) is not inserted and
 	// the first one's id and shard are returned.
 	RequestID string `json:"request_id,omitempty"`
-	// Request is the opaque call to make (an outbound.Request as JSON).
+	// Request is the opaque call to make (an transport.Request as JSON).
 	Request json.RawMessage `json:"request"`
 
 	// DestinationKey is the breaker destination when it differs from
 	// Destination (a callback URL's scheme://host[:port]); the proposer
-	// derives it (outbound.BreakerDestination), so the log says which
+	// derives it (transport.BreakerDestination), so the log says which
 	// destination a task counts against and no replica re-derives it.
 	DestinationKey string `json:"destination_key,omitempty"`
 	// MaxDestinationBacklog > 0: the task is not inserted (overloaded,

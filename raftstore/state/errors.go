@@ -11,7 +11,7 @@ import (
 // (package errcode). They travel on the wire (forwarded writes, the HTTP API)
 // and are rebuilt into *Error on the other side; callers match them with
 // errors.Is against the sentinels below, never by message text. Their HTTP
-// statuses are the API's (transport/errors.go).
+// statuses are the API's (api/errors.go).
 const (
 	CodeInvalidArgument = errcode.InvalidArgument
 	CodeNotFound        = errcode.NotFound

@@ -10,7 +10,7 @@ import (
 const TableTasks Table = "tasks"
 
 // Task is one row of the task table. Request is opaque to raftstore: the
-// queue decodes it (an outbound.Request as JSON).
+// queue decodes it (an transport.Request as JSON).
 type Task struct {
 	ID          string `json:"id"`
 	Shard       int    `json:"shard"`

@@ -5,18 +5,14 @@ import (
 	"fusebox/raftstore/state"
 	"time"
 
+	"fusebox/tasks"
 	"github.com/jackc/pgx/v5"
 )
 
 // Imported is one pending task moved from another cluster (`fusebox admin
 // tasks import`): a submit's task with its own id and deadline, plus the
 // attempts it has made, when it is next due and when it was created.
-type Imported struct {
-	state.NewTask
-	Attempts      int
-	NextAttemptAt time.Time
-	CreatedAt     time.Time
-}
+type Imported = tasks.Imported
 
 // Import inserts tasks as pending with their ids, attempts, next attempt,
 // creation time and deadline, in one statement. It is idempotent: a task

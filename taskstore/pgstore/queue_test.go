@@ -13,8 +13,8 @@ import (
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 	"fusebox/raftstore/state"
-	"fusebox/transport/outbound"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport"
+	"fusebox/transport/transporttest"
 )
 
 // TestQueueDeliversFromPostgres runs the real queue on the postgres store
@@ -25,7 +25,7 @@ import (
 func TestQueueDeliversFromPostgres(t *testing.T) {
 	s := openTest(t)
 	ctx := t.Context()
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	reg := prometheus.NewRegistry()
 	pool, err := breakerpool.New(breakerpool.Config{IdleTTL: -1, DisableJitter: true}, nil, reg, nil)
 	if err != nil {
@@ -33,7 +33,7 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 	}
 	pool.Start()
 	t.Cleanup(pool.Close)
-	exec, err := outbound.New(outbound.Options{})
+	exec, err := transport.New(transport.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 		tasks := make([]state.NewTask, n)
 		ids := make([]string, n)
 		for i := range tasks {
-			req, _ := json.Marshal(outbound.Request{URL: dest.CallbackURL(), Body: []byte(`{"ok":true}`), ContentType: "application/json"})
+			req, _ := json.Marshal(transport.Request{URL: dest.CallbackURL(), Body: []byte(`{"ok":true}`), ContentType: "application/json"})
 			ids[i] = state.NewTaskID(time.Now().Add(time.Duration(i)))
 			tasks[i] = state.NewTask{ID: ids[i], Shard: shard(i), NamespaceID: "ns", WorkflowID: fmt.Sprintf("%s-%d", prefix, i),
 				TaskGroup: breakerpool.TaskGroupCallback, Destination: dest.CallbackURL(), Request: req}
@@ -79,7 +79,7 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 		}
 		return true
 	})
-	if n := dest.Count(outboundtest.KindCallback); n != len(ids) {
+	if n := dest.Count(transporttest.KindCallback); n != len(ids) {
 		t.Fatalf("receiver saw %d callbacks for %d tasks", n, len(ids))
 	}
 

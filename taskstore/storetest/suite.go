@@ -13,7 +13,7 @@ import (
 	"fusebox/queue"
 	"fusebox/raftstore/state"
 	"fusebox/shardmap"
-	"fusebox/transport/outbound"
+	"fusebox/transport"
 )
 
 // Store is a task store as the suite drives it: the queue's view plus
@@ -57,7 +57,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 }
 
 func newTask(h Harness, ns, wf, requestID string, i int) state.NewTask {
-	req := outbound.Request{TaskGroup: "callbacks.Invocation", URL: "http://127.0.0.1:9/cb", Body: []byte(fmt.Sprint(i))}
+	req := transport.Request{TaskGroup: "callbacks.Invocation", URL: "http://127.0.0.1:9/cb", Body: []byte(fmt.Sprint(i))}
 	raw, _ := json.Marshal(req)
 	return state.NewTask{
 		ID: state.NewTaskID(time.Now().Add(time.Duration(i))), Shard: shardmap.ShardOf(ns, wf, h.Shards),

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // e2e tokens, one per role.
@@ -54,9 +54,9 @@ func TestScopedTokensOnRealProcess(t *testing.T) {
 	p := startSecured(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	producer := transport.NewClient(p.HTTPAddr(), e2eSubmitToken, nil)
+	producer := api.NewClient(p.HTTPAddr(), e2eSubmitToken, nil)
 	for _, tc := range []struct {
-		c            *transport.Client
+		c            *api.Client
 		method, path string
 		in           any
 		status       int
@@ -64,13 +64,13 @@ func TestScopedTokensOnRealProcess(t *testing.T) {
 		{producer, "POST", "/v1/nodes/solo/drain", nil, 403},
 		{producer, "POST", "/internal/v1/apply", map[string]any{"command": "e30="}, 403},
 		{producer, "GET", "/v1/breakers", nil, 403},
-		{transport.NewClient(p.HTTPAddr(), "", nil), "GET", "/v1/breakers", nil, 401},
-		{transport.NewClient(p.HTTPAddr(), "", nil), "GET", "/metrics", nil, 401},
-		{transport.NewClient(p.HTTPAddr(), e2eReadToken, nil), "GET", "/v1/breakers", nil, 200},
-		{transport.NewClient(p.HTTPAddr(), e2eReadToken, nil), "DELETE", "/v1/nodes/solo/drain", nil, 403},
+		{api.NewClient(p.HTTPAddr(), "", nil), "GET", "/v1/breakers", nil, 401},
+		{api.NewClient(p.HTTPAddr(), "", nil), "GET", "/metrics", nil, 401},
+		{api.NewClient(p.HTTPAddr(), e2eReadToken, nil), "GET", "/v1/breakers", nil, 200},
+		{api.NewClient(p.HTTPAddr(), e2eReadToken, nil), "DELETE", "/v1/nodes/solo/drain", nil, 403},
 	} {
 		err := tc.c.Do(ctx, tc.method, tc.path, nil, tc.in, nil)
-		var e *transport.Error
+		var e *api.Error
 		switch {
 		case tc.status == 200 && err != nil:
 			t.Errorf("%s %s: %v; want 200", tc.method, tc.path, err)
@@ -79,7 +79,7 @@ func TestScopedTokensOnRealProcess(t *testing.T) {
 		}
 	}
 	if _, err := producer.SubmitTask(ctx, callbackTask("ns-sec", "wf-1", "http://127.0.0.1:9/cb", 1)); err != nil {
-		var e *transport.Error
+		var e *api.Error
 		if errors.As(err, &e) && (e.Status == 401 || e.Status == 403) {
 			t.Fatalf("submit with the submit token: %v", err)
 		}
@@ -111,7 +111,7 @@ func TestSlowUnauthenticatedClientsDoNotStarveHealth(t *testing.T) {
 		}
 		worst = max(worst, time.Since(t0))
 	}
-	producer := transport.NewClient(p.HTTPAddr(), e2eSubmitToken, hc)
+	producer := api.NewClient(p.HTTPAddr(), e2eSubmitToken, hc)
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -171,13 +171,13 @@ func TestSlowAuthenticatedClientsHitTheConnectionCap(t *testing.T) {
 		})
 	}
 	t.Logf("/healthz and /readyz answered from the reserve %v after %d slow clients filled --max-conns %d", time.Since(start), attackers, maxConns)
-	producer := transport.NewClient(p.HTTPAddr(), e2eSubmitToken, hc)
+	producer := api.NewClient(p.HTTPAddr(), e2eSubmitToken, hc)
 	var refused, firstOK time.Duration
 	testwait.ForErr(t, 15*time.Second, "a submit accepted once the slow clients are cut", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := producer.SubmitTask(ctx, callbackTask("ns-sec", "wf-3", "http://127.0.0.1:9/cb", 3))
-		var e *transport.Error
+		var e *api.Error
 		if errors.As(err, &e) && e.Status == http.StatusServiceUnavailable && e.RetryAfter > 0 && refused == 0 {
 			refused = time.Since(start)
 		}

@@ -8,17 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Delivery benchmarks on real processes (issue "The outbound task queue"
 // §9): three `fusebox serve` processes on loopback, as deployed — each with
 // its own runtime, scheduler and GC — fed through the HTTP API, delivering
-// to an outboundtest receiver in this process (one clock for send and
+// to a transporttest receiver in this process (one clock for send and
 // arrival). node/delivery_bench_test.go has the same workloads on three
 // in-process nodes, which share one Go scheduler; docs/benchmarks.md shows
 // both. One op is one task; run with a fixed count (-benchtime=20000x).
@@ -32,7 +32,7 @@ const pbConcurrency = dynconfig.DefaultGroupLimiterConcurrency
 // be the figure otherwise) and a larger group buffer.
 type benchProcs struct {
 	c       *Cluster
-	clients []*transport.Client
+	clients []*api.Client
 }
 
 // lazyProcs starts the cluster on first use and keeps it for every b.N a
@@ -68,7 +68,7 @@ func (bp *benchProcs) setConfig(b *testing.B, key, value string) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := bp.clients[0].ConfigSet(ctx, key, transport.ConfigWrite{Value: []byte(value)}); err != nil {
+	if _, err := bp.clients[0].ConfigSet(ctx, key, api.ConfigWrite{Value: []byte(value)}); err != nil {
 		b.Fatalf("config %s: %v", key, err)
 	}
 	testwait.ForErr(b, 30*time.Second, key+" applied on every node", func() error {
@@ -77,7 +77,7 @@ func (bp *benchProcs) setConfig(b *testing.B, key, value string) {
 			if err != nil {
 				return err
 			}
-			if !slices.ContainsFunc(es, func(e transport.ConfigEntry) bool { return string(e.Value) == value }) {
+			if !slices.ContainsFunc(es, func(e api.ConfigEntry) bool { return string(e.Value) == value }) {
 				return fmt.Errorf("%s: %s not yet %s", bp.c.Procs[i].Name(), key, value)
 			}
 		}
@@ -113,7 +113,7 @@ func (bp *benchProcs) waitSucceeded(b *testing.B, ids []string, arrived func() i
 		last := pending[len(pending)-1]
 		for after := pending[0]; after != "" && after < last; {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			page, err := cl.Tasks(ctx, transport.TaskListQuery{After: after, Limit: transport.MaxTaskListLimit})
+			page, err := cl.Tasks(ctx, api.TaskListQuery{After: after, Limit: api.MaxTaskListLimit})
 			cancel()
 			if err != nil {
 				b.Fatalf("list tasks: %v", err)
@@ -143,13 +143,13 @@ func (bp *benchProcs) waitSucceeded(b *testing.B, ids []string, arrived func() i
 // one Go client with the cluster's delivery concurrency (3 × group
 // concurrency), no queue.
 func BenchmarkProcessDelivery(b *testing.B) {
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	procs := &lazyProcs{parent: b}
 	run := 0
 	b.Run("cluster", func(b *testing.B) {
 		bp := procs.get(b)
 		run++
-		tasks := make([]transport.TaskSubmit, b.N)
+		tasks := make([]api.TaskSubmit, b.N)
 		for i := range tasks {
 			tasks[i] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pd%d-%d", run, i), true)
 		}
@@ -176,7 +176,7 @@ func BenchmarkProcessDelivery(b *testing.B) {
 // queue while Raft keeps up).
 func BenchmarkProcessDeliveryLatency(b *testing.B) {
 	const rate = 1000
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	procs := &lazyProcs{parent: b}
 	run := 0
 	b.Run("rate=1000", func(b *testing.B) {
@@ -199,9 +199,9 @@ func BenchmarkProcessDeliveryBesideDead(b *testing.B) {
 		// A fresh cluster per mode: throughput falls as a cluster retains
 		// tasks, so a shared one would favour whichever mode runs first.
 		procs := &lazyProcs{parent: b}
-		healthy, other := outboundtest.NewDestination(b), outboundtest.NewDestination(b)
+		healthy, other := transporttest.NewDestination(b), transporttest.NewDestination(b)
 		if mode == "other_dead" {
-			if err := other.SetMode(outboundtest.ModeRefuse); err != nil {
+			if err := other.SetMode(transporttest.ModeRefuse); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -218,19 +218,19 @@ func BenchmarkProcessDeliveryBesideDead(b *testing.B) {
 	}
 }
 
-// benchClient is a node's client for benchmarks: transport.NewClient's
+// benchClient is a node's client for benchmarks: api.NewClient's
 // pooled transport for a plain node, the same pool settings over TLS (the
 // harness's CA and client certificate) and the node's token for a secure
 // one, so the two modes differ only by what security costs.
-func benchClient(p *Process) *transport.Client {
+func benchClient(p *Process) *api.Client {
 	if p.cfg.TLS == nil {
-		return transport.NewClient(p.HTTPAddr(), p.cfg.AdminToken, nil)
+		return api.NewClient(p.HTTPAddr(), p.cfg.AdminToken, nil)
 	}
 	tr := &http.Transport{
 		MaxIdleConns: 1024, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second, ForceAttemptHTTP2: true, TLSClientConfig: p.cfg.TLS.Client,
 	}
-	return transport.NewClient("https://"+p.HTTPAddr(), p.cfg.AdminToken, &http.Client{Timeout: 30 * time.Second, Transport: tr})
+	return api.NewClient("https://"+p.HTTPAddr(), p.cfg.AdminToken, &http.Client{Timeout: 30 * time.Second, Transport: tr})
 }
 
 // BenchmarkProcessSecurity is what security costs (issue 15): durable
@@ -245,12 +245,12 @@ func BenchmarkProcessSecurity(b *testing.B) {
 		if mode == "secure" {
 			procs.opts = secureClusterOptions(b)
 		}
-		dest := outboundtest.NewDestination(b)
+		dest := transporttest.NewDestination(b)
 		run := 0
 		b.Run(mode+"/delivery", func(b *testing.B) {
 			bp := procs.get(b)
 			run++
-			tasks := make([]transport.TaskSubmit, b.N)
+			tasks := make([]api.TaskSubmit, b.N)
 			for i := range tasks {
 				tasks[i] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("ps%s%d-%d", mode, run, i), true)
 			}

@@ -10,19 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // clusterBreakers is GET /v1/breakers?scope=cluster on p, filtered to key.
-func clusterBreakers(p *Process, key breakerpool.Key) ([]transport.Breaker, []string, error) {
-	var l transport.BreakerList
+func clusterBreakers(p *Process, key breakerpool.Key) ([]api.Breaker, []string, error) {
+	var l api.BreakerList
 	if err := p.Client().Do(context.Background(), http.MethodGet, "/v1/breakers", url.Values{"scope": {"cluster"}}, nil, &l); err != nil {
 		return nil, nil, fmt.Errorf("%s: GET /v1/breakers?scope=cluster: %w", p.Name(), err)
 	}
-	var out []transport.Breaker
+	var out []api.Breaker
 	for _, b := range l.Breakers {
 		if b.TaskGroup == key.TaskGroup && b.Namespace == key.NamespaceID && b.Destination == key.Destination {
 			out = append(out, b)
@@ -33,7 +33,7 @@ func clusterBreakers(p *Process, key breakerpool.Key) ([]transport.Breaker, []st
 }
 
 // breakerLine renders node:state/source per breaker.
-func breakerLine(bs []transport.Breaker) string {
+func breakerLine(bs []api.Breaker) string {
 	var parts []string
 	for _, b := range bs {
 		parts = append(parts, fmt.Sprintf("%s:%s/%s/%s", b.Node, b.State, b.Source, b.Mode))
@@ -57,7 +57,7 @@ func TestTasksDestinationDown(t *testing.T) {
 	setConfig(t, c, keyBreaker, "ep-dead", `{"Timeout":"1s"}`)
 	const ns = "ns-down"
 	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: ns, Destination: "ep-dead"}
-	l := NewTaskLoad(c, "down", func(i int) (transport.TaskSubmit, *Dest) {
+	l := NewTaskLoad(c, "down", func(i int) (api.TaskSubmit, *Dest) {
 		if i%2 == 0 {
 			return nexusTask(ns, fmt.Sprintf("wf-%d", i), "ep-dead", i), dead
 		}
@@ -80,7 +80,7 @@ func TestTasksDestinationDown(t *testing.T) {
 
 	window := pick2(6*time.Second, 30*time.Second)
 	downAt := time.Now()
-	dead.SetMode(t, outboundtest.ModeUnavailable)
+	dead.SetMode(t, transporttest.ModeUnavailable)
 	seenOpen := map[string]bool{}
 	last := ""
 	poll := time.NewTicker(250 * time.Millisecond)
@@ -107,7 +107,7 @@ func TestTasksDestinationDown(t *testing.T) {
 	t.Logf("while ep-dead was down: every one of %d ep-live tasks succeeded %v after the window", liveDone, time.Since(upAt).Round(time.Millisecond))
 	upAt = time.Now()
 	deadCalls := dead.CallsBetween(downAt, upAt)
-	dead.SetMode(t, outboundtest.ModeUp)
+	dead.SetMode(t, transporttest.ModeUp)
 	l.Stop()
 
 	deadTasks, liveTasks := 0, 0

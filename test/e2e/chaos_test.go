@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // chaosParams are the knobs of TestChaosRandom, from the environment.
@@ -88,7 +88,7 @@ func TestChaosRandom(t *testing.T) {
 	}
 	c := newTestCluster(t, cp.nodes, opts...)
 	c.WaitForLeader(t, leaderTimeout)
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	w := NewWriter(c, "ep-", dest.NexusURL())
 	w.Run(10 * time.Millisecond)
 	defer w.Stop()
@@ -99,7 +99,7 @@ func TestChaosRandom(t *testing.T) {
 	td := NewDest(t)
 	td.SetHold(50 * time.Millisecond)
 	putEndpoint(t, c, "tasks-ep", td.NexusURL())
-	tl := NewTaskLoad(c, "chaos", func(i int) (transport.TaskSubmit, *Dest) {
+	tl := NewTaskLoad(c, "chaos", func(i int) (api.TaskSubmit, *Dest) {
 		ns, wf := fmt.Sprintf("ns-%d", i%5), fmt.Sprintf("wf-%d", i)
 		if i%2 == 0 {
 			return nexusTask(ns, wf, "tasks-ep", i), td

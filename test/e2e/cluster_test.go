@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // ClusterOptions tune NewCluster; the zero value is the default profile.
@@ -239,7 +239,7 @@ func (c *Cluster) CheckMembership(want int) error {
 	return nil
 }
 
-func raftVoters(info transport.RaftInfo) []string {
+func raftVoters(info api.RaftInfo) []string {
 	var out []string
 	for _, s := range info.Servers {
 		if s.Suffrage == "voter" || s.Suffrage == "Voter" {
@@ -288,7 +288,7 @@ func (c *Cluster) sameState() error {
 }
 
 // stateDigest renders a node's config entries and endpoints canonically.
-func stateDigest(cl *transport.Client) (string, error) {
+func stateDigest(cl *api.Client) (string, error) {
 	ctx := context.Background()
 	l, err := cl.ConfigList(ctx)
 	if err != nil {

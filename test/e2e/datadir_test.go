@@ -13,8 +13,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // refusedRun launches p, waits for it to exit, and requires a non-zero exit
@@ -67,7 +67,7 @@ func lastRun(p *Process) string {
 func stoppedSingleWithState(t *testing.T) *Process {
 	t.Helper()
 	p := startSingle(t)
-	if _, err := p.Client().PutEndpoint(context.Background(), transport.Endpoint{Name: "ep-1", URL: "http://127.0.0.1:1/"}); err != nil {
+	if _, err := p.Client().PutEndpoint(context.Background(), api.Endpoint{Name: "ep-1", URL: "http://127.0.0.1:1/"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Stop(); err != nil {
@@ -165,7 +165,7 @@ func TestDamagedSnapshotRefused(t *testing.T) {
 func TestRejoinEmpty(t *testing.T) {
 	c := newTaskCluster(t, 3)
 	dest := NewDest(t)
-	l := NewTaskLoad(c, "rejoin", func(i int) (transport.TaskSubmit, *Dest) {
+	l := NewTaskLoad(c, "rejoin", func(i int) (api.TaskSubmit, *Dest) {
 		return callbackTask(fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("wf-%d", i), dest.CallbackURL(), i), dest
 	})
 	n := pick2(600, 3000)

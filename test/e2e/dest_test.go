@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Dest is the destination of the task scenarios: an
-// outboundtest.Destination (the real Nexus service fusebox-test and the
+// transporttest.Destination (the real Nexus service fusebox-test and the
 // callback receiver, switchable between up / refuse / 503 / slow / 400)
 // behind a front server that can hold every answer for a while after the
 // destination acted on the call. That is what a slow destination does to
@@ -24,7 +24,7 @@ import (
 // the task set none), when it arrived, what the destination answered and
 // when the answer went back (or the caller went away).
 type Dest struct {
-	inner   *outboundtest.Destination
+	inner   *transporttest.Destination
 	srv     *httptest.Server
 	hold    atomic.Int64 // nanoseconds each answer is held
 	closing chan struct{}
@@ -53,7 +53,7 @@ func (c FrontCall) Delivered() bool { return c.Status/100 == 2 }
 // NewDest starts a Dest in mode up with no hold; it is closed when t ends.
 func NewDest(t testing.TB) *Dest {
 	t.Helper()
-	d := &Dest{inner: outboundtest.NewDestination(t), closing: make(chan struct{})}
+	d := &Dest{inner: transporttest.NewDestination(t), closing: make(chan struct{})}
 	d.srv = httptest.NewServer(d)
 	t.Cleanup(func() {
 		close(d.closing) // frees held answers, so Close does not wait them out
@@ -74,9 +74,9 @@ func (d *Dest) CallbackURL() string { return d.srv.URL + "/callback" }
 // SetHold makes every answer wait h after the destination acted.
 func (d *Dest) SetHold(h time.Duration) { d.hold.Store(int64(h)) }
 
-// SetMode switches the destination's mode (outboundtest.Mode*). ModeRefuse
+// SetMode switches the destination's mode (transporttest.Mode*). ModeRefuse
 // refuses the inner listener only; use ModeUnavailable to count calls.
-func (d *Dest) SetMode(t testing.TB, m outboundtest.Mode) {
+func (d *Dest) SetMode(t testing.TB, m transporttest.Mode) {
 	t.Helper()
 	if err := d.inner.SetMode(m); err != nil {
 		t.Fatal(err)

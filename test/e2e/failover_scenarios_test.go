@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // keyConcurrency is the per-group concurrency key; the failover scenarios
@@ -25,7 +25,7 @@ func busyCluster(t *testing.T, name string, hold time.Duration, opts ...ClusterO
 	dest.SetHold(hold)
 	putEndpoint(t, c, "ep-slow", dest.NexusURL())
 	setConfig(t, c, keyConcurrency, "ep-slow", "2")
-	l := NewTaskLoad(c, name, func(i int) (transport.TaskSubmit, *Dest) {
+	l := NewTaskLoad(c, name, func(i int) (api.TaskSubmit, *Dest) {
 		return nexusTask(fmt.Sprintf("ns-%d", i%4), fmt.Sprintf("wf-%d", i), "ep-slow", i), dest
 	})
 	for range pick2(6, 30) {

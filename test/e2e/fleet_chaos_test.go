@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/transport"
-	"fusebox/transport/outbound"
 )
 
 // TestChaosFleetBudgetNodeDies (issue 19 §3 chaos invariant, bounded): a
@@ -26,12 +26,12 @@ func TestChaosFleetBudgetNodeDies(t *testing.T) {
 	total := pick2(480, 1200)
 	c := newTaskCluster(t, 3)
 	dest := NewDest(t)
-	host := outbound.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
+	host := transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
 	setConfig(t, c, dynconfig.KeyHostSchedulerMaxTaskRPS, host, fmt.Sprint(budget))
 	setConfig(t, c, dynconfig.KeyGroupLimiterBufferSize, host, "2000")
 	setConfig(t, c, dynconfig.KeyFleetRPS, host, fmt.Sprint(budget))
 	const ns = "ns-fleet-chaos"
-	l := NewTaskLoad(c, "fleet-chaos", func(i int) (transport.TaskSubmit, *Dest) {
+	l := NewTaskLoad(c, "fleet-chaos", func(i int) (api.TaskSubmit, *Dest) {
 		return callbackTask(ns, fmt.Sprintf("wf-%d", i), dest.CallbackURL(), i), dest
 	})
 	for range total / 120 {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/api"
+	"fusebox/transport/transporttest"
 )
 
 // TestWriterVerifyDetectsLossAndPhantoms checks the checker: on a one-node
@@ -17,7 +17,7 @@ func TestWriterVerifyDetectsLossAndPhantoms(t *testing.T) {
 	requireClusterAPI(t, c.Procs[0])
 	c.WaitForLeader(t, leaderTimeout)
 	p := c.Procs[0]
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	w := NewWriter(c, "ep-", dest.NexusURL())
 	for range 5 {
 		if !w.WriteOne(nil) {
@@ -36,21 +36,21 @@ func TestWriterVerifyDetectsLossAndPhantoms(t *testing.T) {
 	if missing, err := w.Verify(p); err == nil || missing != 1 || !strings.Contains(err.Error(), "endpoint ep-2 missing") {
 		t.Fatalf("deleted endpoint: missing %d, %v", missing, err)
 	}
-	if _, err := cl.PutEndpoint(ctx, transport.Endpoint{Name: "ep-2", URL: dest.NexusURL()}); err != nil {
+	if _, err := cl.PutEndpoint(ctx, api.Endpoint{Name: "ep-2", URL: dest.NexusURL()}); err != nil {
 		t.Fatal(err)
 	}
 
-	if _, err := cl.ConfigSet(ctx, keyRPS, transport.ConfigWrite{Destination: "ep-3", Value: []byte("999")}); err != nil {
+	if _, err := cl.ConfigSet(ctx, keyRPS, api.ConfigWrite{Destination: "ep-3", Value: []byte("999")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.Verify(p); err == nil || !strings.Contains(err.Error(), "config for ep-3 = 999") {
 		t.Fatalf("changed value: %v", err)
 	}
-	if _, err := cl.ConfigSet(ctx, keyRPS, transport.ConfigWrite{Destination: "ep-3", Value: rpsValue(3)}); err != nil {
+	if _, err := cl.ConfigSet(ctx, keyRPS, api.ConfigWrite{Destination: "ep-3", Value: rpsValue(3)}); err != nil {
 		t.Fatal(err)
 	}
 
-	if _, err := cl.PutEndpoint(ctx, transport.Endpoint{Name: "ep-77", URL: dest.NexusURL()}); err != nil {
+	if _, err := cl.PutEndpoint(ctx, api.Endpoint{Name: "ep-77", URL: dest.NexusURL()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.Verify(p); err == nil || !strings.Contains(err.Error(), "ep-77 present but never written") {

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // TestTasksHealthCheckOutage (issue 19 §4) on three real processes: a Nexus
@@ -23,8 +23,8 @@ func TestTasksHealthCheckOutage(t *testing.T) {
 	dest := NewDest(t)
 	const ep, ns = "ep-health", "ns-health"
 	p := c.Live()[0]
-	if _, err := p.Client().PutEndpoint(context.Background(), transport.Endpoint{Name: ep, URL: dest.NexusURL(),
-		Health: &transport.EndpointHealth{URL: dest.HealthURL(), Interval: "500ms", Timeout: "300ms"}}); err != nil {
+	if _, err := p.Client().PutEndpoint(context.Background(), api.Endpoint{Name: ep, URL: dest.NexusURL(),
+		Health: &api.EndpointHealth{URL: dest.HealthURL(), Interval: "500ms", Timeout: "300ms"}}); err != nil {
 		t.Fatal(err)
 	}
 	testwait.ForErr(t, convergeTimout, "the endpoint's health check on every node", func() error {
@@ -41,7 +41,7 @@ func TestTasksHealthCheckOutage(t *testing.T) {
 	})
 	setConfig(t, c, keyBreaker, ep, `{"Timeout":"500ms","FailureThreshold":3}`)
 	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: ns, Destination: ep}
-	l := NewTaskLoad(c, "health", func(i int) (transport.TaskSubmit, *Dest) {
+	l := NewTaskLoad(c, "health", func(i int) (api.TaskSubmit, *Dest) {
 		return nexusTask(ns, fmt.Sprintf("wf-%d", i), ep, i), dest
 	})
 	l.Run(0, 2, 40*time.Millisecond)
@@ -56,7 +56,7 @@ func TestTasksHealthCheckOutage(t *testing.T) {
 		return nil
 	})
 
-	dest.SetMode(t, outboundtest.ModeUnavailable)
+	dest.SetMode(t, transporttest.ModeUnavailable)
 	testwait.ForErr(t, convergeTimout, "every node's breaker open", func() error {
 		bs, _, err := clusterBreakers(c.Procs[0], key)
 		if err != nil {
@@ -107,7 +107,7 @@ func TestTasksHealthCheckOutage(t *testing.T) {
 	if checked == 0 {
 		t.Error("no node's breaker list shows a health check")
 	}
-	dest.SetMode(t, outboundtest.ModeUp)
+	dest.SetMode(t, transporttest.ModeUp)
 	rep := l.Check(t, convergeTimout)
 	t.Logf("after recovery: %v", rep)
 	testwait.ForErr(t, convergeTimout, "every node's breaker closed", func() error {

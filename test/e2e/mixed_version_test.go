@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
 )
 
 // buildStamped builds fusebox as a release of log version lv would be: the
@@ -79,7 +79,7 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 	// A write while n3 is behind: applied everywhere, n3 stays up.
 	setAndSee := func(value int) {
 		t.Helper()
-		if _, err := c.Procs[0].Client().ConfigSet(ctx, dynconfig.KeyOutboundTaskBatchSize, transport.ConfigWrite{Value: json.RawMessage(strconv.Itoa(value))}); err != nil {
+		if _, err := c.Procs[0].Client().ConfigSet(ctx, dynconfig.KeyOutboundTaskBatchSize, api.ConfigWrite{Value: json.RawMessage(strconv.Itoa(value))}); err != nil {
 			t.Fatalf("config write %d: %v", value, err)
 		}
 		testwait.ForErr(t, 30*time.Second, fmt.Sprintf("every node applying batch size %d, and ready", value), func() error {
@@ -106,7 +106,7 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 	dest := NewDest(t)
 	tasks := func(name string) {
 		t.Helper()
-		l := NewTaskLoad(c, name, func(i int) (transport.TaskSubmit, *Dest) {
+		l := NewTaskLoad(c, name, func(i int) (api.TaskSubmit, *Dest) {
 			return callbackTask(fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("wf-%d", i), dest.CallbackURL(), i), dest
 		})
 		if got := l.SubmitBatch(60); got != 60 {

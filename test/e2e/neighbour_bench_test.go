@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"fusebox/internal/deliverybench"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // BenchmarkProcessDeliveryLatencyNeighbour is BenchmarkProcessDeliveryLatency
@@ -13,7 +13,7 @@ import (
 // (neighbour=off) and beside one CPU-bound process (neighbour=on), in the
 // same run.
 func BenchmarkProcessDeliveryLatencyNeighbour(b *testing.B) {
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	run := 0
 	for _, mode := range []string{"off", "on"} {
 		procs := &lazyProcs{parent: b}

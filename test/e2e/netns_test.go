@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"fusebox/internal/testwait"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // netLab is a private network of namespaces built for one test: a bridge in
@@ -161,7 +161,7 @@ func TestPartitionHeal(t *testing.T) {
 			idx = i
 		}
 	}
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	// The destination listens on loopback, which the nodes cannot reach; the
 	// endpoints are only registry entries here.
 	w := NewWriter(c, "ep-", dest.NexusURL())

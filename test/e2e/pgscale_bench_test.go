@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Issue 18's scaling figures on real processes: `fusebox serve --task-store
@@ -70,7 +70,7 @@ func startBenchProcs(b *testing.B, owner testing.TB, n int, opts ClusterOptions)
 // node-cpu-us/task is the fusebox processes' CPU (user + system, from
 // /proc) per task, node-cpu-cores the same over the run's wall time.
 func BenchmarkProcessPostgresNodes(b *testing.B) {
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	run := 0
 	for _, n := range []int{1, 3, 5} {
 		var bp *benchProcs
@@ -83,7 +83,7 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 				bp = startBenchProcs(b, owner, n, pgOptions(srv.URL("postgres")))
 			}
 			run++
-			tasks := make([]transport.TaskSubmit, b.N)
+			tasks := make([]api.TaskSubmit, b.N)
 			for i := range tasks {
 				tasks[i] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pn%d-%d", run, i), true)
 			}
@@ -111,7 +111,7 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 // in the same run. Issue 18's target: p99 ≤ 50 ms on postgres.
 func BenchmarkProcessPostgresLatency(b *testing.B) {
 	const rate = 1000
-	dest := outboundtest.NewDestination(b)
+	dest := transporttest.NewDestination(b)
 	run := 0
 	for _, store := range []string{"raft", "postgres"} {
 		var bp *benchProcs
@@ -164,12 +164,12 @@ func BenchmarkProcessPendingRSS(b *testing.B) {
 			bp := startBenchProcs(b, owner, 3, opts)
 			bp.setConfig(b, dynconfig.KeyTaskMaxDestinationBacklog, "0")
 			bp.setConfig(b, dynconfig.KeyTaskMaxPendingTasks, "0")
-			dead := outboundtest.NewDestination(b)
-			if err := dead.SetMode(outboundtest.ModeRefuse); err != nil {
+			dead := transporttest.NewDestination(b)
+			if err := dead.SetMode(transporttest.ModeRefuse); err != nil {
 				b.Fatal(err)
 			}
 			rss0 := maxRSS(b, bp.c, "VmRSS")
-			tasks := make([]transport.TaskSubmit, count)
+			tasks := make([]api.TaskSubmit, count)
 			for i := range tasks {
 				tasks[i] = deliverybench.Task(dead.CallbackURL(), "rss-"+strconv.Itoa(i), false)
 			}

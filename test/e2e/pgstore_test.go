@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // Chaos scenarios of the postgres task store (issue 18): real fusebox
@@ -162,8 +162,8 @@ func TestPostgresUnreachableAtStart(t *testing.T) {
 	dest := NewDest(t)
 	for i := range 3 {
 		_, err := p.Client().SubmitTask(t.Context(), callbackTask("ns", "wf", dest.CallbackURL(), i))
-		var ae *transport.Error
-		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != transport.CodeUnavailable {
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != api.CodeUnavailable {
 			t.Fatalf("submit with the database down = %v, want a 503 unavailable", err)
 		}
 	}

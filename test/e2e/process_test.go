@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/localproc"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // Deadlines of the harness: generous, because the machine is small and
@@ -138,8 +138,8 @@ func (p *Process) HTTPAddr() string { return p.cfg.HTTPAddr }
 func (p *Process) LogPath() string { return p.logPath }
 
 // Client is an API client for this node, with a short per-call timeout.
-func (p *Process) Client() *transport.Client {
-	return transport.NewClient(p.baseURL(), p.cfg.AdminToken, p.hc)
+func (p *Process) Client() *api.Client {
+	return api.NewClient(p.baseURL(), p.cfg.AdminToken, p.hc)
 }
 
 // baseURL is http://addr, or https://addr with TLS.

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // TestChaosRetryAfterNodeDies (issue 19 §1 chaos invariant, bounded): the
@@ -27,7 +27,7 @@ func TestChaosRetryAfterNodeDies(t *testing.T) {
 	setConfig(t, c, keyBreaker, "ep-ra-chaos", `{"Timeout":"30s"}`)
 	const ns = "ns-ra-chaos"
 	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: ns, Destination: "ep-ra-chaos"}
-	l := NewTaskLoad(c, "ra-chaos", func(i int) (transport.TaskSubmit, *Dest) {
+	l := NewTaskLoad(c, "ra-chaos", func(i int) (api.TaskSubmit, *Dest) {
 		return nexusTask(ns, fmt.Sprintf("wf-%d", i), "ep-ra-chaos", i), dest
 	})
 	l.Run(0, 2, 40*time.Millisecond)
@@ -44,7 +44,7 @@ func TestChaosRetryAfterNodeDies(t *testing.T) {
 
 	dest.inner.SetRetryAfter("6")
 	downAt := time.Now()
-	dest.SetMode(t, outboundtest.ModeTooManyRequests)
+	dest.SetMode(t, transporttest.ModeTooManyRequests)
 	victim := c.Procs[2]
 	if err := victim.Kill(); err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestChaosRetryAfterNodeDies(t *testing.T) {
 		return nil
 	})
 	calls := dest.CallsBetween(downAt, deadline.Add(-time.Millisecond))
-	dest.SetMode(t, outboundtest.ModeUp)
+	dest.SetMode(t, transporttest.ModeUp)
 	t.Logf("%d calls reached the destination between its first 429 and its deadline", calls)
 	if calls > len(c.Procs) {
 		t.Errorf("%d calls before the Retry-After deadline, want at most one per node (%d)", calls, len(c.Procs))

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // TestTasksRetryAfterFleetWide (issue 19 §1, three processes): tasks for one
@@ -26,7 +26,7 @@ func TestTasksRetryAfterFleetWide(t *testing.T) {
 	setConfig(t, c, keyBreaker, "ep-ra", `{"Timeout":"30s"}`)
 	const ns = "ns-ra"
 	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: ns, Destination: "ep-ra"}
-	l := NewTaskLoad(c, "ra", func(i int) (transport.TaskSubmit, *Dest) {
+	l := NewTaskLoad(c, "ra", func(i int) (api.TaskSubmit, *Dest) {
 		return nexusTask(ns, fmt.Sprintf("wf-%d", i), "ep-ra", i), dest
 	})
 	l.Run(0, 2, 40*time.Millisecond)
@@ -43,7 +43,7 @@ func TestTasksRetryAfterFleetWide(t *testing.T) {
 
 	dest.inner.SetRetryAfter("4")
 	downAt := time.Now()
-	dest.SetMode(t, outboundtest.ModeTooManyRequests)
+	dest.SetMode(t, transporttest.ModeTooManyRequests)
 	var deadline time.Time
 	testwait.ForErr(t, 10*time.Second, "every node to hold the same Retry-After deadline", func() error {
 		bs, _, err := clusterBreakers(c.Procs[0], key)
@@ -78,7 +78,7 @@ func TestTasksRetryAfterFleetWide(t *testing.T) {
 		return nil
 	})
 	calls := dest.CallsBetween(downAt, deadline.Add(-time.Millisecond))
-	dest.SetMode(t, outboundtest.ModeUp)
+	dest.SetMode(t, transporttest.ModeUp)
 	t.Logf("%d calls reached the destination between its first 429 and its deadline", calls)
 	if calls < 1 || calls > len(c.Procs) {
 		t.Errorf("%d calls before the Retry-After deadline, want 1..%d (one per node at most)", calls, len(c.Procs))

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Deadlines for cluster-level conditions (generous: 2 shared cores).
@@ -30,7 +30,7 @@ const (
 func requireClusterAPI(t *testing.T, p *Process) {
 	t.Helper()
 	_, err := p.Client().Members(context.Background())
-	var e *transport.Error
+	var e *api.Error
 	if errors.As(err, &e) && e.Status == http.StatusNotFound && strings.HasPrefix(e.Message, "no route") {
 		if os.Getenv("FUSEBOX_E2E_REQUIRE_CLUSTER") == "1" {
 			t.Fatalf("the binary has no cluster API: %v", err)
@@ -88,7 +88,7 @@ func TestFormation(t *testing.T) {
 func TestKillLeaderDuringWrites(t *testing.T) {
 	c := newTestCluster(t, 3)
 	old := c.WaitForLeader(t, leaderTimeout)
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	w := NewWriter(c, "ep-", dest.NexusURL())
 	w.Run(5 * time.Millisecond)
 	defer w.Stop()
@@ -128,7 +128,7 @@ func TestPauseFollower(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.WaitForLeader(t, leaderTimeout)
 	f := c.Followers(t)[0]
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	w := NewWriter(c, "ep-", dest.NexusURL())
 	for range 10 {
 		if !w.WriteOne(nil) {
@@ -187,7 +187,7 @@ func TestConfigChangeVisibleEverywhere(t *testing.T) {
 	const dest = "ep-config"
 	// Force a breaker for dest open cluster-wide, so nodes that create
 	// breakers for forced keys show its settings in /v1/breakers too.
-	force := transport.BreakerForce{TaskGroup: breakerpool.TaskGroupNexusInvocation, Namespace: "ns-e2e", Destination: dest, Mode: "open", Reason: "e2e"}
+	force := api.BreakerForce{TaskGroup: breakerpool.TaskGroupNexusInvocation, Namespace: "ns-e2e", Destination: dest, Mode: "open", Reason: "e2e"}
 	if err := c.Procs[0].Client().Do(context.Background(), http.MethodPost, "/v1/breakers/force", nil, force, nil); err != nil {
 		t.Fatalf("force open: %v", err)
 	}
@@ -195,7 +195,7 @@ func TestConfigChangeVisibleEverywhere(t *testing.T) {
 		via := c.Procs[(i+1)%len(c.Procs)]
 		val := json.RawMessage(fmt.Sprintf(`{"Timeout":%q}`, timeout))
 		setAt := time.Now()
-		if _, err := via.Client().ConfigSet(context.Background(), keyBreaker, transport.ConfigWrite{Destination: dest, Value: val}); err != nil {
+		if _, err := via.Client().ConfigSet(context.Background(), keyBreaker, api.ConfigWrite{Destination: dest, Value: val}); err != nil {
 			t.Fatalf("set %s via %s: %v", keyBreaker, via.Name(), err)
 		}
 		want, _ := time.ParseDuration(timeout)
@@ -259,7 +259,7 @@ func TestConfigChangeVisibleEverywhere(t *testing.T) {
 func TestRollingRestart(t *testing.T) {
 	c := newTestCluster(t, 3)
 	c.WaitForLeader(t, leaderTimeout)
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	w := NewWriter(c, "ep-", dest.NexusURL())
 	w.Run(20 * time.Millisecond)
 	defer w.Stop()
@@ -312,8 +312,8 @@ func memberState(p *Process, id string) (string, error) {
 }
 
 // nodeBreakers is GET /v1/breakers on p.
-func nodeBreakers(p *Process) ([]transport.Breaker, error) {
-	var l transport.BreakerList
+func nodeBreakers(p *Process) ([]api.Breaker, error) {
+	var l api.BreakerList
 	if err := p.Client().Do(context.Background(), http.MethodGet, "/v1/breakers", nil, nil, &l); err != nil {
 		return nil, fmt.Errorf("%s: GET /v1/breakers: %w", p.Name(), err)
 	}

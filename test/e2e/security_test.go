@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // The outside tester's findings, against the real binary: a callback aimed
@@ -29,14 +29,14 @@ func TestSecurityRealProcess(t *testing.T) {
 		_, port, _ := net.SplitHostPort(addr)
 		for _, url := range []string{"http://" + addr + "/v1/breakers/force", "http://localhost:" + port + "/v1/breakers/force"} {
 			_, err := p.Client().SubmitTask(ctx, callbackTask("ns-sec", "wf-self", url, 1))
-			var ae *transport.Error
+			var ae *api.Error
 			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != "destination" {
 				t.Fatalf("callback to %s: %v; want a 400 naming destination", url, err)
 			}
 		}
 	}
 
-	dest := outboundtest.NewDestination(t)
+	dest := transporttest.NewDestination(t)
 	ts := callbackTask("ns-sec", "wf-secret", dest.CallbackURL()+"?sig=e2e-query-secret", 1)
 	ts.Request.Header = map[string]string{"Authorization": "Bearer e2e-token-secret", "X-Api-Key": "e2e-key-secret"}
 	acc, err := p.Client().SubmitTask(ctx, ts)

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // sameShardMap is the shard invariant: every live node holds the same
@@ -22,7 +22,7 @@ func (c *Cluster) sameShardMap() error {
 	for _, p := range live {
 		liveNames[p.Name()] = true
 	}
-	var ref transport.ShardList
+	var ref api.ShardList
 	var refNode string
 	for _, p := range live {
 		sl, err := p.Client().Shards(context.Background())
@@ -62,7 +62,7 @@ func (c *Cluster) sameShardMap() error {
 }
 
 // diffShardMaps describes the first difference between two shard maps.
-func diffShardMaps(a, b transport.ShardList) string {
+func diffShardMaps(a, b api.ShardList) string {
 	if a.Version != b.Version {
 		return fmt.Sprintf("version %d vs %d", a.Version, b.Version)
 	}
@@ -79,12 +79,12 @@ func diffShardMaps(a, b transport.ShardList) string {
 }
 
 // shardMap is GET /v1/shards on p as shard → assignment.
-func shardMap(p *Process) (map[int]transport.Shard, uint64, error) {
+func shardMap(p *Process) (map[int]api.Shard, uint64, error) {
 	sl, err := p.Client().Shards(context.Background())
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: GET /v1/shards: %w", p.Name(), err)
 	}
-	out := make(map[int]transport.Shard, len(sl.Shards))
+	out := make(map[int]api.Shard, len(sl.Shards))
 	for _, s := range sl.Shards {
 		out[s.Shard] = s
 	}

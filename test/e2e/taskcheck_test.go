@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // Task statuses (GET /v1/tasks/{id}).
@@ -45,10 +45,10 @@ func (r TaskReport) String() string {
 // state than succeeded fails the test at once (every scenario submits
 // deliverable tasks); one still pending at the timeout fails it with the
 // stuck tasks, their shards' owners and the load's figures as evidence.
-func (l *TaskLoad) WaitTerminal(t testing.TB, timeout time.Duration) map[string]transport.Task {
+func (l *TaskLoad) WaitTerminal(t testing.TB, timeout time.Duration) map[string]api.Task {
 	t.Helper()
 	acc := l.Accepted()
-	var view map[string]transport.Task
+	var view map[string]api.Task
 	testwait.ForErr(t, timeout, fmt.Sprintf("all %d accepted tasks of %s* terminal", len(acc), l.prefix), func() error {
 		p, err := l.pick()
 		if err != nil {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // TestMoveTasksToPostgres is the documented move (docs/scaling.md,
@@ -27,7 +27,7 @@ func TestMoveTasksToPostgres(t *testing.T) {
 	srv := pgServer(t)
 	const n = 300
 	dest := NewDest(t)
-	dest.SetMode(t, outboundtest.ModeUnavailable)
+	dest.SetMode(t, transporttest.ModeUnavailable)
 	prepare := func(c *Cluster) {
 		putEndpoint(t, c, "ep-move", dest.NexusURL())
 		setConfig(t, c, "history.outboundQueue.circuitBreakerSettings", "", `{"Timeout":"1s"}`)
@@ -38,7 +38,7 @@ func TestMoveTasksToPostgres(t *testing.T) {
 	cl := old.Procs[0].Client()
 	ids := map[string]bool{}
 	for b := 0; b < n; b += 100 {
-		var batch []transport.TaskSubmit
+		var batch []api.TaskSubmit
 		for i := b; i < b+100; i++ {
 			ts := nexusTask("ns-move", fmt.Sprintf("wf-%d", i), "ep-move", i)
 			if i%3 == 0 {
@@ -90,7 +90,7 @@ func TestMoveTasksToPostgres(t *testing.T) {
 		t.Fatalf("second tasks import: exit %d\n%s", code, out)
 	}
 
-	dest.SetMode(t, outboundtest.ModeUp)
+	dest.SetMode(t, transporttest.ModeUp)
 	testwait.ForErr(t, 2*convergeTimout, "every moved task delivered", func() error {
 		d := dest.Deliveries()
 		missing := 0

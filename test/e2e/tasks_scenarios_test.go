@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // chaosProfile reports whether the long profile is on (FUSEBOX_CHAOS=1):
@@ -30,7 +30,7 @@ func pick2[T any](short, long T) T {
 func putEndpoint(t testing.TB, c *Cluster, name, url string) {
 	t.Helper()
 	p := c.Live()[0]
-	if _, err := p.Client().PutEndpoint(context.Background(), transport.Endpoint{Name: name, URL: url}); err != nil {
+	if _, err := p.Client().PutEndpoint(context.Background(), api.Endpoint{Name: name, URL: url}); err != nil {
 		t.Fatalf("PUT /v1/endpoints/%s via %s: %v", name, p.Name(), err)
 	}
 	testwait.ForErr(t, convergeTimout, "endpoint "+name+" on every live node", func() error {
@@ -56,7 +56,7 @@ func putEndpoint(t testing.TB, c *Cluster, name, url string) {
 func setConfig(t testing.TB, c *Cluster, key, dest, value string) {
 	t.Helper()
 	p := c.Live()[0]
-	if _, err := p.Client().ConfigSet(context.Background(), key, transport.ConfigWrite{Destination: dest, Value: []byte(value)}); err != nil {
+	if _, err := p.Client().ConfigSet(context.Background(), key, api.ConfigWrite{Destination: dest, Value: []byte(value)}); err != nil {
 		t.Fatalf("PUT /v1/config/%s destination=%s %s via %s: %v", key, dest, value, p.Name(), err)
 	}
 	testwait.ForErr(t, convergeTimout, key+" for "+dest+" on every live node", c.sameState)
@@ -73,7 +73,7 @@ func newTaskCluster(t *testing.T, n int, opts ...ClusterOptions) *Cluster {
 }
 
 // ownersOfTasks counts accepted tasks per owner of their shard in m.
-func ownersOfTasks(acc []AcceptedTask, m map[int]transport.Shard) map[string]int {
+func ownersOfTasks(acc []AcceptedTask, m map[int]api.Shard) map[string]int {
 	out := map[string]int{}
 	for _, a := range acc {
 		out[m[a.Shard].Owner]++
@@ -91,7 +91,7 @@ func TestTasksSteadyLoad(t *testing.T) {
 	dest := NewDest(t)
 	putEndpoint(t, c, "ep-steady", dest.NexusURL())
 	n := pick2(300, 3000)
-	l := NewTaskLoad(c, "steady", func(i int) (transport.TaskSubmit, *Dest) {
+	l := NewTaskLoad(c, "steady", func(i int) (api.TaskSubmit, *Dest) {
 		ns, wf := fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("wf-%d", i)
 		if i%2 == 0 {
 			return nexusTask(ns, wf, "ep-steady", i), dest
@@ -180,7 +180,7 @@ func waitMoved(t *testing.T, c *Cluster, victim string, old map[int]uint64, sinc
 }
 
 // dupOwners counts the duplicated tasks per owner of their shard in m.
-func dupOwners(acc []AcceptedTask, dups []string, m map[int]transport.Shard) map[string]int {
+func dupOwners(acc []AcceptedTask, dups []string, m map[int]api.Shard) map[string]int {
 	dup := map[string]bool{}
 	for _, id := range dups {
 		dup[id] = true

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // submitTimeout bounds one logical submit across all its retries.
@@ -20,7 +20,7 @@ const submitTimeout = 20 * time.Second
 
 // TaskGen builds task i of a load and names the Dest it goes to. The load
 // sets RequestID itself.
-type TaskGen func(i int) (transport.TaskSubmit, *Dest)
+type TaskGen func(i int) (api.TaskSubmit, *Dest)
 
 // AcceptedTask is a task the cluster answered 202 for.
 type AcceptedTask struct {
@@ -70,19 +70,19 @@ func NewTaskLoad(c *Cluster, name string, gen TaskGen) *TaskLoad {
 }
 
 // nexusTask is a start of fusebox-test/echo through endpoint ep.
-func nexusTask(ns, wf, ep string, i int) transport.TaskSubmit {
-	return transport.TaskSubmit{
+func nexusTask(ns, wf, ep string, i int) api.TaskSubmit {
+	return api.TaskSubmit{
 		NamespaceID: ns, WorkflowID: wf, TaskGroup: breakerpool.TaskGroupNexusInvocation, Destination: ep,
-		Request: transport.TaskRequest{Service: outboundtest.Service, Operation: outboundtest.OpEcho,
+		Request: api.TaskRequest{Service: transporttest.Service, Operation: transporttest.OpEcho,
 			Input: json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`)},
 	}
 }
 
 // callbackTask is a raw JSON POST to url.
-func callbackTask(ns, wf, url string, i int) transport.TaskSubmit {
-	return transport.TaskSubmit{
+func callbackTask(ns, wf, url string, i int) api.TaskSubmit {
+	return api.TaskSubmit{
 		NamespaceID: ns, WorkflowID: wf, TaskGroup: breakerpool.TaskGroupCallback, Destination: url,
-		Request: transport.TaskRequest{Body: []byte(`{"i":` + strconv.Itoa(i) + `}`), ContentType: "application/json"},
+		Request: api.TaskRequest{Body: []byte(`{"i":` + strconv.Itoa(i) + `}`), ContentType: "application/json"},
 	}
 }
 
@@ -147,7 +147,7 @@ func (l *TaskLoad) submit(i int) bool {
 	backoff := 20 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		p, err := l.pick()
-		var acc transport.TaskAccepted
+		var acc api.TaskAccepted
 		if err == nil {
 			l.mu.Lock()
 			l.attempted[ts.RequestID] = true
@@ -188,7 +188,7 @@ func (l *TaskLoad) SubmitBatch(n int) int {
 	l.next += n
 	l.mu.Unlock()
 	todo := make([]int, n)
-	subs := make([]transport.TaskSubmit, n)
+	subs := make([]api.TaskSubmit, n)
 	dests := make([]*Dest, n)
 	for k := range n {
 		todo[k] = k
@@ -200,9 +200,9 @@ func (l *TaskLoad) SubmitBatch(n int) int {
 	backoff := 20 * time.Millisecond
 	for len(todo) > 0 {
 		p, err := l.pick()
-		var res transport.TaskBatchAccepted
+		var res api.TaskBatchAccepted
 		if err == nil {
-			batch := make([]transport.TaskSubmit, len(todo))
+			batch := make([]api.TaskSubmit, len(todo))
 			l.mu.Lock()
 			for j, k := range todo {
 				batch[j] = subs[k]
@@ -219,7 +219,7 @@ func (l *TaskLoad) SubmitBatch(n int) int {
 			l.mu.Lock()
 			for j, k := range todo {
 				r := res.Results[j]
-				if r.Outcome == transport.OutcomeOverloaded {
+				if r.Outcome == api.OutcomeOverloaded {
 					again = append(again, k)
 					continue
 				}
@@ -310,11 +310,11 @@ func (l *TaskLoad) Stats() TaskLoadStats {
 
 // listAllTasks pages through GET /v1/tasks on p and returns the tasks whose
 // request id starts with prefix, by id.
-func listAllTasks(p *Process, prefix string) (map[string]transport.Task, error) {
-	out := map[string]transport.Task{}
+func listAllTasks(p *Process, prefix string) (map[string]api.Task, error) {
+	out := map[string]api.Task{}
 	after := ""
 	for range 10_000 {
-		l, err := p.Client().Tasks(context.Background(), transport.TaskListQuery{After: after, Limit: transport.MaxTaskListLimit})
+		l, err := p.Client().Tasks(context.Background(), api.TaskListQuery{After: after, Limit: api.MaxTaskListLimit})
 		if err != nil {
 			return nil, fmt.Errorf("%s: GET /v1/tasks: %w", p.Name(), err)
 		}
@@ -332,7 +332,7 @@ func listAllTasks(p *Process, prefix string) (map[string]transport.Task, error) 
 }
 
 // describeTask renders a task for an error message.
-func describeTask(t transport.Task) string {
+func describeTask(t api.Task) string {
 	s := fmt.Sprintf("%s (shard %d, %s → %s, status %s, attempts %d", t.ID, t.Shard, t.TaskGroup, t.Destination, t.Status, t.Attempts)
 	if !t.NextAttemptAt.IsZero() {
 		s += ", next " + t.NextAttemptAt.Format(time.RFC3339Nano)

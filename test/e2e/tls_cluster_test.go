@@ -13,11 +13,11 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"fusebox/api"
 	"fusebox/internal/localproc"
 	"fusebox/internal/testwait"
 	"fusebox/internal/tlsutil"
 	"fusebox/raftstore/state"
-	"fusebox/transport"
 )
 
 const tlsAdminToken = "e2e-admin-token"
@@ -42,7 +42,7 @@ func TestTLSClusterFormsForwardsAndDelivers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Client().PutEndpoint(ctx, transport.Endpoint{Name: "tls-ep", URL: "http://127.0.0.1:9/nexus"}); err != nil {
+	if _, err := f.Client().PutEndpoint(ctx, api.Endpoint{Name: "tls-ep", URL: "http://127.0.0.1:9/nexus"}); err != nil {
 		t.Fatalf("write on follower %s: %v", f.Name(), err)
 	}
 	if _, err := leader.Client().Endpoint(ctx, "tls-ep"); err != nil {
@@ -57,7 +57,7 @@ func TestTLSClusterFormsForwardsAndDelivers(t *testing.T) {
 	}
 
 	dest := NewDest(t)
-	load := NewTaskLoad(c, "tls", func(i int) (transport.TaskSubmit, *Dest) {
+	load := NewTaskLoad(c, "tls", func(i int) (api.TaskSubmit, *Dest) {
 		return callbackTask(fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("wf-%d", i), dest.CallbackURL(), i), dest
 	})
 	load.Run(30, 3, 20*time.Millisecond)
@@ -84,7 +84,7 @@ func TestTLSClusterFormsForwardsAndDelivers(t *testing.T) {
 // injectEntry speaks raft's NetworkTransport through stream to addr: an
 // AppendEntries with a much higher term carrying a real PutEndpoint
 // command for endpoint "injected", as the outside tester did.
-func injectEntry(t *testing.T, stream raft.StreamLayer, addr string, info transport.RaftInfo) (raft.AppendEntriesResponse, error) {
+func injectEntry(t *testing.T, stream raft.StreamLayer, addr string, info api.RaftInfo) (raft.AppendEntriesResponse, error) {
 	t.Helper()
 	cmd, err := state.EncodeCommand(state.MsgPutEndpoint, state.PutEndpointCommand{
 		CommandMeta: state.CommandMeta{At: time.Now()}, Name: "injected", URL: "http://127.0.0.1:9/evil"})
@@ -107,7 +107,7 @@ func injectEntry(t *testing.T, stream raft.StreamLayer, addr string, info transp
 
 // checkUntouched: every node still has the term it had, the same Raft
 // configuration, and no "injected" endpoint.
-func checkUntouched(t *testing.T, c *Cluster, before map[string]transport.RaftInfo) {
+func checkUntouched(t *testing.T, c *Cluster, before map[string]api.RaftInfo) {
 	t.Helper()
 	ctx := context.Background()
 	for _, p := range c.Procs {
@@ -120,16 +120,16 @@ func checkUntouched(t *testing.T, c *Cluster, before map[string]transport.RaftIn
 			t.Fatalf("%s: raft changed: term %d→%d, servers %v→%v", p.Name(), b.Term, info.Term, b.Servers, info.Servers)
 		}
 		_, err = p.Client().Endpoint(ctx, "injected")
-		var e *transport.Error
-		if !errors.As(err, &e) || e.Code != transport.CodeNotFound {
+		var e *api.Error
+		if !errors.As(err, &e) || e.Code != api.CodeNotFound {
 			t.Fatalf("%s: endpoint \"injected\": %v, want not found", p.Name(), err)
 		}
 	}
 }
 
-func raftInfos(t *testing.T, c *Cluster) map[string]transport.RaftInfo {
+func raftInfos(t *testing.T, c *Cluster) map[string]api.RaftInfo {
 	t.Helper()
-	out := map[string]transport.RaftInfo{}
+	out := map[string]api.RaftInfo{}
 	for _, p := range c.Procs {
 		info, err := p.Client().Raft(context.Background())
 		if err != nil {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/internal/testwait"
-	"fusebox/transport"
 )
 
 // keyRPS is the config key the write load sets, one value per destination
@@ -144,12 +144,12 @@ func (w *Writer) WriteOne(stop <-chan struct{}) bool {
 
 // put writes the endpoint, then the config value; both must succeed. A
 // retry redoes both (idempotent).
-func (w *Writer) put(cl *transport.Client, i int, name string) error {
+func (w *Writer) put(cl *api.Client, i int, name string) error {
 	ctx := context.Background()
-	if _, err := cl.PutEndpoint(ctx, transport.Endpoint{Name: name, URL: w.url, Description: "e2e write " + strconv.Itoa(i)}); err != nil {
+	if _, err := cl.PutEndpoint(ctx, api.Endpoint{Name: name, URL: w.url, Description: "e2e write " + strconv.Itoa(i)}); err != nil {
 		return fmt.Errorf("put endpoint %s: %w", name, err)
 	}
-	if _, err := cl.ConfigSet(ctx, keyRPS, transport.ConfigWrite{Destination: name, Value: rpsValue(i)}); err != nil {
+	if _, err := cl.ConfigSet(ctx, keyRPS, api.ConfigWrite{Destination: name, Value: rpsValue(i)}); err != nil {
 		return fmt.Errorf("set %s for %s: %w", keyRPS, name, err)
 	}
 	return nil
@@ -162,7 +162,7 @@ func (w *Writer) name(i int) string { return fmt.Sprintf("%s%d", w.prefix, i) }
 // retryable: no leader, not leader, unavailable, overloaded, or a transport
 // error (refused, reset, timeout — the node may be dead or paused).
 func retryable(err error) bool {
-	var e *transport.Error
+	var e *api.Error
 	if errors.As(err, &e) {
 		return e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests ||
 			e.Status == http.StatusGatewayTimeout || e.Status == http.StatusBadGateway

@@ -176,9 +176,9 @@ var rows = []row{
 	{Issue: "#5", What: "rebalance 1024 shards over 10 nodes", Pkg: "./shardmap", Bench: "BenchmarkRebalance/1024shards_10nodes", Metric: "ns/op", Time: "1s", QuickTime: "200ms"},
 
 	// Outbound executors and the queue.
-	{Issue: "#6", What: "callback POST through the executor", Pkg: "./transport/outbound", Bench: "BenchmarkOutbound/raw-callback", Metric: "ns/op",
+	{Issue: "#6", What: "callback POST through the executor", Pkg: "./transport", Bench: "BenchmarkOutbound/raw-callback", Metric: "ns/op",
 		Baseline: "BenchmarkOutbound/baseline-post", Target: "ratio<=1.5", Time: "10000x", QuickTime: "500x", Runs: 3},
-	{Issue: "#6", What: "Nexus sync start through the executor", Pkg: "./transport/outbound", Bench: "BenchmarkOutbound/nexus-sync-start", Metric: "ns/op",
+	{Issue: "#6", What: "Nexus sync start through the executor", Pkg: "./transport", Bench: "BenchmarkOutbound/nexus-sync-start", Metric: "ns/op",
 		Baseline: "BenchmarkOutbound/baseline-nexus-post", Target: "ratio<=1.5", Time: "10000x", QuickTime: "500x", Runs: 3},
 	// Durable task table and the queue (issue "The outbound task queue").
 	{Issue: "#6", What: "task submit, 3 nodes, 64 writers × 1 task/entry (tasks/s)", Pkg: "./raftstore", Bench: "BenchmarkSubmitTasks/nodes=3/writers=64/batch=1", Metric: "tasks/s",
@@ -369,7 +369,7 @@ var rows = []row{
 	// Bounded metric cardinality (issue 20 §7): a scrape of 20,000 destinations.
 	{Issue: "#20", What: "scrape of 20k destinations, capped: bytes (vs cap off)", Pkg: "./breakerpool", Bench: "BenchmarkScrape20k/cap=100", Metric: "bytes/scrape",
 		Baseline: "BenchmarkScrape20k/cap=off", Target: "value<=1048576", Time: "5x", QuickTime: "2x"},
-	{Issue: "#20", What: "callback through the executor with request series on (vs off)", Pkg: "./transport/outbound", Bench: "BenchmarkOutbound/raw-callback-metered", Metric: "ns/op",
+	{Issue: "#20", What: "callback through the executor with request series on (vs off)", Pkg: "./transport", Bench: "BenchmarkOutbound/raw-callback-metered", Metric: "ns/op",
 		Baseline: "BenchmarkOutbound/raw-callback", Target: "ratio<=1.10", Time: "10000x", QuickTime: "500x", Runs: 3},
 	{Issue: "#20", What: "scrape of 20k destinations, capped: ns (vs cap off)", Pkg: "./breakerpool", Bench: "BenchmarkScrape20k/cap=100", Metric: "ns/op",
 		Baseline: "BenchmarkScrape20k/cap=off", Target: "value<=250000000", Time: "5x", QuickTime: "2x"},

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/internal/localproc"
-	"fusebox/transport"
 )
 
 // apiTimeout bounds one API call: a stuck node must not freeze the view.
@@ -21,7 +21,7 @@ const apiTimeout = 3 * time.Second
 // cluster is the demo's nodes and a client for each.
 type cluster struct {
 	nodes   []*nodeProc
-	clients []*transport.Client
+	clients []*api.Client
 	hc      *http.Client
 	sec     *secure // nil unless --secure
 }
@@ -70,7 +70,7 @@ func (c *cluster) setJoins() {
 		if c.sec != nil {
 			token = c.sec.adminToken
 		}
-		c.clients = append(c.clients, transport.NewClient(p.scheme+"://"+p.httpAddr, token, c.hc))
+		c.clients = append(c.clients, api.NewClient(p.scheme+"://"+p.httpAddr, token, c.hc))
 	}
 }
 
@@ -161,7 +161,7 @@ func (c *cluster) leftRunning() []string {
 
 // call runs f against the nodes in turn, starting at node first, until one
 // answers; it returns the last error if none does.
-func (c *cluster) call(ctx context.Context, first int, f func(context.Context, *transport.Client) error) error {
+func (c *cluster) call(ctx context.Context, first int, f func(context.Context, *api.Client) error) error {
 	var err error
 	for i := range c.clients {
 		cctx, cancel := context.WithTimeout(ctx, apiTimeout)
@@ -178,15 +178,15 @@ func (c *cluster) call(ctx context.Context, first int, f func(context.Context, *
 // cfg.HealthInterval is set), its breaker settings and healthy's fleet
 // budget.
 func (c *cluster) setup(ctx context.Context, cfg Config, healthyURL, flakyURL, flakyHealthURL string) error {
-	flaky := transport.Endpoint{Name: destFlaky, URL: flakyURL, Description: "demo: goes down for a while"}
+	flaky := api.Endpoint{Name: destFlaky, URL: flakyURL, Description: "demo: goes down for a while"}
 	if cfg.HealthInterval > 0 {
-		flaky.Health = &transport.EndpointHealth{URL: flakyHealthURL, Interval: cfg.HealthInterval.String(), Timeout: healthTimeout(cfg.HealthInterval).String()}
+		flaky.Health = &api.EndpointHealth{URL: flakyHealthURL, Interval: cfg.HealthInterval.String(), Timeout: healthTimeout(cfg.HealthInterval).String()}
 	}
-	for _, e := range []transport.Endpoint{
+	for _, e := range []api.Endpoint{
 		{Name: destHealthy, URL: healthyURL, Description: "demo: always up"},
 		flaky,
 	} {
-		err := c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+		err := c.call(ctx, 0, func(ctx context.Context, cl *api.Client) error {
 			_, err := cl.PutEndpoint(ctx, e)
 			return err
 		})
@@ -200,19 +200,19 @@ func (c *cluster) setup(ctx context.Context, cfg Config, healthyURL, flakyURL, f
 	}
 	type write struct {
 		key string
-		transport.ConfigWrite
+		api.ConfigWrite
 	}
-	writes := []write{{dynconfig.KeyBreakerSettings, transport.ConfigWrite{Value: settings}}}
+	writes := []write{{dynconfig.KeyBreakerSettings, api.ConfigWrite{Value: settings}}}
 	if cfg.HintPolicy != "" {
 		v, _ := json.Marshal(cfg.HintPolicy)
-		writes = append(writes, write{dynconfig.KeyBreakerHintPolicy, transport.ConfigWrite{Value: v}})
+		writes = append(writes, write{dynconfig.KeyBreakerHintPolicy, api.ConfigWrite{Value: v}})
 	}
 	if cfg.FleetRPS > 0 {
 		v, _ := json.Marshal(cfg.FleetRPS)
-		writes = append(writes, write{dynconfig.KeyFleetRPS, transport.ConfigWrite{Namespace: demoNamespace, Destination: destHealthy, Value: v}})
+		writes = append(writes, write{dynconfig.KeyFleetRPS, api.ConfigWrite{Namespace: demoNamespace, Destination: destHealthy, Value: v}})
 	}
 	for _, w := range writes {
-		err := c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+		err := c.call(ctx, 0, func(ctx context.Context, cl *api.Client) error {
 			_, err := cl.ConfigSet(ctx, w.key, w.ConfigWrite)
 			return err
 		})

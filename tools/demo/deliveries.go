@@ -3,7 +3,7 @@ package main
 import (
 	"net/http"
 
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // deliveries tallies what one destination's server saw, reading its
@@ -12,33 +12,33 @@ import (
 // the task id on every redelivery), and duplicate deliveries (a task
 // answered 200 again). Used from the demo's main loop only.
 //
-// outboundtest records every request (about 1 KiB each) and Calls copies
+// transporttest records every request (about 1 KiB each) and Calls copies
 // the record, so a run costs memory and a copy per refresh proportional to
 // its length: fine for a demo of minutes, not for days.
 type deliveries struct {
-	dst       *outboundtest.Destination
+	dst       *transporttest.Destination
 	read      int // calls already tallied
 	delivered map[string]bool
 	received  int
 	down      int // received while not in ModeUp
-	byMode    map[outboundtest.Mode]int
+	byMode    map[transporttest.Mode]int
 	dups      int
 }
 
-func newDeliveries(dst *outboundtest.Destination) *deliveries {
-	return &deliveries{dst: dst, delivered: map[string]bool{}, byMode: map[outboundtest.Mode]int{}}
+func newDeliveries(dst *transporttest.Destination) *deliveries {
+	return &deliveries{dst: dst, delivered: map[string]bool{}, byMode: map[transporttest.Mode]int{}}
 }
 
 // update tallies the calls recorded since the last update.
 func (d *deliveries) update() {
 	calls := d.dst.Calls()
 	for _, c := range calls[min(d.read, len(calls)):] {
-		if c.Kind != outboundtest.KindStart {
+		if c.Kind != transporttest.KindStart {
 			continue
 		}
 		d.received++
 		d.byMode[c.Mode]++
-		if c.Mode != outboundtest.ModeUp {
+		if c.Mode != transporttest.ModeUp {
 			d.down++
 		}
 		if c.Status != http.StatusOK || c.RequestID == "" {

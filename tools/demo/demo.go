@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"fusebox/internal/pgtest"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // summaryTimeout bounds the final reads (metrics, task counts).
@@ -29,7 +29,7 @@ type demo struct {
 	dir    string
 	logf   *os.File
 
-	dests    map[string]*outboundtest.Destination
+	dests    map[string]*transporttest.Destination
 	cl       *cluster
 	wl       *workload
 	obs      *observer
@@ -48,7 +48,7 @@ func run(ctx context.Context, cfg Config, w io.Writer, tty bool) (sum *Summary, 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &demo{cfg: cfg, sc: newScreen(w, tty), dests: map[string]*outboundtest.Destination{}, sum: newSummary()}
+	d := &demo{cfg: cfg, sc: newScreen(w, tty), dests: map[string]*transporttest.Destination{}, sum: newSummary()}
 	defer func() {
 		if r := recover(); r != nil {
 			d.teardown(true)
@@ -94,7 +94,7 @@ func (d *demo) start(ctx context.Context) error {
 		return err
 	}
 	for _, name := range []string{destHealthy, destFlaky} {
-		dst, err := outboundtest.New()
+		dst, err := transporttest.New()
 		if err != nil {
 			return fmt.Errorf("start destination %s: %w", name, err)
 		}
@@ -173,9 +173,9 @@ func (d *demo) loop(ctx context.Context) {
 			return
 		case <-downC:
 			counts := d.obs.flakyByNode(ctx)
-			mode := outboundtest.ModeRefuse
+			mode := transporttest.ModeRefuse
 			if cfg.OutageMode == outageUnavailable {
-				mode = outboundtest.ModeUnavailable
+				mode = transporttest.ModeUnavailable
 			}
 			if err := flaky.SetMode(mode); err != nil {
 				d.logger.Error("switch flaky down", "err", err)
@@ -186,7 +186,7 @@ func (d *demo) loop(ctx context.Context) {
 			defer t.Stop()
 			upC = t.C
 		case <-upC:
-			if err := flaky.SetMode(outboundtest.ModeUp); err != nil {
+			if err := flaky.SetMode(transporttest.ModeUp); err != nil {
 				d.logger.Error("switch flaky up", "err", err)
 			}
 			d.out.finish(since(), d.obs.flakyByNode(ctx), d.obs.receivedDown(destFlaky), d.wl.stats().Submitted[destFlaky])
@@ -194,19 +194,19 @@ func (d *demo) loop(ctx context.Context) {
 		case <-throttleC:
 			counts := d.obs.flakyByNode(ctx)
 			flaky.SetRetryAfter(strconv.Itoa(int(cfg.RetryAfter / time.Second)))
-			if err := flaky.SetMode(outboundtest.ModeTooManyRequests); err != nil {
+			if err := flaky.SetMode(transporttest.ModeTooManyRequests); err != nil {
 				d.logger.Error("switch flaky to 429", "err", err)
 			}
-			d.fl.begin(since(), counts, d.obs.receivedIn(destFlaky, outboundtest.ModeTooManyRequests))
+			d.fl.begin(since(), counts, d.obs.receivedIn(destFlaky, transporttest.ModeTooManyRequests))
 			d.logger.Info("flaky answers 429", "retry_after", cfg.RetryAfter)
 			t := time.NewTimer(cfg.RetryAfter)
 			defer t.Stop()
 			unthrottleC = t.C
 		case <-unthrottleC:
-			if err := flaky.SetMode(outboundtest.ModeUp); err != nil {
+			if err := flaky.SetMode(transporttest.ModeUp); err != nil {
 				d.logger.Error("switch flaky up after 429", "err", err)
 			}
-			d.fl.finish(since(), d.obs.flakyByNode(ctx), d.obs.receivedIn(destFlaky, outboundtest.ModeTooManyRequests))
+			d.fl.finish(since(), d.obs.flakyByNode(ctx), d.obs.receivedIn(destFlaky, transporttest.ModeTooManyRequests))
 			d.logger.Info("flaky answers normally again")
 		case <-tick.C:
 			d.sc.show(viewInfo{cfg: cfg, dir: d.dir}, d.snapshot(ctx, since()))
@@ -230,7 +230,7 @@ func (d *demo) snapshot(ctx context.Context, at time.Duration) snapshot {
 			healthy = dv.Received
 		}
 	}
-	d.fl.observe(at, time.Now().Add(-at), nodeFlaky(s), d.obs.receivedIn(destFlaky, outboundtest.ModeTooManyRequests), healthy, s.Breakers)
+	d.fl.observe(at, time.Now().Add(-at), nodeFlaky(s), d.obs.receivedIn(destFlaky, transporttest.ModeTooManyRequests), healthy, s.Breakers)
 	s.Fleet = d.fl.view(s.Breakers, s.Outage, d.obs.trips)
 	return s
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"fusebox/transport"
+	"fusebox/api"
 	"fusebox/ui"
 )
 
@@ -23,13 +23,13 @@ func TestFleetTrace(t *testing.T) {
 	f.begin(50*time.Second, map[string]flakyCount{"n1": {failures: 10, successes: 100}, "n2": {failures: 4, successes: 90}}, 5)
 	deadline := begin.Add(58100 * time.Millisecond)
 	later := deadline.Add(150 * time.Millisecond)
-	fleetOf := func(share float64) *transport.BreakerFleet {
-		return &transport.BreakerFleet{BudgetRPS: 15, Share: share, RPS: 15 * share,
-			Nodes: []transport.BreakerFleetNode{{Node: "n1", Backlog: 30, Share: 0.6}, {Node: "n2", Backlog: 20, Share: 0.4}}}
+	fleetOf := func(share float64) *api.BreakerFleet {
+		return &api.BreakerFleet{BudgetRPS: 15, Share: share, RPS: 15 * share,
+			Nodes: []api.BreakerFleetNode{{Node: "n1", Backlog: 30, Share: 0.6}, {Node: "n2", Backlog: 20, Share: 0.4}}}
 	}
 	bs := []breakerView{
 		{Node: "n1", Destination: destFlaky, RetryAfterUntil: &deadline,
-			Health: &transport.BreakerHealth{At: begin.Add(40 * time.Second), Result: "fail", Role: "owner"}},
+			Health: &api.BreakerHealth{At: begin.Add(40 * time.Second), Result: "fail", Role: "owner"}},
 		{Node: "n2", Destination: destFlaky, RetryAfterUntil: &later},
 		{Node: "n1", Destination: destHealthy, Fleet: fleetOf(0.6)},
 		{Node: "n2", Destination: destHealthy, Fleet: fleetOf(0.4)},

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 	"fusebox/ui"
 )
 
@@ -41,16 +41,16 @@ type breakerView struct {
 	ConsecutiveFailures  uint32
 	OpenRemainingSeconds float64
 	// Ramp, while the key's recovery ramp is under way on that node (issue 19 §2).
-	Ramp *transport.BreakerRamp
+	Ramp *api.BreakerRamp
 	// Confirm is the confirm hint policy's latest round for the key on that
 	// node (who reported, who checked), if any.
-	Confirm *transport.BreakerConfirm
+	Confirm *api.BreakerConfirm
 	// RetryAfterUntil is the destination's Retry-After deadline holding the
 	// breaker open, Fleet the key's fleet rate budget on that node, Health
 	// the node's last active health check of the destination (fleet.go).
 	RetryAfterUntil *time.Time
-	Fleet           *transport.BreakerFleet
-	Health          *transport.BreakerHealth
+	Fleet           *api.BreakerFleet
+	Health          *api.BreakerHealth
 	settings        breakerpool.Settings
 	hasSettings     bool
 }
@@ -112,7 +112,7 @@ type observer struct {
 	trips         *trips
 }
 
-func newObserver(cl *cluster, dests map[string]*outboundtest.Destination) *observer {
+func newObserver(cl *cluster, dests map[string]*transporttest.Destination) *observer {
 	o := &observer{cl: cl, dests: map[string]*deliveries{}, hc: cl.hc, lastDelivered: map[string]int{}, prev: map[[2]string]breakerView{}, trips: newTrips()}
 	for name, d := range dests {
 		o.dests[name] = newDeliveries(d)
@@ -135,26 +135,26 @@ func (o *observer) observe(ctx context.Context, at time.Duration) snapshot {
 		wg.Go(func() { o.observeNode(ctx, i, &s.Nodes[i]) })
 	}
 	var (
-		members []transport.Member
-		shards  transport.ShardList
-		brk     transport.BreakerList
+		members []api.Member
+		shards  api.ShardList
+		brk     api.BreakerList
 		tl      ui.TransitionList
 		errs    [4]error
 	)
 	wg.Go(func() {
-		errs[0] = o.cl.call(ctx, 0, func(ctx context.Context, c *transport.Client) (err error) {
+		errs[0] = o.cl.call(ctx, 0, func(ctx context.Context, c *api.Client) (err error) {
 			members, err = c.Members(ctx)
 			return err
 		})
 	})
 	wg.Go(func() {
-		errs[1] = o.cl.call(ctx, 0, func(ctx context.Context, c *transport.Client) (err error) {
+		errs[1] = o.cl.call(ctx, 0, func(ctx context.Context, c *api.Client) (err error) {
 			shards, err = c.Shards(ctx)
 			return err
 		})
 	})
 	wg.Go(func() {
-		errs[2] = o.cl.call(ctx, 0, func(ctx context.Context, c *transport.Client) error {
+		errs[2] = o.cl.call(ctx, 0, func(ctx context.Context, c *api.Client) error {
 			return c.Do(ctx, http.MethodGet, "/v1/breakers", map[string][]string{"scope": {"cluster"}}, nil, &brk)
 		})
 	})
@@ -200,14 +200,14 @@ func (o *observer) observeNode(ctx context.Context, i int, v *nodeView) {
 	v.Pending = int(m.sum(metricQueueDepth, nil))
 }
 
-func (o *observer) mergeMembers(s *snapshot, members []transport.Member, shards transport.ShardList) {
+func (o *observer) mergeMembers(s *snapshot, members []api.Member, shards api.ShardList) {
 	owned := map[string]int{}
 	for _, sh := range shards.Shards {
 		if sh.Owner != "" {
 			owned[sh.Owner]++
 		}
 	}
-	byID := map[string]transport.Member{}
+	byID := map[string]api.Member{}
 	for _, m := range members {
 		byID[m.ID] = m
 		if m.Leader {
@@ -223,7 +223,7 @@ func (o *observer) mergeMembers(s *snapshot, members []transport.Member, shards 
 	}
 }
 
-func (o *observer) mergeBreakers(s *snapshot, brk transport.BreakerList, err error) {
+func (o *observer) mergeBreakers(s *snapshot, brk api.BreakerList, err error) {
 	s.Unreachable = brk.Unreachable
 	for _, b := range brk.Breakers {
 		v := breakerView{
@@ -372,7 +372,7 @@ func fmtT(d time.Duration) string {
 
 // receivedIn returns how many Nexus start requests dest's server handled
 // in mode, tallied now.
-func (o *observer) receivedIn(dest string, mode outboundtest.Mode) int {
+func (o *observer) receivedIn(dest string, mode transporttest.Mode) int {
 	d := o.dests[dest]
 	d.update()
 	return d.byMode[mode]

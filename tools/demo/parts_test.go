@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 func TestParseMetrics(t *testing.T) {
@@ -164,7 +164,7 @@ func TestWorkloadPacing(t *testing.T) {
 			t.Fatalf("request id %q repeated or empty", task.RequestID)
 		}
 		ids[task.RequestID] = true
-		if task.Request.Service != outboundtest.Service || task.Request.Operation != outboundtest.OpEcho {
+		if task.Request.Service != transporttest.Service || task.Request.Operation != transporttest.OpEcho {
 			t.Fatalf("task calls %s/%s", task.Request.Service, task.Request.Operation)
 		}
 	}
@@ -175,12 +175,12 @@ func TestWorkloadPacing(t *testing.T) {
 
 // TestDeliveriesCountsDistinctAndDuplicates drives a real destination.
 func TestDeliveriesCountsDistinctAndDuplicates(t *testing.T) {
-	dst := outboundtest.NewDestination(t)
+	dst := transporttest.NewDestination(t)
 	d := newDeliveries(dst)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	defer hc.CloseIdleConnections()
 	start := func(id string) {
-		req, _ := http.NewRequest(http.MethodPost, dst.NexusURL()+"/"+outboundtest.Service+"/"+outboundtest.OpEcho, bytes.NewReader([]byte(`{}`)))
+		req, _ := http.NewRequest(http.MethodPost, dst.NexusURL()+"/"+transporttest.Service+"/"+transporttest.OpEcho, bytes.NewReader([]byte(`{}`)))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Nexus-Request-Id", id)
 		resp, err := hc.Do(req)
@@ -193,7 +193,7 @@ func TestDeliveriesCountsDistinctAndDuplicates(t *testing.T) {
 	start("b")
 	d.update()
 	start("a") // a redelivery
-	if err := dst.SetMode(outboundtest.ModeUnavailable); err != nil {
+	if err := dst.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	start("c") // 503: received, not delivered
@@ -216,7 +216,7 @@ func TestRender(t *testing.T) {
 			{Node: "n1", Destination: destFlaky, State: "open", Source: "local", Mode: "auto", OpenRemainingSeconds: 3.5},
 			{Node: "n2", Destination: destFlaky, State: "closed", Source: "hint", Mode: "guarded"},
 			{Node: "n3", Destination: destFlaky, State: "closed", Source: "hint", Mode: "auto",
-				Ramp: &transport.BreakerRamp{StartRPS: 3.3, RPS: 12.5, TargetRPS: 100, Until: time.Now().Add(time.Hour)}},
+				Ramp: &api.BreakerRamp{StartRPS: 3.3, RPS: 12.5, TargetRPS: 100, Until: time.Now().Add(time.Hour)}},
 		},
 		Dests:   []destView{{Name: destHealthy, Mode: "up", PerSec: 20, Delivered: 240}, {Name: destFlaky, Mode: "refuse"}},
 		Pending: 17,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // maxTaskPages bounds the task listing (1000 tasks a page).
@@ -90,9 +90,9 @@ func countTasks(ctx context.Context, cl *cluster) (map[string]int, error) {
 		if page == maxTaskPages {
 			return out, fmt.Errorf("more than %d pages of tasks", maxTaskPages)
 		}
-		var list transport.TaskList
-		err := cl.call(ctx, 0, func(ctx context.Context, c *transport.Client) (err error) {
-			list, err = c.Tasks(ctx, transport.TaskListQuery{After: after, Limit: transport.MaxTaskListLimit})
+		var list api.TaskList
+		err := cl.call(ctx, 0, func(ctx context.Context, c *api.Client) (err error) {
+			list, err = c.Tasks(ctx, api.TaskListQuery{After: after, Limit: api.MaxTaskListLimit})
 			return err
 		})
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"fusebox/transport"
+	"fusebox/api"
 	"fusebox/ui"
 )
 
@@ -85,7 +85,7 @@ func (tr *trips) probesBetween(from, to time.Duration) int {
 // fetchTimeline reads the merged timeline from the first node that answers.
 func fetchTimeline(ctx context.Context, cl *cluster) (ui.TransitionList, error) {
 	var list ui.TransitionList
-	err := cl.call(ctx, 0, func(ctx context.Context, c *transport.Client) error {
+	err := cl.call(ctx, 0, func(ctx context.Context, c *api.Client) error {
 		return c.Do(ctx, http.MethodGet, "/ui/api/transitions", map[string][]string{"scope": {"cluster"}}, nil, &list)
 	})
 	return list, err
@@ -123,7 +123,7 @@ func (tr *trips) update(list ui.TransitionList, begin time.Time) {
 // view returns every node's trips, by node, with the confirm round of
 // its flaky breaker now (b.Confirm) as the detail.
 func (tr *trips) view(breakers []breakerView) []nodeTrips {
-	conf := map[string]*transport.BreakerConfirm{}
+	conf := map[string]*api.BreakerConfirm{}
 	for _, b := range breakers {
 		if b.Destination == destFlaky {
 			conf[b.Node] = b.Confirm
@@ -145,7 +145,7 @@ func (tr *trips) view(breakers []breakerView) []nodeTrips {
 
 // confirmDetail says, in the confirm policy's words, who reported the
 // failure and who checked it.
-func confirmDetail(node, origin string, c *transport.BreakerConfirm) string {
+func confirmDetail(node, origin string, c *api.BreakerConfirm) string {
 	if c == nil {
 		return ""
 	}

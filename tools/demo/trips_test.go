@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"fusebox/transport"
+	"fusebox/api"
 	"fusebox/ui"
 )
 
@@ -32,8 +32,8 @@ func TestTripsClassifiesOpenings(t *testing.T) {
 		{Node: "n1", Destination: destFlaky, From: "closed", To: "open", Source: "operator", Seq: 3, At: at(6)},
 	}}, begin)
 	got := tr.view([]breakerView{
-		{Node: "n2", Destination: destFlaky, Confirm: &transport.BreakerConfirm{Outcome: "confirmed", Accused: "n1", By: "n3"}},
-		{Node: "n3", Destination: destFlaky, Confirm: &transport.BreakerConfirm{Outcome: "confirmed", Accused: "n1", By: "n3"}},
+		{Node: "n2", Destination: destFlaky, Confirm: &api.BreakerConfirm{Outcome: "confirmed", Accused: "n1", By: "n3"}},
+		{Node: "n3", Destination: destFlaky, Confirm: &api.BreakerConfirm{Outcome: "confirmed", Accused: "n1", By: "n3"}},
 	})
 	if len(got) != 3 {
 		t.Fatalf("trips of %d nodes, want 3: %+v", len(got), got)

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"fusebox/transport"
+	"fusebox/api"
 )
 
 // ANSI sequences of the live view: home, clear to end of line, clear to
@@ -247,7 +247,7 @@ func truncate(s string, n int) string {
 
 // rampText is a recovery ramp as the frame shows it: this node's rate now,
 // the rate it climbs to and the time left.
-func rampText(r *transport.BreakerRamp) string {
+func rampText(r *api.BreakerRamp) string {
 	if r == nil {
 		return ""
 	}

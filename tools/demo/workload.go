@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"fusebox/api"
 	"fusebox/breakerpool"
-	"fusebox/transport"
-	"fusebox/transport/outbound/outboundtest"
+	"fusebox/transport/transporttest"
 )
 
 // Names the demo registers: two Nexus endpoints and the namespace of every
@@ -23,7 +23,7 @@ const (
 )
 
 // workloadTick is how often the workload submits a batch; maxBatch bounds
-// one batch (the API's own limit is transport.MaxTaskBatchSubmit).
+// one batch (the API's own limit is api.MaxTaskBatchSubmit).
 const (
 	workloadTick = 200 * time.Millisecond
 	maxBatch     = 200
@@ -109,10 +109,10 @@ func (w *workload) stop() {
 // next builds the tasks owed at elapsed: rate × elapsed per destination,
 // minus what was already generated, at most one second's worth (a stalled
 // submit does not turn into a burst).
-func (w *workload) next(elapsed time.Duration) []transport.TaskSubmit {
+func (w *workload) next(elapsed time.Duration) []api.TaskSubmit {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var batch []transport.TaskSubmit
+	var batch []api.TaskSubmit
 	for _, d := range w.dests {
 		owed := int(w.rate*elapsed.Seconds()) - w.planned[d]
 		if max1s := int(w.rate) + 1; owed > max1s {
@@ -128,25 +128,25 @@ func (w *workload) next(elapsed time.Duration) []transport.TaskSubmit {
 	return batch
 }
 
-func newTask(dest string, seq int) transport.TaskSubmit {
+func newTask(dest string, seq int) api.TaskSubmit {
 	s := strconv.Itoa(seq)
-	return transport.TaskSubmit{
+	return api.TaskSubmit{
 		NamespaceID: demoNamespace,
 		WorkflowID:  "wf-" + s, // spread over every shard, hence every node
 		TaskGroup:   breakerpool.TaskGroupNexusInvocation,
 		Destination: dest,
 		RequestID:   "demo-" + s,
-		Request: transport.TaskRequest{
-			Service:   outboundtest.Service,
-			Operation: outboundtest.OpEcho,
+		Request: api.TaskRequest{
+			Service:   transporttest.Service,
+			Operation: transporttest.OpEcho,
 			Input:     json.RawMessage(`{"seq":` + s + `}`),
 		},
 	}
 }
 
-func (w *workload) submit(ctx context.Context, rr int, batch []transport.TaskSubmit) {
-	var res transport.TaskBatchAccepted
-	err := w.cl.call(ctx, rr%len(w.cl.clients), func(ctx context.Context, c *transport.Client) error {
+func (w *workload) submit(ctx context.Context, rr int, batch []api.TaskSubmit) {
+	var res api.TaskBatchAccepted
+	err := w.cl.call(ctx, rr%len(w.cl.clients), func(ctx context.Context, c *api.Client) error {
 		var err error
 		res, err = c.SubmitTasks(ctx, batch)
 		return err
@@ -166,9 +166,9 @@ func (w *workload) submit(ctx context.Context, rr int, batch []transport.TaskSub
 	}
 	for i, r := range res.Results {
 		switch r.Outcome {
-		case transport.OutcomeAccepted, transport.OutcomeDuplicate:
+		case api.OutcomeAccepted, api.OutcomeDuplicate:
 			w.submitted[batch[i].Destination]++
-		case transport.OutcomeOverloaded:
+		case api.OutcomeOverloaded:
 			w.over++
 		default:
 			w.failed++

@@ -1,0 +1,241 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/breakerpool"
+)
+
+// DefaultMaxResponseBytes bounds how much of a response body is read.
+const DefaultMaxResponseBytes = 1 << 20
+
+// Options configure an Executor. The zero value is usable.
+type Options struct {
+	// HTTPClient makes every request. Nil means a client owned by the
+	// executor: pooled keep-alive transport (MaxIdleConnsPerHost 100), no
+	// redirects followed. A caller-supplied client is used as is and never
+	// closed by the executor.
+	HTTPClient *http.Client
+	// MaxResponseBytes bounds each response body read; 0 means
+	// DefaultMaxResponseBytes. A larger body fails the attempt (not down).
+	MaxResponseBytes int64
+	// Logger receives one debug record per attempt (never bodies). Nil
+	// discards.
+	Logger *slog.Logger
+	// Registerer receives the executor's metrics. Nil registers none.
+	Registerer prometheus.Registerer
+	// Policy, when set, guards the executor-owned client's dialer: a
+	// connection to a cluster member's address is refused after DNS
+	// resolution (Policy.DialControl). Ignored with a caller's HTTPClient.
+	Policy *Policy
+	// Series, when set, decides which destinations the request series
+	// (requests.go) label by name; the others are labelled
+	// breakerpool.SeriesOther. Nil labels every destination.
+	Series SeriesFilter
+}
+
+// Executor performs outbound calls and classifies their outcomes. It is safe
+// for concurrent use. It owns no goroutines; Close releases idle connections.
+type Executor struct {
+	client   *http.Client
+	ownsHTTP bool
+	maxBody  int64
+	log      *slog.Logger
+	metrics  *metrics
+	requests *requestSeries // nil without a Registerer
+	closed   atomic.Bool
+}
+
+// New builds an Executor.
+func New(opts Options) (*Executor, error) {
+	if opts.MaxResponseBytes < 0 {
+		return nil, fmt.Errorf("outbound: MaxResponseBytes must not be negative, got %d", opts.MaxResponseBytes)
+	}
+	e := &Executor{
+		client:  opts.HTTPClient,
+		maxBody: opts.MaxResponseBytes,
+		log:     opts.Logger,
+	}
+	if e.maxBody == 0 {
+		e.maxBody = DefaultMaxResponseBytes
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.client == nil {
+		e.client = newHTTPClient(opts.Policy)
+		e.ownsHTTP = true
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	e.metrics = m
+	if opts.Registerer != nil {
+		e.requests = newRequestSeries(opts.Series)
+		if err := opts.Registerer.Register(e.requests); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// NewHTTPClient returns the client an Executor uses by default: a dedicated
+// pooled transport (keep-alives, up to 100 idle connections per host,
+// HTTP/2 when offered over TLS, proxies from the environment) that does not
+// follow redirects — a 3xx is an answer like any other status.
+func NewHTTPClient() *http.Client { return newHTTPClient(nil) }
+
+// newHTTPClient is NewHTTPClient whose dialer refuses what policy refuses.
+func newHTTPClient(policy *Policy) *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if policy != nil {
+		dialer.Control = policy.DialControl
+	}
+	tr := &http.Transport{
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            dialer.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           1000,
+		MaxIdleConnsPerHost:    100,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	return &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// Close releases idle connections of an executor-owned client. Execute
+// returns ErrClosed afterwards. Close is idempotent.
+func (e *Executor) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	if e.ownsHTTP {
+		e.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Execute performs one attempt of r. The error is:
+//   - nil on OutcomeSucceeded and OutcomeStarted;
+//   - a *breakerpool.DestinationDownError exactly when the outcome is
+//     OutcomeDown (the breaker counts a failure, the task backs off);
+//   - a *FailedError on OutcomeFailed (the task ends failed with
+//     Result.Message; the breaker sees success);
+//   - on OutcomeAborted, ErrClosed or an error wrapping ctx.Err().
+func (e *Executor) Execute(ctx context.Context, r Request) (Result, error) {
+	if e.closed.Load() {
+		return Result{Outcome: OutcomeAborted, Message: ErrClosed.Error()}, ErrClosed
+	}
+	start := time.Now()
+	c := &capture{}
+	res, err := e.execute(ctx, &r, c)
+	elapsed := time.Since(start)
+	e.metrics.observe(r.TaskGroup, res.Outcome, elapsed)
+	e.requests.observe(&r, &res, err, c, elapsed)
+	e.log.LogAttrs(ctx, slog.LevelDebug, "outbound attempt",
+		slog.String("task_group", r.TaskGroup),
+		slog.String("destination", BreakerDestination(breakerpool.TaskGroupCallback, r.URL)), // scheme://host only
+		slog.String("request_id", r.RequestID),
+		slog.Int("status", res.Status),
+		slog.String("outcome", res.Outcome.String()),
+		slog.Duration("elapsed", time.Since(start)),
+		slog.String("message", res.Message))
+	return res, err
+}
+
+func (e *Executor) execute(ctx context.Context, r *Request, c *capture) (Result, error) {
+	if err := r.Validate(); err != nil {
+		return Result{Outcome: OutcomeFailed, Message: err.Error()}, &FailedError{Message: err.Error(), Err: err}
+	}
+	timeout := r.timeout()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cctx = context.WithValue(cctx, captureKey{}, c)
+
+	var res Result
+	var err error
+	switch r.TaskGroup {
+	case breakerpool.TaskGroupNexusInvocation:
+		err = e.startOperation(cctx, r, &res)
+	case breakerpool.TaskGroupNexusCancelation:
+		err = e.cancelOperation(cctx, r, c)
+		if err == nil {
+			res.Outcome = OutcomeSucceeded
+		}
+	default: // breakerpool.TaskGroupCallback, checked by Validate
+		err = e.callback(cctx, r, c)
+		if err == nil {
+			res.Outcome = OutcomeSucceeded
+		}
+	}
+	res.Status = c.status
+	if err == nil {
+		return res, nil
+	}
+	return classify(ctx, timeout, c, err)
+}
+
+// captureKey carries a *capture through the sdk to the HTTP caller.
+type captureKey struct{}
+
+// capture records what the destination answered, whatever the sdk makes of it.
+type capture struct {
+	status    int
+	header    http.Header
+	snippet   []byte // first bytes of a non-2xx body, for Message
+	tooLarge  bool
+	bodyErr   error // first error reading the body other than EOF
+	sent      bool  // the request reached the HTTP client
+	responded bool  // the destination sent a status line
+}
+
+// do is the sdk's HTTPCaller and the callbacks' transport: it records the
+// status and header in the request's capture and bounds the response body.
+func (e *Executor) do(req *http.Request) (*http.Response, error) {
+	// The sdk streams bodies through its own Reader, which net/http cannot
+	// size, so it would send them chunked; it does set Content-Length from
+	// the serialized content, which is exact.
+	if req.Body != nil && req.ContentLength == 0 {
+		if n, err := strconv.ParseInt(req.Header.Get("Content-Length"), 10, 64); err == nil && n > 0 {
+			req.ContentLength = n
+		}
+	}
+	c, _ := req.Context().Value(captureKey{}).(*capture)
+	if c == nil {
+		c = &capture{}
+	}
+	c.sent = true
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	c.responded = true
+	c.status = resp.StatusCode
+	c.header = resp.Header
+	resp.Body = &limitedBody{
+		rc:        resp.Body,
+		remaining: e.maxBody,
+		c:         c,
+		keep:      resp.StatusCode/100 != 2,
+		over:      resp.ContentLength > e.maxBody,
+	}
+	return resp, nil
+}
+
+var errAborted = errors.New("outbound call aborted by caller")

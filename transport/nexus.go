@@ -1,0 +1,119 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"strings"
+
+	"github.com/nexus-rpc/sdk-go/nexus"
+)
+
+// nexusClient builds an sdk client for r. Construction is a URL parse and a
+// struct (see DESIGN.md, "sdk clients are not cached"), cheaper than any
+// cache keyed by (URL, service) would be to maintain and bound.
+func (e *Executor) nexusClient(r *Request) (*nexus.HTTPClient, error) {
+	return nexus.NewHTTPClient(nexus.HTTPClientOptions{
+		BaseURL:    r.URL,
+		Service:    r.Service,
+		HTTPCaller: e.do,
+	})
+}
+
+// startOperation starts r.Operation and fills res on success: OutcomeStarted
+// with the operation token, or OutcomeSucceeded with the sync output.
+func (e *Executor) startOperation(ctx context.Context, r *Request, res *Result) error {
+	client, err := e.nexusClient(r)
+	if err != nil {
+		return err
+	}
+	// Pass *nexus.Content: the sdk's default serializer would send a
+	// json.RawMessage ([]byte underneath) as application/octet-stream.
+	content := &nexus.Content{Data: r.Input}
+	if len(r.Input) > 0 {
+		content.Header = nexus.Header{"type": "application/json"}
+	}
+	out, err := client.StartOperation(ctx, r.Operation, content, nexus.StartOperationOptions{
+		RequestID:      r.RequestID,
+		CallbackURL:    r.CallbackURL,
+		CallbackHeader: nexusHeader(r.CallbackHeader),
+		Header:         nexusHeader(r.Header),
+	})
+	if err != nil {
+		return err
+	}
+	if out.Pending != nil {
+		res.Outcome = OutcomeStarted
+		res.OperationID = out.Pending.Token
+		return nil
+	}
+	rd := out.Successful.Reader
+	body, err := io.ReadAll(rd) // bounded by limitedBody
+	_ = rd.Close()
+	if err != nil {
+		return err
+	}
+	res.Outcome = OutcomeSucceeded
+	res.Output, res.OutputContentType = outputJSON(rd.Header.Get("type"), body)
+	return nil
+}
+
+// cancelOperation requests cancelation of the operation r.OperationID. Any
+// 2xx counts as delivered (the sdk itself accepts only 202).
+func (e *Executor) cancelOperation(ctx context.Context, r *Request, c *capture) error {
+	client, err := e.nexusClient(r)
+	if err != nil {
+		return err
+	}
+	h, err := client.NewHandle(r.Operation, r.OperationID)
+	if err != nil {
+		return err
+	}
+	err = h.Cancel(ctx, nexus.CancelOperationOptions{Header: withRequestID(nexusHeader(r.Header), r.RequestID)})
+	if err != nil && c.responded && c.status/100 == 2 && c.bodyErr == nil && !c.tooLarge {
+		return nil
+	}
+	return err
+}
+
+// nexusHeader converts extra headers to the sdk's lower-cased Header.
+func nexusHeader(h map[string]string) nexus.Header {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(nexus.Header, len(h))
+	for k, v := range h {
+		out[strings.ToLower(k)] = v
+	}
+	return out
+}
+
+func withRequestID(h nexus.Header, id string) nexus.Header {
+	if id == "" {
+		return h
+	}
+	if h == nil {
+		h = make(nexus.Header, 1)
+	}
+	h["nexus-request-id"] = id
+	return h
+}
+
+// outputJSON returns a sync start's output as valid JSON: JSON content
+// verbatim, text as a JSON string, anything else as base64 in a JSON string.
+func outputJSON(contentType string, body []byte) (json.RawMessage, string) {
+	if len(body) == 0 {
+		return nil, contentType
+	}
+	mt, _, _ := mime.ParseMediaType(contentType)
+	if (mt == "application/json" || mt == "") && json.Valid(body) {
+		return body, contentType
+	}
+	var v any = body
+	if strings.HasPrefix(mt, "text/") {
+		v = strings.ToValidUTF8(string(body), "\uFFFD")
+	}
+	b, _ := json.Marshal(v) // []byte and string always marshal
+	return b, contentType
+}

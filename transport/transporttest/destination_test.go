@@ -1,0 +1,287 @@
+package transporttest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
+	"fusebox/transport"
+	"fusebox/transport/transporttest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newExecutor(t *testing.T) *transport.Executor {
+	t.Helper()
+	e, err := transport.New(transport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+func start(d *transporttest.Destination, op, id string) transport.Request {
+	return transport.Request{TaskGroup: breakerpool.TaskGroupNexusInvocation, URL: d.NexusURL(),
+		Service: transporttest.Service, Operation: op, RequestID: id, Input: json.RawMessage(`{"n":1}`)}
+}
+
+func cancelReq(d *transporttest.Destination, token string) transport.Request {
+	return transport.Request{TaskGroup: breakerpool.TaskGroupNexusCancelation, URL: d.NexusURL(),
+		Service: transporttest.Service, Operation: transporttest.OpAsync, OperationID: token, RequestID: "cancel-" + token}
+}
+
+func rawCallback(d *transporttest.Destination, id string) transport.Request {
+	return transport.Request{TaskGroup: breakerpool.TaskGroupCallback, URL: d.CallbackURL(),
+		Body: []byte("raw " + id), ContentType: "text/plain", RequestID: id}
+}
+
+func completion(d *transporttest.Destination, id string) transport.Request {
+	return transport.Request{TaskGroup: breakerpool.TaskGroupCallback, URL: d.CallbackURL(), RequestID: id,
+		Completion: &transport.Completion{State: transport.CompletionSucceeded, Result: json.RawMessage(`[1,2]`), OperationToken: "op-x"}}
+}
+
+func TestUp(t *testing.T) {
+	d := transporttest.NewDestination(t)
+	e := newExecutor(t)
+	ctx := context.Background()
+
+	res, err := e.Execute(ctx, start(d, transporttest.OpEcho, "r1"))
+	if err != nil || res.Outcome != transport.OutcomeSucceeded || string(res.Output) != `{"n":1}` {
+		t.Fatalf("echo: %+v, %v", res, err)
+	}
+	res, err = e.Execute(ctx, start(d, transporttest.OpAsync, "r2"))
+	if err != nil || res.Outcome != transport.OutcomeStarted || res.OperationID != "op-r2" {
+		t.Fatalf("async: %+v, %v", res, err)
+	}
+	if res, err = e.Execute(ctx, cancelReq(d, res.OperationID)); err != nil || res.Outcome != transport.OutcomeSucceeded {
+		t.Fatalf("cancel: %+v, %v", res, err)
+	}
+	res, err = e.Execute(ctx, start(d, transporttest.OpFail, "r3"))
+	if res.Outcome != transport.OutcomeFailed || res.Status != 424 || breakerpool.IsDestinationDown(err) {
+		t.Fatalf("fail: %+v, %v", res, err)
+	}
+	if res, err = e.Execute(ctx, rawCallback(d, "r4")); err != nil || res.Outcome != transport.OutcomeSucceeded {
+		t.Fatalf("raw callback: %+v, %v", res, err)
+	}
+	if res, err = e.Execute(ctx, completion(d, "r5")); err != nil || res.Outcome != transport.OutcomeSucceeded {
+		t.Fatalf("completion: %+v, %v", res, err)
+	}
+
+	calls := d.Calls()
+	want := []struct {
+		kind   transporttest.Kind
+		id     string
+		status int
+	}{
+		{transporttest.KindStart, "r1", 200}, {transporttest.KindStart, "r2", 201},
+		{transporttest.KindCancel, "cancel-op-r2", 202}, {transporttest.KindStart, "r3", 424},
+		{transporttest.KindCallback, "r4", 200}, {transporttest.KindCallback, "r5", 200},
+	}
+	if len(calls) != len(want) {
+		t.Fatalf("%d calls recorded, want %d: %+v", len(calls), len(want), calls)
+	}
+	for i, w := range want {
+		c := calls[i]
+		if c.Kind != w.kind || c.RequestID != w.id || c.Status != w.status || c.Mode != transporttest.ModeUp {
+			t.Errorf("call %d = %s %q %d %v, want %+v", i, c.Kind, c.RequestID, c.Status, c.Mode, w)
+		}
+	}
+	if c := calls[0]; c.Service != transporttest.Service || c.Operation != transporttest.OpEcho || string(c.Body) != `{"n":1}` {
+		t.Errorf("start call = %+v", c)
+	}
+	if c := calls[2]; c.OperationToken != "op-r2" {
+		t.Errorf("cancel token = %q", c.OperationToken)
+	}
+	if c := calls[4]; string(c.Body) != "raw r4" || c.ContentType != "text/plain" || c.State != "" {
+		t.Errorf("raw callback = %+v", c)
+	}
+	if c := calls[5]; c.State != "succeeded" || c.OperationToken != "op-x" || string(c.Body) != "[1,2]" {
+		t.Errorf("completion = %+v", c)
+	}
+	if n := d.Count(transporttest.KindStart); n != 3 {
+		t.Errorf("Count(start) = %d", n)
+	}
+	if got := d.CallsWithRequestID("r4"); len(got) != 1 {
+		t.Errorf("CallsWithRequestID = %+v", got)
+	}
+	d.Reset()
+	if d.Count("") != 0 {
+		t.Error("Reset kept calls")
+	}
+}
+
+func TestFailureModes(t *testing.T) {
+	d := transporttest.NewDestination(t)
+	e := newExecutor(t)
+	reqs := map[string]func(string) transport.Request{
+		"start":    func(id string) transport.Request { return start(d, transporttest.OpEcho, id) },
+		"cancel":   func(id string) transport.Request { return cancelReq(d, id) },
+		"raw":      func(id string) transport.Request { return rawCallback(d, id) },
+		"complete": func(id string) transport.Request { return completion(d, id) },
+	}
+	modes := []struct {
+		mode     transporttest.Mode
+		down     bool
+		status   int
+		recorded bool
+	}{
+		{transporttest.ModeUnavailable, true, 503, true},
+		{transporttest.ModeBadRequest, false, 400, true},
+		{transporttest.ModeSlow, true, 0, true},
+		{transporttest.ModeRefuse, true, 0, false},
+	}
+	for _, m := range modes {
+		for name, mk := range reqs {
+			t.Run(fmt.Sprintf("%v/%s", m.mode, name), func(t *testing.T) {
+				if err := d.SetMode(m.mode); err != nil {
+					t.Fatal(err)
+				}
+				id := fmt.Sprintf("%v-%s", m.mode, name)
+				r := mk(id)
+				r.Timeout = 100 * time.Millisecond
+				res, err := e.Execute(context.Background(), r)
+				if breakerpool.IsDestinationDown(err) != m.down || res.Status != m.status {
+					t.Fatalf("got %+v, %v; want down=%v status %d", res, err, m.down, m.status)
+				}
+				if !m.recorded {
+					if n := len(d.CallsWithRequestID(r.RequestID)); n != 0 {
+						t.Fatalf("refused request was recorded %d times", n)
+					}
+					return
+				}
+				// The handler records after answering; a slow one after the client left.
+				testwait.For(t, 10*time.Second, "the condition", func() bool { return len(d.CallsWithRequestID(r.RequestID)) == 1 })
+				if c := d.CallsWithRequestID(r.RequestID)[0]; c.Mode != m.mode {
+					t.Errorf("recorded mode %v", c.Mode)
+				}
+			})
+		}
+	}
+	// Back up on the same address.
+	addr := d.Addr()
+	if err := d.SetMode(transporttest.ModeUp); err != nil {
+		t.Fatal(err)
+	}
+	if d.Addr() != addr {
+		t.Fatalf("address moved from %s to %s", addr, d.Addr())
+	}
+	if res, err := e.Execute(context.Background(), start(d, transporttest.OpEcho, "again")); err != nil || res.Outcome != transport.OutcomeSucceeded {
+		t.Fatalf("after reopening: %+v, %v", res, err)
+	}
+}
+
+func TestRefuseDropsPooledConnections(t *testing.T) {
+	d := transporttest.NewDestination(t)
+	e := newExecutor(t)
+	// Warm a keep-alive connection, then refuse: the pooled connection must not
+	// keep working.
+	if _, err := e.Execute(context.Background(), rawCallback(d, "warm")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetMode(transporttest.ModeRefuse); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.Execute(context.Background(), rawCallback(d, "refused"))
+	if !breakerpool.IsDestinationDown(err) {
+		t.Fatalf("err = %v, want down", err)
+	}
+	if d.Mode() != transporttest.ModeRefuse {
+		t.Errorf("Mode() = %v", d.Mode())
+	}
+}
+
+func TestConcurrentUseWhileSwitching(t *testing.T) {
+	d := transporttest.NewDestination(t)
+	e := newExecutor(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outcomes := map[transport.Outcome]int{}
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				r := rawCallback(d, fmt.Sprintf("w%d-%d", w, i))
+				r.Timeout = 50 * time.Millisecond
+				res, _ := e.Execute(ctx, r)
+				mu.Lock()
+				outcomes[res.Outcome]++
+				mu.Unlock()
+			}
+		}()
+	}
+	count := func(o transport.Outcome) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return outcomes[o]
+	}
+	steps := []struct {
+		mode transporttest.Mode
+		want transport.Outcome
+	}{
+		{transporttest.ModeUnavailable, transport.OutcomeDown},
+		{transporttest.ModeRefuse, transport.OutcomeDown},
+		{transporttest.ModeBadRequest, transport.OutcomeFailed},
+		{transporttest.ModeSlow, transport.OutcomeDown},
+		{transporttest.ModeRefuse, transport.OutcomeDown},
+		{transporttest.ModeUp, transport.OutcomeSucceeded},
+	}
+	for _, st := range steps {
+		if err := d.SetMode(st.mode); err != nil {
+			t.Fatal(err)
+		}
+		// Let traffic see each mode: the mode's own outcome must keep coming.
+		before := count(st.want)
+		testwait.For(t, 10*time.Second, "the condition", func() bool { return count(st.want) > before+10 })
+	}
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if outcomes[transport.OutcomeSucceeded] == 0 || outcomes[transport.OutcomeDown] == 0 || outcomes[transport.OutcomeFailed] == 0 {
+		t.Errorf("outcomes = %v, want successes, downs and failures", outcomes)
+	}
+}
+
+func TestCloseReleasesSlowRequests(t *testing.T) {
+	d, err := transporttest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetMode(transporttest.ModeSlow); err != nil {
+		t.Fatal(err)
+	}
+	e := newExecutor(t)
+	done := make(chan error, 1)
+	go func() {
+		r := rawCallback(d, "held")
+		r.Timeout = time.Minute
+		_, err := e.Execute(context.Background(), r)
+		done <- err
+	}()
+	testwait.For(t, 10*time.Second, "the condition", func() bool { return d.InFlight() == 1 })
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	if err := <-done; !breakerpool.IsDestinationDown(err) {
+		t.Fatalf("held request: %v, want down", err)
+	}
+	if err := d.SetMode(transporttest.ModeUp); err == nil {
+		t.Error("SetMode after Close succeeded")
+	}
+	if err := d.SetMode(transporttest.Mode(42)); err == nil {
+		t.Error("unknown mode accepted")
+	}
+}
