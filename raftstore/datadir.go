@@ -85,11 +85,8 @@ func preOpenCheck(dir, want string) (dirInfo, error) {
 	if st, err := os.Stat(filepath.Join(dir, SnapshotDir)); err == nil && st.IsDir() {
 		info.hadSnapDir = true
 	}
-	if info.logStore, err = dataDirLogStore(dir); err != nil {
+	if info.logStore, err = dataDirLogStore(dir, want); err != nil {
 		return info, err
-	}
-	if info.logStore == "" {
-		info.logStore = want
 	}
 	if mk == nil && !info.hadSnapDir {
 		return info, nil // first start (or never got that far)

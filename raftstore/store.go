@@ -89,8 +89,14 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 		return nil, err
 	}
 	hl := newHCLogger(s.logger, "raft")
-	if dir.logStore != cfg.LogStore {
-		s.logger.Info("the data dir holds another log store than configured; keeping it", "log_store", dir.logStore, "configured", cfg.LogStore)
+	if dir.logStore != cfg.LogStore && !s.rejoin {
+		// The data dir holds the other log store: move its log over
+		// (logstore.go). A data dir whose log is lost has nothing to move.
+		if err := migrateLogStore(cfg.DataDir, dir.logStore, cfg.LogStore, hl, s.logger.Info); err != nil {
+			return nil, fmt.Errorf("raftstore: migrate the raft log in %s from %s to %s: %w",
+				cfg.DataDir, dir.logStore, cfg.LogStore, err)
+		}
+		dir.logStore = cfg.LogStore
 	}
 	if s.logs, err = openLogStore(cfg.DataDir, dir.logStore, hl); err != nil {
 		return nil, fmt.Errorf("raftstore: open the %s log store in %s: %w", dir.logStore, cfg.DataDir, err)
