@@ -32,9 +32,9 @@ type Config struct {
 	// bootstraps them.
 	BootstrapExpect int
 	Preset          string // "lan" (default) or "fast"
-	// LogStore is the raft log and stable store a new data dir gets:
-	// LogStoreBolt (default) or LogStoreWAL. A data dir that already holds
-	// one keeps it (logstore.go).
+	// LogStore is the raft log and stable store: LogStoreWAL (default) or
+	// LogStoreBolt. A data dir holding the other one is migrated on start
+	// (logstore.go).
 	LogStore string
 
 	// ReapTimeout is how long a failed member stays in the raft configuration
@@ -171,7 +171,7 @@ func (c *Config) setDefaults() error {
 	}
 	switch c.LogStore {
 	case "":
-		c.LogStore = LogStoreBolt
+		c.LogStore = LogStoreWAL
 	case LogStoreBolt, LogStoreWAL:
 	default:
 		return fmt.Errorf("raftstore: Config.LogStore must be %q or %q, got %q", LogStoreBolt, LogStoreWAL, c.LogStore)
