@@ -19,10 +19,17 @@ import (
 // until its own node applied it (the API's read-your-writes), from 256
 // submitters. No HTTP and no delivery: what group commit, forwarding and
 // Raft cost a submit. accept-p99-ms is the figure; tasks/s the rate
-// reached.
+// reached. Sub-benchmarks by log store: raft-wal (the default) and
+// raft-boltdb, the same-run baseline.
 func BenchmarkPacedSubmits(b *testing.B) {
+	for _, kind := range []string{LogStoreWAL, LogStoreBolt} {
+		b.Run(kind, func(b *testing.B) { pacedSubmits(b, kind) })
+	}
+}
+
+func pacedSubmits(b *testing.B, kind string) {
 	const rate, submitters = 2000, 256
-	c := newTestCluster(b, nil)
+	c := newTestCluster(b, func(cfg *Config) { cfg.LogStore = kind })
 	ids := []string{"n1", "n2", "n3"}
 	for _, id := range ids {
 		c.add(id, 3)
