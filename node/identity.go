@@ -42,9 +42,9 @@ func claimDataDir(dir, nodeID string) error {
 func dataDirError(err error) error {
 	switch {
 	case errors.Is(err, raftstore.ErrLogLost):
-		return fmt.Errorf("--data-dir: %w. Restore the Raft log (wal/, or raft.db before issue 17) from a backup, or restart with --rejoin-empty (FUSEBOX_REJOIN_EMPTY=true) to rejoin the running cluster as a new member that copies the state from the leader (docs/operations.md, \"A node lost its Raft log\")", err)
+		return fmt.Errorf("--data-dir: %w. Restore raft.db from a backup, or restart with --rejoin-empty (FUSEBOX_REJOIN_EMPTY=true) to rejoin the running cluster as a new member that copies the state from the leader (docs/operations.md, \"A node lost its Raft log\")", err)
 	case errors.Is(err, raftstore.ErrSnapshotDamaged):
-		return fmt.Errorf("--data-dir: %w. Move the Raft log (wal/ or raft.db) and snapshots/ out of the data dir (keep them for investigation) and restart with --rejoin-empty to copy the state from the leader (docs/operations.md, \"A node lost its Raft log\")", err)
+		return fmt.Errorf("--data-dir: %w. Move raft.db and snapshots/ out of the data dir (keep them for investigation) and restart with --rejoin-empty to copy the state from the leader (docs/operations.md, \"A node lost its Raft log\")", err)
 	}
 	return fmt.Errorf("raft: %w", err)
 }

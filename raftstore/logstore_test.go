@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/metadb"
 
 	"fusebox/internal/testwait"
@@ -262,4 +263,45 @@ func hasConfigKey(s *Store, key string) bool {
 		}
 	}
 	return false
+}
+
+// Why raft-wal is not the default (raftstore/DESIGN.md, "Log store"): in
+// v0.4.0 a tail truncation — raft clearing a follower's uncommitted suffix
+// after an election — marks the tail segment sealed without writing its
+// index block, and after a reopen no entry of that segment can be read
+// (hashicorp/raft-wal#31, fixed upstream after v0.4.0). make chaos hit it.
+// This test fails once a release fixes it: then run the chaos suite with
+// raft-wal as the default and reconsider.
+func TestRaftWALTailTruncationBugStillThere(t *testing.T) {
+	dir := t.TempDir()
+	w, err := openWAL(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []*raft.Log
+	for i := uint64(1); i <= 5; i++ {
+		logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte("x")})
+	}
+	if err := w.StoreLogs(logs); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.DeleteRange(5, 5); err != nil { // raft's "clearing log suffix"
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w, err = openWAL(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var l raft.Log
+	err = w.GetLog(1, &l)
+	if err == nil {
+		t.Fatal("raft-wal reads its log after a tail truncation and a reopen: the bug is fixed; reconsider raft-wal as the default log store")
+	}
+	if !strings.Contains(err.Error(), "sealed segment has no index block") {
+		t.Fatalf("want raft-wal#31's error, got %v", err)
+	}
 }

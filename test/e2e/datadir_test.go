@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"fusebox/internal/testwait"
-	"fusebox/raftstore"
 	"fusebox/transport"
 )
 
@@ -83,27 +82,24 @@ func TestLostRaftLogRefused(t *testing.T) {
 	if err := os.CopyFS(spare, os.DirFS(p.cfg.DataDir)); err != nil {
 		t.Fatal(err)
 	}
-	// The Raft log is raft-wal's (raftstore.LogStoreWAL): the term and
-	// vote live in its meta file.
-	wal := filepath.Join(p.cfg.DataDir, raftstore.WALDir)
-	meta := filepath.Join(wal, "wal-meta.db")
+	db := filepath.Join(p.cfg.DataDir, "raft.db")
 
-	// The log deleted.
-	if err := os.RemoveAll(wal); err != nil {
+	// raft.db deleted.
+	if err := os.Remove(db); err != nil {
 		t.Fatal(err)
 	}
-	refusedRun(t, p, meta+" is missing", "--rejoin-empty", "refusing to start")
-	if _, err := os.Stat(wal); err == nil {
-		t.Error("the refused start created a fresh log")
+	refusedRun(t, p, db+" is missing", "--rejoin-empty", "refusing to start")
+	if _, err := os.Stat(db); err == nil {
+		t.Error("the refused start created a fresh raft.db")
 	}
 
-	// The meta file emptied (zero bytes).
+	// raft.db emptied (zero bytes).
 	p.cfg.DataDir = spare
-	meta = filepath.Join(spare, raftstore.WALDir, "wal-meta.db")
-	if err := os.Truncate(meta, 0); err != nil {
+	db = filepath.Join(spare, "raft.db")
+	if err := os.Truncate(db, 0); err != nil {
 		t.Fatal(err)
 	}
-	refusedRun(t, p, meta+" is empty (0 bytes)", "--rejoin-empty")
+	refusedRun(t, p, db+" is empty (0 bytes)", "--rejoin-empty")
 }
 
 // addSnapshot writes a snapshot into a stopped node's data dir with raft's
@@ -161,7 +157,7 @@ func TestDamagedSnapshotRefused(t *testing.T) {
 	}
 }
 
-// TestRejoinEmpty: a follower of a 3-node cluster loses its Raft log. A
+// TestRejoinEmpty: a follower of a 3-node cluster loses its raft.db. A
 // plain restart is refused; with --rejoin-empty it asks the leader to drop
 // its old entry, rejoins as a non-voter, is promoted, and ends with every
 // task accepted before. A writer runs throughout and must never fail: the
@@ -188,11 +184,11 @@ func TestRejoinEmpty(t *testing.T) {
 	if err := victim.Kill(); err != nil { // a crash: it is still a voter
 		t.Fatal(err)
 	}
-	wal := filepath.Join(victim.cfg.DataDir, raftstore.WALDir)
-	if err := os.RemoveAll(wal); err != nil {
+	db := filepath.Join(victim.cfg.DataDir, "raft.db")
+	if err := os.Remove(db); err != nil {
 		t.Fatal(err)
 	}
-	refusedRun(t, victim, filepath.Join(wal, "wal-meta.db")+" is missing", "--rejoin-empty")
+	refusedRun(t, victim, db+" is missing", "--rejoin-empty")
 
 	victim.cfg.Env = append(victim.cfg.Env, "FUSEBOX_REJOIN_EMPTY=true")
 	begin := time.Now()
