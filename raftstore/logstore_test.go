@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 )
 
 // A cluster whose nodes use different log stores replicates: the log store
@@ -29,7 +30,7 @@ func TestMixedLogStoresReplicate(t *testing.T) {
 	}
 	c.start("n1", "n2", "n3")
 	leader := c.leader(15 * time.Second)
-	e, err := leader.SetConfig(context.Background(), SetConfigCommand{Key: "k", Value: json.RawMessage(`{"a":1}`)})
+	e, err := leader.SetConfig(context.Background(), state.SetConfigCommand{Key: "k", Value: json.RawMessage(`{"a":1}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func ranSingleNodeOn(t *testing.T, kind string) string {
 	s := c.add("n1", 1)
 	c.start("n1")
 	c.leader(10 * time.Second)
-	if _, err := s.SetConfig(context.Background(), SetConfigCommand{Key: "k", Value: json.RawMessage(`{"a":1}`)}); err != nil {
+	if _, err := s.SetConfig(context.Background(), state.SetConfigCommand{Key: "k", Value: json.RawMessage(`{"a":1}`)}); err != nil {
 		t.Fatal(err)
 	}
 	dir := c.dirs["n1"]
@@ -93,7 +94,7 @@ func TestDataDirMigratesToTheConfiguredLogStore(t *testing.T) {
 			if _, err := os.Stat(logStorePath(dir, tc.asked)); err != nil {
 				t.Errorf("no %s log store: %v", tc.asked, err)
 			}
-			if _, err := s.SetConfig(context.Background(), SetConfigCommand{Key: "k2", Value: json.RawMessage(`{"b":2}`)}); err != nil {
+			if _, err := s.SetConfig(context.Background(), state.SetConfigCommand{Key: "k2", Value: json.RawMessage(`{"b":2}`)}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -193,7 +194,7 @@ func TestRollingLogStoreMigration(t *testing.T) {
 	leader := c.leader(15 * time.Second)
 	ctx := context.Background()
 	for i, id := range ids {
-		e, err := leader.SetConfig(ctx, SetConfigCommand{Key: fmt.Sprintf("before-%s", id), Value: json.RawMessage(`{}`)})
+		e, err := leader.SetConfig(ctx, state.SetConfigCommand{Key: fmt.Sprintf("before-%s", id), Value: json.RawMessage(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +204,7 @@ func TestRollingLogStoreMigration(t *testing.T) {
 		c.add(id, 3)
 		c.start(id)
 		leader = c.leader(15 * time.Second)
-		e, err = leader.SetConfig(ctx, SetConfigCommand{Key: fmt.Sprintf("after-%s", id), Value: json.RawMessage(`{}`)})
+		e, err = leader.SetConfig(ctx, state.SetConfigCommand{Key: fmt.Sprintf("after-%s", id), Value: json.RawMessage(`{}`)})
 		if err != nil {
 			t.Fatalf("write after migrating %s: %v", id, err)
 		}
@@ -257,7 +258,7 @@ func TestLogStoreConfigIsValidated(t *testing.T) {
 
 // hasConfigKey reports whether s's replica holds a config value for key.
 func hasConfigKey(s *Store, key string) bool {
-	for _, e := range s.Config() {
+	for _, e := range s.Reader().Config() {
 		if e.Key == key {
 			return true
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 )
 
 // Raft write path (issue 17 §3): entries/s with 64 concurrent writers on a
@@ -58,7 +59,7 @@ func BenchmarkRaftWrite(b *testing.B) {
 				leader := benchStoreCluster(b, kind)
 				req := json.RawMessage(`{"task_group":"callbacks.Invocation","url":"http://127.0.0.1:1/cb","body":"` + strings.Repeat("x", 120) + `"}`)
 				apply = func(w, i int) error {
-					c := SubmitTasksCommand{CommandMeta: CommandMeta{RequestID: NewRequestID()}, Tasks: []NewTask{{NamespaceID: "ns",
+					c := state.SubmitTasksCommand{CommandMeta: state.CommandMeta{RequestID: NewRequestID()}, Tasks: []state.NewTask{{NamespaceID: "ns",
 						WorkflowID: fmt.Sprintf("wf-%d", i), TaskGroup: "callbacks.Invocation", Destination: "http://127.0.0.1:1/cb", Request: req}}}
 					_, _, err := leader.SubmitTasks(context.Background(), c)
 					return err
@@ -78,7 +79,7 @@ func benchStoreCluster(b *testing.B, kind string) *Store {
 // storeWriteCmd is the config writers' command: BenchmarkApply's set_config.
 func storeWriteCmd(b *testing.B, w, i int) []byte {
 	value := json.RawMessage(`{"pad":"` + strings.Repeat("x", 100) + `"}`)
-	cmd, err := EncodeCommand(MsgSetConfig, SetConfigCommand{CommandMeta: CommandMeta{At: time.Now()}, Key: fmt.Sprintf("w%d.k%d", w, i%16), Value: value})
+	cmd, err := state.EncodeCommand(state.MsgSetConfig, state.SetConfigCommand{CommandMeta: state.CommandMeta{At: time.Now()}, Key: fmt.Sprintf("w%d.k%d", w, i%16), Value: value})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
 )
 
 // BenchmarkPacedSubmits is the Raft side of node's BenchmarkDeliveryLatency
@@ -37,12 +38,12 @@ func pacedSubmits(b *testing.B, kind string) {
 	c.start(ids...)
 	leader := c.leader(15 * time.Second)
 	ctx := context.Background()
-	if _, err := leader.SetShardCount(ctx, SetShardCountCommand{Count: 16}); err != nil {
+	if _, err := leader.SetShardCount(ctx, state.SetShardCountCommand{Count: 16}); err != nil {
 		b.Fatal(err)
 	}
 	nodes := []*Store{c.nodes["n1"], c.nodes["n2"], c.nodes["n3"]}
 	testwait.For(b, 10*time.Second, "the shard count on every node", func() bool {
-		return nodes[0].ShardCount() > 0 && nodes[1].ShardCount() > 0 && nodes[2].ShardCount() > 0
+		return nodes[0].Reader().ShardCount() > 0 && nodes[1].Reader().ShardCount() > 0 && nodes[2].Reader().ShardCount() > 0
 	})
 	req := json.RawMessage(`{"task_group":"callbacks.Invocation","url":"http://127.0.0.1:1/cb","body":"` + strings.Repeat("x", 120) + `"}`)
 	accepted := make([]time.Duration, b.N)
@@ -53,7 +54,7 @@ func pacedSubmits(b *testing.B, kind string) {
 			s := nodes[w%len(nodes)]
 			for i := range work {
 				t := time.Now()
-				_, idx, err := s.SubmitTasks(ctx, SubmitTasksCommand{Tasks: []NewTask{{NamespaceID: "ns", WorkflowID: fmt.Sprintf("wf-%d", i),
+				_, idx, err := s.SubmitTasks(ctx, state.SubmitTasksCommand{Tasks: []state.NewTask{{NamespaceID: "ns", WorkflowID: fmt.Sprintf("wf-%d", i),
 					TaskGroup: "callbacks.Invocation", Destination: "http://127.0.0.1:1/cb", Request: req}}})
 				if err == nil {
 					err = s.WaitForApplied(ctx, idx)
