@@ -22,7 +22,7 @@ const (
 // Config configures a Store. Zero values take the preset's defaults.
 type Config struct {
 	NodeID        string // raft server id; required
-	DataDir       string // holds raft.db (log + stable store) and snapshots/; required
+	DataDir       string // holds the log store (raft.db or wal/), snapshots/ and the marker; required
 	RaftBindAddr  string // e.g. "127.0.0.1:0"; RaftAddr() reports the bound address
 	AdvertiseAddr string // address peers dial (port 0: the bound port); default: the bound address
 
@@ -32,6 +32,11 @@ type Config struct {
 	// bootstraps them.
 	BootstrapExpect int
 	Preset          string // "lan" (default) or "fast"
+	// LogStore is the raft log and stable store: LogStoreBolt (default) or
+	// LogStoreWAL (benchmarks only: raft-wal v0.4.0 has an unfixed tail
+	// truncation bug, logstore.go). A data dir holding the other one is
+	// migrated on start.
+	LogStore string
 
 	// ReapTimeout is how long a failed member stays in the raft configuration
 	// before the leader removes it (default 30s lan, 2s fast).
@@ -164,6 +169,13 @@ func (c *Config) setDefaults() error {
 	}
 	if c.VoterTarget < 0 || c.VoterTarget == 2 || c.VoterTarget == 4 {
 		return fmt.Errorf("raftstore: Config.VoterTarget must be 0 (auto), 1, 3, 5 or more, got %d", c.VoterTarget)
+	}
+	switch c.LogStore {
+	case "":
+		c.LogStore = LogStoreBolt
+	case LogStoreBolt, LogStoreWAL:
+	default:
+		return fmt.Errorf("raftstore: Config.LogStore must be %q or %q, got %q", LogStoreBolt, LogStoreWAL, c.LogStore)
 	}
 	fast := false
 	switch c.Preset {

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/raft-wal/metadb"
 )
 
 // File names in the data dir.
 const (
-	// LogFile is raft-boltdb's file: the raft log and the stable store
-	// (current term and vote).
+	// LogFile is raft-boltdb's file (LogStoreBolt): the raft log and the
+	// stable store (current term and vote).
 	LogFile = "raft.db"
 	// MarkerFile records that this data dir has held raft state. It is
 	// written the first time the node has a log entry or a snapshot, and
@@ -62,17 +63,19 @@ func (e *LogLostError) Error() string {
 
 func (e *LogLostError) Is(target error) bool { return target == ErrLogLost }
 
-// dirInfo is what preOpenCheck saw before raft.db was opened (opening it
-// creates it).
+// dirInfo is what preOpenCheck saw before the log store was opened
+// (opening it creates it).
 type dirInfo struct {
 	marker     *marker // nil: no MarkerFile
 	hadSnapDir bool
+	logStore   string // the log store to open: the one the dir holds, else the configured one
 }
 
-// preOpenCheck runs before raft.db is opened. It reports a lost log when the
-// data dir held raft state (MarkerFile, or a snapshots dir, which only a
-// previous start creates) and raft.db is missing or zero bytes.
-func preOpenCheck(dir string) (dirInfo, error) {
+// preOpenCheck runs before the log store is opened. It reports a lost log
+// when the data dir held raft state (MarkerFile, or a snapshots dir, which
+// only a previous start creates) and the log store is missing or empty.
+// want is Config.LogStore, used when the dir holds no log store yet.
+func preOpenCheck(dir, want string) (dirInfo, error) {
 	var info dirInfo
 	mk, err := readMarker(dir)
 	if err != nil {
@@ -82,10 +85,16 @@ func preOpenCheck(dir string) (dirInfo, error) {
 	if st, err := os.Stat(filepath.Join(dir, SnapshotDir)); err == nil && st.IsDir() {
 		info.hadSnapDir = true
 	}
+	if info.logStore, err = dataDirLogStore(dir, want); err != nil {
+		return info, err
+	}
 	if mk == nil && !info.hadSnapDir {
 		return info, nil // first start (or never got that far)
 	}
-	p := filepath.Join(dir, LogFile)
+	p := logStorePath(dir, info.logStore)
+	if info.logStore == LogStoreWAL {
+		p = filepath.Join(p, metadb.FileName) // the term and vote live there
+	}
 	st, err := os.Stat(p)
 	lost := &LogLostError{DataDir: dir, Path: p, Snaps: countSnapshots(dir)}
 	if mk != nil {
@@ -98,7 +107,7 @@ func preOpenCheck(dir string) (dirInfo, error) {
 	case err != nil:
 		return info, fmt.Errorf("raftstore: %s: %w", p, err)
 	case st.IsDir():
-		return info, fmt.Errorf("raftstore: %s is a directory; want raft-boltdb's log file", p)
+		return info, fmt.Errorf("raftstore: %s is a directory; want the %s log store's file", p, info.logStore)
 	case st.Size() == 0:
 		lost.Problem = "is empty (0 bytes)"
 		return info, lost
@@ -106,14 +115,14 @@ func preOpenCheck(dir string) (dirInfo, error) {
 	return info, nil
 }
 
-// postOpenCheck runs once raft.db and the snapshot store are open: with
-// MarkerFile present, a store with no log entries and no snapshot lost its
-// log (raft.db replaced by a fresh one, say).
+// postOpenCheck runs once the log store and the snapshot store are open:
+// with MarkerFile present, a store with no log entries and no snapshot lost
+// its log (raft.db replaced by a fresh one, say).
 func postOpenCheck(dir string, info dirInfo, existing bool) error {
 	if info.marker == nil || existing {
 		return nil
 	}
-	return &LogLostError{DataDir: dir, Path: filepath.Join(dir, LogFile), Problem: "holds no log entries", Since: info.marker.Since}
+	return &LogLostError{DataDir: dir, Path: logStorePath(dir, info.logStore), Problem: "holds no log entries", Since: info.marker.Since}
 }
 
 func readMarker(dir string) (*marker, error) {
@@ -161,7 +170,7 @@ func (s *Store) markWhenState(r *raft.Raft) {
 	for {
 		if r.LastIndex() > 0 {
 			if err := writeMarker(s.cfg.DataDir, s.cfg.NodeID, time.Now()); err != nil {
-				s.logger.Error("cannot record that the data dir holds raft state; a later loss of raft.db would go unnoticed", "error", err)
+				s.logger.Error("cannot record that the data dir holds raft state; a later loss of the log store would go unnoticed", "error", err)
 			}
 			return
 		}
@@ -187,7 +196,7 @@ func countSnapshots(dir string) int {
 	return n
 }
 
-// checkDataDir runs in New before raft.db is opened: damaged snapshots are
+// checkDataDir runs in New before the log store is opened: damaged snapshots are
 // refused, and a lost log is refused unless Config.RejoinEmpty is set.
 func (s *Store) checkDataDir() (dirInfo, error) {
 	ignored, err := checkSnapshots(s.cfg.DataDir)
@@ -197,13 +206,13 @@ func (s *Store) checkDataDir() (dirInfo, error) {
 	if err != nil {
 		return dirInfo{}, err
 	}
-	info, err := preOpenCheck(s.cfg.DataDir)
+	info, err := preOpenCheck(s.cfg.DataDir, s.cfg.LogStore)
 	return info, s.lostLog(err)
 }
 
-// checkLog runs in New once raft.db and the snapshot store are open.
+// checkLog runs in New once the log store and the snapshot store are open.
 func (s *Store) checkLog(info dirInfo) error {
-	existing, err := raft.HasExistingState(s.bolt, s.bolt, s.snaps)
+	existing, err := raft.HasExistingState(s.logs, s.logs, s.snaps)
 	if err != nil {
 		return fmt.Errorf("raftstore: read existing state: %w", err)
 	}

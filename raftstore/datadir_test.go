@@ -20,10 +20,11 @@ import (
 	"fusebox/raftstore/state"
 )
 
-// openStore runs New on dir as the test cluster would, without starting it.
+// openStore runs New on dir as the test cluster would, without starting it,
+// on raft-boltdb: these tests damage raft.db (logstore_test.go has raft-wal's).
 func openStore(t *testing.T, dir, id string, rejoin bool) (*Store, error) {
 	t.Helper()
-	s, err := New(Config{NodeID: id, DataDir: dir, RaftBindAddr: "127.0.0.1:0", BootstrapExpect: 1, Preset: PresetFast, RejoinEmpty: rejoin},
+	s, err := New(Config{NodeID: id, DataDir: dir, RaftBindAddr: "127.0.0.1:0", BootstrapExpect: 1, Preset: PresetFast, RejoinEmpty: rejoin, LogStore: LogStoreBolt},
 		Deps{Members: newFakeMembers(), Forwarder: &localForwarder{}})
 	if err == nil {
 		t.Cleanup(func() { _ = s.Close() })
@@ -31,11 +32,11 @@ func openStore(t *testing.T, dir, id string, rejoin bool) (*Store, error) {
 	return s, err
 }
 
-// ranSingleNode bootstraps a single-node store in a new dir, writes one
-// entry, waits for the marker and closes it.
+// ranSingleNode bootstraps a single-node store on raft-boltdb in a new dir,
+// writes one entry, waits for the marker and closes it.
 func ranSingleNode(t *testing.T) string {
 	t.Helper()
-	c := newTestCluster(t, nil)
+	c := newTestCluster(t, func(cfg *Config) { cfg.LogStore = LogStoreBolt })
 	s := c.add("n1", 1)
 	c.start("n1")
 	c.leader(10 * time.Second)
@@ -210,7 +211,7 @@ func TestDamagedOlderSnapshotIsIgnored(t *testing.T) {
 // compacted past it. The check turns that into an error; newRaft recovers
 // the panic if anything else causes it.
 func TestSnapshotMetaMissingDoesNotPanic(t *testing.T) {
-	c := newTestCluster(t, func(cfg *Config) { cfg.SnapshotThreshold = 4; cfg.TrailingLogs = 1 })
+	c := newTestCluster(t, func(cfg *Config) { cfg.SnapshotThreshold = 4; cfg.TrailingLogs = 1; cfg.LogStore = LogStoreBolt })
 	s := c.add("n1", 1)
 	c.start("n1")
 	c.leader(10 * time.Second)
@@ -254,5 +255,15 @@ func TestSnapshotMetaMissingDoesNotPanic(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "log not found") {
 		t.Fatalf("want raft's 'log not found' as an error, got %v", err)
+	}
+}
+
+// removeLogStore deletes dir's raft log, whichever store holds it.
+func removeLogStore(t *testing.T, dir string) {
+	t.Helper()
+	for _, kind := range []string{LogStoreBolt, LogStoreWAL} {
+		if err := os.RemoveAll(logStorePath(dir, kind)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -43,7 +43,7 @@ func (s *Store) recoverFromPeersFile(rc *raft.Config) error {
 	// RecoverCluster replays the log through a scratch FSM to find the last
 	// index; the real FSM is restored by raft when it starts.
 	scratch := NewFSM(mustState(), s.logger)
-	if err := raft.RecoverCluster(rc, scratch, s.bolt, s.bolt, s.snaps, s.trans, conf); err != nil {
+	if err := raft.RecoverCluster(rc, scratch, s.logs, s.logs, s.snaps, s.trans, conf); err != nil {
 		return fmt.Errorf("raftstore: recover from %s: %w", path, err)
 	}
 	if err := os.Remove(path); err != nil {

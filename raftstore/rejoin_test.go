@@ -45,9 +45,7 @@ func TestRejoinEmptyRemovesThenReadds(t *testing.T) {
 	if sf := suffrage(t, leader); sf[victim] != "Voter" {
 		t.Fatalf("victim %s should still be a voter: %v", victim, sf)
 	}
-	if err := os.Remove(filepath.Join(dir, LogFile)); err != nil {
-		t.Fatal(err)
-	}
+	removeLogStore(t, dir)
 
 	if _, err := openStore(t, dir, victim, false); !errors.Is(err, ErrLogLost) {
 		t.Fatalf("want the lost log refused, got %v", err)

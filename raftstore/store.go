@@ -8,14 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // Store is one node's raft replica of the cluster state.
@@ -28,7 +26,7 @@ type Store struct {
 	fsm     *FSM
 	metrics *metrics
 
-	bolt     *raftboltdb.BoltStore
+	logs     logStore // Config.LogStore, or the one the data dir holds (logstore.go)
 	snaps    *raft.FileSnapshotStore
 	trans    *raft.NetworkTransport
 	raftAddr string
@@ -90,11 +88,20 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.bolt, err = raftboltdb.NewBoltStore(filepath.Join(cfg.DataDir, LogFile)); err != nil {
-		return nil, fmt.Errorf("raftstore: open raft.db: %w", err)
-	}
-	closers = append(closers, s.bolt.Close)
 	hl := newHCLogger(s.logger, "raft")
+	if dir.logStore != cfg.LogStore && !s.rejoin {
+		// The data dir holds the other log store: move its log over
+		// (logstore.go). A data dir whose log is lost has nothing to move.
+		if err := migrateLogStore(cfg.DataDir, dir.logStore, cfg.LogStore, hl, s.logger.Info); err != nil {
+			return nil, fmt.Errorf("raftstore: migrate the raft log in %s from %s to %s: %w",
+				cfg.DataDir, dir.logStore, cfg.LogStore, err)
+		}
+		dir.logStore = cfg.LogStore
+	}
+	if s.logs, err = openLogStore(cfg.DataDir, dir.logStore, hl); err != nil {
+		return nil, fmt.Errorf("raftstore: open the %s log store in %s: %w", dir.logStore, cfg.DataDir, err)
+	}
+	closers = append(closers, s.logs.Close)
 	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl); err != nil {
 		return nil, fmt.Errorf("raftstore: snapshot store: %w", err)
 	}
@@ -198,7 +205,7 @@ func (s *Store) start(ctx context.Context) error {
 	if err := s.recoverFromPeersFile(rc); err != nil {
 		return err
 	}
-	existing, err := raft.HasExistingState(s.bolt, s.bolt, s.snaps)
+	existing, err := raft.HasExistingState(s.logs, s.logs, s.snaps)
 	if err != nil {
 		return fmt.Errorf("raftstore: read existing state: %w", err)
 	}
@@ -206,7 +213,7 @@ func (s *Store) start(ctx context.Context) error {
 	// The log cache keeps the newest entries in memory, so replication to
 	// followers and the FSM read them without a bolt read and msgpack decode
 	// (as Consul and Nomad do; 4% of a loaded node's CPU without it).
-	logs, err := raft.NewLogCache(raftLogCacheSize, s.bolt)
+	logs, err := raft.NewLogCache(raftLogCacheSize, s.logs)
 	if err != nil {
 		return fmt.Errorf("raftstore: log cache: %w", err)
 	}
@@ -215,7 +222,7 @@ func (s *Store) start(ctx context.Context) error {
 			return err
 		}
 	}
-	r, err := newRaft(rc, s.fsm, logs, s.bolt, s.snaps, s.trans)
+	r, err := newRaft(rc, s.fsm, logs, s.logs, s.snaps, s.trans)
 	if err != nil {
 		return fmt.Errorf("raftstore: start raft: %w", err)
 	}
@@ -260,8 +267,8 @@ func (s *Store) Close() error {
 		if err := s.trans.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("raft transport: %w", err))
 		}
-		if err := s.bolt.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("raft.db: %w", err))
+		if err := s.logs.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("log store: %w", err))
 		}
 		s.closeErr = errors.Join(errs...)
 	})

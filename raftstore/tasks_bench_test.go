@@ -66,7 +66,13 @@ func BenchmarkSubmitTasks(b *testing.B) {
 }
 
 func benchTaskCluster(b *testing.B, nodes int) *Store {
-	c := newTestCluster(b, nil)
+	return benchTaskClusterWith(b, nodes, nil)
+}
+
+// benchTaskClusterWith is benchTaskCluster with tweak applied to every
+// node's config.
+func benchTaskClusterWith(b *testing.B, nodes int, tweak func(*Config)) *Store {
+	c := newTestCluster(b, tweak)
 	var ids []string
 	for i := range nodes {
 		id := fmt.Sprintf("n%d", i+1)

@@ -16,18 +16,18 @@ import (
 // logTypes counts the command types in s's raft log.
 func logTypes(t *testing.T, s *Store) map[state.MessageType]int {
 	t.Helper()
-	first, err := s.bolt.FirstIndex()
+	first, err := s.logs.FirstIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
-	last, err := s.bolt.LastIndex()
+	last, err := s.logs.LastIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[state.MessageType]int{}
 	for i := first; i <= last && i > 0; i++ {
 		var l raft.Log
-		if err := s.bolt.GetLog(i, &l); err != nil {
+		if err := s.logs.GetLog(i, &l); err != nil {
 			t.Fatal(err)
 		}
 		if l.Type != raft.LogCommand {

@@ -35,6 +35,12 @@ const preamble = `## Reading the baselines
   "separate runs" rows, medians of five) put the same ratio anywhere in 1.04–1.35×.
 - **Delivery and executor rows** (#6) are the medians of three runs.
 - **Raft rows**: one writer, one entry per call, on the same 3-node loopback cluster (fsync on).
+- **Raft write rows** (` + "`BenchmarkRaftWrite`" + `, #17): 64 writers, one entry per call, 3 voters on loopback,
+  fsync on. The baseline is bare hashicorp/raft with the Store's raft config (fast preset, batched apply
+  channel), transport settings, log store and 512-entry log cache, an FSM that only counts, and entries of
+  the Store's size. ` + "`config`" + ` is ` + "`Store.Apply`" + ` of a set_config (go-memdb row and history row); ` + "`submit`" + ` is one
+  task per ` + "`SubmitTasks`" + ` with its own request id (no group commit), binary-encoded. The wal rows are the same
+  workloads on raft-wal (` + "`Config.LogStore`" + `), the bolt row of the same workload their baseline.
 - **Hint delay**: memberlist's stock broadcast queue with serf-style re-gossip, no direct send.
 - **Outbound executor / queue alone**: the same POST from a bare ` + "`net/http`" + ` client, same
   concurrency, to the same loopback destination.
@@ -92,6 +98,24 @@ var rows = []row{
 	{Issue: "#3", What: "Raft apply, 3 nodes, 1 writer (ops/s)", Pkg: "./raftstore", Bench: "BenchmarkApply/writers=1", Metric: "ops/s", Time: "2000x", QuickTime: "300x"},
 	{Issue: "#3", What: "Raft apply, 3 nodes, 64 writers (ops/s)", Pkg: "./raftstore", Bench: "BenchmarkApply/writers=64", Metric: "ops/s",
 		Baseline: "BenchmarkApply/writers=1", Target: "ratio>=1", Time: "2000x", QuickTime: "300x"},
+	// The Raft write path against bare hashicorp/raft, and the log store
+	// decision (issue 17 §3): 64 writers, 3 voters, one entry per call.
+	{Issue: "#17", What: "Raft apply, 64 writers: Store set_config vs bare hashicorp/raft + raft-boltdb (entries/s)", Pkg: "./raftstore", Bench: "BenchmarkRaftWrite/config-bolt", Metric: "entries/s",
+		Baseline: "BenchmarkRaftWrite/bare-bolt", Target: "ratio>=0.8", Time: "5000x", QuickTime: "1000x", Runs: 3},
+	{Issue: "#17", What: "Raft apply, 64 writers: Store one-task submit vs bare hashicorp/raft + raft-boltdb (entries/s)", Pkg: "./raftstore", Bench: "BenchmarkRaftWrite/submit-bolt", Metric: "entries/s",
+		Baseline: "BenchmarkRaftWrite/bare-bolt", Target: "ratio>=0.8", Time: "5000x", QuickTime: "1000x", Runs: 3},
+	{Issue: "#17", What: "Raft log store, Store one-task submit, 64 writers: raft-wal vs raft-boltdb/v2 (entries/s)", Pkg: "./raftstore", Bench: "BenchmarkRaftWrite/submit-wal", Metric: "entries/s",
+		Baseline: "BenchmarkRaftWrite/submit-bolt", Time: "5000x", QuickTime: "1000x", Runs: 3},
+	{Issue: "#17", What: "Raft log store, Store set_config, 64 writers: raft-wal vs raft-boltdb/v2 (entries/s)", Pkg: "./raftstore", Bench: "BenchmarkRaftWrite/config-wal", Metric: "entries/s",
+		Baseline: "BenchmarkRaftWrite/config-bolt", Time: "5000x", QuickTime: "1000x", Runs: 3},
+	{Issue: "#17", What: "Raft apply, 64 writers: Store one-task submit vs bare hashicorp/raft, both on raft-wal (entries/s)", Pkg: "./raftstore", Bench: "BenchmarkRaftWrite/submit-wal", Metric: "entries/s",
+		Baseline: "BenchmarkRaftWrite/bare-wal", Time: "5000x", QuickTime: "1000x", Runs: 3},
+	{Issue: "#17", What: "Raft log store, bare hashicorp/raft, 64 writers: raft-wal vs raft-boltdb/v2 (entries/s)", Pkg: "./raftstore", Bench: "BenchmarkRaftWrite/bare-wal", Metric: "entries/s",
+		Baseline: "BenchmarkRaftWrite/bare-bolt", Time: "5000x", QuickTime: "1000x", Runs: 3},
+	{Issue: "#17", What: "single submits at 2,000/s, Raft side alone (group commit, forward, commit, local apply), accept p99 ms", Pkg: "./raftstore", Bench: "BenchmarkPacedSubmits/bolt", Metric: "accept-p99-ms",
+		Time: "6000x", QuickTime: "2000x", Runs: 3},
+	{Issue: "#17", What: "  the same on raft-wal (vs raft-boltdb), accept p99 ms", Pkg: "./raftstore", Bench: "BenchmarkPacedSubmits/wal", Metric: "accept-p99-ms",
+		Baseline: "BenchmarkPacedSubmits/bolt", Time: "6000x", QuickTime: "2000x", Runs: 3},
 	{Issue: "#3", What: "config write → applied on all 3 nodes, p50 ms", Pkg: "./raftstore", Bench: "BenchmarkConfigVisibleEverywhere", Metric: "p50-ms", Time: "2000x", QuickTime: "300x"},
 	{Issue: "#3", What: "config write → applied on all 3 nodes, p99 ms", Pkg: "./raftstore", Bench: "BenchmarkConfigVisibleEverywhere", Metric: "p99-ms", Target: "value<=50", Time: "2000x", QuickTime: "300x"},
 
@@ -220,6 +244,8 @@ var rows = []row{
 	{Issue: "#6", What: "  paced rate actually reached (tasks/s)", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=1000", Metric: "tasks/s", Target: "value>=950", Time: "5000x", QuickTime: "2000x", Runs: 3},
 	{Issue: "#6", What: "quiet cluster (lan preset, 10 tasks/s): enqueue → delivered, p99 ms", Pkg: "./node", Bench: "BenchmarkDeliveryLatencyQuiet", Metric: "p99-ms", Time: "150x", QuickTime: "-"},
 	{Issue: "#6", What: "single submits at 2,000 tasks/s (group commit), p99 ms", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=2000", Metric: "p99-ms", Time: "5000x", QuickTime: "2000x", Runs: 3},
+	{Issue: "#17", What: "  of which submit accepted (Raft commit), p99 ms", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=2000", Metric: "accept-p99-ms", Time: "5000x", QuickTime: "2000x", Runs: 3},
+	{Issue: "#17", What: "  paced rate actually reached (tasks/s)", Pkg: "./node", Bench: "BenchmarkDeliveryLatency/rate=2000", Metric: "tasks/s", Time: "5000x", QuickTime: "2000x", Runs: 3},
 	// The same three workloads on three real processes (test/e2e): each node
 	// with its own runtime and GC, as deployed.
 	{Issue: "#6", What: "durable delivery, 3 processes, batches of 500 (tasks/s)", Pkg: "./test/e2e", Bench: "BenchmarkProcessDelivery/cluster", Metric: "tasks/s",

@@ -1,0 +1,250 @@
+package raftstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
+)
+
+// Raft write path (issue 17 §3): entries/s with 64 concurrent writers on a
+// 3-voter loopback group, each write one small entry, fsync on.
+//
+//   - bare-bolt, bare-wal: hashicorp/raft alone — the same raft config as the
+//     Store's fast preset (timings, BatchApplyCh, CommitTimeout), the same
+//     transport settings, the same log store with the same 512-entry log
+//     cache, a file snapshot store, and an FSM that only counts. Each writer
+//     calls raft.Apply with a payload the size of the Store's entry.
+//   - config-bolt, config-wal: fusebox's Store with Config.LogStore set,
+//     each writer calling Store.Apply with a set_config of a ~128-byte value
+//     (BenchmarkApply's command): request id, version gate, FSM apply into
+//     go-memdb with its config history row.
+//   - submit-bolt, submit-wal: the same Store, each writer submitting one
+//     ~200-byte task with its own request id (SubmitTasks: one entry per
+//     call, no group commit), binary-encoded: the task write path.
+//
+// tools/benchreport holds the Store to ≥ 0.8× bare-bolt and reports the
+// wal modes against the bolt ones (the log store decision).
+const raftWriteWriters = 64
+
+func BenchmarkRaftWrite(b *testing.B) {
+	for _, mode := range []string{"bare-bolt", "config-bolt", "submit-bolt", "submit-wal", "config-wal", "bare-wal"} {
+		b.Run(mode, func(b *testing.B) {
+			what, kind, _ := strings.Cut(mode, "-")
+			var apply func(w, i int) error
+			switch what {
+			case "bare":
+				g := bareRaftCluster(b, kind)
+				payload := make([]byte, len(storeWriteCmd(b, 0, 0))+34) // + the entry frame and request id
+				apply = func(int, int) error { return g.apply(payload) }
+			case "config":
+				leader := benchStoreCluster(b, kind)
+				apply = func(w, i int) error {
+					_, err := leader.Apply(context.Background(), storeWriteCmd(b, w, i), "")
+					return err
+				}
+			case "submit":
+				leader := benchStoreCluster(b, kind)
+				req := json.RawMessage(`{"task_group":"callbacks.Invocation","url":"http://127.0.0.1:1/cb","body":"` + strings.Repeat("x", 120) + `"}`)
+				apply = func(w, i int) error {
+					c := state.SubmitTasksCommand{CommandMeta: state.CommandMeta{RequestID: NewRequestID()}, Tasks: []state.NewTask{{NamespaceID: "ns",
+						WorkflowID: fmt.Sprintf("wf-%d", i), TaskGroup: "callbacks.Invocation", Destination: "http://127.0.0.1:1/cb", Request: req}}}
+					_, _, err := leader.SubmitTasks(context.Background(), c)
+					return err
+				}
+			}
+			runWriters(b, raftWriteWriters, apply)
+		})
+	}
+}
+
+// benchStoreCluster is benchTaskCluster's 3-node cluster (16 shards, a
+// settled map) on kind's log store.
+func benchStoreCluster(b *testing.B, kind string) *Store {
+	return benchTaskClusterWith(b, 3, func(cfg *Config) { cfg.LogStore = kind })
+}
+
+// storeWriteCmd is the config writers' command: BenchmarkApply's set_config.
+func storeWriteCmd(b *testing.B, w, i int) []byte {
+	value := json.RawMessage(`{"pad":"` + strings.Repeat("x", 100) + `"}`)
+	cmd, err := state.EncodeCommand(state.MsgSetConfig, state.SetConfigCommand{CommandMeta: state.CommandMeta{At: time.Now()}, Key: fmt.Sprintf("w%d.k%d", w, i%16), Value: value})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cmd
+}
+
+// runWriters runs b.N calls of apply spread over writers goroutines and
+// reports entries/s and the per-call latency quantiles.
+func runWriters(b *testing.B, writers int, apply func(w, i int) error) {
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, b.N)
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	for w := range writers {
+		wg.Go(func() {
+			mine := make([]time.Duration, 0, b.N/writers+1)
+			defer func() {
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			}()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				t := time.Now()
+				if err := apply(w, i); err != nil {
+					b.Error(err)
+					return
+				}
+				mine = append(mine, time.Since(t))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "entries/s")
+	reportLatencies(b, lat, elapsed)
+}
+
+// countFSM is the bare baseline's FSM: it counts entries.
+type countFSM struct{ n atomic.Uint64 }
+
+func (f *countFSM) Apply(*raft.Log) any                 { f.n.Add(1); return nil }
+func (f *countFSM) Snapshot() (raft.FSMSnapshot, error) { return countSnap{}, nil }
+func (f *countFSM) Restore(rc io.ReadCloser) error      { return rc.Close() }
+
+type countSnap struct{}
+
+func (countSnap) Persist(sink raft.SnapshotSink) error { return sink.Close() }
+func (countSnap) Release()                             {}
+
+// bareGroup is the baseline's three raft voters.
+type bareGroup struct {
+	rafts  []*raft.Raft
+	leader atomic.Pointer[raft.Raft]
+}
+
+// apply applies data on the leader, and like Store.Apply retries on
+// another leader when leadership moved (a loaded 2-core machine can lapse
+// the fast preset's 100 ms lease), for up to 10 s.
+func (g *bareGroup) apply(data []byte) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := g.leader.Load()
+		err := r.Apply(data, 10*time.Second).Error()
+		if err == nil || time.Now().After(deadline) ||
+			!(errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress)) {
+			return err
+		}
+		for time.Now().Before(deadline) {
+			if l := g.findLeader(); l != nil {
+				g.leader.CompareAndSwap(r, l)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func (g *bareGroup) findLeader() *raft.Raft {
+	for _, r := range g.rafts {
+		if r.State() == raft.Leader {
+			return r
+		}
+	}
+	return nil
+}
+
+// bareRaftCluster starts three hashicorp/raft voters on loopback with the
+// Store's fast-preset raft config and kind's log store, once a leader is
+// elected. Everything is shut down in b's cleanup.
+func bareRaftCluster(b *testing.B, kind string) *bareGroup {
+	b.Helper()
+	hl := hclog.NewNullLogger()
+	type peer struct {
+		r     *raft.Raft
+		trans *raft.NetworkTransport
+		logs  logStore
+	}
+	var peers []peer
+	b.Cleanup(func() {
+		for _, p := range peers {
+			_ = p.r.Shutdown().Error()
+			p.trans.CloseStreams()
+			_ = p.trans.Close()
+			_ = p.logs.Close()
+		}
+	})
+	var conf raft.Configuration
+	var pending []func() (*raft.Raft, error)
+	for i := range 3 {
+		id := fmt.Sprintf("b%d", i+1)
+		dir := b.TempDir()
+		logs, err := openLogStore(dir, kind, hl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		trans, err := raft.NewTCPTransportWithConfig("127.0.0.1:0", nil, transportConfig(hl))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg := Config{NodeID: id, Preset: PresetFast}
+		rc := cfg.raftConfig()
+		rc.Logger = hl
+		cache, err := raft.NewLogCache(raftLogCacheSize, logs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(id), Address: trans.LocalAddr(), Suffrage: raft.Voter})
+		pending = append(pending, func() (*raft.Raft, error) {
+			r, err := raft.NewRaft(rc, &countFSM{}, cache, logs, snaps, trans)
+			if err == nil {
+				peers = append(peers, peer{r, trans, logs})
+			} else {
+				_ = trans.Close()
+				_ = logs.Close()
+			}
+			return r, err
+		})
+	}
+	g := &bareGroup{}
+	for _, start := range pending {
+		r, err := start()
+		if err != nil {
+			b.Fatal(err)
+		}
+		g.rafts = append(g.rafts, r)
+	}
+	if err := g.rafts[0].BootstrapCluster(conf).Error(); err != nil {
+		b.Fatal(err)
+	}
+	testwait.For(b, 15*time.Second, "a bare raft leader", func() bool { return g.findLeader() != nil })
+	l := g.findLeader()
+	if err := l.Barrier(10 * time.Second).Error(); err != nil {
+		b.Fatal(err)
+	}
+	g.leader.Store(l)
+	return g
+}

@@ -1,0 +1,88 @@
+package raftstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
+)
+
+// BenchmarkPacedSubmits is the Raft side of node's BenchmarkDeliveryLatency
+// rate=2000: single-task submits paced at 2,000 a second, spread over the
+// three nodes (so two thirds are forwarded to the leader), each waiting
+// until its own node applied it (the API's read-your-writes), from 256
+// submitters. No HTTP and no delivery: what group commit, forwarding and
+// Raft cost a submit. accept-p99-ms is the figure; tasks/s the rate
+// reached. Sub-benchmarks by log store: raft-boltdb (the default) and
+// raft-wal.
+func BenchmarkPacedSubmits(b *testing.B) {
+	for _, kind := range []string{LogStoreBolt, LogStoreWAL} {
+		b.Run(kind, func(b *testing.B) { pacedSubmits(b, kind) })
+	}
+}
+
+func pacedSubmits(b *testing.B, kind string) {
+	const rate, submitters = 2000, 256
+	c := newTestCluster(b, func(cfg *Config) { cfg.LogStore = kind })
+	ids := []string{"n1", "n2", "n3"}
+	for _, id := range ids {
+		c.add(id, 3)
+	}
+	c.start(ids...)
+	leader := c.leader(15 * time.Second)
+	ctx := context.Background()
+	if _, err := leader.SetShardCount(ctx, state.SetShardCountCommand{Count: 16}); err != nil {
+		b.Fatal(err)
+	}
+	nodes := []*Store{c.nodes["n1"], c.nodes["n2"], c.nodes["n3"]}
+	testwait.For(b, 10*time.Second, "the shard count on every node", func() bool {
+		return nodes[0].Reader().ShardCount() > 0 && nodes[1].Reader().ShardCount() > 0 && nodes[2].Reader().ShardCount() > 0
+	})
+	req := json.RawMessage(`{"task_group":"callbacks.Invocation","url":"http://127.0.0.1:1/cb","body":"` + strings.Repeat("x", 120) + `"}`)
+	accepted := make([]time.Duration, b.N)
+	work := make(chan int, 1024)
+	var wg sync.WaitGroup
+	for w := range submitters {
+		wg.Go(func() {
+			s := nodes[w%len(nodes)]
+			for i := range work {
+				t := time.Now()
+				_, idx, err := s.SubmitTasks(ctx, state.SubmitTasksCommand{Tasks: []state.NewTask{{NamespaceID: "ns", WorkflowID: fmt.Sprintf("wf-%d", i),
+					TaskGroup: "callbacks.Invocation", Destination: "http://127.0.0.1:1/cb", Request: req}}})
+				if err == nil {
+					err = s.WaitForApplied(ctx, idx)
+				}
+				if err != nil {
+					b.Error(err)
+				}
+				accepted[i] = time.Since(t)
+			}
+		})
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		if d := time.Until(start.Add(time.Duration(i) * time.Second / rate)); d > 0 {
+			time.Sleep(d) // pacing the load, not waiting for a condition
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(accepted)
+	q := func(p float64) float64 {
+		return float64(accepted[int(p*float64(len(accepted)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(q(0.50), "accept-p50-ms")
+	b.ReportMetric(q(0.99), "accept-p99-ms")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
+}
