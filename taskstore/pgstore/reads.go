@@ -54,64 +54,115 @@ func (s *Store) Task(ctx context.Context, id string) (raftstore.Task, bool, erro
 	return t, err == nil, err
 }
 
+// Due's walk reads keys in pages that start at twice the batch (room for
+// the next due time and a few skipped keys) and grow 4× a page up to
+// duePageMax: the reader's in-flight tasks (up to the queue's
+// MaxPendingPerShard, 1,000) are still pending here and sit at the front of
+// the walk, so a few round trips pass over all of them.
+const duePageMax = 4096
+
 // Due implements queue.Store: it pages the shard's pending tasks in due
-// order from `from` through the (shard, due) index, limit rows a page, so at
-// most one page is in memory besides what the reader keeps. The walk stops
-// at the first row due after now: that row's time is the next due time
-// (known), which spares the reader NextDue's query on every wake-up; a walk
-// that runs out of rows knows there is none. A failed read returns nothing
-// (the reader tries again on its next wake-up).
+// order from `from` through the (shard, due) index, so at most one page is
+// in memory besides what the reader keeps. It walks keys only
+// (next_attempt_at, id), passing over the ones skip names (the reader's
+// in-flight tasks, still pending here), then reads the rows of the chosen
+// ones with one query by primary key: a skipped task costs an index entry,
+// not its row's request sent and decoded. The walk stops at the first key
+// due after now: that time is the next due time (known), which spares the
+// reader NextDue's query on every wake-up; a walk that runs out of keys
+// knows there is none. A failed read returns nothing (the reader tries
+// again on its next wake-up).
 func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]queue.Task, time.Time, bool) {
 	if limit <= 0 {
 		return nil, time.Time{}, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueryTimeout)
 	defer cancel()
-	var out []queue.Task
 	afterAt, afterID := micro(from), ""
 	if from.IsZero() {
 		afterAt = time.Unix(0, 0).UTC()
 	}
 	nowAt := micro(now)
-	for len(out) < limit {
-		rows, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM fusebox_tasks
+	page := min(max(2*limit, 64), duePageMax)
+	var ids []string
+	var next time.Time
+	known := false
+	for len(ids) < limit && !known {
+		rows, err := s.pool.Query(ctx, `SELECT next_attempt_at, id FROM fusebox_tasks
 WHERE shard = $1 AND status = 'pending' AND (next_attempt_at, id) > ($2, $3)
-ORDER BY next_attempt_at, id LIMIT $4`, shard, afterAt, afterID, limit)
+ORDER BY next_attempt_at, id LIMIT $4`, shard, afterAt, afterID, page)
 		if err != nil {
 			s.readFailed("due", shard, err)
-			return out, time.Time{}, false
+			return nil, time.Time{}, false
 		}
 		got := 0
-		var next time.Time
 		for rows.Next() {
-			t, err := scanTask(rows)
-			if err != nil {
+			var at time.Time
+			var id string
+			if err := rows.Scan(&at, &id); err != nil {
 				rows.Close()
 				s.readFailed("due", shard, err)
-				return out, time.Time{}, false
+				return nil, time.Time{}, false
 			}
 			got++
-			if t.NextAttemptAt.After(nowAt) {
-				next = t.NextAttemptAt.UTC() // the walk went past now
+			if at.After(nowAt) {
+				next, known = at.UTC(), true // the walk went past now
 				break
 			}
-			afterAt, afterID = t.NextAttemptAt, t.ID
-			if (skip != nil && skip(t.ID)) || len(out) >= limit {
-				continue
+			afterAt, afterID = at, id
+			if len(ids) < limit && (skip == nil || !skip(id)) {
+				ids = append(ids, id)
 			}
-			out = append(out, toQueueTask(&t))
 		}
 		rows.Close()
-		switch {
-		case rows.Err() != nil:
-			return out, time.Time{}, false
-		case !next.IsZero():
-			return out, next, true
-		case got < limit:
-			return out, time.Time{}, true // no pending task after these
+		if err := rows.Err(); err != nil {
+			s.readFailed("due", shard, err)
+			return nil, time.Time{}, false
+		}
+		if !known && got < page {
+			known = true // no pending task after these
+		}
+		page = min(4*page, duePageMax)
+	}
+	out, err := s.dueRows(ctx, shard, ids, nowAt)
+	if err != nil {
+		s.readFailed("due", shard, err)
+		return nil, time.Time{}, false
+	}
+	return out, next, known
+}
+
+// dueRows reads the rows of the tasks Due chose, in Due's order. A task
+// that stopped being pending or due between the two queries (a redrive, a
+// retention sweep) is left out.
+func (s *Store) dueRows(ctx context.Context, shard int, ids []string, nowAt time.Time) ([]queue.Task, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM fusebox_tasks
+WHERE id = ANY($1::text[]) AND shard = $2 AND status = 'pending' AND next_attempt_at <= $3`, ids, shard, nowAt)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	byID := make(map[string]*raftstore.Task, len(ids))
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		byID[t.ID] = &t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]queue.Task, 0, len(byID))
+	for _, id := range ids {
+		if t := byID[id]; t != nil {
+			out = append(out, toQueueTask(t))
 		}
 	}
-	return out, time.Time{}, false
+	return out, nil
 }
 
 // NextDue implements queue.Store.

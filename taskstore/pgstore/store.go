@@ -249,6 +249,24 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return err
 }
 
+// retry runs one statement (its own transaction) again on a serialization
+// failure or a deadlock, as inTx does.
+func (s *Store) retry(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := 0; attempt < 8; attempt++ {
+		err = fn()
+		if !retryable(err) {
+			return err
+		}
+		select {
+		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
