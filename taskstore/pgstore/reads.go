@@ -132,15 +132,16 @@ ORDER BY next_attempt_at, id LIMIT $4`, shard, afterAt, afterID, page)
 	return out, next, known
 }
 
-// dueRows reads the rows of the tasks Due chose, in Due's order. A task
-// that stopped being pending or due between the two queries (a redrive, a
-// retention sweep) is left out.
+// dueRows reads the rows of the tasks Due chose, in Due's order, by primary
+// key only (with the shard and status in the WHERE clause a generic plan
+// walks the due index and filters by id). A task that stopped being
+// pending or due between the two queries (a redrive, a retention sweep) is
+// left out.
 func (s *Store) dueRows(ctx context.Context, shard int, ids []string, nowAt time.Time) ([]queue.Task, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM fusebox_tasks
-WHERE id = ANY($1::text[]) AND shard = $2 AND status = 'pending' AND next_attempt_at <= $3`, ids, shard, nowAt)
+	rows, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM fusebox_tasks WHERE id = ANY($1::text[])`, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +152,9 @@ WHERE id = ANY($1::text[]) AND shard = $2 AND status = 'pending' AND next_attemp
 		if err != nil {
 			return nil, err
 		}
-		byID[t.ID] = &t
+		if t.Shard == shard && t.Status == raftstore.TaskPending && !t.NextAttemptAt.After(nowAt) {
+			byID[t.ID] = &t
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
