@@ -56,7 +56,7 @@ chaos: build
 
 # Every fuzz target for FUZZTIME each (make test runs only their seed corpora).
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./cluster:FuzzDecodeHint ./cluster:FuzzDecodeFleetReport ./dynconfig:FuzzValidate ./shardmap:FuzzShardOf ./raftstore:FuzzRestoreSnapshot ./internal/authtoken:FuzzParse ./transport:FuzzCheckJSONText ./dynconfig:FuzzAddressPattern ./transport/outbound:FuzzRedactURL ./raftstore:FuzzReadSnapshotFile ./dynconfig:FuzzParseFile ./ui:FuzzPeerHistory ./raftstore:FuzzDecodeTaskCommandsBin ./transport:FuzzImportTask
+FUZZ_TARGETS := ./cluster:FuzzDecodeHint ./cluster:FuzzDecodeFleetReport ./dynconfig:FuzzValidate ./shardmap:FuzzShardOf ./raftstore:FuzzRestoreSnapshot ./internal/authtoken:FuzzParse ./transport:FuzzCheckJSONText ./dynconfig:FuzzAddressPattern ./transport/outbound:FuzzRedactURL ./raftstore:FuzzReadSnapshotFile ./dynconfig:FuzzParseFile ./ui:FuzzPeerHistory ./raftstore:FuzzDecodeTaskCommandsBin ./transport:FuzzImportTask ./taskstore/pgstore:FuzzParseNotifyPayload
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; echo "» $$fn ($$pkg, $(FUZZTIME))"; \

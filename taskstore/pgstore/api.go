@@ -115,6 +115,7 @@ RETURNING id`, pick, at)
 	if len(out.Redriven) > 0 {
 		s.pending.drop()
 		s.notify()
+		s.wakeOthers(ctx, nil)
 	}
 	return out, nil
 }

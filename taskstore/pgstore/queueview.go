@@ -18,7 +18,9 @@ const backlogTTL = time.Second
 // read it took a fifth of the database's time in the 3-node delivery
 // benchmark. The gauge lags by at most a second; the API's backlog reads
 // (shard stats, the status page) use the store itself, exact.
-func (s *Store) ForQueue() queue.Store { return &queueView{Store: s, counts: make(map[int]backlogCount)} }
+func (s *Store) ForQueue() queue.Store {
+	return &queueView{Store: s, counts: make(map[int]backlogCount)}
+}
 
 type queueView struct {
 	*Store

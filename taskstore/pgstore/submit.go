@@ -61,7 +61,16 @@ func (s *Store) submitNow(ctx context.Context, tasks []raftstore.NewTask, ats []
 			return nil, err
 		}
 	}
-	s.notify()
+	if accepted > 0 {
+		set := make(map[int]bool)
+		for _, t := range tasks {
+			if inserted[t.ID] {
+				set[t.Shard] = true
+			}
+		}
+		s.wakeShards(set)
+		s.wakeOthers(ctx, set)
+	}
 	return out, nil
 }
 
