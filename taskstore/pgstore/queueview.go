@@ -19,13 +19,14 @@ const backlogTTL = time.Second
 // benchmark. The gauge lags by at most a second; the API's backlog reads
 // (shard stats, the status page) use the store itself, exact.
 func (s *Store) ForQueue() queue.Store {
-	return &queueView{Store: s, counts: make(map[int]backlogCount)}
+	return &queueView{Store: s, counts: make(map[int]backlogCount), now: time.Now}
 }
 
 type queueView struct {
 	*Store
 	mu     sync.Mutex
 	counts map[int]backlogCount
+	now    func() time.Time // tests move it
 }
 
 type backlogCount struct {
@@ -36,7 +37,7 @@ type backlogCount struct {
 // Backlog is Store.Backlog, reused for backlogTTL per shard. A failed count
 // (-1) is not kept.
 func (v *queueView) Backlog(shard int) int {
-	now := time.Now()
+	now := v.now()
 	v.mu.Lock()
 	c, ok := v.counts[shard]
 	v.mu.Unlock()

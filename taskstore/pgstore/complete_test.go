@@ -1,0 +1,82 @@
+package pgstore
+
+import (
+	"testing"
+	"time"
+
+	"fusebox/queue"
+	"fusebox/raftstore"
+)
+
+// Complete writes start markers and results in one statement; a task with
+// both in one batch ends as its result says (attempt epoch 0), as when the
+// marker was written first; a marker alone records the epoch and changes
+// nothing else.
+func TestCompleteMarkersAndResultsInOneBatch(t *testing.T) {
+	s := openTest(t)
+	ctx := t.Context()
+	const shard, epoch = 3, 7
+	if err := s.Acquire(ctx, shard, "n1", epoch); err != nil {
+		t.Fatal(err)
+	}
+	a, b := wakeTask(1, shard), wakeTask(2, shard)
+	if _, err := s.Submit(ctx, []raftstore.NewTask{a, b}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Complete(ctx, shard, epoch, []queue.Result{
+		{TaskID: a.ID, Started: true},
+		{TaskID: b.ID, Started: true},
+		{TaskID: b.ID, Started: true},
+		{TaskID: a.ID, Status: queue.StatusSucceeded, Attempts: 1, HTTPStatus: 200, OperationID: "op-a"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta, _, _ := s.Task(ctx, a.ID)
+	if ta.Status != raftstore.TaskSucceeded || ta.AttemptEpoch != 0 || ta.OperationID != "op-a" || ta.Attempts != 1 || ta.CompletedAt.IsZero() {
+		t.Fatalf("task with a marker and a result: %+v", ta)
+	}
+	tb, _, _ := s.Task(ctx, b.ID)
+	if tb.Status != raftstore.TaskPending || tb.AttemptEpoch != epoch || tb.Attempts != 0 || !tb.CompletedAt.IsZero() {
+		t.Fatalf("task with a marker only: %+v", tb)
+	}
+	// A stale epoch writes nothing, markers included.
+	if err := s.Complete(ctx, shard, epoch-1, []queue.Result{{TaskID: b.ID, Status: queue.StatusSucceeded}}); err == nil {
+		t.Fatal("a stale epoch's write was accepted")
+	}
+	if tb, _, _ := s.Task(ctx, b.ID); tb.Status != raftstore.TaskPending {
+		t.Fatalf("a stale epoch's result landed: %+v", tb)
+	}
+}
+
+// The queue's view reuses a shard's backlog count for backlogTTL; the
+// store itself answers exactly.
+func TestForQueueReusesBacklogForTTL(t *testing.T) {
+	s := openTest(t)
+	ctx := t.Context()
+	v := s.ForQueue().(*queueView)
+	at := time.Now()
+	v.now = func() time.Time { return at }
+	if _, err := s.Submit(ctx, []raftstore.NewTask{wakeTask(1, 2)}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := v.Backlog(2); n != 1 {
+		t.Fatalf("backlog %d, want 1", n)
+	}
+	if _, err := s.Submit(ctx, []raftstore.NewTask{wakeTask(2, 2)}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n, exact := v.Backlog(2), s.Backlog(2); n != 1 || exact != 2 {
+		t.Fatalf("within the TTL: view %d (want the reused 1), store %d (want 2)", n, exact)
+	}
+	at = at.Add(backlogTTL)
+	if n := v.Backlog(2); n != 2 {
+		t.Fatalf("after the TTL: backlog %d, want 2", n)
+	}
+	if _, ok := s.ForQueue().(queue.BlockedStore); !ok {
+		t.Fatal("the queue's view lost the blocked walk")
+	}
+	if _, ok := s.ForQueue().(queue.ShardSubscriber); !ok {
+		t.Fatal("the queue's view lost the per-shard subscription")
+	}
+}
