@@ -4,8 +4,9 @@
 // the control plane (config, endpoints, the shard map, forced breakers).
 //
 // The SQL is written to run on CockroachDB and YugabyteDB too: no advisory
-// locks in the task path, no LISTEN/NOTIFY, and serialization failures
-// (40001) are retried. Only PostgreSQL is tested.
+// locks in the task path, LISTEN/NOTIFY used where the database has it but
+// never required (wake.go), and serialization failures (40001) are
+// retried. Only PostgreSQL is tested.
 package pgstore
 
 import (
