@@ -80,3 +80,35 @@ func TestForQueueReusesBacklogForTTL(t *testing.T) {
 		t.Fatal("the queue's view lost the per-shard subscription")
 	}
 }
+
+// The pending count the submit limits reuse moves with this store's
+// completes by the tasks that ended (markers and reschedules end none), so
+// a flush does not make the next submit count every pending task again.
+func TestCompleteMovesThePendingCount(t *testing.T) {
+	s := openTest(t)
+	ctx := t.Context()
+	const shard, epoch = 1, 1
+	if err := s.Acquire(ctx, shard, "n1", epoch); err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := wakeTask(1, shard), wakeTask(2, shard), wakeTask(3, shard)
+	if _, err := s.Submit(ctx, []raftstore.NewTask{a, b, c}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.PendingTasks(ctx); n != 3 {
+		t.Fatalf("pending %d, want 3", n)
+	}
+	at := time.Now()
+	s.pending.set(3, at) // as counted, at a time the check below reads it
+	err := s.Complete(ctx, shard, epoch, []queue.Result{
+		{TaskID: a.ID, Status: queue.StatusSucceeded},
+		{TaskID: b.ID, Started: true},
+		{TaskID: c.ID, Status: queue.StatusPending, Attempts: 1, NextAttemptAt: time.Now().Add(time.Minute)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := s.pending.get(at); !ok || n != 2 {
+		t.Fatalf("reused pending count %d (kept %v), want 2", n, ok)
+	}
+}

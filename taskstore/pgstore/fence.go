@@ -105,10 +105,11 @@ func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results [
 		}
 		nexts, marks, outputs = append(nexts, micro(next)), append(marks, false), append(outputs, r.Output)
 	}
+	var ended int
 	err := s.retry(ctx, func() error {
 		var fenced int
 		if err := s.pool.QueryRow(ctx, completeSQL, shard, int64(epoch), ids, statuses, attempts, blocked, unexpected,
-			msgs, httpStatus, ops, nexts, now, outputs, marks).Scan(&fenced); err != nil {
+			msgs, httpStatus, ops, nexts, now, outputs, marks).Scan(&fenced, &ended); err != nil {
 			return err
 		}
 		if fenced == 1 {
@@ -124,14 +125,18 @@ func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results [
 		// No notify: only the shard's owner writes its results, and its
 		// queue wakes its own reader after each write; waking every reader
 		// of the node here made each of them query again per write.
-		s.pending.drop()
+		// The pending count reused by the submit limits moves by the tasks
+		// that ended here (dropping it made the next submit count every
+		// pending task again, once per flush).
+		s.pending.add(-ended)
 	}
 	return err
 }
 
 // completeSQL is Complete's statement. A row of the arrays is a result, or
 // a start marker (mark: the attempt's epoch is recorded, nothing else
-// changes). One UPDATE of the task table, not two: CockroachDB refuses a
+// changes). It returns whether the fence matched and how many tasks ended
+// (left pending). One UPDATE of the task table, not two: CockroachDB refuses a
 // statement that modifies a table twice.
 const completeSQL = `
 WITH fence AS (
@@ -153,8 +158,8 @@ WITH fence AS (
     FROM unnest($3::text[], $4::text[], $5::int[], $6::int[], $7::int[], $8::text[], $9::int[], $10::text[],
         $11::timestamptz[], $13::bytea[], $14::bool[]) AS r(id, status, attempts, blocked, unexpected, message, http_status, op, next, output, mark)
     WHERE t.id = r.id AND t.shard = $1 AND t.status = 'pending' AND EXISTS (SELECT 1 FROM fence)
-    RETURNING 1
+    RETURNING NOT r.mark AND r.status <> 'pending' AS ended
 )
-SELECT count(*) FROM fence`
+SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM written WHERE ended)`
 
 var _ queue.Store = (*Store)(nil)
