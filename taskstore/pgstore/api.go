@@ -115,7 +115,7 @@ RETURNING id`, pick, at)
 	if len(out.Redriven) > 0 {
 		s.pending.drop()
 		s.notify()
-		s.wakeOthers(ctx, nil)
+		s.wakeOthers(nil)
 	}
 	return out, nil
 }

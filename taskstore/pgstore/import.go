@@ -52,7 +52,7 @@ func (s *Store) Import(ctx context.Context, tasks []Imported) ([]raftstore.Submi
 		}
 	}
 	s.notify()
-	s.wakeOthers(ctx, nil)
+	s.wakeOthers(nil)
 	return out, nil
 }
 

@@ -76,6 +76,12 @@ type Store struct {
 	listening  atomic.Bool // this store's listener is connected and listening
 	badNotices atomic.Int64
 	wakeWarn   rate.Sometimes
+	// The shards written since the notifier's last notification.
+	outMu        sync.Mutex
+	outSet       map[int]bool
+	outAll       bool
+	outKick      chan struct{}
+	notifierDone chan struct{}
 
 	stop     chan struct{}
 	stopCtx  context.Context // cancelled by Close: bounds the poller's reads
@@ -133,11 +139,13 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	s := &Store{cfg: cfg, pool: pool, log: cfg.Logger, subs: make(map[chan struct{}]int),
-		stop: make(chan struct{}), done: make(chan struct{}), listenDone: make(chan struct{}), readWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second},
+		stop: make(chan struct{}), done: make(chan struct{}), listenDone: make(chan struct{}),
+		outKick: make(chan struct{}, 1), notifierDone: make(chan struct{}), readWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second},
 		wakeWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second}}
 	s.stopCtx, s.stopRead = context.WithCancel(context.Background())
 	go s.poll()
 	go s.listen()
+	go s.notifier()
 	return s, nil
 }
 
@@ -180,6 +188,7 @@ func (s *Store) Close() {
 	s.stopRead()
 	<-s.done
 	<-s.listenDone
+	<-s.notifierDone
 	s.pool.Close()
 }
 

@@ -69,7 +69,7 @@ func (s *Store) submitNow(ctx context.Context, tasks []raftstore.NewTask, ats []
 			}
 		}
 		s.wakeShards(set)
-		s.wakeOthers(ctx, set)
+		s.wakeOthers(set)
 	}
 	return out, nil
 }

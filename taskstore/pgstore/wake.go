@@ -143,18 +143,56 @@ func (s *Store) probeNotify(ctx context.Context) {
 }
 
 // wakeOthers tells the other nodes' readers of shards (nil: every shard)
-// that tasks were written there, after the write committed. Best effort: a
-// lost notification costs latency (the backstop poll), not a task.
-func (s *Store) wakeOthers(ctx context.Context, set map[int]bool) {
+// that tasks were written there, after the write committed: it hands the
+// shards to the notifier and returns, so a submit's answer does not wait
+// for the notification, and the writes of one moment share one. Best
+// effort: a lost notification costs latency (the backstop poll), not a
+// task.
+func (s *Store) wakeOthers(set map[int]bool) {
 	if !s.sendNotify.Load() || (set != nil && len(set) == 0) {
 		return
 	}
-	payload := ""
-	if set != nil {
-		payload = notifyPayload(set)
+	s.outMu.Lock()
+	if set == nil {
+		s.outAll = true
+	} else {
+		if s.outSet == nil {
+			s.outSet = make(map[int]bool)
+		}
+		for sh := range set {
+			s.outSet[sh] = true
+		}
 	}
-	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, payload); err != nil {
-		s.wakeFailed("notify", err)
+	s.outMu.Unlock()
+	select {
+	case s.outKick <- struct{}{}:
+	default:
+	}
+}
+
+// notifier sends the notifications wakeOthers gathered, one statement for
+// all the shards gathered since the last, until Close.
+func (s *Store) notifier() {
+	defer close(s.notifierDone)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.outKick:
+		}
+		s.outMu.Lock()
+		set, all := s.outSet, s.outAll
+		s.outSet, s.outAll = nil, false
+		s.outMu.Unlock()
+		payload := ""
+		if !all {
+			payload = notifyPayload(set)
+		}
+		ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.QueryTimeout)
+		if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, payload); err != nil && s.stopCtx.Err() == nil {
+			s.wakeFailed("notify", err)
+		}
+		cancel()
 	}
 }
 
