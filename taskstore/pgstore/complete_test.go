@@ -112,3 +112,42 @@ func TestCompleteMovesThePendingCount(t *testing.T) {
 		t.Fatalf("reused pending count %d (kept %v), want 2", n, ok)
 	}
 }
+
+// Due gives the same tasks whether its walk starts with whole rows (little
+// skipped last time) or with keys (the shard's last walk skipped more than
+// it took), and passes over the skipped ones either way.
+func TestDueWalksRowsOrKeys(t *testing.T) {
+	s := openTest(t)
+	ctx := t.Context()
+	const shard = 4
+	at := time.Now().Add(-time.Minute)
+	var tasks []raftstore.NewTask
+	for i := range 10 {
+		tasks = append(tasks, wakeTask(100+i, shard))
+	}
+	if _, err := s.Submit(ctx, tasks, at); err != nil {
+		t.Fatal(err)
+	}
+	later := wakeTask(200, shard)
+	if _, err := s.Submit(ctx, []raftstore.NewTask{later}, at.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	inflight := map[string]bool{}
+	for _, tk := range tasks[:7] {
+		inflight[tk.ID] = true
+	}
+	skip := func(id string) bool { return inflight[id] }
+	for _, heavy := range []bool{false, true, true} {
+		if got := s.skipHeavy(shard); got != heavy {
+			t.Fatalf("skip-heavy %v, want %v", got, heavy)
+		}
+		due, _, _ := s.Due(shard, time.Time{}, time.Now(), 2, skip)
+		if len(due) != 2 || due[0].ID != tasks[7].ID || due[1].ID != tasks[8].ID {
+			t.Fatalf("heavy=%v: due %d tasks, want tasks 7 and 8", heavy, len(due))
+		}
+		due, next, known := s.Due(shard, time.Time{}, time.Now(), 5, skip)
+		if len(due) != 3 || due[2].ID != tasks[9].ID || !known || !next.Equal(micro(at.Add(time.Hour))) {
+			t.Fatalf("heavy=%v: due %d tasks, next %v (known %v); want 3 and the later task's time", heavy, len(due), next, known)
+		}
+	}
+}

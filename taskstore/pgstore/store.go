@@ -68,6 +68,9 @@ type Store struct {
 	pending pendingCache // limits.go
 	group   submitGroup  // group.go: concurrent submits committed together
 
+	dueMu        sync.Mutex
+	dueSkipHeavy map[int]bool // shards whose last Due skipped more than it took (reads.go)
+
 	readWarn  rate.Sometimes // readFailed (reads.go)
 	readFails atomic.Int64
 
@@ -138,7 +141,7 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s := &Store{cfg: cfg, pool: pool, log: cfg.Logger, subs: make(map[chan struct{}]int),
+	s := &Store{cfg: cfg, pool: pool, log: cfg.Logger, subs: make(map[chan struct{}]int), dueSkipHeavy: make(map[int]bool),
 		stop: make(chan struct{}), done: make(chan struct{}), listenDone: make(chan struct{}),
 		outKick: make(chan struct{}, 1), notifierDone: make(chan struct{}), readWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second},
 		wakeWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second}}
