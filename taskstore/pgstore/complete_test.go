@@ -114,8 +114,8 @@ func TestCompleteMovesThePendingCount(t *testing.T) {
 }
 
 // Due gives the same tasks whether its walk starts with whole rows (little
-// skipped last time) or with keys (the shard's last walk skipped more than
-// a quarter of a batch), and passes over the skipped ones either way.
+// skipped last time) or with keys (the shard's last walk skipped some), and
+// passes over the skipped ones either way.
 func TestDueWalksRowsOrKeys(t *testing.T) {
 	s := openTest(t)
 	ctx := t.Context()
