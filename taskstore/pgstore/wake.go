@@ -204,9 +204,14 @@ func (s *Store) listen() {
 	if s.cfg.NoListen {
 		return
 	}
-	wait := 100 * time.Millisecond
+	const first = 100 * time.Millisecond
+	wait := first
 	for {
-		if s.ready.Load() && s.sendNotify.Load() {
+		pause := first // not open yet: look again soon
+		if s.ready.Load() && !s.sendNotify.Load() {
+			return // no NOTIFY here (probed by Init, before ready): nothing to hear
+		}
+		if s.ready.Load() {
 			listened, err := s.listenOnce()
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && (pe.Code == "0A000" || pe.Code == "42601") {
@@ -214,18 +219,18 @@ func (s *Store) listen() {
 				return
 			}
 			if listened {
-				wait = 100 * time.Millisecond
+				wait = first
 			}
 			if s.stopCtx.Err() == nil {
 				s.wakeFailed("listen", err)
 			}
+			pause, wait = wait, min(wait*2, 5*time.Second)
 		}
 		select {
 		case <-s.stop:
 			return
-		case <-time.After(wait):
+		case <-time.After(pause):
 		}
-		wait = min(wait*2, 5*time.Second)
 	}
 }
 
