@@ -216,6 +216,7 @@ func (s *Store) listen() {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && (pe.Code == "0A000" || pe.Code == "42601") {
 				s.log.Info("the database has no LISTEN: readers poll for other nodes' submits", "err", err)
+				s.sendNotify.Store(false) // every node shares the database: nobody listens
 				return
 			}
 			if listened {
