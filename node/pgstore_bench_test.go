@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +35,27 @@ func waitSucceededPG(tb testing.TB, pg *pgTasks, ids []string) {
 	})
 }
 
+// processCPU is this process's CPU time (user + system).
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// dbCPU is the PostgreSQL server's CPU time (0 without one).
+func dbCPU(tb testing.TB, srv *pgtest.Server) time.Duration {
+	if srv == nil {
+		return 0
+	}
+	d, err := srv.CPU()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
 // BenchmarkDeliveryStore is BenchmarkDelivery's durable delivery (3 nodes,
 // batches of 500 through the three APIs, delivered and acknowledged) on
 // each task store, side by side: raft (the replicated state, fsync on)
@@ -45,11 +67,13 @@ func BenchmarkDeliveryStore(b *testing.B) {
 	run := 0
 	for _, store := range []string{TaskStoreRaft, TaskStorePostgres} {
 		var mutate func(*Config)
+		var srv *pgtest.Server
 		if store == TaskStorePostgres {
 			if _, err := pgtest.BinDir(); err != nil {
 				b.Skip(err)
 			}
-			srv, err := pgtest.StartWith(context.Background(), pgtest.Options{Durable: true})
+			var err error
+			srv, err = pgtest.StartWith(context.Background(), pgtest.Options{Durable: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -65,11 +89,17 @@ func BenchmarkDeliveryStore(b *testing.B) {
 			}
 			run++
 			before := dest.Count("")
+			cpu0, db0 := processCPU(b), dbCPU(b, srv)
 			b.ResetTimer()
 			took := bc.deliverRun(b, run, b.N, dest.CallbackURL())
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
 			b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
+			// CPU per task: less sensitive than tasks/s to other jobs on
+			// the machine. proc: this process (the three nodes, the load
+			// generator and the destination); db: the PostgreSQL server.
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "proc-cpu-us/task")
+			b.ReportMetric(float64((dbCPU(b, srv)-db0).Microseconds())/float64(b.N), "db-cpu-us/task")
 		})
 		if bc != nil { // the next store runs alone
 			(&lazyCluster{m: map[int]*benchCluster{0: bc}}).close()

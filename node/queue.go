@@ -71,7 +71,7 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *transport.Policy) 
 	if n.pg != nil {
 		// Every owner write is fenced in the database: a shard is read
 		// only once its epoch is acquired there (pgstore/DESIGN.md).
-		store = n.pg.store
+		store = n.pg.store.ForQueue() // its depth gauge's count reused 1 s
 		owned = pgstore.NewFencedOwnership(owned, n.pg.store, n.cfg.NodeID, n.log.With("component", "pgstore"))
 	}
 	q, err := queue.New(queue.Config{NodeID: n.cfg.NodeID}, queue.Deps{

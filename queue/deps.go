@@ -39,6 +39,15 @@ type Store interface {
 	Complete(ctx context.Context, shard int, epoch uint64, results []Result) error
 }
 
+// ShardSubscriber is an optional Store interface: a subscription woken
+// (coalesced, never blocking the store) for changes to one shard, and for
+// changes the store cannot place. A shard's reader uses it when the store
+// has it, so a write to one shard does not wake every reader (a database
+// store's reader queries per wake-up).
+type ShardSubscriber interface {
+	SubscribeShard(shard int) (ch <-chan struct{}, cancel func())
+}
+
 // Ownership tells which shards this node owns, from the committed shard map.
 type Ownership interface {
 	// Watch returns shard → epoch for every shard this node owns, and a

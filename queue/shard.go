@@ -200,7 +200,13 @@ func (s *shard) wait() {
 // limit change — never polling.
 func (s *shard) readLoop() {
 	defer close(s.readerDone)
-	sub, unsubscribe := s.q.store.Subscribe()
+	var sub <-chan struct{}
+	var unsubscribe func()
+	if ss, ok := s.q.store.(ShardSubscriber); ok {
+		sub, unsubscribe = ss.SubscribeShard(s.id)
+	} else {
+		sub, unsubscribe = s.q.store.Subscribe()
+	}
 	defer unsubscribe()
 	paused := false
 	defer func() {

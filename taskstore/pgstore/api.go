@@ -114,6 +114,7 @@ RETURNING id`, pick, at)
 	if len(out.Redriven) > 0 {
 		s.pending.drop()
 		s.notify()
+		s.wakeOthers(nil)
 	}
 	return out, nil
 }

@@ -3,12 +3,10 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"fusebox/raftstore/state"
 	"sync"
 	"testing"
 	"time"
-
-	"fusebox/internal/pgtest"
-	"fusebox/raftstore/state"
 )
 
 // Concurrent submits are committed in groups and each caller gets its own
@@ -90,40 +88,3 @@ func TestSubmitGroupsConcurrentCallers(t *testing.T) {
 // A submit through another node's store wakes this store's subscribers
 // through the newest-id check (WakeInterval), with no local write and the
 // full poll an hour away.
-func TestOtherNodesSubmitWakesSubscribers(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	open := func() *Store {
-		s, err := Open(t.Context(), Config{URL: url, PollInterval: time.Hour, WakeInterval: 10 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
-	}
-	reader, writer := open(), open()
-	ch, cancel := reader.Subscribe()
-	defer cancel()
-	drain := func() {
-		for {
-			select {
-			case <-ch:
-			default:
-				return
-			}
-		}
-	}
-	deadline := time.After(10 * time.Second)
-	for i := range 3 {
-		drain()
-		task := state.NewTask{ID: fmt.Sprintf("%032x", 500+i), NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "callbacks.Invocation",
-			Destination: "https://example.com/cb", Request: []byte(`{}`)}
-		if _, err := writer.Submit(t.Context(), []state.NewTask{task}, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("submit %d through the other store woke no subscriber", i)
-		}
-	}
-}

@@ -47,6 +47,7 @@ func (s *Store) Import(ctx context.Context, tasks []Imported) ([]state.SubmitOut
 		}
 	}
 	s.notify()
+	s.wakeOthers(nil)
 	return out, nil
 }
 

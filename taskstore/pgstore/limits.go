@@ -80,14 +80,54 @@ func (s *Store) overloaded(ctx context.Context, tx pgx.Tx, tasks []state.NewTask
 	if !limited {
 		return nil, nil
 	}
-	stored, err := storedRequests(ctx, tx, tasks)
-	if err != nil {
-		return nil, err
+	// The reads the limits need go in one round trip (a pipelined batch):
+	// the stored request ids, the pending count of each destination with a
+	// backlog limit, and the pending total when its reuse ran out.
+	reads := &pgx.Batch{}
+	stored := queueStoredRequests(reads, tasks)
+	destCount := map[[2]string]int{} // stored, read once per destination
+	needTotal := false
+	for i := range tasks {
+		t := &tasks[i]
+		needTotal = needTotal || t.MaxPendingTasks > 0
+		dkey := [2]string{t.NamespaceID, breakerDest(t)}
+		if _, ok := destCount[dkey]; ok || t.MaxDestinationBacklog <= 0 {
+			continue
+		}
+		destCount[dkey] = 0
+		reads.Queue(`SELECT count(*) FROM fusebox_tasks
+WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, dkey[0], dkey[1]).QueryRow(func(row pgx.Row) error {
+			var c int64
+			err := row.Scan(&c)
+			destCount[dkey] = int(c)
+			return err
+		})
+	}
+	total := 0
+	if needTotal {
+		now := time.Now()
+		if n, ok := s.pending.get(now); ok {
+			total = n
+		} else {
+			reads.Queue(`SELECT count(*) FROM fusebox_tasks WHERE status = 'pending'`).QueryRow(func(row pgx.Row) error {
+				var c int64
+				if err := row.Scan(&c); err != nil {
+					return err
+				}
+				total = int(c)
+				s.pending.set(total, now)
+				return nil
+			})
+		}
+	}
+	if reads.Len() > 0 {
+		if err := tx.SendBatch(ctx, reads).Close(); err != nil {
+			return nil, err
+		}
 	}
 	refused := map[int]string{}
-	destCount := map[[2]string]int{} // stored, read once per destination
 	destAdded := map[[2]string]int{} // accepted earlier in this batch
-	total, haveTotal, added := 0, false, 0
+	added := 0
 	for i := range tasks {
 		t := &tasks[i]
 		rkey := [2]string{t.NamespaceID, t.RequestID}
@@ -95,33 +135,13 @@ func (s *Store) overloaded(ctx context.Context, tx pgx.Tx, tasks []state.NewTask
 			continue // a duplicate: the insert keeps it out
 		}
 		dkey := [2]string{t.NamespaceID, breakerDest(t)}
-		if t.MaxDestinationBacklog > 0 {
-			n, ok := destCount[dkey]
-			if !ok {
-				var c int64
-				if err := tx.QueryRow(ctx, `SELECT count(*) FROM fusebox_tasks
-WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, t.NamespaceID, dkey[1]).Scan(&c); err != nil {
-					return nil, err
-				}
-				n = int(c)
-				destCount[dkey] = n
-			}
-			if n+destAdded[dkey] >= t.MaxDestinationBacklog {
-				refused[i] = state.OverloadDestination
-				continue
-			}
+		if t.MaxDestinationBacklog > 0 && destCount[dkey]+destAdded[dkey] >= t.MaxDestinationBacklog {
+			refused[i] = state.OverloadDestination
+			continue
 		}
-		if t.MaxPendingTasks > 0 {
-			if !haveTotal {
-				if total, err = s.pendingTotal(ctx, tx); err != nil {
-					return nil, err
-				}
-				haveTotal = true
-			}
-			if total+added >= t.MaxPendingTasks {
-				refused[i] = state.OverloadPending
-				continue
-			}
+		if t.MaxPendingTasks > 0 && total+added >= t.MaxPendingTasks {
+			refused[i] = state.OverloadPending
+			continue
 		}
 		destAdded[dkey]++
 		added++
@@ -132,9 +152,10 @@ WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, t.Namespa
 	return refused, nil
 }
 
-// storedRequests are the (namespace, request id) pairs of tasks that are
-// already stored.
-func storedRequests(ctx context.Context, tx pgx.Tx, tasks []state.NewTask) (map[[2]string]bool, error) {
+// queueStoredRequests queues on b the read of which (namespace, request
+// id) pairs of tasks are already stored, into the map it returns (filled
+// when b runs).
+func queueStoredRequests(b *pgx.Batch, tasks []state.NewTask) map[[2]string]bool {
 	var nss, rids []string
 	for i := range tasks {
 		if tasks[i].RequestID != "" {
@@ -143,22 +164,20 @@ func storedRequests(ctx context.Context, tx pgx.Tx, tasks []state.NewTask) (map[
 	}
 	out := map[[2]string]bool{}
 	if len(nss) == 0 {
-		return out, nil
+		return out
 	}
-	rows, err := tx.Query(ctx, `SELECT t.namespace_id, t.request_id FROM fusebox_tasks t
-JOIN unnest($1::text[], $2::text[]) AS d(ns, rid) ON t.namespace_id = d.ns AND t.request_id = d.rid`, nss, rids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k [2]string
-		if err := rows.Scan(&k[0], &k[1]); err != nil {
-			return nil, err
+	b.Queue(`SELECT t.namespace_id, t.request_id FROM fusebox_tasks t
+JOIN unnest($1::text[], $2::text[]) AS d(ns, rid) ON t.namespace_id = d.ns AND t.request_id = d.rid`, nss, rids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k [2]string
+			if err := rows.Scan(&k[0], &k[1]); err != nil {
+				return err
+			}
+			out[k] = true
 		}
-		out[k] = true
-	}
-	return out, rows.Err()
+		return rows.Err()
+	})
+	return out
 }
 
 // querier is a pool or a transaction.

@@ -54,64 +54,214 @@ func (s *Store) Task(ctx context.Context, id string) (state.Task, bool, error) {
 	return t, err == nil, err
 }
 
+// duePageMax is the largest page of Due's key walk: the reader's in-flight
+// tasks (up to the queue's MaxPendingPerShard, 1,000) are still pending here
+// and sit at the front of the walk, so a few round trips pass over all of
+// them.
+const duePageMax = 4096
+
 // Due implements queue.Store: it pages the shard's pending tasks in due
-// order from `from` through the (shard, due) index, limit rows a page, so at
-// most one page is in memory besides what the reader keeps. The walk stops
-// at the first row due after now: that row's time is the next due time
-// (known), which spares the reader NextDue's query on every wake-up; a walk
-// that runs out of rows knows there is none. A failed read returns nothing
-// (the reader tries again on its next wake-up).
+// order from `from` through the (shard, due) index, so at most one page is
+// in memory besides what the reader keeps. The walk stops at the first task
+// due after now: that time is the next due time (known), which spares the
+// reader NextDue's query on every wake-up; a walk that runs out of tasks
+// knows there is none. A failed read returns nothing (the reader tries
+// again on its next wake-up).
+//
+// The reader's in-flight tasks are still pending here and sit at the front
+// of the walk, to be passed over (skip). When the shard's last walk passed
+// over any, this one walks keys only (next_attempt_at, id), then reads the
+// chosen rows with one query by primary key: a skipped task costs an index
+// entry, not its row sent and decoded. Otherwise (nothing was in flight
+// there) the first page reads whole rows (limit + 1: the extra one is the
+// next due time), so an idle shard's reader gets its batch in one round
+// trip; if that page's tasks were skipped, the walk goes on by keys.
+// (Starting with whole rows whenever the last walk skipped less than it
+// took, or less than a quarter batch, read 76k–96k whole rows for 20k
+// tasks under load: in-flight sets come and go between reads.)
 func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]queue.Task, time.Time, bool) {
 	if limit <= 0 {
 		return nil, time.Time{}, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueryTimeout)
 	defer cancel()
-	var out []queue.Task
-	afterAt, afterID := micro(from), ""
+	w := dueWalk{shard: shard, now: micro(now), limit: limit, skip: skip, afterAt: micro(from)}
 	if from.IsZero() {
-		afterAt = time.Unix(0, 0).UTC()
+		w.afterAt = time.Unix(0, 0).UTC()
 	}
-	nowAt := micro(now)
-	for len(out) < limit {
-		rows, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM fusebox_tasks
+	var err error
+	if !s.skipHeavy(shard) {
+		err = s.dueRowsFirst(ctx, &w)
+	}
+	if err == nil && len(w.out)+len(w.ids) < limit && !w.known {
+		err = s.dueKeys(ctx, &w)
+	}
+	var rest []queue.Task
+	if err == nil {
+		rest, err = s.dueRows(ctx, shard, w.ids, w.now)
+	}
+	if err != nil {
+		s.readFailed("due", shard, err)
+		return nil, time.Time{}, false
+	}
+	s.noteSkips(shard, w.skipped > 0)
+	return append(w.out, rest...), w.next, w.known
+}
+
+// dueWalk is one Due call's walk: where it is, and what it took.
+type dueWalk struct {
+	shard   int
+	now     time.Time
+	limit   int
+	skip    func(string) bool
+	afterAt time.Time
+	afterID string
+	out     []queue.Task // whole rows taken by the first page
+	ids     []string     // keys taken by the key walk (rows read after)
+	skipped int
+	next    time.Time
+	known   bool
+}
+
+// take records a due task the walk passed; it reports whether it is taken.
+func (w *dueWalk) take(at time.Time, id string) bool {
+	w.afterAt, w.afterID = at, id
+	if len(w.out)+len(w.ids) >= w.limit {
+		return false
+	}
+	if w.skip != nil && w.skip(id) {
+		w.skipped++
+		return false
+	}
+	return true
+}
+
+// dueRowsFirst is the walk's first page, whole rows.
+func (s *Store) dueRowsFirst(ctx context.Context, w *dueWalk) error {
+	rows, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM fusebox_tasks
 WHERE shard = $1 AND status = 'pending' AND (next_attempt_at, id) > ($2, $3)
-ORDER BY next_attempt_at, id LIMIT $4`, shard, afterAt, afterID, limit)
+ORDER BY next_attempt_at, id LIMIT $4`, w.shard, w.afterAt, w.afterID, w.limit+1)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	got := 0
+	for rows.Next() {
+		t, err := scanTask(rows)
 		if err != nil {
-			s.readFailed("due", shard, err)
-			return out, time.Time{}, false
+			return err
+		}
+		got++
+		if t.NextAttemptAt.After(w.now) {
+			w.next, w.known = t.NextAttemptAt, true // the walk went past now
+			return nil
+		}
+		if w.take(t.NextAttemptAt, t.ID) {
+			w.out = append(w.out, toQueueTask(&t))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if got <= w.limit {
+		w.known = true // no pending task after these
+	}
+	return nil
+}
+
+// dueKeys goes on with the walk by keys only, in pages that start at twice
+// the batch and grow 4× a page up to duePageMax, until the batch is full or
+// the walk passes now.
+func (s *Store) dueKeys(ctx context.Context, w *dueWalk) error {
+	page := min(max(2*w.limit, 64), duePageMax)
+	for len(w.out)+len(w.ids) < w.limit && !w.known {
+		rows, err := s.pool.Query(ctx, `SELECT next_attempt_at, id FROM fusebox_tasks
+WHERE shard = $1 AND status = 'pending' AND (next_attempt_at, id) > ($2, $3)
+ORDER BY next_attempt_at, id LIMIT $4`, w.shard, w.afterAt, w.afterID, page)
+		if err != nil {
+			return err
 		}
 		got := 0
-		var next time.Time
 		for rows.Next() {
-			t, err := scanTask(rows)
-			if err != nil {
+			var at time.Time
+			var id string
+			if err := rows.Scan(&at, &id); err != nil {
 				rows.Close()
-				s.readFailed("due", shard, err)
-				return out, time.Time{}, false
+				return err
 			}
 			got++
-			if t.NextAttemptAt.After(nowAt) {
-				next = t.NextAttemptAt.UTC() // the walk went past now
+			if at.After(w.now) {
+				w.next, w.known = at.UTC(), true // the walk went past now
 				break
 			}
-			afterAt, afterID = t.NextAttemptAt, t.ID
-			if (skip != nil && skip(t.ID)) || len(out) >= limit {
-				continue
+			if w.take(at, id) {
+				w.ids = append(w.ids, id)
 			}
-			out = append(out, toQueueTask(&t))
 		}
 		rows.Close()
-		switch {
-		case rows.Err() != nil:
-			return out, time.Time{}, false
-		case !next.IsZero():
-			return out, next, true
-		case got < limit:
-			return out, time.Time{}, true // no pending task after these
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if !w.known && got < page {
+			w.known = true // no pending task after these
+		}
+		page = min(4*page, duePageMax)
+	}
+	return nil
+}
+
+// skipHeavy reports whether the shard's last Due passed over any task (its
+// next walk then starts by keys).
+func (s *Store) skipHeavy(shard int) bool {
+	s.dueMu.Lock()
+	defer s.dueMu.Unlock()
+	return s.dueSkipHeavy[shard]
+}
+
+func (s *Store) noteSkips(shard int, heavy bool) {
+	s.dueMu.Lock()
+	defer s.dueMu.Unlock()
+	if heavy {
+		s.dueSkipHeavy[shard] = true
+	} else {
+		delete(s.dueSkipHeavy, shard)
+	}
+}
+
+// dueRows reads the rows of the tasks Due chose, in Due's order, by primary
+// key only (with the shard and status in the WHERE clause a generic plan
+// walks the due index and filters by id). A task that stopped being
+// pending or due between the two queries (a redrive, a retention sweep) is
+// left out.
+func (s *Store) dueRows(ctx context.Context, shard int, ids []string, nowAt time.Time) ([]queue.Task, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM fusebox_tasks WHERE id = ANY($1::text[])`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	byID := make(map[string]*state.Task, len(ids))
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		if t.Shard == shard && t.Status == state.TaskPending && !t.NextAttemptAt.After(nowAt) {
+			byID[t.ID] = &t
 		}
 	}
-	return out, time.Time{}, false
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]queue.Task, 0, len(byID))
+	for _, id := range ids {
+		if t := byID[id]; t != nil {
+			out = append(out, toQueueTask(t))
+		}
+	}
+	return out, nil
 }
 
 // NextDue implements queue.Store.

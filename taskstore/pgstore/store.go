@@ -4,8 +4,9 @@
 // the control plane (config, endpoints, the shard map, forced breakers).
 //
 // The SQL is written to run on CockroachDB and YugabyteDB too: no advisory
-// locks in the task path, no LISTEN/NOTIFY, and serialization failures
-// (40001) are retried. Only PostgreSQL is tested.
+// locks in the task path, LISTEN/NOTIFY used where the database has it but
+// never required (wake.go), and serialization failures (40001) are
+// retried. Only PostgreSQL is tested.
 package pgstore
 
 import (
@@ -31,13 +32,20 @@ type Config struct {
 	URL string
 	// PollInterval is how often subscribers are woken to re-read when no
 	// local write woke them (tasks submitted through other nodes);
-	// default 200ms. Correctness never depends on a notification.
+	// default 200ms. Correctness never depends on a notification. While
+	// the store listens for the database's notifications (LISTEN, where the
+	// database has it) the backstop wake is every 5 PollIntervals.
 	PollInterval time.Duration
 	// WakeInterval is how often the store reads the newest task id (one
 	// primary-key index probe) and wakes subscribers when it changed: a task
 	// submitted through another node is seen within this, not PollInterval.
-	// Default 20ms; negative: off (PollInterval alone).
+	// Default 20ms; negative: off (PollInterval alone). Not read while the
+	// store listens (notifications say the same sooner, and per shard).
 	WakeInterval time.Duration
+	// NoListen turns LISTEN/NOTIFY off: writers send no notification and
+	// the store does not listen (WakeInterval's read then carries other
+	// nodes' submits). For databases without them it is off by itself.
+	NoListen bool
 	// QueryTimeout bounds each read the queue makes (its reads have no
 	// context); default 5s.
 	QueryTimeout time.Duration
@@ -53,20 +61,37 @@ type Store struct {
 	log  *slog.Logger
 
 	mu   sync.Mutex
-	subs map[chan struct{}]struct{}
+	subs map[chan struct{}]int // the subscription's shard, allShards for every shard
 
 	initMu  sync.Mutex
 	ready   atomic.Bool
 	pending pendingCache // limits.go
 	group   submitGroup  // group.go: concurrent submits committed together
 
+	dueMu        sync.Mutex
+	dueSkipHeavy map[int]bool // shards whose last Due skipped more than it took (reads.go)
+
 	readWarn  rate.Sometimes // readFailed (reads.go)
 	readFails atomic.Int64
+
+	// wake.go: the database's wake-ups (LISTEN/NOTIFY where it has them).
+	sendNotify atomic.Bool // pg_notify works here (probed by Init): writers send
+	listening  atomic.Bool // this store's listener is connected and listening
+	badNotices atomic.Int64
+	wakeWarn   rate.Sometimes
+	// The shards written since the notifier's last notification.
+	outMu        sync.Mutex
+	outSet       map[int]bool
+	outAll       bool
+	outKick      chan struct{}
+	notifierDone chan struct{}
 
 	stop     chan struct{}
 	stopCtx  context.Context // cancelled by Close: bounds the poller's reads
 	stopRead context.CancelFunc
 	done     chan struct{}
+	// listenDone is closed when the listener (wake.go) has returned.
+	listenDone chan struct{}
 }
 
 // Open is New then Init: it connects, migrates the schema (golang-migrate,
@@ -116,10 +141,14 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s := &Store{cfg: cfg, pool: pool, log: cfg.Logger, subs: make(map[chan struct{}]struct{}),
-		stop: make(chan struct{}), done: make(chan struct{}), readWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second}}
+	s := &Store{cfg: cfg, pool: pool, log: cfg.Logger, subs: make(map[chan struct{}]int), dueSkipHeavy: make(map[int]bool),
+		stop: make(chan struct{}), done: make(chan struct{}), listenDone: make(chan struct{}),
+		outKick: make(chan struct{}, 1), notifierDone: make(chan struct{}), readWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second},
+		wakeWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second}}
 	s.stopCtx, s.stopRead = context.WithCancel(context.Background())
 	go s.poll()
+	go s.listen()
+	go s.notifier()
 	return s, nil
 }
 
@@ -142,6 +171,7 @@ func (s *Store) Init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.probeNotify(ctx)
 	s.ready.Store(true)
 	s.log.Info("postgres task store open", "url", RedactURL(s.cfg.URL), "schema_version", v)
 	return nil
@@ -160,76 +190,13 @@ func (s *Store) Close() {
 	close(s.stop)
 	s.stopRead()
 	<-s.done
+	<-s.listenDone
+	<-s.notifierDone
 	s.pool.Close()
 }
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
-
-// Subscribe returns a channel that receives after local writes and every
-// PollInterval, and a cancel func.
-func (s *Store) Subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	s.subs[ch] = struct{}{}
-	s.mu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			s.mu.Lock()
-			delete(s.subs, ch)
-			s.mu.Unlock()
-		})
-	}
-}
-
-func (s *Store) notify() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// poll wakes the subscribers every PollInterval, and every WakeInterval
-// when the newest task id changed (a submit through any node). Task ids
-// begin with their creation time, so the newest id moves with every
-// submit; an import (old ids) or a redrive is seen at the next full wake.
-func (s *Store) poll() {
-	defer close(s.done)
-	t := time.NewTicker(s.cfg.PollInterval)
-	defer t.Stop()
-	var quick <-chan time.Time
-	if s.cfg.WakeInterval > 0 {
-		q := time.NewTicker(s.cfg.WakeInterval)
-		defer q.Stop()
-		quick = q.C
-	}
-	last := ""
-	for {
-		select {
-		case <-t.C:
-			s.notify()
-		case <-quick:
-			if !s.ready.Load() {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.QueryTimeout)
-			var id string
-			err := s.pool.QueryRow(ctx, `SELECT id FROM fusebox_tasks ORDER BY id DESC LIMIT 1`).Scan(&id)
-			cancel()
-			if err == nil && id != last {
-				last = id
-				s.notify()
-			}
-		case <-s.stop:
-			return
-		}
-	}
-}
 
 // inTx runs fn in a transaction, again on a serialization failure
 // (40001) or a deadlock (40P01), as CockroachDB requires of clients.
@@ -237,6 +204,24 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	var err error
 	for attempt := 0; attempt < 8; attempt++ {
 		err = pgx.BeginFunc(ctx, s.pool, fn)
+		if !retryable(err) {
+			return err
+		}
+		select {
+		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// retry runs one statement (its own transaction) again on a serialization
+// failure or a deadlock, as inTx does.
+func (s *Store) retry(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := 0; attempt < 8; attempt++ {
+		err = fn()
 		if !retryable(err) {
 			return err
 		}

@@ -60,7 +60,16 @@ func (s *Store) submitNow(ctx context.Context, tasks []state.NewTask, ats []time
 			return nil, err
 		}
 	}
-	s.notify()
+	if accepted > 0 {
+		set := make(map[int]bool)
+		for _, t := range tasks {
+			if inserted[t.ID] {
+				set[t.Shard] = true
+			}
+		}
+		s.wakeShards(set)
+		s.wakeOthers(set)
+	}
 	return out, nil
 }
 

@@ -105,6 +105,48 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 	}
 }
 
+// BenchmarkProcessPostgresIdle is what idle nodes cost: 5 fusebox processes
+// on one PostgreSQL with no task, measured over b.N × 10 ms of wall time
+// after the cluster settled (-benchtime 1000x: 10 s). node-cpu-cores is the
+// five processes' CPU over that time, db-cpu-cores the database's; the raft
+// store's five idle processes are measured beside them in the same run.
+func BenchmarkProcessPostgresIdle(b *testing.B) {
+	for _, store := range []string{"raft", "postgres"} {
+		var bp *benchProcs
+		var srv *pgtest.Server
+		stop := func() {}
+		b.Run("store="+store+"/nodes=5", func(b *testing.B) {
+			if bp == nil { // kept for every b.N of this sub-benchmark
+				owner := &cleanups{TB: b}
+				stop = owner.run
+				var opts ClusterOptions
+				if store == "postgres" {
+					srv = startPGServer(b, owner)
+					opts = pgOptions(srv.URL("postgres"))
+				}
+				bp = startBenchProcs(b, owner, 5, opts)
+			}
+			serverCPU := func() time.Duration {
+				if srv == nil {
+					return 0
+				}
+				d, err := srv.CPU()
+				if err != nil {
+					b.Fatal(err)
+				}
+				return d
+			}
+			cpu0, db0 := clusterCPU(b, bp.c), serverCPU()
+			start := time.Now()
+			time.Sleep(time.Duration(b.N) * 10 * time.Millisecond) // the measurement: idle wall time
+			took := time.Since(start)
+			b.ReportMetric((clusterCPU(b, bp.c)-cpu0).Seconds()/took.Seconds(), "node-cpu-cores")
+			b.ReportMetric((serverCPU()-db0).Seconds()/took.Seconds(), "db-cpu-cores")
+		})
+		stop() // the next store runs alone
+	}
+}
+
 // BenchmarkProcessPostgresLatency paces single submits (POST /v1/tasks,
 // spread over three processes) at 1,000 tasks/s and reports enqueue →
 // delivered (p50-ms, p99-ms) on the postgres store, beside the Raft store

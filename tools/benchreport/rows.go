@@ -332,6 +332,11 @@ var rows = []row{
 	// delivered and acknowledged; one local PostgreSQL (fsync on) shared by the three nodes.
 	{Issue: "#18", What: "durable delivery, 3 nodes (tasks/s): postgres vs raft store", Pkg: "./node", Bench: "BenchmarkDeliveryStore/postgres", Metric: "tasks/s",
 		Baseline: "BenchmarkDeliveryStore/raft", Target: "ratio>=0.7", Time: "20000x", QuickTime: "3000x", Runs: 3},
+	// CPU per task of the same runs: steadier than tasks/s when other jobs share the machine.
+	{Issue: "#18", What: "  CPU per task in the test process (3 nodes, load, destination; µs): postgres vs raft", Pkg: "./node", Bench: "BenchmarkDeliveryStore/postgres", Metric: "proc-cpu-us/task",
+		Baseline: "BenchmarkDeliveryStore/raft", Time: "20000x", QuickTime: "3000x", Runs: 3},
+	{Issue: "#18", What: "  PostgreSQL server CPU per task (µs), the same runs", Pkg: "./node", Bench: "BenchmarkDeliveryStore/postgres", Metric: "db-cpu-us/task",
+		Time: "20000x", QuickTime: "3000x", Runs: 3},
 	// The postgres store on real processes (issue 18): `fusebox serve --task-store postgres`
 	// sharing one durable PostgreSQL (fsync on), a fresh server and cluster per node count / store.
 	{Issue: "#18", What: "postgres store, 1 process: durable delivery, batches of 500 (tasks/s)", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresNodes/nodes=1", Metric: "tasks/s",
@@ -346,6 +351,10 @@ var rows = []row{
 		Baseline: "BenchmarkProcessPostgresNodes/nodes=1", Time: "20000x", QuickTime: "3000x", Runs: 3},
 	{Issue: "#18", What: "  fusebox CPU per task (µs, all processes): 3 processes vs 1", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresNodes/nodes=3", Metric: "node-cpu-us/task",
 		Baseline: "BenchmarkProcessPostgresNodes/nodes=1", Time: "20000x", QuickTime: "3000x", Runs: 3},
+	{Issue: "#18", What: "5 idle processes (cores): postgres store vs raft store", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresIdle/store=postgres/nodes=5", Metric: "node-cpu-cores",
+		Baseline: "BenchmarkProcessPostgresIdle/store=raft/nodes=5", Time: "1000x", QuickTime: "300x"},
+	{Issue: "#18", What: "  the database's CPU with them idle (cores)", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresIdle/store=postgres/nodes=5", Metric: "db-cpu-cores",
+		Time: "1000x", QuickTime: "300x"},
 	{Issue: "#18", What: "RSS per node, 1M pending tasks, 3 processes (MB): postgres (measured at 1M) vs raft (200k, extrapolated)", Pkg: "./test/e2e",
 		Bench: "BenchmarkProcessPendingRSS/store=postgres", Metric: "rss-MB@1M", Baseline: "BenchmarkProcessPendingRSS/store=raft", Target: "value<=150", Time: "1000000x", QuickTime: "-"},
 	{Issue: "#18", What: "  peak RSS per node (VmHWM) with 1M pending tasks, postgres store (MB)", Pkg: "./test/e2e", Bench: "BenchmarkProcessPendingRSS/store=postgres", Metric: "hwm-MB",

@@ -1,0 +1,182 @@
+package pgstore
+
+import (
+	"fmt"
+	"fusebox/raftstore/state"
+	"testing"
+	"time"
+
+	"fusebox/internal/pgtest"
+)
+
+// openWaker opens a store on url whose backstop poll never fires in a
+// test, so only a notification (or, with NoListen, the newest-id read)
+// can wake its subscribers.
+func openWaker(t *testing.T, url string, noListen bool) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), Config{URL: url, PollInterval: time.Hour, WakeInterval: 10 * time.Millisecond, NoListen: noListen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// waitFor polls cond until it holds, failing after a generous deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func drain(ch <-chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+func wakeTask(id, shard int) state.NewTask {
+	return state.NewTask{ID: fmt.Sprintf("%032x", id), Shard: shard, NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "callbacks.Invocation",
+		Destination: "https://example.com/cb", Request: []byte(`{}`)}
+}
+
+// A submit through another store wakes this store's subscribers: by
+// LISTEN/NOTIFY, and with it off (databases without it) by the newest-id
+// read every WakeInterval.
+func TestOtherNodesSubmitWakesSubscribers(t *testing.T) {
+	for _, noListen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noListen=%v", noListen), func(t *testing.T) {
+			url := pgtest.NewDatabase(t)
+			reader, writer := openWaker(t, url, noListen), openWaker(t, url, noListen)
+			if !noListen {
+				waitFor(t, "the reader to listen", reader.listening.Load)
+			} else if reader.listening.Load() || reader.sendNotify.Load() {
+				t.Fatal("NoListen: the store listens or notifies")
+			}
+			ch, cancel := reader.Subscribe()
+			defer cancel()
+			deadline := time.After(10 * time.Second)
+			for i := range 3 {
+				drain(ch)
+				if _, err := writer.Submit(t.Context(), []state.NewTask{wakeTask(500+i, 0)}, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-ch:
+				case <-deadline:
+					t.Fatalf("submit %d through the other store woke no subscriber", i)
+				}
+			}
+		})
+	}
+}
+
+// A notification names the shards a submit added tasks to: only their
+// readers (and all-shard subscribers) wake. A malformed notification is
+// counted and wakes everyone.
+func TestNotificationWakesOnlyItsShards(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	reader, writer := openWaker(t, url, false), openWaker(t, url, false)
+	waitFor(t, "the reader to listen", reader.listening.Load)
+	one, cancel1 := reader.SubscribeShard(1)
+	defer cancel1()
+	two, cancel2 := reader.SubscribeShard(2)
+	defer cancel2()
+	all, cancelAll := reader.Subscribe()
+	defer cancelAll()
+	drain(one)
+	drain(two)
+	drain(all)
+	if _, err := writer.Submit(t.Context(), []state.NewTask{wakeTask(700, 1)}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-one:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a submit to shard 1 did not wake shard 1's reader")
+	}
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a submit to shard 1 did not wake the all-shard subscriber")
+	}
+	select { // the same notification woke shard 1: it did not wake shard 2
+	case <-two:
+		t.Fatal("a submit to shard 1 woke shard 2's reader")
+	default:
+	}
+
+	if _, err := writer.pool.Exec(t.Context(), `SELECT pg_notify($1, $2)`, notifyChannel, "1,x"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-two:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a malformed notification did not wake every reader")
+	}
+	if n := reader.badNotices.Load(); n != 1 {
+		t.Fatalf("malformed notifications counted: %d, want 1", n)
+	}
+}
+
+func TestNotifyPayload(t *testing.T) {
+	if p := notifyPayload(map[int]bool{7: true, 0: true, 12: true}); p != "0,7,12" {
+		t.Fatalf("payload %q", p)
+	}
+	set, err := parseNotifyPayload("0,7,12")
+	if err != nil || len(set) != 3 || !set[0] || !set[7] || !set[12] {
+		t.Fatalf("parse: %v %v", set, err)
+	}
+	if set, err := parseNotifyPayload(""); err != nil || set != nil {
+		t.Fatalf("empty payload: %v %v, want every shard (nil)", set, err)
+	}
+	big := make(map[int]bool)
+	for i := range 2000 {
+		big[i] = true
+	}
+	if p := notifyPayload(big); p != "" {
+		t.Fatalf("a long shard list is sent as every shard, got %d bytes", len(p))
+	}
+	for _, bad := range []string{"x", "1,,2", "-1", "1,2,", "99999999999999999999"} {
+		if _, err := parseNotifyPayload(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+}
+
+// FuzzParseNotifyPayload: a notification's payload comes from anyone who
+// can notify on the database: never a panic, and what is accepted is
+// printed back the same.
+func FuzzParseNotifyPayload(f *testing.F) {
+	for _, s := range []string{"", "0", "1,2,3", "x", "1,,2", "-5", "4095,0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		set, err := parseNotifyPayload(p)
+		if err != nil || set == nil {
+			return
+		}
+		for sh := range set {
+			if sh < 0 {
+				t.Fatalf("%q: shard %d", p, sh)
+			}
+		}
+		back := notifyPayload(set)
+		if back == "" {
+			return // too long to send: every shard
+		}
+		again, err := parseNotifyPayload(back)
+		if err != nil || len(again) != len(set) {
+			t.Fatalf("%q: round trip %v %v", p, again, err)
+		}
+	})
+}
