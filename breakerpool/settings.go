@@ -20,7 +20,7 @@ const (
 	// HintConfirm (default): a peer's first failure or trip pauses the
 	// breaker briefly while one designated peer probes; if that probe fails too
 	// every node opens at once, if it passes nobody does and the first
-	// node's verdict on the key is discounted (cluster/DESIGN.md).
+	// node's verdict on the key is discounted (hintpolicy/DESIGN.md).
 	HintConfirm HintPolicy = "confirm"
 )
 

@@ -21,7 +21,7 @@ const (
 // every peer. It carries durations, not wall-clock instants (peers' clocks
 // are not comparable), with one exception: RetryUntil, a destination's
 // Retry-After deadline, which every peer must honour until the same moment
-// (see cluster/DESIGN.md, "Retry-After").
+// (see hintpolicy/DESIGN.md, "Retry-After").
 type Hint struct {
 	// Key is the breaker the hint is about.
 	Key breakerpool.Key

@@ -44,7 +44,7 @@ type Deps struct {
 	Pool *breakerpool.Pool
 	// Checks returns the health check of a breaker key, if it has one.
 	Checks func(k breakerpool.Key) (Check, bool)
-	// Owner returns the key's probe owner (cluster.Policy.Owner); nil or
+	// Owner returns the key's probe owner (hintpolicy.Policy.Owner); nil or
 	// "" means this node.
 	Owner func(k breakerpool.Key) string
 	// Allow checks a health URL against the outbound allowlist before each
@@ -320,7 +320,7 @@ func (p *Prober) step(k breakerpool.Key, now time.Time) {
 	}
 }
 
-// CheckNow is the confirm hint policy's probe (cluster.PolicyConfig
+// CheckNow is the confirm hint policy's probe (hintpolicy.Config
 // .ConfirmProbe) for a key with a health check: a health call now instead
 // of a real task. A pass warm-starts the breaker (half-open: the next real
 // call closes it, and the policy reads that as the report refuted); a fail

@@ -80,13 +80,13 @@ func (n *Node) healthCheckOf(k breakerpool.Key) (healthprobe.Check, bool) {
 	return healthprobe.Check{URL: e.Health.URL, Interval: interval, Timeout: timeout, HealthyStatus: e.Health.HealthyStatus}, true
 }
 
-// hasHealthCheck is cluster.PolicyConfig.HealthChecked.
+// hasHealthCheck is hintpolicy.Config.HealthChecked.
 func (n *Node) hasHealthCheck(k breakerpool.Key) bool {
 	_, ok := n.healthCheckOf(k)
 	return ok
 }
 
-// confirmByHealth is cluster.PolicyConfig.ConfirmProbe: under the confirm
+// confirmByHealth is hintpolicy.Config.ConfirmProbe: under the confirm
 // hint policy, the designated peer of a key with a health check answers
 // with a health call instead of a real task (healthprobe.Prober.CheckNow).
 func (n *Node) confirmByHealth(k breakerpool.Key) bool {

@@ -9,6 +9,7 @@ import (
 	"fusebox/api"
 	"fusebox/breakerpool"
 	"fusebox/cluster"
+	"fusebox/hintpolicy"
 )
 
 // hintForwarder carries the pool's transitions to the hint policy. The pool
@@ -17,7 +18,7 @@ import (
 // Transitions before that (none in practice: nothing calls out before the
 // API serves) are dropped.
 type hintForwarder struct {
-	p atomic.Pointer[cluster.Policy]
+	p atomic.Pointer[hintpolicy.Policy]
 }
 
 // observe is the pool's Observer (with the UI recorder) and its OnFailing.
@@ -30,7 +31,7 @@ func (f *hintForwarder) observe(t breakerpool.Transition) {
 // hintWarnAfter is the early warning's k under probe and adopt: a closed
 // breaker that sees this many consecutive failures makes the policy publish
 // a "failing" hint so peers guard the destination before their own breakers
-// trip (see cluster/DESIGN.md, "Early warning"). The pool reports every
+// trip (see hintpolicy/DESIGN.md, "Early warning"). The pool reports every
 // count from 1 to k (confirm reports at the first failure; the policy
 // ignores counts below k for the others). A default in code, not dynamic
 // config: 0 would turn the warning off.
@@ -48,8 +49,8 @@ func poolConfig(observe func(breakerpool.Transition), fwd *hintForwarder) breake
 // local transitions are published and peers' hints applied. Close the
 // returned policy before the membership.
 func startHints(pool *breakerpool.Pool, members *cluster.Membership, fwd *hintForwarder,
-	healthChecked, confirmProbe func(breakerpool.Key) bool, reg prometheus.Registerer, log *slog.Logger) (*cluster.Policy, error) {
-	p, err := cluster.NewPolicy(cluster.PolicyConfig{WarnAfter: hintWarnAfter, HealthChecked: healthChecked, ConfirmProbe: confirmProbe}, pool, members, log, reg)
+	healthChecked, confirmProbe func(breakerpool.Key) bool, reg prometheus.Registerer, log *slog.Logger) (*hintpolicy.Policy, error) {
+	p, err := hintpolicy.New(hintpolicy.Config{WarnAfter: hintWarnAfter, HealthChecked: healthChecked, ConfirmProbe: confirmProbe}, pool, members, log, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +61,7 @@ func startHints(pool *breakerpool.Pool, members *cluster.Membership, fwd *hintFo
 
 // hintsReadyDetail adds the self-suspicion verdict to the /readyz detail. A
 // suspect node stays ready: it still delivers, it only stops telling peers.
-func hintsReadyDetail(p *cluster.Policy, detail map[string]any) {
+func hintsReadyDetail(p *hintpolicy.Policy, detail map[string]any) {
 	if p == nil {
 		return
 	}
@@ -73,7 +74,7 @@ func hintsReadyDetail(p *cluster.Policy, detail map[string]any) {
 
 // confirmAPI adapts the hint policy's confirmation rounds to the API's
 // breaker list.
-type confirmAPI struct{ p *cluster.Policy }
+type confirmAPI struct{ p *hintpolicy.Policy }
 
 func (c confirmAPI) ConfirmOf(k breakerpool.Key) (api.BreakerConfirm, bool) {
 	if c.p == nil {

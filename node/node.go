@@ -18,6 +18,7 @@ import (
 	"fusebox/cluster"
 	"fusebox/dynconfig"
 	"fusebox/healthprobe"
+	"fusebox/hintpolicy"
 	"fusebox/internal/authtoken"
 	"fusebox/internal/tlsutil"
 	"fusebox/ownership"
@@ -38,7 +39,7 @@ type Node struct {
 	config    *dynconfig.Collection
 	pool      *breakerpool.Pool
 	members   *cluster.Membership
-	hints     *cluster.Policy
+	hints     *hintpolicy.Policy
 	hintFwd   hintForwarder
 	health    *healthprobe.Prober // active health checks of open keys (health.go)
 	healthFwd healthForwarder

@@ -1,6 +1,7 @@
-package cluster
+package hintpolicy
 
 import (
+	"fusebox/cluster"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -55,7 +56,7 @@ type keyState struct {
 // precreate slot, and untouched for ttl.
 func (st *keyState) idle(now time.Time, ttl time.Duration) bool {
 	return st.local == gobreaker.StateClosed && st.holdBound.IsZero() && !st.precreated &&
-		!(st.published && st.pubState != HintClosed) && !st.conf.pending() && len(st.distrust) == 0 &&
+		!(st.published && st.pubState != cluster.HintClosed) && !st.conf.pending() && len(st.distrust) == 0 &&
 		now.Sub(st.touched) >= ttl
 }
 

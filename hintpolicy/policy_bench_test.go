@@ -1,4 +1,4 @@
-package cluster
+package hintpolicy
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ func benchDeadDestination(b *testing.B, pol breakerpool.HintPolicy) {
 		burst   = 20
 	)
 	dest := transporttest.NewDestination(b)
-	nodes := startPCluster(b, size, testSettings(pol, timeout), PolicyConfig{})
+	nodes := startPCluster(b, size, testSettings(pol, timeout), Config{})
 	setURL(dest.CallbackURL(), nodes...)
 	client := newClient(b)
 	var trip, perTimeout, recovery, burstCalls float64
@@ -137,7 +137,7 @@ func BenchmarkHintApplied(b *testing.B) {
 	const size = 5
 	// Every iteration trips one more breaker on n0: without a huge minimum
 	// it would soon (rightly) suspect its own egress and withhold hints.
-	nodes := startPCluster(b, size, testSettings(breakerpool.HintAdopt, time.Minute), PolicyConfig{SuspectMinOpens: 1 << 30})
+	nodes := startPCluster(b, size, testSettings(breakerpool.HintAdopt, time.Minute), Config{SuspectMinOpens: 1 << 30})
 	type ev struct {
 		key breakerpool.Key
 		at  time.Time

@@ -1,7 +1,8 @@
-package cluster
+package hintpolicy
 
 import (
 	"fmt"
+	"fusebox/cluster"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func confirmSettled(n *pnode, k breakerpool.Key) bool {
 	return isOpen(n, k) && outcome(n, k) != ConfirmPending
 }
 
-var confirmTestCfg = PolicyConfig{ConfirmWait: 200 * time.Millisecond}
+var confirmTestCfg = Config{ConfirmWait: 200 * time.Millisecond}
 
 // TestConfirmDeadDestination: n0's first failure pauses every peer but the
 // designated one; its probe fails too, and every node opens at once: two
@@ -137,7 +138,7 @@ func TestConfirmSickNodeRefuted(t *testing.T) {
 	})
 	// n0's later reports on the key (a fresh generation) are discounted.
 	p1 := nodes[1]
-	if p1.pol.HandleHint(Hint{Key: k, State: HintOpen, Generation: clockOf(p1, k) + 10, Origin: "n0", OpenFor: time.Minute}) {
+	if p1.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintOpen, Generation: clockOf(p1, k) + 10, Origin: "n0", OpenFor: time.Minute}) {
 		t.Fatal("a distrusted open hint reported fresh")
 	}
 	if actions(t, p1, ActionDistrusted) == 0 || status(p1, k).State != gobreaker.StateClosed {

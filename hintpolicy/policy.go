@@ -1,8 +1,9 @@
-package cluster
+package hintpolicy
 
 import (
 	"errors"
 	"fmt"
+	"fusebox/cluster"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -14,7 +15,7 @@ import (
 	"fusebox/breakerpool"
 )
 
-// Policy defaults. See PolicyConfig.
+// Policy defaults. See Config.
 const (
 	DefaultFallbackFactor  = 2.0
 	DefaultFallbackJitter  = 0.5
@@ -31,9 +32,9 @@ const (
 	DefaultDistrustTimeouts = 10
 )
 
-// PolicyConfig tunes the hint policy. The zero value of every field means
+// Config tunes the hint policy. The zero value of every field means
 // its default.
-type PolicyConfig struct {
+type Config struct {
 	// FallbackFactor and FallbackJitter set how long a breaker that does not
 	// own its key's probe stays open before probing by itself:
 	// Timeout × [FallbackFactor, FallbackFactor+FallbackJitter), drawn per
@@ -87,20 +88,20 @@ type PolicyConfig struct {
 	DistrustTimeouts int
 }
 
-func (c PolicyConfig) withDefaults() (PolicyConfig, error) {
+func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.FallbackFactor < 0 || (c.FallbackFactor > 0 && c.FallbackFactor < 1) || c.FallbackFactor != c.FallbackFactor:
-		return c, fmt.Errorf("cluster: PolicyConfig.FallbackFactor must be at least 1, got %v", c.FallbackFactor)
+		return c, fmt.Errorf("hintpolicy: Config.FallbackFactor must be at least 1, got %v", c.FallbackFactor)
 	case c.FallbackJitter < 0 || c.FallbackJitter > 1 || c.FallbackJitter != c.FallbackJitter:
-		return c, fmt.Errorf("cluster: PolicyConfig.FallbackJitter must be in [0, 1], got %v", c.FallbackJitter)
+		return c, fmt.Errorf("hintpolicy: Config.FallbackJitter must be in [0, 1], got %v", c.FallbackJitter)
 	case c.MaxHoldTimeouts < 0, c.MaxPrecreated < 0, c.MaxKeys < 0, c.SuspectMinOpens < 0,
 		c.WarnAfter < 0, c.ConfirmAttempts < 0, c.DistrustTimeouts < 0:
-		return c, errors.New("cluster: PolicyConfig.MaxHoldTimeouts, MaxPrecreated, MaxKeys, SuspectMinOpens, " +
+		return c, errors.New("hintpolicy: Config.MaxHoldTimeouts, MaxPrecreated, MaxKeys, SuspectMinOpens, " +
 			"WarnAfter, ConfirmAttempts and DistrustTimeouts must not be negative")
 	case c.KeyIdleTTL < 0, c.SuspectWindow < 0, c.Tick < 0, c.ConfirmWait < 0:
-		return c, errors.New("cluster: PolicyConfig.KeyIdleTTL, SuspectWindow, Tick and ConfirmWait must not be negative")
+		return c, errors.New("hintpolicy: Config.KeyIdleTTL, SuspectWindow, Tick and ConfirmWait must not be negative")
 	case c.SuspectRatio < 0 || c.SuspectRatio > 1 || c.SuspectRatio != c.SuspectRatio:
-		return c, fmt.Errorf("cluster: PolicyConfig.SuspectRatio must be in [0, 1], got %v", c.SuspectRatio)
+		return c, fmt.Errorf("hintpolicy: Config.SuspectRatio must be in [0, 1], got %v", c.SuspectRatio)
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -135,24 +136,24 @@ func (c PolicyConfig) withDefaults() (PolicyConfig, error) {
 	return c, nil
 }
 
-// HintPool is the part of the breaker pool the policy drives
+// Pool is the part of the breaker pool the policy drives
 // (*breakerpool.Pool).
-type HintPool interface {
+type Pool interface {
 	Get(k breakerpool.Key) *breakerpool.Breaker
 	Lookup(k breakerpool.Key) (*breakerpool.Breaker, bool)
 	Len() int
 }
 
-// HintMembership is the part of the membership the policy uses
+// Membership is the part of the membership the policy uses
 // (*Membership).
-type HintMembership interface {
+type Membership interface {
 	NodeID() string
-	Members() []Member
-	Member(id string) (Member, bool)
+	Members() []cluster.Member
+	Member(id string) (cluster.Member, bool)
 	Subscribe() (<-chan struct{}, func())
-	Publish(h Hint) error
-	UpdateMeta(fn func(*Meta)) error
-	SetHintHandlers(sink HintSink, source HintSource)
+	Publish(h cluster.Hint) error
+	UpdateMeta(fn func(*cluster.Meta)) error
+	SetHintHandlers(sink cluster.HintSink, source cluster.HintSource)
 }
 
 // Policy is the breaker side of gossip: it publishes this node's local
@@ -162,9 +163,9 @@ type HintMembership interface {
 // while the node suspects its own egress. It implements HintSink and
 // HintSource; feed it the pool's transitions with Observe.
 type Policy struct {
-	cfg     PolicyConfig
-	pool    HintPool
-	members HintMembership
+	cfg     Config
+	pool    Pool
+	members Membership
 	self    string
 	log     *slog.Logger
 	met     *policyMetrics
@@ -188,19 +189,19 @@ type Policy struct {
 }
 
 var (
-	_ HintSink   = (*Policy)(nil)
-	_ HintSource = (*Policy)(nil)
+	_ cluster.HintSink   = (*Policy)(nil)
+	_ cluster.HintSource = (*Policy)(nil)
 )
 
-// NewPolicy builds the hint policy for one node. Nothing runs until Start.
+// New builds the hint policy for one node. Nothing runs until Start.
 // logger nil discards logs; reg nil skips metric registration.
-func NewPolicy(cfg PolicyConfig, pool HintPool, members HintMembership, logger *slog.Logger, reg prometheus.Registerer) (*Policy, error) {
+func New(cfg Config, pool Pool, members Membership, logger *slog.Logger, reg prometheus.Registerer) (*Policy, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	if pool == nil || members == nil {
-		return nil, errors.New("cluster: NewPolicy needs a pool and a membership")
+		return nil, errors.New("hintpolicy: New needs a pool and a membership")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -292,7 +293,7 @@ func (p *Policy) metaLoop() {
 		case <-p.metaCh:
 		}
 		if on := p.suspectOn.Load(); on != sent {
-			if err := p.members.UpdateMeta(func(m *Meta) { m.Suspect = on }); err != nil {
+			if err := p.members.UpdateMeta(func(m *cluster.Meta) { m.Suspect = on }); err != nil {
 				p.log.Debug("suspect flag not confirmed by gossip", "suspect", on, "err", err)
 			}
 			sent = on // in effect locally (and re-advertised) even if the wait timed out

@@ -1,7 +1,8 @@
-package cluster
+package hintpolicy
 
 import (
 	"fmt"
+	"fusebox/cluster"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func fail(t testing.TB, b *breakerpool.Breaker) {
 // publishes nothing more, a new streak within Timeout is rate-limited, and
 // the trip still publishes its open hint.
 func TestPolicyFailingPublish(t *testing.T) {
-	n := startPNode(t, "n0", testSettings(breakerpool.HintProbe, 10*time.Second), PolicyConfig{})
+	n := startPNode(t, "n0", testSettings(breakerpool.HintProbe, 10*time.Second), Config{})
 	k := testKey("failing")
 	b := n.pool.Get(k)
 	fail(t, b)
@@ -60,7 +61,7 @@ func TestPolicyFailingPublish(t *testing.T) {
 	if got := published(n, PublishFailing); got != 1 {
 		t.Fatalf("failing hints published = %v, want 1", got)
 	}
-	if hs := n.pol.OpenHints(); len(hs) != 1 || hs[0].Generation != 2 || hs[0].State != HintOpen {
+	if hs := n.pol.OpenHints(); len(hs) != 1 || hs[0].Generation != 2 || hs[0].State != cluster.HintOpen {
 		t.Fatalf("OpenHints = %+v, want the open hint at generation 2", hs)
 	}
 }
@@ -71,11 +72,11 @@ func TestPolicyFailingPublish(t *testing.T) {
 func TestPolicyFailingReceive(t *testing.T) {
 	for _, pol := range []breakerpool.HintPolicy{breakerpool.HintOff, breakerpool.HintProbe, breakerpool.HintAdopt} {
 		t.Run(string(pol), func(t *testing.T) {
-			n := startPNode(t, "n0", testSettings(pol, 10*time.Second), PolicyConfig{})
+			n := startPNode(t, "n0", testSettings(pol, 10*time.Second), Config{})
 			k := testKey("dest")
 			b := n.pool.Get(k)
 			fail(t, b) // this node is failing for the key too: it still guards
-			if !n.pol.HandleHint(Hint{Key: k, State: HintFailing, Generation: 3, Origin: "a"}) {
+			if !n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintFailing, Generation: 3, Origin: "a"}) {
 				t.Fatal("a new failing hint is not fresh")
 			}
 			s := b.Status()
@@ -91,7 +92,7 @@ func TestPolicyFailingReceive(t *testing.T) {
 			if actions(t, n, ActionGuardFailing) != 1 || probes(t, n, ProbeGuard) != 1 {
 				t.Fatal("guard_failing / probe role guard not counted")
 			}
-			if n.pol.HandleHint(Hint{Key: k, State: HintFailing, Generation: 2, Origin: "b"}) {
+			if n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintFailing, Generation: 2, Origin: "b"}) {
 				t.Fatal("stale failing hint reported fresh")
 			}
 			// The guard admits one probe until it resolves.
@@ -104,7 +105,7 @@ func TestPolicyFailingReceive(t *testing.T) {
 			}
 			// Now the origin's open hint: adopt opens the guarded breaker,
 			// probe leaves the guard in place.
-			n.pol.HandleHint(Hint{Key: k, State: HintOpen, Generation: 4, Origin: "a", OpenFor: 5 * time.Second})
+			n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintOpen, Generation: 4, Origin: "a", OpenFor: 5 * time.Second})
 			s = b.Status()
 			switch pol {
 			case breakerpool.HintAdopt:
@@ -125,7 +126,7 @@ func TestPolicyFailingReceive(t *testing.T) {
 			// A failing hint never touches an open breaker (no open time,
 			// no hold extension), even from the probe owner.
 			before := b.Status()
-			n.pol.HandleHint(Hint{Key: k, State: HintFailing, Generation: 5, Origin: n.pol.Owner(k)})
+			n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintFailing, Generation: 5, Origin: n.pol.Owner(k)})
 			if after := b.Status(); after.State != gobreaker.StateOpen || after.Generation != before.Generation ||
 				after.OpenRemaining > before.OpenRemaining {
 				t.Fatalf("failing hint changed an open breaker: %+v → %+v", before, after)
@@ -135,15 +136,15 @@ func TestPolicyFailingReceive(t *testing.T) {
 }
 
 func TestPolicyFailingSuspectAndPrecreate(t *testing.T) {
-	n := startPNode(t, "n0", testSettings(breakerpool.HintProbe, 10*time.Second), PolicyConfig{MaxPrecreated: 2})
-	if n.pol.HandleHint(Hint{Key: testKey("s"), State: HintFailing, Generation: 1, Origin: "a", Suspect: true}) {
+	n := startPNode(t, "n0", testSettings(breakerpool.HintProbe, 10*time.Second), Config{MaxPrecreated: 2})
+	if n.pol.HandleHint(cluster.Hint{Key: testKey("s"), State: cluster.HintFailing, Generation: 1, Origin: "a", Suspect: true}) {
 		t.Fatal("failing hint flagged suspect reported fresh")
 	}
 	if _, ok := n.pool.Lookup(testKey("s")); ok || actions(t, n, ActionIgnoredSuspect) != 1 {
 		t.Fatal("a suspect failing hint was acted on")
 	}
 	for i := range 5 {
-		n.pol.HandleHint(Hint{Key: testKey(fmt.Sprint("u", i)), State: HintFailing, Generation: 1, Origin: "a"})
+		n.pol.HandleHint(cluster.Hint{Key: testKey(fmt.Sprint("u", i)), State: cluster.HintFailing, Generation: 1, Origin: "a"})
 	}
 	if got := n.pool.Len(); got != 2 || actions(t, n, ActionSkipUnknown) != 3 {
 		t.Fatalf("pool %d breakers, skipped %v: want the precreate bound 2 and 3 skipped", got, actions(t, n, ActionSkipUnknown))
@@ -167,7 +168,7 @@ func TestPolicySimultaneousOutageCost(t *testing.T) {
 	for _, pol := range []breakerpool.HintPolicy{breakerpool.HintProbe, breakerpool.HintAdopt} {
 		t.Run(string(pol), func(t *testing.T) {
 			dest := transporttest.NewDestination(t)
-			nodes := startPCluster(t, size, testSettings(pol, 10*time.Second), PolicyConfig{})
+			nodes := startPCluster(t, size, testSettings(pol, 10*time.Second), Config{})
 			setURL(dest.CallbackURL(), nodes...)
 			client := newClient(t)
 			k := testKey("dies-for-all")

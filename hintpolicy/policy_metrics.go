@@ -1,4 +1,4 @@
-package cluster
+package hintpolicy
 
 import (
 	"fmt"
@@ -101,7 +101,7 @@ func newPolicyMetrics(reg prometheus.Registerer) (*policyMetrics, error) {
 	}
 	for _, c := range []prometheus.Collector{m.probes, m.actions, m.published, m.publishDelay, m.suspect, m.precreated} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("cluster: registering policy metrics: %w", err)
+			return nil, fmt.Errorf("hintpolicy: registering policy metrics: %w", err)
 		}
 	}
 	return m, nil

@@ -1,4 +1,4 @@
-package cluster
+package hintpolicy
 
 import (
 	"fmt"
@@ -38,7 +38,7 @@ func benchSickNode(b *testing.B, pol breakerpool.HintPolicy) {
 	if err := broken.SetMode(transporttest.ModeRefuse); err != nil {
 		b.Fatal(err)
 	}
-	nodes := startPCluster(b, size, testSettings(pol, timeout), PolicyConfig{})
+	nodes := startPCluster(b, size, testSettings(pol, timeout), Config{})
 	setURL(dest.CallbackURL(), nodes[1:]...)
 	setURL(broken.CallbackURL(), nodes[0])
 	client := newClient(b)

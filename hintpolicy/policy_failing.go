@@ -1,7 +1,8 @@
-package cluster
+package hintpolicy
 
 import (
 	"fmt"
+	"fusebox/cluster"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -49,7 +50,7 @@ func (p *Policy) observeFailing(t breakerpool.Transition) {
 		p.met.published.WithLabelValues(PublishFailingRateLimited).Inc()
 		return
 	}
-	h := Hint{Key: t.Key, State: HintFailing, Generation: st.clock + 1,
+	h := cluster.Hint{Key: t.Key, State: cluster.HintFailing, Generation: st.clock + 1,
 		Reason: fmt.Sprintf("%d consecutive failures", t.Failures)}
 	if err := p.members.Publish(h); err != nil {
 		p.met.published.WithLabelValues(PublishError).Inc()

@@ -1,6 +1,7 @@
-package cluster
+package hintpolicy
 
 import (
+	"fusebox/cluster"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestPolicyRetryAfterFleetWide(t *testing.T) {
 			dest.SetRetryAfter("2")
 			// Timeout 30 s: any opening that is not the Retry-After's would
 			// outlast the test.
-			nodes := startPCluster(t, 3, testSettings(pol, 30*time.Second), PolicyConfig{})
+			nodes := startPCluster(t, 3, testSettings(pol, 30*time.Second), Config{})
 			setURL(dest.CallbackURL(), nodes...)
 			client := newClient(t)
 			k := testKey("ra-" + string(pol))
@@ -103,12 +104,12 @@ func TestPolicyRetryAfterFleetWide(t *testing.T) {
 func TestPolicyRetryAfterReceiverCap(t *testing.T) {
 	s := testSettings(breakerpool.HintProbe, time.Minute)
 	s.MaxRetryAfter = breakerpool.Duration(time.Second)
-	n := startPNode(t, "n0", s, PolicyConfig{})
+	n := startPNode(t, "n0", s, Config{})
 
 	k := testKey("far")
 	n.pool.Get(k)
 	far := time.Now().Add(time.Hour).Truncate(time.Millisecond)
-	n.pol.HandleHint(Hint{Key: k, State: HintOpen, Generation: 1, Origin: "a", OpenFor: time.Minute, RetryUntil: far})
+	n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintOpen, Generation: 1, Origin: "a", OpenFor: time.Minute, RetryUntil: far})
 	st := status(n, k)
 	if st.State != gobreaker.StateOpen || st.Source != breakerpool.SourceHint || st.OpenRemaining > time.Second {
 		t.Fatalf("capped: %+v, want open from the hint for at most 1s", st)
@@ -119,7 +120,7 @@ func TestPolicyRetryAfterReceiverCap(t *testing.T) {
 
 	past := testKey("past")
 	n.pool.Get(past)
-	n.pol.HandleHint(Hint{Key: past, State: HintOpen, Generation: 1, Origin: "a", OpenFor: time.Minute,
+	n.pol.HandleHint(cluster.Hint{Key: past, State: cluster.HintOpen, Generation: 1, Origin: "a", OpenFor: time.Minute,
 		RetryUntil: time.Now().Add(-time.Second)})
 	if st := status(n, past); st.State != gobreaker.StateClosed || st.Mode != breakerpool.ModeGuarded {
 		t.Fatalf("past deadline: %+v, want the probe policy's guard", st)
@@ -131,7 +132,7 @@ func TestPolicyRetryAfterReceiverCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.pool.Get(off)
-	n.pol.HandleHint(Hint{Key: off, State: HintOpen, Generation: 1, Origin: "a", OpenFor: time.Minute, RetryUntil: far})
+	n.pol.HandleHint(cluster.Hint{Key: off, State: cluster.HintOpen, Generation: 1, Origin: "a", OpenFor: time.Minute, RetryUntil: far})
 	if st := status(n, off); st.State != gobreaker.StateClosed || st.Mode != breakerpool.ModeGuarded {
 		t.Fatalf("MaxRetryAfter 0: %+v, want the probe policy's guard", st)
 	}

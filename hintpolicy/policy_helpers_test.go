@@ -1,9 +1,10 @@
-package cluster
+package hintpolicy
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"fusebox/cluster"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -27,7 +28,7 @@ import (
 // pool, a real memberlist membership on loopback and the hint policy.
 type pnode struct {
 	id   string
-	m    *Membership
+	m    *cluster.Membership
 	pool *breakerpool.Pool
 	pol  *Policy
 	reg  *prometheus.Registry
@@ -47,7 +48,7 @@ func testSettings(pol breakerpool.HintPolicy, timeout time.Duration) breakerpool
 }
 
 // startPNode starts one node; join lists seeds.
-func startPNode(t testing.TB, id string, s breakerpool.Settings, pcfg PolicyConfig, join ...string) *pnode {
+func startPNode(t testing.TB, id string, s breakerpool.Settings, pcfg Config, join ...string) *pnode {
 	t.Helper()
 	n := &pnode{id: id, reg: prometheus.NewRegistry()}
 	src, err := breakerpool.NewStaticSource(s)
@@ -72,7 +73,7 @@ func startPNode(t testing.TB, id string, s breakerpool.Settings, pcfg PolicyConf
 		t.Fatal(err)
 	}
 	n.pool.Start()
-	n.m, err = New(Config{NodeID: id, BindAddr: "127.0.0.1:0", Preset: PresetFast, Join: join}, nil, n.reg)
+	n.m, err = cluster.New(cluster.Config{NodeID: id, BindAddr: "127.0.0.1:0", Preset: cluster.PresetFast, Join: join}, nil, n.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func startPNode(t testing.TB, id string, s breakerpool.Settings, pcfg PolicyConf
 	if pcfg.Tick == 0 {
 		pcfg.Tick = 100 * time.Millisecond
 	}
-	n.pol, err = NewPolicy(pcfg, n.pool, n.m, nil, n.reg)
+	n.pol, err = New(pcfg, n.pool, n.m, nil, n.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +104,11 @@ func (n *pnode) stop() {
 func (n *pnode) crash() {
 	n.dead.Store(true)
 	n.pol.Close()
-	kill(n.m)
+	_ = n.m.Shutdown() // no leave: peers see it fail
 	n.pool.Close()
 }
 
-func startPCluster(t testing.TB, size int, s breakerpool.Settings, pcfg PolicyConfig) []*pnode {
+func startPCluster(t testing.TB, size int, s breakerpool.Settings, pcfg Config) []*pnode {
 	t.Helper()
 	nodes := []*pnode{startPNode(t, "n0", s, pcfg)}
 	for i := 1; i < size; i++ {
@@ -343,7 +344,7 @@ func waitOpenHandled(t testing.TB, origin *pnode, k breakerpool.Key, peers ...*p
 	testwait.For(t, 10*time.Second, origin.id+" to publish an open hint", func() bool {
 		origin.pol.mu.Lock()
 		defer origin.pol.mu.Unlock()
-		if st, ok := origin.pol.keys[k]; ok && st.published && st.pubState == HintOpen {
+		if st, ok := origin.pol.keys[k]; ok && st.published && st.pubState == cluster.HintOpen {
 			gen = st.pubGen
 			return true
 		}
@@ -357,4 +358,8 @@ func waitOpenHandled(t testing.TB, origin *pnode, k breakerpool.Key, peers ...*p
 		}
 		return true
 	})
+}
+
+func testKey(dest string) breakerpool.Key {
+	return breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: "ns", Destination: dest}
 }

@@ -1,6 +1,7 @@
-package cluster
+package hintpolicy
 
 import (
+	"fusebox/cluster"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -62,8 +63,8 @@ func (p *Policy) Observe(t breakerpool.Transition) {
 		p.met.probes.WithLabelValues(p.probeRole(t, ok, b)).Inc()
 	case gobreaker.StateClosed:
 		st.holdBound = time.Time{}
-		if st.pubState == HintOpen {
-			st.pubState = HintClosed // an operator or hint close: no longer ours to advertise
+		if st.pubState == cluster.HintOpen {
+			st.pubState = cluster.HintClosed // an operator or hint close: no longer ours to advertise
 		}
 		if t.Source == breakerpool.SourceLocal {
 			p.publishLocked(st, t, now)
@@ -111,21 +112,21 @@ func (p *Policy) holdLocked(b *breakerpool.Breaker, gen uint64, d time.Duration,
 // generation of its key. Open hints are withheld while this node suspects
 // its own egress.
 func (p *Policy) publishLocked(st *keyState, t breakerpool.Transition, now time.Time) {
-	h := Hint{Key: t.Key, State: HintClosed, Suspect: p.suspectOn.Load()}
+	h := cluster.Hint{Key: t.Key, State: cluster.HintClosed, Suspect: p.suspectOn.Load()}
 	switch {
 	case t.To == gobreaker.StateOpen && t.From == gobreaker.StateHalfOpen:
-		h.State, h.Reason = HintOpen, "probe failed"
+		h.State, h.Reason = cluster.HintOpen, "probe failed"
 	case t.To == gobreaker.StateOpen:
-		h.State, h.Reason = HintOpen, "tripped"
+		h.State, h.Reason = cluster.HintOpen, "tripped"
 	default:
 		h.Reason = "probe succeeded"
 	}
-	if h.State == HintOpen {
+	if h.State == cluster.HintOpen {
 		if h.Suspect {
 			p.met.published.WithLabelValues(PublishSuppressedSuspect).Inc()
 			return
 		}
-		h.OpenFor = max(0, min(t.OpenFor-now.Sub(t.At), MaxHintOpenFor))
+		h.OpenFor = max(0, min(t.OpenFor-now.Sub(t.At), cluster.MaxHintOpenFor))
 		if ru := t.RetryUntil; !ru.IsZero() && ru.After(now) {
 			// The destination's own deadline: every peer holds off until
 			// this same moment (ms precision on the wire).
@@ -145,7 +146,7 @@ func (p *Policy) publishLocked(st *keyState, t breakerpool.Transition, now time.
 	switch {
 	case !h.RetryUntil.IsZero():
 		p.met.published.WithLabelValues(PublishRetryAfter).Inc()
-	case h.State == HintOpen:
+	case h.State == cluster.HintOpen:
 		p.met.published.WithLabelValues(PublishOpen).Inc()
 	default:
 		p.met.published.WithLabelValues(PublishClosed).Inc()
@@ -158,16 +159,16 @@ func (p *Policy) publishLocked(st *keyState, t breakerpool.Transition, now time.
 // OpenHints lists this node's own latest hint for every key it published
 // open and whose breaker is still not closed, for push/pull anti-entropy.
 // Nothing while this node suspects itself.
-func (p *Policy) OpenHints() []Hint {
+func (p *Policy) OpenHints() []cluster.Hint {
 	if !p.running.Load() || p.suspectOn.Load() {
 		return nil
 	}
 	now := time.Now()
-	var out []Hint
+	var out []cluster.Hint
 	p.mu.Lock()
 	for k, st := range p.keys {
-		if st.published && st.pubState == HintOpen && len(out) < maxOpenHints {
-			out = append(out, Hint{Key: k, State: HintOpen, Generation: st.pubGen, Origin: p.self,
+		if st.published && st.pubState == cluster.HintOpen && len(out) < maxOpenHints {
+			out = append(out, cluster.Hint{Key: k, State: cluster.HintOpen, Generation: st.pubGen, Origin: p.self,
 				OpenFor: st.pubUntil.Sub(now), Reason: st.pubReason, RetryUntil: st.pubRetry})
 		}
 	}
@@ -182,12 +183,12 @@ func (p *Policy) OpenHints() []Hint {
 		case gobreaker.StateClosed:
 			continue // closed by an operator or a hint-driven probe since
 		case gobreaker.StateHalfOpen:
-			h.State, h.OpenFor = HintHalfOpen, 0
+			h.State, h.OpenFor = cluster.HintHalfOpen, 0
 		}
 		if h.OpenFor <= 0 {
-			h.State, h.OpenFor = HintHalfOpen, 0
+			h.State, h.OpenFor = cluster.HintHalfOpen, 0
 		}
-		if h.State != HintOpen || !h.RetryUntil.After(now) {
+		if h.State != cluster.HintOpen || !h.RetryUntil.After(now) {
 			h.RetryUntil = time.Time{} // only an open hint carries a deadline still ahead
 		}
 		live = append(live, h)

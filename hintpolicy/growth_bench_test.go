@@ -1,4 +1,4 @@
-package cluster
+package hintpolicy
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ func benchDeadGrowth(b *testing.B, size int, pol breakerpool.HintPolicy) {
 		steady  = 3 * time.Second
 	)
 	dest := transporttest.NewDestination(b)
-	nodes := startPCluster(b, size, testSettings(pol, timeout), PolicyConfig{})
+	nodes := startPCluster(b, size, testSettings(pol, timeout), Config{})
 	setURL(dest.CallbackURL(), nodes...)
 	client := newClient(b)
 	var trip, perTimeout, wasted float64

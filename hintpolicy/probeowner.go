@@ -1,6 +1,7 @@
-package cluster
+package hintpolicy
 
 import (
+	"fusebox/cluster"
 	"hash/fnv"
 	"slices"
 
@@ -19,11 +20,11 @@ type ownerView struct {
 // newOwnerView builds the candidate list from a membership snapshot. self is
 // always a candidate while it is not suspect, even before memberlist has
 // reported the local node.
-func newOwnerView(members []Member, self string, selfSuspect bool) *ownerView {
+func newOwnerView(members []cluster.Member, self string, selfSuspect bool) *ownerView {
 	var healthy, alive []string
 	seenSelf := false
 	for _, m := range members {
-		if m.State != StateAlive {
+		if m.State != cluster.StateAlive {
 			continue
 		}
 		suspect := m.Meta.Suspect

@@ -1,6 +1,7 @@
-package cluster
+package hintpolicy
 
 import (
+	"fusebox/cluster"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -19,7 +20,7 @@ import (
 // applyFailingLocked; both may precreate the breaker of an unused key); a
 // closed hint warm-starts the probe of an open breaker. fresh is false for stale, duplicate and ignored
 // hints, so only useful news is re-gossiped.
-func (p *Policy) HandleHint(h Hint) (fresh bool) {
+func (p *Policy) HandleHint(h cluster.Hint) (fresh bool) {
 	if !p.running.Load() {
 		return false
 	}
@@ -37,7 +38,7 @@ func (p *Policy) HandleHint(h Hint) (fresh bool) {
 	}
 	st.clock, st.lastOrigin = h.Generation, h.Origin
 
-	if h.State == HintClosed {
+	if h.State == cluster.HintClosed {
 		b, ok := p.pool.Lookup(h.Key)
 		if ok && b.Settings().HintPolicy == breakerpool.HintConfirm {
 			p.confirmClosedLocked(b, h, st, now)
@@ -80,7 +81,7 @@ func (p *Policy) HandleHint(h Hint) (fresh bool) {
 		p.met.actions.WithLabelValues(action).Inc()
 		return action != ActionDistrusted // a distrusted report is not re-gossiped
 	}
-	if h.State == HintFailing {
+	if h.State == cluster.HintFailing {
 		p.met.actions.WithLabelValues(p.applyFailingLocked(b)).Inc()
 		return true
 	}
@@ -112,7 +113,7 @@ func (p *Policy) originSuspect(origin string) bool {
 //   - either: an open breaker that does not own the key's probe, hearing the
 //     owner's open hint (its probe failed), holds on for another fallback
 //     period, never past the episode's bound.
-func (p *Policy) applyOpenLocked(b *breakerpool.Breaker, h Hint, st *keyState, now time.Time) string {
+func (p *Policy) applyOpenLocked(b *breakerpool.Breaker, h cluster.Hint, st *keyState, now time.Time) string {
 	set := b.Settings()
 	if set.HintPolicy == breakerpool.HintOff {
 		return ActionRecorded
@@ -121,11 +122,11 @@ func (p *Policy) applyOpenLocked(b *breakerpool.Breaker, h Hint, st *keyState, n
 	hintGuarded := s.Mode == breakerpool.ModeGuarded && s.Source == breakerpool.SourceHint
 	switch {
 	case s.State == gobreaker.StateClosed && hintGuarded && set.HintPolicy == breakerpool.HintAdopt &&
-		h.State == HintOpen && h.OpenFor > 0:
+		h.State == cluster.HintOpen && h.OpenFor > 0:
 		b.OpenFor(min(h.OpenFor, p.fallback(set.Timeout.D())), breakerpool.SourceHint)
 		return ActionAdopt
 	case s.State == gobreaker.StateClosed && s.Mode == breakerpool.ModeAuto:
-		if set.HintPolicy == breakerpool.HintAdopt && h.State == HintOpen && h.OpenFor > 0 {
+		if set.HintPolicy == breakerpool.HintAdopt && h.State == cluster.HintOpen && h.OpenFor > 0 {
 			b.OpenFor(min(h.OpenFor, p.fallback(set.Timeout.D())), breakerpool.SourceHint)
 			return ActionAdopt
 		}
@@ -153,8 +154,8 @@ func (p *Policy) applyOpenLocked(b *breakerpool.Breaker, h Hint, st *keyState, n
 // hint). ok is false when the hint has no deadline, the deadline is
 // already past, or the breaker is forced or already open at least that
 // long; the caller then applies the ordinary policy.
-func (p *Policy) applyRetryAfterLocked(b *breakerpool.Breaker, h Hint) (action string, ok bool) {
-	if h.State != HintOpen || h.RetryUntil.IsZero() {
+func (p *Policy) applyRetryAfterLocked(b *breakerpool.Breaker, h cluster.Hint) (action string, ok bool) {
+	if h.State != cluster.HintOpen || h.RetryUntil.IsZero() {
 		return "", false
 	}
 	if _, took := b.OpenRetryAfter(h.RetryUntil, breakerpool.SourceHint); !took {

@@ -1,4 +1,4 @@
-package cluster
+package hintpolicy
 
 import (
 	"fmt"
@@ -41,7 +41,7 @@ func benchRetryAfter(b *testing.B, size int, on bool) {
 	if err := dest.SetMode(transporttest.ModeTooManyRequests); err != nil {
 		b.Fatal(err)
 	}
-	nodes := startPCluster(b, size, s, PolicyConfig{})
+	nodes := startPCluster(b, size, s, Config{})
 	setURL(dest.CallbackURL(), nodes...)
 	client := newClient(b)
 	var calls float64

@@ -1,7 +1,8 @@
-package cluster
+package hintpolicy
 
 import (
 	"fmt"
+	"fusebox/cluster"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestPolicyOutageCost(t *testing.T) {
 			if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 				t.Fatal(err)
 			}
-			nodes := startPCluster(t, size, testSettings(tc.policy, 10*time.Second), PolicyConfig{})
+			nodes := startPCluster(t, size, testSettings(tc.policy, 10*time.Second), Config{})
 			setURL(dest.CallbackURL(), nodes...)
 			client := newClient(t)
 			k := testKey("down-for-all")
@@ -93,7 +94,7 @@ func TestPolicyCoordinatedProbingAndRecovery(t *testing.T) {
 	const size = 5
 	const timeout = 300 * time.Millisecond
 	dest := transporttest.NewDestination(t)
-	nodes := startPCluster(t, size, testSettings(breakerpool.HintProbe, timeout), PolicyConfig{})
+	nodes := startPCluster(t, size, testSettings(breakerpool.HintProbe, timeout), Config{})
 	setURL(dest.CallbackURL(), nodes...)
 	client := newClient(t)
 	k := testKey("flaky")
@@ -168,7 +169,7 @@ func TestPolicyProbeLocalFailureDoesNotBlackhole(t *testing.T) {
 	if err := broken.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
-	nodes := startPCluster(t, size, testSettings(breakerpool.HintProbe, 10*time.Second), PolicyConfig{})
+	nodes := startPCluster(t, size, testSettings(breakerpool.HintProbe, 10*time.Second), Config{})
 	setURL(dest.CallbackURL(), nodes[1:]...)
 	setURL(broken.CallbackURL(), nodes[0])
 	client := newClient(t)
@@ -220,13 +221,13 @@ func TestPolicyJoinerLearnsOpenKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := testSettings(breakerpool.HintProbe, 10*time.Second)
-	nodes := startPCluster(t, 3, s, PolicyConfig{})
+	nodes := startPCluster(t, 3, s, Config{})
 	setURL(dest.CallbackURL(), nodes...)
 	client := newClient(t)
 	k := testKey("down")
 	tripLocally(t, nodes[0], client, k)
 
-	joiner := startPNode(t, "n3", s, PolicyConfig{}, nodes[1].m.GossipAddr())
+	joiner := startPNode(t, "n3", s, Config{}, nodes[1].m.GossipAddr())
 	setURL(dest.CallbackURL(), joiner)
 	testwait.For(t, 15*time.Second, "the joiner to guard the open key", func() bool {
 		return status(joiner, k).Mode == breakerpool.ModeGuarded
@@ -253,7 +254,7 @@ func TestPolicyKilledOwnerLeavesNoKeyStuck(t *testing.T) {
 	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
-	nodes := startPCluster(t, size, testSettings(breakerpool.HintProbe, timeout), PolicyConfig{})
+	nodes := startPCluster(t, size, testSettings(breakerpool.HintProbe, timeout), Config{})
 	setURL(dest.CallbackURL(), nodes...)
 	client := newClient(t)
 	k := keyOwnedBy(t, nodes[0], "n1")
@@ -315,7 +316,7 @@ func TestPolicyKilledOwnerLeavesNoKeyStuck(t *testing.T) {
 // slides past the burst.
 func TestPolicySelfSuspicion(t *testing.T) {
 	const window = 3 * time.Second
-	pcfg := PolicyConfig{SuspectWindow: window, Tick: 50 * time.Millisecond}
+	pcfg := Config{SuspectWindow: window, Tick: 50 * time.Millisecond}
 	broken := transporttest.NewDestination(t)
 	if err := broken.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
@@ -379,10 +380,10 @@ func TestPolicySelfSuspicion(t *testing.T) {
 	}
 	// Peers ignore open hints from a suspect origin (metadata) and any hint
 	// flagged suspect.
-	if n1.pol.HandleHint(Hint{Key: testKey("d9"), State: HintOpen, Generation: 50, Origin: "n0", OpenFor: time.Minute}) {
+	if n1.pol.HandleHint(cluster.Hint{Key: testKey("d9"), State: cluster.HintOpen, Generation: 50, Origin: "n0", OpenFor: time.Minute}) {
 		t.Fatal("open hint from a suspect member reported fresh")
 	}
-	if n1.pol.HandleHint(Hint{Key: testKey("d9"), State: HintOpen, Generation: 51, Origin: "n7", OpenFor: time.Minute, Suspect: true}) {
+	if n1.pol.HandleHint(cluster.Hint{Key: testKey("d9"), State: cluster.HintOpen, Generation: 51, Origin: "n7", OpenFor: time.Minute, Suspect: true}) {
 		t.Fatal("open hint flagged suspect reported fresh")
 	}
 	if _, ok := n1.pool.Lookup(testKey("d9")); ok || actions(t, n1, ActionIgnoredSuspect) != 2 {

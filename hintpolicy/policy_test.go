@@ -1,7 +1,8 @@
-package cluster
+package hintpolicy
 
 import (
 	"fmt"
+	"fusebox/cluster"
 	"testing"
 	"time"
 
@@ -13,10 +14,10 @@ import (
 )
 
 func TestRendezvousOwnerIsStableAndMovesLittle(t *testing.T) {
-	members := func(ids ...string) []Member {
-		var ms []Member
+	members := func(ids ...string) []cluster.Member {
+		var ms []cluster.Member
 		for _, id := range ids {
-			ms = append(ms, Member{ID: id, State: StateAlive})
+			ms = append(ms, cluster.Member{ID: id, State: cluster.StateAlive})
 		}
 		return ms
 	}
@@ -52,10 +53,10 @@ func TestRendezvousOwnerIsStableAndMovesLittle(t *testing.T) {
 }
 
 func TestOwnerViewSkipsSuspectAndDeadMembers(t *testing.T) {
-	ms := []Member{
-		{ID: "a", State: StateAlive, Meta: Meta{Suspect: true}},
-		{ID: "b", State: StateAlive},
-		{ID: "c", State: StateDead},
+	ms := []cluster.Member{
+		{ID: "a", State: cluster.StateAlive, Meta: cluster.Meta{Suspect: true}},
+		{ID: "b", State: cluster.StateAlive},
+		{ID: "c", State: cluster.StateDead},
 	}
 	v := newOwnerView(ms, "b", false)
 	if len(v.ids) != 1 || v.ids[0] != "b" {
@@ -73,8 +74,8 @@ func TestOwnerViewSkipsSuspectAndDeadMembers(t *testing.T) {
 	}
 }
 
-func TestPolicyConfigValidation(t *testing.T) {
-	for _, c := range []PolicyConfig{
+func TestConfigValidation(t *testing.T) {
+	for _, c := range []Config{
 		{FallbackFactor: 0.5}, {FallbackJitter: 2}, {MaxPrecreated: -1},
 		{SuspectRatio: 1.5}, {KeyIdleTTL: -time.Second},
 	} {
@@ -82,27 +83,27 @@ func TestPolicyConfigValidation(t *testing.T) {
 			t.Errorf("%+v: want an error", c)
 		}
 	}
-	c, err := PolicyConfig{}.withDefaults()
+	c, err := Config{}.withDefaults()
 	if err != nil || c.FallbackFactor != 2 || c.SuspectMinOpens != 5 || c.SuspectWindow != 30*time.Second {
 		t.Fatalf("defaults: %+v, %v", c, err)
 	}
 }
 
 func TestPolicyLamportOrdering(t *testing.T) {
-	n := startPNode(t, "n0", testSettings(breakerpool.HintProbe, 10*time.Second), PolicyConfig{})
+	n := startPNode(t, "n0", testSettings(breakerpool.HintProbe, 10*time.Second), Config{})
 	k := testKey("payments")
 	b := n.pool.Get(k)
 
-	if !n.pol.HandleHint(Hint{Key: k, State: HintOpen, Generation: 5, Origin: "a", OpenFor: time.Second}) {
+	if !n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintOpen, Generation: 5, Origin: "a", OpenFor: time.Second}) {
 		t.Fatal("first open hint not fresh")
 	}
 	if s := b.Status(); s.Mode != breakerpool.ModeGuarded || s.Source != breakerpool.SourceHint {
 		t.Fatalf("probe policy: want guarded by a hint, got %+v", s)
 	}
-	if n.pol.HandleHint(Hint{Key: k, State: HintOpen, Generation: 5, Origin: "a"}) {
+	if n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintOpen, Generation: 5, Origin: "a"}) {
 		t.Fatal("duplicate reported fresh")
 	}
-	if n.pol.HandleHint(Hint{Key: k, State: HintClosed, Generation: 4, Origin: "b"}) {
+	if n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintClosed, Generation: 4, Origin: "b"}) {
 		t.Fatal("stale closed hint (gen 4 < clock 5) reported fresh")
 	}
 	if got := actions(t, n, ActionStale); got != 1 {
@@ -120,22 +121,22 @@ func TestPolicyLamportOrdering(t *testing.T) {
 	if gen != 6 {
 		t.Fatalf("published generation %d, want 6 (received 5, then +1)", gen)
 	}
-	if hs := n.pol.OpenHints(); len(hs) != 1 || hs[0].Generation != 6 || hs[0].State != HintOpen || hs[0].OpenFor <= 0 {
+	if hs := n.pol.OpenHints(); len(hs) != 1 || hs[0].Generation != 6 || hs[0].State != cluster.HintOpen || hs[0].OpenFor <= 0 {
 		t.Fatalf("OpenHints = %+v", hs)
 	}
 
 	// A newer closed hint from another node warm-starts the probe.
-	if !n.pol.HandleHint(Hint{Key: k, State: HintClosed, Generation: 7, Origin: "b"}) {
+	if !n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintClosed, Generation: 7, Origin: "b"}) {
 		t.Fatal("closed hint not fresh")
 	}
 	if s := b.Status(); s.State != gobreaker.StateHalfOpen || s.Source != breakerpool.SourceHint {
 		t.Fatalf("closed hint: want half-open from hint, got %v/%v", s.State, s.Source)
 	}
-	if hs := n.pol.OpenHints(); len(hs) != 1 || hs[0].State != HintHalfOpen {
+	if hs := n.pol.OpenHints(); len(hs) != 1 || hs[0].State != cluster.HintHalfOpen {
 		t.Fatalf("OpenHints while half-open = %+v", hs)
 	}
 	// Closed hints for unknown keys create nothing.
-	n.pol.HandleHint(Hint{Key: testKey("never-used"), State: HintClosed, Generation: 1, Origin: "b"})
+	n.pol.HandleHint(cluster.Hint{Key: testKey("never-used"), State: cluster.HintClosed, Generation: 1, Origin: "b"})
 	if _, ok := n.pool.Lookup(testKey("never-used")); ok {
 		t.Fatal("closed hint created a breaker")
 	}
@@ -143,10 +144,10 @@ func TestPolicyLamportOrdering(t *testing.T) {
 
 func TestPolicyAdoptNeverPastFallback(t *testing.T) {
 	const timeout = time.Second
-	n := startPNode(t, "n0", testSettings(breakerpool.HintAdopt, timeout), PolicyConfig{})
+	n := startPNode(t, "n0", testSettings(breakerpool.HintAdopt, timeout), Config{})
 	k := testKey("slow")
 	n.pool.Get(k)
-	n.pol.HandleHint(Hint{Key: k, State: HintOpen, Generation: 1, Origin: "a", OpenFor: 24 * time.Hour})
+	n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintOpen, Generation: 1, Origin: "a", OpenFor: 24 * time.Hour})
 	s := status(n, k)
 	if s.State != gobreaker.StateOpen || s.Source != breakerpool.SourceHint {
 		t.Fatalf("adopt: want open from hint, got %v/%v", s.State, s.Source)
@@ -160,24 +161,24 @@ func TestPolicyAdoptNeverPastFallback(t *testing.T) {
 	// A half-open hint (no time left) guards instead.
 	k2 := testKey("other")
 	n.pool.Get(k2)
-	n.pol.HandleHint(Hint{Key: k2, State: HintHalfOpen, Generation: 1, Origin: "a"})
+	n.pol.HandleHint(cluster.Hint{Key: k2, State: cluster.HintHalfOpen, Generation: 1, Origin: "a"})
 	if s := status(n, k2); s.Mode != breakerpool.ModeGuarded {
 		t.Fatalf("half-open hint under adopt: want guarded, got %+v", s)
 	}
 }
 
 func TestPolicyOffRecordsOnly(t *testing.T) {
-	n := startPNode(t, "n0", testSettings(breakerpool.HintOff, time.Second), PolicyConfig{})
+	n := startPNode(t, "n0", testSettings(breakerpool.HintOff, time.Second), Config{})
 	k := testKey("x")
 	b := n.pool.Get(k)
-	if !n.pol.HandleHint(Hint{Key: k, State: HintOpen, Generation: 1, Origin: "a", OpenFor: time.Minute}) {
+	if !n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintOpen, Generation: 1, Origin: "a", OpenFor: time.Minute}) {
 		t.Fatal("off: a new hint is still fresh (recorded and re-gossiped)")
 	}
 	if s := b.Status(); s.State != gobreaker.StateClosed || s.Mode != breakerpool.ModeAuto {
 		t.Fatalf("off: breaker changed: %+v", s)
 	}
 	b.OpenFor(time.Minute, breakerpool.SourceLocal)
-	n.pol.HandleHint(Hint{Key: k, State: HintClosed, Generation: 9, Origin: "a"})
+	n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintClosed, Generation: 9, Origin: "a"})
 	if s := b.Status(); s.State != gobreaker.StateOpen {
 		t.Fatalf("off: closed hint changed an open breaker: %v", s.State)
 	}
@@ -187,9 +188,9 @@ func TestPolicyOffRecordsOnly(t *testing.T) {
 }
 
 func TestPolicyPrecreateIsBounded(t *testing.T) {
-	n := startPNode(t, "n0", testSettings(breakerpool.HintProbe, time.Second), PolicyConfig{MaxPrecreated: 8})
+	n := startPNode(t, "n0", testSettings(breakerpool.HintProbe, time.Second), Config{MaxPrecreated: 8})
 	for i := range 100 {
-		n.pol.HandleHint(Hint{Key: testKey(fmt.Sprint("random-", i)), State: HintOpen, Generation: 1, Origin: "attacker", OpenFor: time.Minute})
+		n.pol.HandleHint(cluster.Hint{Key: testKey(fmt.Sprint("random-", i)), State: cluster.HintOpen, Generation: 1, Origin: "attacker", OpenFor: time.Minute})
 	}
 	if got := n.pool.Len(); got != 8 {
 		t.Fatalf("pool has %d breakers after a flood, want the bound 8", got)
@@ -210,7 +211,7 @@ func TestPolicyPrecreateIsBounded(t *testing.T) {
 	testwait.For(t, 5*time.Second, "slot release", func() bool {
 		return testutil.ToFloat64(n.pol.met.precreated) == 7
 	})
-	n.pol.HandleHint(Hint{Key: testKey("random-100"), State: HintOpen, Generation: 1, Origin: "attacker", OpenFor: time.Minute})
+	n.pol.HandleHint(cluster.Hint{Key: testKey("random-100"), State: cluster.HintOpen, Generation: 1, Origin: "attacker", OpenFor: time.Minute})
 	if _, ok := n.pool.Lookup(testKey("random-100")); !ok {
 		t.Fatal("a released slot was not reusable")
 	}
@@ -218,7 +219,7 @@ func TestPolicyPrecreateIsBounded(t *testing.T) {
 
 func TestPolicyOwnerExtensionIsBounded(t *testing.T) {
 	const timeout = 200 * time.Millisecond
-	pcfg := PolicyConfig{MaxHoldTimeouts: 2}
+	pcfg := Config{MaxHoldTimeouts: 2}
 	nodes := startPCluster(t, 2, testSettings(breakerpool.HintProbe, timeout), pcfg)
 	n0 := nodes[0]
 	k := keyOwnedBy(t, n0, "n1")
@@ -234,7 +235,7 @@ func TestPolicyOwnerExtensionIsBounded(t *testing.T) {
 	gen := uint64(100)
 	testwait.For(t, 10*time.Second, "non-owner to fall back despite the owner's hints", func() bool {
 		gen++
-		n0.pol.HandleHint(Hint{Key: k, State: HintOpen, Generation: gen, Origin: "n1", OpenFor: timeout})
+		n0.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintOpen, Generation: gen, Origin: "n1", OpenFor: timeout})
 		s := status(n0, k)
 		if s.State == gobreaker.StateOpen && time.Now().Add(s.OpenRemaining).After(bound.Add(50*time.Millisecond)) {
 			t.Fatalf("held until %v, past the bound %v", time.Now().Add(s.OpenRemaining).Sub(start), bound.Sub(start))
@@ -253,7 +254,7 @@ func TestPolicyOwnerExtensionIsBounded(t *testing.T) {
 }
 
 func TestPolicyForgetsIdleClosedKeys(t *testing.T) {
-	n := startPNode(t, "n0", testSettings(breakerpool.HintProbe, time.Minute), PolicyConfig{KeyIdleTTL: 100 * time.Millisecond, Tick: 20 * time.Millisecond})
+	n := startPNode(t, "n0", testSettings(breakerpool.HintProbe, time.Minute), Config{KeyIdleTTL: 100 * time.Millisecond, Tick: 20 * time.Millisecond})
 	k := testKey("x")
 	b := n.pool.Get(k)
 	b.OpenFor(time.Minute, breakerpool.SourceLocal)

@@ -1,6 +1,7 @@
-package cluster
+package hintpolicy
 
 import (
+	"fusebox/cluster"
 	"slices"
 	"time"
 
@@ -169,7 +170,7 @@ func (p *Policy) pauseFor() time.Duration {
 
 // applyConfirmLocked applies an open, half-open or failing hint to a
 // breaker under confirm and names the action taken.
-func (p *Policy) applyConfirmLocked(b *breakerpool.Breaker, h Hint, st *keyState, now time.Time) string {
+func (p *Policy) applyConfirmLocked(b *breakerpool.Breaker, h cluster.Hint, st *keyState, now time.Time) string {
 	timeout := b.Settings().Timeout.D()
 	if p.distrustedLocked(st, h.Origin, timeout, now) {
 		return ActionDistrusted
@@ -183,7 +184,7 @@ func (p *Policy) applyConfirmLocked(b *breakerpool.Breaker, h Hint, st *keyState
 	}
 	s := b.Status()
 	if s.State != gobreaker.StateClosed || s.Mode != breakerpool.ModeAuto {
-		if h.State == HintFailing {
+		if h.State == cluster.HintFailing {
 			return ActionRecorded
 		}
 		return p.applyOpenLocked(b, h, st, now) // open here already: the owner's hints extend holds
@@ -248,13 +249,13 @@ func (p *Policy) giveUpLocked(b *breakerpool.Breaker, k breakerpool.Key, st *key
 // confirmLocked ends a round as confirmed by by: the breaker opens (or a
 // pause is extended) for the hint's remaining time, capped at this node's
 // fallback; the breaker's Timeout when the report carries no open time.
-func (p *Policy) confirmLocked(b *breakerpool.Breaker, h Hint, st *keyState, by string, now time.Time) string {
+func (p *Policy) confirmLocked(b *breakerpool.Breaker, h cluster.Hint, st *keyState, by string, now time.Time) string {
 	c := st.conf
 	c.outcome, c.by, c.at = ConfirmConfirmed, by, now
 	delete(p.confirming, h.Key)
 	timeout := b.Settings().Timeout.D()
 	d := timeout
-	if h.State == HintOpen && h.OpenFor > 0 {
+	if h.State == cluster.HintOpen && h.OpenFor > 0 {
 		d = min(h.OpenFor, p.fallback(timeout))
 	}
 	s := b.Status()
@@ -282,7 +283,7 @@ func (p *Policy) refuteLocked(k breakerpool.Key, st *keyState, by string, timeou
 // confirmClosedLocked handles a closed hint under confirm: from the accuser
 // it clears its distrust (it recovered); from anyone else it refutes a
 // pending round. The caller then warm-starts an open breaker.
-func (p *Policy) confirmClosedLocked(b *breakerpool.Breaker, h Hint, st *keyState, now time.Time) {
+func (p *Policy) confirmClosedLocked(b *breakerpool.Breaker, h cluster.Hint, st *keyState, now time.Time) {
 	delete(st.distrust, h.Origin)
 	if c := st.conf; c.pending() {
 		if h.Origin == c.accused {
