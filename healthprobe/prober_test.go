@@ -2,6 +2,7 @@ package healthprobe
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"fusebox/breakerpool"
+	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 )
 
@@ -58,11 +60,13 @@ func newFixture(t *testing.T, cfg Config, allow func(context.Context, breakerpoo
 	t.Helper()
 	f := &fixture{srv: newHealthServer(t), reg: prometheus.NewRegistry()}
 	f.owner.Store("n1")
-	s := breakerpool.DefaultSettings()
-	s.Timeout = breakerpool.Duration(100 * time.Millisecond)
-	src, err := breakerpool.NewStaticSource(s)
-	if err != nil {
-		t.Fatal(err)
+	// The node's settings source, with the breaker Timeout set as an
+	// operator would.
+	src := dynconfig.NewCollection(nil)
+	t.Cleanup(func() { _ = src.Close() }) // after the pool's
+	src.Update([]dynconfig.Entry{{Key: dynconfig.KeyBreakerSettings, Value: json.RawMessage(`{"Timeout":"100ms"}`)}})
+	if src.Current().Invalid() != nil || src.Settings("ns", "ep").Timeout.D() != 100*time.Millisecond {
+		t.Fatalf("settings: %+v (%v)", src.Settings("ns", "ep"), src.Current().Invalid())
 	}
 	var fwd atomic.Pointer[Prober]
 	pool, err := breakerpool.New(breakerpool.Config{DisableJitter: true, Observer: func(tr breakerpool.Transition) {

@@ -379,15 +379,18 @@ func TestPolicySelfSuspicion(t *testing.T) {
 		t.Fatalf("a suspect node offered %d open hints to anti-entropy", len(hs))
 	}
 	// Peers ignore open hints from a suspect origin (metadata) and any hint
-	// flagged suspect.
+	// flagged suspect. Counted from here: n0's own hints from before the
+	// burst (d4's failing hint) may still reach n1 after its flag, and be
+	// ignored too.
+	ignoredBefore := actions(t, n1, ActionIgnoredSuspect)
 	if n1.pol.HandleHint(cluster.Hint{Key: testKey("d9"), State: cluster.HintOpen, Generation: 50, Origin: "n0", OpenFor: time.Minute}) {
 		t.Fatal("open hint from a suspect member reported fresh")
 	}
 	if n1.pol.HandleHint(cluster.Hint{Key: testKey("d9"), State: cluster.HintOpen, Generation: 51, Origin: "n7", OpenFor: time.Minute, Suspect: true}) {
 		t.Fatal("open hint flagged suspect reported fresh")
 	}
-	if _, ok := n1.pool.Lookup(testKey("d9")); ok || actions(t, n1, ActionIgnoredSuspect) != 2 {
-		t.Fatal("suspect hints were acted on")
+	if _, ok := n1.pool.Lookup(testKey("d9")); ok || actions(t, n1, ActionIgnoredSuspect)-ignoredBefore < 2 {
+		t.Fatalf("suspect hints were acted on: d9 created %v, ignored_suspect %v (before: %v)", ok, actions(t, n1, ActionIgnoredSuspect), ignoredBefore)
 	}
 
 	testwait.For(t, 5*window, "the burst to clear", func() bool {

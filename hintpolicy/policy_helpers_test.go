@@ -2,9 +2,11 @@ package hintpolicy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"fusebox/cluster"
+	"fusebox/dynconfig"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -32,7 +34,8 @@ type pnode struct {
 	pool *breakerpool.Pool
 	pol  *Policy
 	reg  *prometheus.Registry
-	src  *breakerpool.StaticSource
+	cfg  *dynconfig.Collection  // the pool's settings source, as in the node
+	set  []dynconfig.Entry      // the collection's whole table
 	url  atomic.Pointer[string] // where this node's executor posts
 	dead atomic.Bool
 	// hook, when set, sees every transition before the policy does.
@@ -51,11 +54,9 @@ func testSettings(pol breakerpool.HintPolicy, timeout time.Duration) breakerpool
 func startPNode(t testing.TB, id string, s breakerpool.Settings, pcfg Config, join ...string) *pnode {
 	t.Helper()
 	n := &pnode{id: id, reg: prometheus.NewRegistry()}
-	src, err := breakerpool.NewStaticSource(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.src = src
+	n.cfg = dynconfig.NewCollection(nil)
+	t.Cleanup(func() { _ = n.cfg.Close() }) // after the pool's (cleanups run last-in first-out)
+	n.setSettings(t, "", s)
 	var fwd atomic.Pointer[Policy]
 	observe := func(tr breakerpool.Transition) {
 		if h := n.hook.Load(); h != nil {
@@ -67,8 +68,9 @@ func startPNode(t testing.TB, id string, s breakerpool.Settings, pcfg Config, jo
 	}
 	// As the node wires it: transitions and early warnings (first failure
 	// for confirm, DefaultWarnAfter for probe and adopt) reach the policy.
+	var err error
 	n.pool, err = breakerpool.New(breakerpool.Config{Observer: observe,
-		WarnAfter: 1, WarnUntil: breakerpool.DefaultWarnAfter, OnFailing: observe}, src, n.reg, nil)
+		WarnAfter: 1, WarnUntil: breakerpool.DefaultWarnAfter, OnFailing: observe}, n.cfg, n.reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +93,32 @@ func startPNode(t testing.TB, id string, s breakerpool.Settings, pcfg Config, jo
 	n.pol.Start()
 	t.Cleanup(n.stop)
 	return n
+}
+
+// setSettings gives dest (every destination when "") the breaker settings s,
+// written as the dynamic-config entries an operator would set: the
+// circuit-breaker object, the hint policy and maxRetryAfter. The whole
+// table is replaced, as Raft's watcher does.
+func (n *pnode) setSettings(t testing.TB, dest string, s breakerpool.Settings) {
+	t.Helper()
+	raw := func(v any) json.RawMessage {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	n.set = append(n.set,
+		dynconfig.Entry{Key: dynconfig.KeyBreakerSettings, Destination: dest, Value: raw(s)},
+		dynconfig.Entry{Key: dynconfig.KeyBreakerHintPolicy, Destination: dest, Value: raw(string(s.HintPolicy))},
+		dynconfig.Entry{Key: dynconfig.KeyBreakerMaxRetryAfter, Destination: dest, Value: raw(s.MaxRetryAfter.String())})
+	n.cfg.Update(n.set)
+	if err := n.cfg.Current().Invalid(); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.cfg.Settings("ns", dest); dest != "" && got != s.Normalized() {
+		t.Fatalf("settings of %q: %+v, want %+v", dest, got, s.Normalized())
+	}
 }
 
 // stop closes the node in the order the node package uses.

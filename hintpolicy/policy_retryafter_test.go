@@ -128,9 +128,7 @@ func TestPolicyRetryAfterReceiverCap(t *testing.T) {
 
 	off := testKey("feature-off")
 	s.MaxRetryAfter = 0
-	if err := n.src.SetDestination(off.Destination, s); err != nil {
-		t.Fatal(err)
-	}
+	n.setSettings(t, off.Destination, s)
 	n.pool.Get(off)
 	n.pol.HandleHint(cluster.Hint{Key: off, State: cluster.HintOpen, Generation: 1, Origin: "a", OpenFor: time.Minute, RetryUntil: far})
 	if st := status(n, off); st.State != gobreaker.StateClosed || st.Mode != breakerpool.ModeGuarded {

@@ -6,7 +6,9 @@ import (
 	"sync/atomic"
 )
 
-// StaticSource is an in-memory SettingsSource: a default plus overrides per
+// StaticSource is an in-memory SettingsSource for this package's tests (the
+// production source is dynconfig.Collection, which imports this package, so
+// these tests cannot use it; tests elsewhere do): a default plus overrides per
 // namespace, per destination and per (namespace, destination) pair. The most
 // specific value wins: pair, then destination, then namespace, then the
 // default. An override is a whole Settings value, not a patch. It is safe
