@@ -85,6 +85,10 @@ type Config struct {
 	// and fell silent keeps its slot of the key's budget (a node that hears
 	// no live peer keeps it for ever). Default 30s.
 	FleetSilentForget time.Duration
+
+	// compress turns memberlist's LZW compression back on, as nodes built
+	// before issue 17 §3 sent: tests of a mixed cluster set it.
+	compress bool
 }
 
 // timings are the preset-dependent durations of membership and joining.
@@ -204,6 +208,16 @@ func (c Config) memberlistConfig() (*memberlist.Config, error) {
 		mc.PushPullInterval = 2 * time.Second
 		mc.TCPTimeout = 500 * time.Millisecond
 	}
+	// No LZW compression of what this node sends (issue 17 §3). memberlist
+	// compresses every packet by default, and each compression allocates and
+	// zeroes a 64 KiB LZW table (each decompression 20 KiB) for messages of
+	// tens to hundreds of bytes: with 50 nodes in one process it was the
+	// largest single cost of a hint and of the membership's own traffic
+	// (cluster/DESIGN.md, "Where a hint's time goes"). Receivers decode
+	// compressed and plain messages alike whatever their own setting, so
+	// nodes with and without this interoperate; a push/pull's state goes
+	// uncompressed over TCP (a few KiB at 50 members).
+	mc.EnableCompression = c.compress
 	mc.GossipToTheDeadTime = t.gossipToTheDead
 	mc.DeadNodeReclaimTime = t.deadReclaim
 	mc.Name = c.NodeID

@@ -294,3 +294,33 @@ func TestPublishRejectsInvalidHint(t *testing.T) {
 		t.Errorf("Publish before Start = %v, want ErrNotStarted", err)
 	}
 }
+
+// TestCompressedAndPlainNodesInteroperate: nodes send uncompressed
+// (issue 17 §3), nodes built before compress every packet; a mixed
+// cluster still joins (push/pull over TCP both ways) and every hint
+// reaches every peer whichever way it was sent.
+func TestCompressedAndPlainNodesInteroperate(t *testing.T) {
+	if cfg, err := (Config{NodeID: "x", BindAddr: "127.0.0.1:0"}).withDefaults(); err != nil {
+		t.Fatal(err)
+	} else if mc, err := cfg.memberlistConfig(); err != nil || mc.EnableCompression {
+		t.Fatalf("memberlist compression on by default (err %v)", err)
+	}
+	old := func(c *Config) { c.compress = true }
+	n0 := startNode(t, "n0", old)
+	n1 := startNode(t, "n1", joining(n0.GossipAddr()))
+	n2 := startNode(t, "n2", joining(n1.GossipAddr()), old)
+	nodes := []testNode{n0, n1, n2}
+	waitConverged(t, nodes, 3)
+	sinks := withSinks(nodes)
+	for i, from := range nodes {
+		h := Hint{Key: testKey(fmt.Sprint("mixed-", i)), State: HintOpen, Generation: 1, OpenFor: time.Minute}
+		if err := from.Publish(h); err != nil {
+			t.Fatal(err)
+		}
+		for j := range nodes {
+			if j != i {
+				testwait.For(t, 10*time.Second, fmt.Sprintf("n%d to get n%d's hint", j, i), func() bool { return sinks[j].has(h.Key, 1) })
+			}
+		}
+	}
+}

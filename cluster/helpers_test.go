@@ -63,7 +63,9 @@ func startCluster(t testing.TB, n int, opts ...func(*Config)) []testNode {
 
 func waitConverged(t testing.TB, nodes []testNode, alive int) {
 	t.Helper()
-	testwait.For(t, 20*time.Second, fmt.Sprintf("%d nodes to see %d alive", len(nodes), alive), func() bool {
+	// 50 in-process nodes on a busy 2-core machine take longer than 20 s.
+	deadline := max(20*time.Second, time.Duration(len(nodes))*time.Second)
+	testwait.For(t, deadline, fmt.Sprintf("%d nodes to see %d alive", len(nodes), alive), func() bool {
 		for _, n := range nodes {
 			if n.NumAlive() != alive {
 				return false

@@ -263,10 +263,15 @@ func (r *reader) uvarint(field string) uint64 {
 }
 
 func (r *reader) str(field string, max int) string {
-	n := r.uvarint(field + " length")
 	if r.err != nil {
 		return ""
 	}
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 { // as uvarint(field + " length"), without building the name for every string read
+		r.err = fmt.Errorf("hint: bad varint for %s length", field)
+		return ""
+	}
+	r.b = r.b[k:]
 	if n > uint64(max) {
 		r.err = fmt.Errorf("hint: %s is %d bytes, max %d", field, n, max)
 		return ""
