@@ -7,7 +7,7 @@ import (
 )
 
 // BreakerConfirm is the confirm hint policy's latest round for a breaker
-// key on one node (cluster/DESIGN.md, "Confirm"): whether its open state
+// key on one node (hintpolicy/DESIGN.md, "Confirm"): whether its open state
 // came from a confirmed hint, or a peer's failure report was refuted.
 type BreakerConfirm struct {
 	// Outcome is pending, confirmed, refuted or gave_up.
@@ -25,7 +25,7 @@ type BreakerConfirm struct {
 }
 
 // Confirmations is the hint policy as the breaker list uses it (node
-// adapts *cluster.Policy); nil leaves the confirm field out.
+// adapts *hintpolicy.Policy); nil leaves the confirm field out.
 type Confirmations interface {
 	ConfirmOf(k breakerpool.Key) (BreakerConfirm, bool)
 }
