@@ -65,4 +65,3 @@ func (c *flushClock) close() {
 		c.timer.Stop()
 	}
 }
-
