@@ -204,7 +204,7 @@ var rows = []row{
 		Baseline: "BenchmarkOutbound/baseline-post", Target: "ratio<=1.5", Time: "10000x", QuickTime: "500x", Runs: 3},
 	{Issue: "#6", What: "Nexus sync start through the executor", Pkg: "./transport", Bench: "BenchmarkOutbound/nexus-sync-start", Metric: "ns/op",
 		Baseline: "BenchmarkOutbound/baseline-nexus-post", Target: "ratio<=1.5", Time: "10000x", QuickTime: "500x", Runs: 3},
-	{Issue: "#17", What: "  the same, process CPU per call (vs the hand-made POST)", Pkg: "./transport/outbound", Bench: "BenchmarkOutbound/nexus-sync-start", Metric: "cpu-ns/op",
+	{Issue: "#17", What: "  the same, process CPU per call (vs the hand-made POST)", Pkg: "./transport", Bench: "BenchmarkOutbound/nexus-sync-start", Metric: "cpu-ns/op",
 		Baseline: "BenchmarkOutbound/baseline-nexus-post", Target: "ratio<=1.3", Time: "10000x", QuickTime: "500x", Runs: 3},
 	// Durable task table and the queue (issue "The outbound task queue").
 	{Issue: "#6", What: "task submit, 3 nodes, 64 writers × 1 task/entry (tasks/s)", Pkg: "./raftstore", Bench: "BenchmarkSubmitTasks/nodes=3/writers=64/batch=1", Metric: "tasks/s",
