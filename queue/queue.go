@@ -23,7 +23,6 @@ type Queue struct {
 	log      *slog.Logger
 	m        *metrics
 	sched    *scheduler
-	flushes  *flushClock // the shards' shared flush tick
 
 	closing   atomic.Bool
 	closingCh chan struct{} // closed when Close begins: token waiters give up
@@ -58,7 +57,6 @@ func New(cfg Config, deps Deps) (*Queue, error) {
 		shards: make(map[int]*shard), stop: make(chan struct{}), closingCh: make(chan struct{}),
 	}
 	q.sched = newScheduler(q)
-	q.flushes = newFlushClock(cfg.FlushInterval)
 	if q.m, err = newMetrics(deps.Registerer, q); err != nil {
 		return nil, err
 	}
@@ -206,7 +204,6 @@ func (q *Queue) Close() error {
 			s.cancel()
 			s.fstop()
 		}
-		q.flushes.close()
 		q.mu.Lock()
 		clear(q.shards)
 		q.mu.Unlock()

@@ -390,10 +390,9 @@ func (s *shard) nextWake(now time.Time) time.Time {
 	return next
 }
 
-// flushLoop writes results in batches: it waits for the queue's next
-// flush tick (at most FlushInterval, shared by every shard of the node:
-// flushclock.go) so that Raft sees few large writes, or writes at once
-// when MaxFlushBatch are waiting.
+// flushLoop writes results in batches: it waits FlushInterval after the
+// first result so that Raft sees few large writes, or writes at once when
+// MaxFlushBatch are waiting.
 func (s *shard) flushLoop() {
 	defer close(s.flusherDone)
 	cfg := s.q.cfg
@@ -408,8 +407,9 @@ func (s *shard) flushLoop() {
 			return
 		}
 		if s.pending() < cfg.MaxFlushBatch {
+			timer.Reset(cfg.FlushInterval)
 			select {
-			case <-s.q.flushes.next():
+			case <-timer.C:
 			case <-s.stopFlush:
 				s.final()
 				return
