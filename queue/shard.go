@@ -79,8 +79,9 @@ type shard struct {
 	// depth is this shard's fusebox_queue_depth series, refreshed by the
 	// reader only when the pending count can have changed: a read loaded
 	// tasks, or results were written since (depthWritten). A wake-up that
-	// loads nothing (most of them, with many shards: every commit wakes
-	// every reader) costs no store lookup.
+	// loads nothing (most of them with many shards on the Raft store, where
+	// every commit wakes every reader) costs no store lookup (with
+	// PostgreSQL, no count query).
 	depth        prometheus.Gauge
 	depthWritten uint64
 	depthSet     bool
