@@ -31,18 +31,23 @@ const (
 // open and half-open (local trips, timeouts with jitter, probes) and the
 // externally driven modes. See DESIGN.md.
 type Breaker struct {
-	// Hot-path words that are read on every call and rarely written share
-	// a cache line; the per-call counters live on their own line so that
-	// their writes do not evict the read-mostly line from other cores.
+	// The words of the fast path share one cache line: the ones read on
+	// every call and the counters, one of which every call adds to. The
+	// counters had a line of their own, to keep their writes from evicting
+	// the read words from other cores; but one key called from several
+	// cores bounces a line per call either way (then the counter line, now
+	// this one), and with many keys the separate line was one more cache
+	// miss per call: BenchmarkPoolVsRaw at 10,000 keys went from 1.5× raw
+	// gobreaker to 1.0–1.1× with it here, one key unchanged
+	// (docs/architecture.md, "Issue 17 §3").
 	flags    atomic.Uint32
 	used     atomic.Bool // set on use, cleared by the eviction sweep
 	noTrip   atomic.Bool // forced closed or disabled
 	cur      atomic.Pointer[instance]
-	_        [48]byte
 	success  atomic.Uint64
 	failure  atomic.Uint64
 	rejected atomic.Uint64
-	_        [40]byte
+	_        [24]byte
 
 	openUntil atomic.Int64 // pool-monotonic ns; meaningful while flagOpen
 	settings  atomic.Pointer[Settings]

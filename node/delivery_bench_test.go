@@ -279,7 +279,8 @@ func BenchmarkDeliveryBesideDead(b *testing.B) {
 
 // BenchmarkDeliveryShards is BenchmarkDelivery's cluster figure as the
 // shard count grows (a cluster per count): the cost of more readers,
-// more flushers and smaller completion batches.
+// more flushers and smaller completion batches. cpu-us/task is the
+// process's CPU per task; writes/task the result writes per task.
 func BenchmarkDeliveryShards(b *testing.B) {
 	dest := transporttest.NewDestination(b)
 	clusters := &lazyCluster{parent: b}
@@ -288,10 +289,36 @@ func BenchmarkDeliveryShards(b *testing.B) {
 		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
 			bc := clusters.get(b, shards)
 			run++
+			writes0 := bc.completionWrites(b)
 			b.ResetTimer()
+			cpu0 := deliverybench.CPUClock()
 			took := bc.deliverRun(b, run, b.N, dest.CallbackURL())
+			cpu := deliverybench.CPUClock() - cpu0
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/task")
+			b.ReportMetric((bc.completionWrites(b)-writes0)/float64(b.N), "writes/task")
 		})
 	}
+}
+
+// completionWrites is the result writes (one Raft entry each) the
+// cluster's queues have made: what grows with the shard count for the
+// same tasks, since a write carries one shard's results.
+func (bc *benchCluster) completionWrites(tb testing.TB) float64 {
+	var n float64
+	for _, nd := range bc.nodes {
+		mfs, err := nd.reg.Gather()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "fusebox_queue_completion_writes_total" {
+				for _, m := range mf.GetMetric() {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }

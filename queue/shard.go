@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"fusebox/breakerpool"
 	"fusebox/shardmap"
 )
@@ -74,6 +76,16 @@ type shard struct {
 
 	room atomic.Bool // a group this shard holds tasks for has room (roomFor)
 
+	// depth is this shard's fusebox_queue_depth series, refreshed by the
+	// reader only when the pending count can have changed: a read loaded
+	// tasks, or results were written since (depthWritten). A wake-up that
+	// loads nothing (most of them with many shards on the Raft store, where
+	// every commit wakes every reader) costs no store lookup (with
+	// PostgreSQL, no count query).
+	depth        prometheus.Gauge
+	depthWritten uint64
+	depthSet     bool
+
 	wakeups atomic.Uint64 // reader loop iterations (tests)
 	reads   atomic.Uint64 // Due calls (tests)
 }
@@ -86,6 +98,7 @@ func newShard(q *Queue, id int, epoch uint64) *shard {
 		wake: make(chan struct{}, 1), kick: make(chan struct{}, 1),
 		inflight: make(map[string]*item), parked: make(map[string]time.Time),
 		releases: make(map[breakerpool.Key]*release),
+		depth:    q.m.depth.WithLabelValues(strconv.Itoa(id)),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.fctx, s.fstop = context.WithCancel(context.Background())
@@ -317,9 +330,13 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	// Blocked tasks of keys whose breaker closed, before their time (not
 	// moving the cursor: they are due later than it).
 	released := s.readReleases(limit-len(tasks), skip)
+	written := s.written
 	s.mu.Unlock()
 	refused := s.dispatch(append(append(retry, items...), released...), now)
-	q.m.depth.WithLabelValues(strconv.Itoa(s.id)).Set(float64(q.store.Backlog(s.id)))
+	if len(tasks) > 0 || written != s.depthWritten || !s.depthSet {
+		s.depthWritten, s.depthSet = written, true
+		s.depth.Set(float64(q.store.Backlog(s.id)))
+	}
 	return len(tasks)+len(released) == limit && !refused, now
 }
 

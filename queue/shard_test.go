@@ -163,3 +163,21 @@ func TestReaderAtCapacitySleeps(t *testing.T) {
 	close(exec.release)
 	testwait.For(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 }
+
+// fusebox_queue_depth follows the shard's pending tasks although the reader
+// refreshes it only when a read loaded tasks or results were written: it
+// shows the tasks once they are read and drops to 0 once their results are
+// written.
+func TestDepthFollowsPendingTasks(t *testing.T) {
+	e := newEnv(t, 2, queuetest.DefaultLimits())
+	exec := newFakeExec(true)
+	reg := prometheus.NewRegistry()
+	e.startNode(t, "a", fastCfg(), exec, nil, reg)
+	e.add(t, callbacks(4, 2, "depth", "d")...) // two per shard
+	depth := func(shard string) float64 {
+		return metric(t, reg, "fusebox_queue_depth", map[string]string{"shard": shard})
+	}
+	testwait.For(t, 10*time.Second, "depth 2 on both shards", func() bool { return depth("0") == 2 && depth("1") == 2 })
+	close(exec.release)
+	testwait.For(t, 10*time.Second, "depth 0 on both shards", func() bool { return depth("0") == 0 && depth("1") == 0 })
+}

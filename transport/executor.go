@@ -1,9 +1,11 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -148,6 +150,12 @@ func (e *Executor) Execute(ctx context.Context, r Request) (Result, error) {
 	elapsed := time.Since(start)
 	e.metrics.observe(r.TaskGroup, res.Outcome, elapsed)
 	e.requests.observe(&r, &res, err, c, elapsed)
+	if !e.log.Enabled(ctx, slog.LevelDebug) {
+		// The attributes below parse the URL and allocate: building them
+		// for a discarded record was a fifth of a sync start's client-side
+		// allocations.
+		return res, err
+	}
 	e.log.LogAttrs(ctx, slog.LevelDebug, "outbound attempt",
 		slog.String("task_group", r.TaskGroup),
 		slog.String("destination", BreakerDestination(breakerpool.TaskGroupCallback, r.URL)), // scheme://host only
@@ -216,6 +224,9 @@ func (e *Executor) do(req *http.Request) (*http.Response, error) {
 			req.ContentLength = n
 		}
 	}
+	if err := bufferBody(req); err != nil {
+		return nil, err
+	}
 	c, _ := req.Context().Value(captureKey{}).(*capture)
 	if c == nil {
 		c = &capture{}
@@ -239,3 +250,29 @@ func (e *Executor) do(req *http.Request) (*http.Response, error) {
 }
 
 var errAborted = errors.New("outbound call aborted by caller")
+
+// bufferBody reads a request body that net/http cannot see is in memory
+// (the sdk's own reader) into one, when its length is known and within
+// MaxRequestBodyBytes. net/http sends the headers of such a body ahead of
+// it, in a TCP write of their own ("the server may need the headers
+// early"), and the destination then wakes and reads twice: that second
+// write and read were most of what a Nexus start cost beyond a bare POST
+// of the same bytes (docs/architecture.md, "Nexus sync start"). The bodies
+// here are already in memory (a task's input), so the copy is small.
+// Bodies net/http knows (http.NewRequest with a bytes.Reader sets GetBody)
+// are left alone.
+func bufferBody(req *http.Request) error {
+	if req.Body == nil || req.Body == http.NoBody || req.GetBody != nil ||
+		req.ContentLength <= 0 || req.ContentLength > MaxRequestBodyBytes {
+		return nil
+	}
+	buf := make([]byte, req.ContentLength)
+	_, err := io.ReadFull(req.Body, buf)
+	_ = req.Body.Close()
+	if err != nil {
+		return fmt.Errorf("reading the request body: %w", err)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(buf))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	return nil
+}
