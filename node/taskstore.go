@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
@@ -46,7 +47,7 @@ func (s *TaskStore) Due(shard int, from, now time.Time, limit int, skip func(id 
 	rows, next, known := s.tasks.ScanDue(shard, from, now, limit, skip)
 	out := make([]queue.Task, len(rows))
 	for i, t := range rows {
-		out[i] = toQueueTask(t)
+		out[i] = *t
 	}
 	return out, next, known
 }
@@ -72,33 +73,12 @@ func (s *TaskStore) Complete(ctx context.Context, shard int, epoch uint64, resul
 	if len(results) == 0 {
 		return nil
 	}
-	rs := make([]state.TaskResult, len(results))
-	for i, r := range results {
-		rs[i] = state.TaskResult{
-			TaskID: r.TaskID, Status: string(r.Status), Attempts: r.Attempts, Blocked: r.Blocked, Unexpected: r.Unexpected,
-			NextAttemptAt: r.NextAttemptAt, Message: truncate(r.Message, state.MaxTaskMessageBytes), HTTPStatus: r.HTTPStatus,
-			OperationID: r.OperationID, Output: r.Output, Started: r.Started,
-		}
+	rs := slices.Clone(results) // the caller's results stay as they are
+	for i := range rs {
+		rs[i].Message = truncate(rs[i].Message, state.MaxTaskMessageBytes)
 	}
 	_, err := s.store.CompleteTasks(ctx, state.CompleteTasksCommand{Shard: shard, Epoch: epoch, Node: s.node, Results: rs})
 	return err
-}
-
-// toQueueTask converts a row. A request that no longer decodes (written by
-// another version) is handed over with a request task group that cannot
-// match, so the queue dead-letters it as poison with the reason.
-func toQueueTask(t *state.Task) queue.Task {
-	var req transport.Request
-	if err := json.Unmarshal(t.Request, &req); err != nil {
-		req = transport.Request{TaskGroup: "undecodable request: " + truncate(err.Error(), 200)}
-	}
-	return queue.Task{
-		ID: t.ID, Shard: t.Shard, NamespaceID: t.NamespaceID, WorkflowID: t.WorkflowID, TaskGroup: t.TaskGroup,
-		Destination: t.Destination, Request: req, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
-		NextAttemptAt: t.NextAttemptAt, CreatedAt: t.CreatedAt, Deadline: t.Deadline, Status: queue.Status(t.Status),
-		Message: t.Message, HTTPStatus: t.HTTPStatus, OperationID: t.OperationID, Output: t.Output,
-		AttemptEpoch: t.AttemptEpoch,
-	}
 }
 
 func truncate(s string, n int) string {
@@ -229,7 +209,7 @@ func (s *TaskStore) Blocked(shard int, k breakerpool.Key, after queue.Cursor, li
 	out := make([]queue.Task, len(rows))
 	var last queue.Cursor
 	for i, t := range rows {
-		out[i] = toQueueTask(t)
+		out[i] = *t
 		last = queue.Cursor{At: t.NextAttemptAt, ID: t.ID}
 	}
 	return out, last, done

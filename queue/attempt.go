@@ -94,7 +94,7 @@ func (q *Queue) process(g *group, it *item) {
 		sh.finish(it, q.dlq(t, fmt.Sprintf("poison task: unknown task group %q", t.TaskGroup)))
 		return
 	}
-	req := t.Request
+	req := decodeRequest(t)
 	if req.TaskGroup == "" {
 		req.TaskGroup = t.TaskGroup
 	} else if req.TaskGroup != t.TaskGroup {
@@ -106,7 +106,7 @@ func (q *Queue) process(g *group, it *item) {
 	}
 	req.Namespace, req.Destination = t.NamespaceID, g.key.Destination // the request series' labels
 	if req.Timeout == 0 {
-		// g.key is t.Key(), derived once when the task joined its group.
+		// g.key is KeyOf(t), derived once when the task joined its group.
 		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, g.key.Destination), transport.MaxTimeout)
 	}
 	if r, over := q.pastDeadline(t, &req); over {
@@ -272,7 +272,7 @@ func (q *Queue) blocked(it *item) {
 	q.m.results.WithLabelValues(outcomeRetryBlocked).Inc()
 	it.sh.finish(it, Result{
 		TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: n, Unexpected: t.Unexpected,
-		NextAttemptAt: time.Now().Add(q.blockedDelay(t.Key(), n)),
+		NextAttemptAt: time.Now().Add(q.blockedDelay(KeyOf(t), n)),
 		Message:       "circuit breaker open", HTTPStatus: t.HTTPStatus,
 	})
 }
@@ -295,9 +295,9 @@ func (q *Queue) blockedDelay(k breakerpool.Key, n int) time.Duration {
 }
 
 // terminal builds a final result and records its latency.
-func (q *Queue) terminal(t *Task, st Status, attempts int, msg string, httpStatus int) Result {
-	q.m.results.WithLabelValues(string(st)).Inc()
-	q.m.done.WithLabelValues(t.TaskGroup, string(st)).Observe(time.Since(t.CreatedAt).Seconds())
+func (q *Queue) terminal(t *Task, st string, attempts int, msg string, httpStatus int) Result {
+	q.m.results.WithLabelValues(st).Inc()
+	q.m.done.WithLabelValues(t.TaskGroup, st).Observe(time.Since(t.CreatedAt).Seconds())
 	return Result{TaskID: t.ID, Status: st, Attempts: attempts, Blocked: 0, Unexpected: t.Unexpected, Message: msg, HTTPStatus: httpStatus}
 }
 

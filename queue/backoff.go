@@ -89,7 +89,7 @@ type RetryLimits interface {
 func (q *Queue) retryDelay(t *Task, attempts int) time.Duration {
 	initial, maxInterval := DownBackoffBase, DownBackoffMax
 	if rl, ok := q.limits.Current().(RetryLimits); ok {
-		initial, maxInterval = rl.RetryPolicy(t.TaskGroup, t.NamespaceID, t.Key().Destination)
+		initial, maxInterval = rl.RetryPolicy(t.TaskGroup, t.NamespaceID, KeyOf(t).Destination)
 	}
 	return RetryBackoff(initial, maxInterval, attempts, rand.Float64())
 }

@@ -82,7 +82,7 @@ func TestDeadlineEndsTaskOfRedirectingDestination(t *testing.T) {
 	e.add(t, tk)
 	testwait.For(t, 8*time.Second, "the task failed at its deadline", func() bool {
 		got, _ := e.store.Task(tk.ID)
-		return got.Status.Terminal()
+		return got.Terminal()
 	})
 	got, _ := e.store.Task(tk.ID)
 	if got.Status != queue.StatusFailed || !strings.HasPrefix(got.Message, queue.DeadlineExceeded) || got.HTTPStatus != http.StatusFound {

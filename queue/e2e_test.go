@@ -33,32 +33,32 @@ func TestDeliveryToRealDestinations(t *testing.T) {
 	e := newEnv(t, 2, queuetest.DefaultLimits())
 	e.start(t, fastCfg(), newExecutor(t), mapResolver{"ep": dest.NexusURL()})
 
-	start := func(id, op string, shard int) queue.Task {
+	start := func(id, op string, shard int, callbackURL string) queue.Task {
 		tk := nexusStart(id, "ep")
 		tk.Shard = shard
-		tk.Request.Service, tk.Request.Operation = transporttest.Service, op
-		tk.Request.Input = json.RawMessage(`{"hello":"` + id + `"}`)
+		tk.Request = stored(transport.Request{Service: transporttest.Service, Operation: op,
+			Input: json.RawMessage(`{"hello":"` + id + `"}`), CallbackURL: callbackURL})
 		return tk
 	}
-	echo, async, fail := start("echo-1", transporttest.OpEcho, 0), start("async-1", transporttest.OpAsync, 1), start("fail-1", transporttest.OpFail, 0)
-	async.Request.CallbackURL = dest.CallbackURL()
+	echo, fail := start("echo-1", transporttest.OpEcho, 0, ""), start("fail-1", transporttest.OpFail, 0, "")
+	async := start("async-1", transporttest.OpAsync, 1, dest.CallbackURL())
 	cancel := queue.Task{ID: "cancel-1", Shard: 1, NamespaceID: "ns", TaskGroup: breakerpool.TaskGroupNexusCancelation, Destination: "ep",
-		Request: transport.Request{Service: transporttest.Service, Operation: transporttest.OpAsync, OperationID: "op-async-1"}}
+		Request: stored(transport.Request{Service: transporttest.Service, Operation: transporttest.OpAsync, OperationID: "op-async-1"})}
 	cb := callback("cb-1", 0, "receiver", dest.CallbackURL())
-	cb.Request = transport.Request{URL: dest.CallbackURL(), Completion: &transport.Completion{
-		State: transport.CompletionSucceeded, Result: json.RawMessage(`{"done":true}`), OperationToken: "op-async-1"}}
+	cb.Request = stored(transport.Request{URL: dest.CallbackURL(), Completion: &transport.Completion{
+		State: transport.CompletionSucceeded, Result: json.RawMessage(`{"done":true}`), OperationToken: "op-async-1"}})
 	raw := callback("cb-raw", 1, "receiver", dest.CallbackURL())
 	e.add(t, echo, async, fail, cancel, cb, raw)
 
 	testwait.For(t, 15*time.Second, "every task terminal", func() bool {
 		for _, id := range []string{"echo-1", "async-1", "fail-1", "cancel-1", "cb-1", "cb-raw"} {
-			if got, _ := e.store.Task(id); !got.Status.Terminal() {
+			if got, _ := e.store.Task(id); !got.Terminal() {
 				return false
 			}
 		}
 		return true
 	})
-	check := func(id string, st queue.Status, httpStatus int) queue.Task {
+	check := func(id string, st string, httpStatus int) queue.Task {
 		t.Helper()
 		got, _ := e.store.Task(id)
 		if got.Status != st || got.HTTPStatus != httpStatus || got.Attempts != 1 {

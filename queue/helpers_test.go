@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -85,8 +86,21 @@ func callback(id string, shard int, dest, url string) queue.Task {
 	return queue.Task{
 		ID: id, Shard: shard, NamespaceID: "ns", WorkflowID: "wf-" + id,
 		TaskGroup: breakerpool.TaskGroupCallback, Destination: dest,
-		Request: transport.Request{URL: url, Body: []byte(`{"ok":true}`), ContentType: "application/json"},
+		Request: stored(callbackRequest(url)),
 	}
+}
+
+func callbackRequest(url string) transport.Request {
+	return transport.Request{URL: url, Body: []byte(`{"ok":true}`), ContentType: "application/json"}
+}
+
+// stored encodes req as a store holds a task's request (JSON).
+func stored(req transport.Request) json.RawMessage {
+	b, err := json.Marshal(req)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func callbacks(n, shards int, prefix, dest string) []queue.Task {
@@ -104,7 +118,7 @@ func (e *env) add(t testing.TB, tasks ...queue.Task) {
 	}
 }
 
-func (e *env) allStatus(ids []queue.Task, st queue.Status) bool {
+func (e *env) allStatus(ids []queue.Task, st string) bool {
 	for _, t := range ids {
 		if got, _ := e.store.Task(t.ID); got.Status != st {
 			return false

@@ -30,7 +30,7 @@ type Cursor struct {
 // key. A Store without it keeps the tasks waiting for their own time.
 type BlockedStore interface {
 	// Blocked returns up to limit pending tasks of shard that a breaker
-	// refused (Blocked > 0) and whose Key() is k, in due order after
+	// refused (Blocked > 0) and whose KeyOf is k, in due order after
 	// `after` (zero: from the start). skip works as in Due. last is the
 	// position of the last task returned; done is true when the walk
 	// reached the shard's end.

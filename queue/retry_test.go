@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,7 +32,7 @@ func nexusStart(id, endpoint string) queue.Task {
 	return queue.Task{
 		ID: id, NamespaceID: "ns", WorkflowID: "wf-" + id,
 		TaskGroup: breakerpool.TaskGroupNexusInvocation, Destination: endpoint,
-		Request: transport.Request{Service: "svc", Operation: "op", Input: []byte(`{"x":1}`)},
+		Request: stored(transport.Request{Service: "svc", Operation: "op", Input: []byte(`{"x":1}`)}),
 	}
 }
 
@@ -45,16 +46,22 @@ func TestPoisonAndUnknownEndpointRouting(t *testing.T) {
 	unknownGroup := callback("unknown-group", 0, "d", "http://127.0.0.1:9/cb")
 	unknownGroup.TaskGroup = "workflow.Timer"
 	invalid := callback("invalid", 0, "d", "http://127.0.0.1:9/cb")
-	invalid.Request.Body = nil // a callback needs a body
+	noBody := callbackRequest("http://127.0.0.1:9/cb")
+	noBody.Body = nil // a callback needs a body
+	invalid.Request = stored(noBody)
 	mismatch := callback("mismatch", 0, "d", "http://127.0.0.1:9/cb")
-	mismatch.Request.TaskGroup = breakerpool.TaskGroupNexusInvocation
-	tasks := []queue.Task{unknownGroup, invalid, mismatch,
+	nexusGroup := callbackRequest("http://127.0.0.1:9/cb")
+	nexusGroup.TaskGroup = breakerpool.TaskGroupNexusInvocation
+	mismatch.Request = stored(nexusGroup)
+	undecodable := callback("undecodable", 0, "d", "http://127.0.0.1:9/cb")
+	undecodable.Request = json.RawMessage(`{"timeout":"soon"}`) // stored by another version, say
+	tasks := []queue.Task{unknownGroup, invalid, mismatch, undecodable,
 		nexusStart("no-endpoint", "missing"), nexusStart("bad-url", "bad-url"),
 		nexusStart("flaky", "flaky"), nexusStart("good", "good")}
 	e.add(t, tasks...)
 
-	want := map[string]queue.Status{
-		"unknown-group": queue.StatusDLQ, "invalid": queue.StatusDLQ, "mismatch": queue.StatusDLQ,
+	want := map[string]string{
+		"unknown-group": queue.StatusDLQ, "invalid": queue.StatusDLQ, "mismatch": queue.StatusDLQ, "undecodable": queue.StatusDLQ,
 		"no-endpoint": queue.StatusFailed, "bad-url": queue.StatusFailed,
 		"flaky": queue.StatusDLQ, // two unexpected errors (MaxUnexpectedErrors 2): the second ~1 s later
 		"good":  queue.StatusSucceeded,
@@ -76,14 +83,17 @@ func TestPoisonAndUnknownEndpointRouting(t *testing.T) {
 	if got, _ := e.store.Task("no-endpoint"); !strings.Contains(got.Message, "unknown nexus endpoint") {
 		t.Fatalf("no-endpoint message %q", got.Message)
 	}
+	if got, _ := e.store.Task("undecodable"); !strings.HasPrefix(got.Message, "poison task") || !strings.Contains(got.Message, "undecodable request") {
+		t.Fatalf("undecodable message %q", got.Message)
+	}
 	exec.mu.Lock()
 	req := exec.calls[0].req
 	exec.mu.Unlock()
 	if req.URL != "http://127.0.0.1:9/nexus" || req.RequestID != "good" || req.Timeout != 10*time.Second || req.TaskGroup != breakerpool.TaskGroupNexusInvocation {
 		t.Fatalf("request not completed from the task: %+v", req)
 	}
-	if got := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "dlq"}); got != 4 {
-		t.Fatalf("dlq results %v, want 4", got)
+	if got := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "dlq"}); got != 5 {
+		t.Fatalf("dlq results %v, want 5", got)
 	}
 }
 

@@ -100,7 +100,7 @@ func (s *scheduler) submit(it *item) bool {
 	if s.closing {
 		return false
 	}
-	k := it.task.Key()
+	k := KeyOf(&it.task)
 	g := s.groups[k]
 	if g == nil {
 		s.mu.RUnlock()

@@ -11,126 +11,60 @@ package queue
 
 import (
 	"encoding/json"
-	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/raftstore/state"
 	"fusebox/transport"
 )
 
-// Status is where a task is in its life.
-type Status string
-
-// Task statuses. Pending is the only non-terminal one.
+// Task statuses: the stored task's words (state.TaskPending …). Pending is
+// the only non-terminal one.
 const (
-	StatusPending   Status = "pending"
-	StatusSucceeded Status = "succeeded"
-	StatusFailed    Status = "failed"
-	StatusDLQ       Status = "dlq"
+	StatusPending   = state.TaskPending
+	StatusSucceeded = state.TaskSucceeded
+	StatusFailed    = state.TaskFailed
+	StatusDLQ       = state.TaskDLQ
 )
 
-// Terminal reports whether s is a final status.
-func (s Status) Terminal() bool {
-	return s == StatusSucceeded || s == StatusFailed || s == StatusDLQ
-}
+// Task is one outbound task as the queue sees it: the stored task, a row of
+// the task table (state.Task, the same type under the queue's name: both
+// stores return it as they store it). Its Request is the stored call, an
+// transport.Request as JSON; the queue decodes it once per item
+// (decodeRequest). TaskGroup is one of breakerpool.TaskGroup*; anything else
+// is poison. Deadline (zero: none) bounds delivery (deadline.go).
+type Task = state.Task
 
-// Task is one outbound task as the queue sees it: a row of the replicated
-// task table.
-type Task struct {
-	ID          string `json:"id"`
-	Shard       int    `json:"shard"`
-	NamespaceID string `json:"namespace_id"`
-	WorkflowID  string `json:"workflow_id"`
-	// TaskGroup is one of breakerpool.TaskGroup*; anything else is poison.
-	TaskGroup string `json:"task_group"`
-	// Destination is the Nexus endpoint name (Nexus task groups) or the
-	// callback URL; Key derives the breaker key's third part from it.
-	Destination string `json:"destination"`
-	// Request is the call to make. For the Nexus task groups its URL is
-	// resolved from Destination at every attempt when the queue has a
-	// Resolver.
-	Request transport.Request `json:"request"`
-	// Attempts counts calls that reached the executor.
-	Attempts int `json:"attempts"`
-	// Blocked counts consecutive breaker rejections since the last attempt.
-	Blocked int `json:"blocked,omitempty"`
-	// Unexpected counts unexpected errors; too many send the task to the DLQ.
-	Unexpected    int       `json:"unexpected,omitempty"`
-	NextAttemptAt time.Time `json:"next_attempt_at"`
-	CreatedAt     time.Time `json:"created_at"`
-	// Deadline is the task's schedule-to-close deadline, fixed at submit
-	// (zero: none). Undelivered by then, the task fails "deadline exceeded"
-	// (deadline.go); no retry is scheduled after it.
-	Deadline time.Time `json:"deadline,omitzero"`
-	Status   Status    `json:"status"`
-	// Message and HTTPStatus record the last answer (or error).
-	Message    string `json:"message,omitempty"`
-	HTTPStatus int    `json:"http_status,omitempty"`
-	// OperationID and Output record a successful Nexus start.
-	OperationID string          `json:"operation_id,omitempty"`
-	Output      json.RawMessage `json:"output,omitempty"`
-	// AttemptEpoch is the shard epoch under which an attempt began (a
-	// start marker was written) and has recorded no result since; 0: none
-	// (redelivery.go).
-	AttemptEpoch uint64 `json:"attempt_epoch,omitempty"`
-}
+// Result is the outcome of one dispatch of a task, written back through
+// Store.Complete: state.TaskResult, the result a store applies
+// (TaskResult.Apply), under the queue's name. Status is terminal, or
+// StatusPending for a retry (then NextAttemptAt says when). The counters
+// are the task's new values; Started makes it a start marker
+// (redelivery.go).
+type Result = state.TaskResult
 
-// Key is the task's scheduler group and breaker key. Its Destination is
+// KeyOf is t's scheduler group and breaker key. Its Destination is
 // transport.BreakerDestination: the endpoint name, or a callback URL's
 // scheme://host[:port] — never a path or a query (Temporal's key). This is
 // the one place a task's key is derived; the limits and timeouts the queue
 // looks up in dynamic config use the same destination.
-func (t *Task) Key() breakerpool.Key {
+func KeyOf(t *Task) breakerpool.Key {
 	return breakerpool.Key{TaskGroup: t.TaskGroup, NamespaceID: t.NamespaceID,
 		Destination: transport.BreakerDestination(t.TaskGroup, t.Destination)}
 }
 
-// Result is the outcome of one dispatch of a task, written back through
-// Store.Complete. Status is terminal, or StatusPending for a retry (then
-// NextAttemptAt says when). The counters are the task's new values.
-type Result struct {
-	TaskID        string          `json:"task_id"`
-	Status        Status          `json:"status"`
-	Attempts      int             `json:"attempts"`
-	Blocked       int             `json:"blocked,omitempty"`
-	Unexpected    int             `json:"unexpected,omitempty"`
-	NextAttemptAt time.Time       `json:"next_attempt_at,omitzero"`
-	Message       string          `json:"message,omitempty"`
-	HTTPStatus    int             `json:"http_status,omitempty"`
-	OperationID   string          `json:"operation_id,omitempty"`
-	Output        json.RawMessage `json:"output,omitempty"`
-	// Started marks a start marker (redelivery.go): an attempt began under
-	// the write's epoch. The store sets the task's AttemptEpoch to that
-	// epoch and changes nothing else; any other result clears it.
-	Started bool `json:"started,omitempty"`
-}
-
-// Apply returns t updated by r, as a store applies a result. It does not
-// check r.TaskID. A start marker changes nothing here: the store, which
-// knows the write's epoch, sets AttemptEpoch.
-func (r *Result) Apply(t Task) Task {
-	if r.Started {
-		return t
-	}
-	t.AttemptEpoch = 0
-	t.Status = r.Status
-	t.Attempts = r.Attempts
-	t.Blocked = r.Blocked
-	t.Unexpected = r.Unexpected
-	if r.Status == StatusPending {
-		t.NextAttemptAt = r.NextAttemptAt
-		if !t.Deadline.IsZero() && t.NextAttemptAt.After(t.Deadline) {
-			t.NextAttemptAt = t.Deadline // due at its deadline, to fail then
+// decodeRequest decodes a task's stored request. One that no longer
+// decodes (written by another version) comes back with a task group that
+// cannot match, so process dead-letters it as poison with the reason.
+func decodeRequest(t *Task) transport.Request {
+	var req transport.Request
+	if err := json.Unmarshal(t.Request, &req); err != nil {
+		msg := err.Error()
+		if len(msg) > 200 {
+			msg = msg[:200]
 		}
+		req = transport.Request{TaskGroup: "undecodable request: " + msg}
 	}
-	t.Message = r.Message
-	t.HTTPStatus = r.HTTPStatus
-	if r.OperationID != "" {
-		t.OperationID = r.OperationID
-	}
-	if r.Output != nil {
-		t.Output = r.Output
-	}
-	return t
+	return req
 }
 
 // knownTaskGroup reports whether g is a task group the queue can deliver.

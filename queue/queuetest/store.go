@@ -209,7 +209,7 @@ func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results [
 	s.writes++
 	for _, r := range results {
 		t := s.tasks[r.TaskID]
-		if t == nil || t.Shard != shard || t.Status.Terminal() {
+		if t == nil || t.Shard != shard || t.Terminal() {
 			continue
 		}
 		if r.Started { // a start marker: not part of the task's history
@@ -219,7 +219,7 @@ func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results [
 		s.removeLocked(t)
 		*t = r.Apply(*t)
 		s.history[r.TaskID] = append(s.history[r.TaskID], r)
-		if t.Status.Terminal() {
+		if t.Terminal() {
 			s.done[t.Destination]++
 		} else {
 			s.insertLocked(t)
@@ -263,7 +263,7 @@ func (s *Store) Results(id string) []queue.Result {
 }
 
 // Count returns how many tasks have status st.
-func (s *Store) Count(st queue.Status) int {
+func (s *Store) Count(st string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -299,7 +299,7 @@ func (s *Store) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit 
 	defer s.mu.Unlock()
 	var match []*queue.Task
 	for _, t := range s.pending[shard] {
-		if t.Blocked > 0 && t.Key() == k {
+		if t.Blocked > 0 && queue.KeyOf(t) == k {
 			match = append(match, t)
 		}
 	}

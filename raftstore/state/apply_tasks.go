@@ -139,28 +139,10 @@ func completeTasks(w *writer, c *CompleteTasksCommand) (any, *Error) {
 			out.Ignored++
 			continue
 		}
-		t := *o // rows are immutable once inserted: copy, then replace
+		t := r.Apply(*o) // rows are immutable once inserted: a copy, then replace
 		if r.Started {
-			t.AttemptEpoch, t.Index = c.Epoch, w.index
-			w.tasks.put(o, &t)
-			out.Applied++
-			continue
-		}
-		t.AttemptEpoch = 0
-		t.Status, t.Attempts, t.Blocked, t.Unexpected = r.Status, r.Attempts, r.Blocked, r.Unexpected
-		t.Message, t.HTTPStatus = r.Message, r.HTTPStatus
-		if r.OperationID != "" {
-			t.OperationID = r.OperationID
-		}
-		if r.Output != nil {
-			t.Output = r.Output
-		}
-		if r.Status == TaskPending {
-			t.NextAttemptAt = r.NextAttemptAt
-			if !t.Deadline.IsZero() && t.NextAttemptAt.After(t.Deadline) {
-				t.NextAttemptAt = t.Deadline // due at its deadline, to fail then
-			}
-		} else {
+			t.AttemptEpoch = c.Epoch
+		} else if r.Status != TaskPending {
 			t.CompletedAt = c.At
 			if pending > 0 {
 				pending--

@@ -26,7 +26,7 @@ const (
 	// Next in the family: 22.
 )
 
-// Task statuses. They are the same words as queue.Status.
+// Task statuses (the queue names them StatusPending …).
 const (
 	TaskPending   = "pending"
 	TaskSucceeded = "succeeded"

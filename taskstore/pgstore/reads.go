@@ -157,7 +157,7 @@ ORDER BY next_attempt_at, id LIMIT $4`, w.shard, w.afterAt, w.afterID, w.limit+1
 			return nil
 		}
 		if w.take(t.NextAttemptAt, t.ID) {
-			w.out = append(w.out, toQueueTask(&t))
+			w.out = append(w.out, t)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -258,7 +258,7 @@ func (s *Store) dueRows(ctx context.Context, shard int, ids []string, nowAt time
 	out := make([]queue.Task, 0, len(byID))
 	for _, id := range ids {
 		if t := byID[id]; t != nil {
-			out = append(out, toQueueTask(t))
+			out = append(out, *t)
 		}
 	}
 	return out, nil
@@ -328,7 +328,7 @@ ORDER BY next_attempt_at, id LIMIT $7`, shard, k.TaskGroup, k.NamespaceID, k.Des
 			if (skip != nil && skip(t.ID)) || len(out) >= limit {
 				continue
 			}
-			out = append(out, toQueueTask(&t))
+			out = append(out, t)
 			last = queue.Cursor{At: t.NextAttemptAt, ID: t.ID}
 		}
 		rows.Close()
