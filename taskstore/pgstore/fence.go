@@ -97,7 +97,7 @@ func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results [
 		if last[r.TaskID] != i {
 			continue
 		}
-		ids, statuses, msgs, ops = append(ids, r.TaskID), append(statuses, string(r.Status)), append(msgs, r.Message), append(ops, r.OperationID)
+		ids, statuses, msgs, ops = append(ids, r.TaskID), append(statuses, r.Status), append(msgs, r.Message), append(ops, r.OperationID)
 		attempts, blocked, unexpected, httpStatus = append(attempts, int32(r.Attempts)), append(blocked, int32(r.Blocked)), append(unexpected, int32(r.Unexpected)), append(httpStatus, int32(r.HTTPStatus))
 		next := r.NextAttemptAt
 		if next.IsZero() {

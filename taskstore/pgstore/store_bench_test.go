@@ -41,12 +41,8 @@ func (l raftLifecycle) submit(ctx context.Context, tasks []state.NewTask) error 
 }
 
 func (l raftLifecycle) complete(ctx context.Context, shard int, results []queue.Result) error {
-	rs := make([]state.TaskResult, len(results))
-	for i, r := range results {
-		rs[i] = state.TaskResult{TaskID: r.TaskID, Status: string(r.Status), Attempts: r.Attempts}
-	}
 	epoch := l.rs.Reader().ShardMap().Shards[shard].Epoch
-	_, err := l.rs.CompleteTasks(ctx, state.CompleteTasksCommand{Shard: shard, Epoch: epoch, Node: "n1", Results: rs})
+	_, err := l.rs.CompleteTasks(ctx, state.CompleteTasksCommand{Shard: shard, Epoch: epoch, Node: "n1", Results: results})
 	return err
 }
 
