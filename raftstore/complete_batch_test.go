@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"fusebox/internal/testwait"
@@ -260,6 +261,111 @@ func TestCompleteBatcherCloseFailsQueuedCompletes(t *testing.T) {
 	for _, ch := range first {
 		if r := <-ch; r.err != nil {
 			t.Fatalf("in-flight batch: %v", r.err)
+		}
+	}
+}
+
+// In a cluster with a server below LogVersionCompleteMulti no node proposes
+// complete_tasks_multi (completes go alone, the batcher unused); once it is
+// upgraded in place, concurrent completes go as one entry, and every
+// replica applies it alike.
+func TestCompleteMultiWaitsForEveryServer(t *testing.T) {
+	n3Version := state.LogVersionCompleteMulti - 1
+	c := newTestCluster(t, func(cfg *Config) {
+		if cfg.NodeID == "n3" {
+			cfg.LogVersion = n3Version
+		}
+	})
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.add(id, 3)
+	}
+	c.start("n1", "n2", "n3")
+	c.leader(10 * time.Second)
+	n1 := c.nodes["n1"] // never restarted: it proposes the completes (forwarded if it is not the leader)
+	ctx := t.Context()
+	if _, err := n1.SetShardCount(ctx, state.SetShardCountCommand{Count: taskShards}); err != nil {
+		t.Fatal(err)
+	}
+	m, _, _ := shardmap.Rebalance(mustNewMap(t, taskShards), []string{"n1"}, nil)
+	idx, err := n1.CommitShardMap(ctx, state.CommitShardMapCommand{Map: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitAllApplied(idx, 10*time.Second) // n1 submits next: it needs the shard count
+	var tasks []state.NewTask
+	for i := range 32 {
+		tasks = append(tasks, newTaskFor("", "ns", fmt.Sprint("wf-", i), ""))
+	}
+	out, _, err := n1.SubmitTasks(ctx, state.SubmitTasksCommand{Tasks: tasks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byShard := map[int][]string{}
+	for _, o := range out {
+		byShard[o.Shard] = append(byShard[o.Shard], o.TaskID)
+	}
+	g := &gate{release: make(chan struct{})}
+	n1.completes.mu.Lock()
+	n1.completes.testHookSend = g.hook
+	n1.completes.mu.Unlock()
+	done := func(shard int, id string) state.CompleteTasksCommand {
+		return state.CompleteTasksCommand{Shard: shard, Epoch: m.Shards[shard].Epoch, Node: "n1",
+			Results: []state.TaskResult{{TaskID: id, Status: state.TaskSucceeded, Attempts: 1}}}
+	}
+	testwait.For(t, 5*time.Second, "the cluster log version seen as n3's", func() bool {
+		v, err := n1.ClusterLogVersion()
+		return err == nil && v.LogVersion == n3Version
+	})
+	var chs []<-chan completeResult
+	for sh := range taskShards {
+		chs = append(chs, completeAsync(t, n1, done(sh, byShard[sh][0])))
+	}
+	for _, ch := range chs {
+		if r := <-ch; r.err != nil || r.out.Applied != 1 {
+			t.Fatalf("complete below log version %d = %+v, %v", state.LogVersionCompleteMulti, r.out, r.err)
+		}
+	}
+	if got := g.seen(); len(got) != 0 {
+		t.Fatalf("the batcher sent %v while n3 is at log version %d", got, n3Version)
+	}
+
+	// Upgrade n3 in place (same data dir).
+	n3Version = state.LogVersion
+	c.kill("n3")
+	c.add("n3", 3)
+	c.start("n3")
+	testwait.For(t, 10*time.Second, "the cluster log version seen as the newest", func() bool {
+		v, err := n1.ClusterLogVersion()
+		return err == nil && v.LogVersion == state.LogVersion
+	})
+	c.leader(10 * time.Second)
+	var first []<-chan completeResult
+	for i := range completeBatchesInFlight {
+		first = append(first, completeAsync(t, n1, done(0, byShard[0][1+i])))
+		testwait.For(t, 10*time.Second, "the batch to reach the gate", func() bool { return len(g.seen()) == i+1 })
+	}
+	var later []<-chan completeResult
+	for sh := 1; sh < taskShards; sh++ {
+		later = append(later, completeAsync(t, n1, done(sh, byShard[sh][1])))
+		testwait.For(t, 10*time.Second, "the complete to queue", func() bool { return n1.queuedCompletes() == sh })
+	}
+	close(g.release)
+	for _, ch := range append(first, later...) {
+		if r := <-ch; r.err != nil || r.out.Applied != 1 {
+			t.Fatalf("complete = %+v, %v", r.out, r.err)
+		}
+	}
+	if got := logTypes(t, n1); got[state.MsgCompleteTasksMulti] != 1 {
+		t.Fatalf("the log holds %v; want one complete_tasks_multi", got)
+	}
+	c.waitAllApplied(n1.fsm.AppliedIndex(), 10*time.Second)
+	want := n1.Reader().ListTasks(state.TaskQuery{Limit: 1000})
+	for id, s := range c.nodes {
+		if s.HaltErr() != nil {
+			t.Fatalf("%s halted: %v", id, s.HaltErr())
+		}
+		if d := cmp.Diff(want, s.Reader().ListTasks(state.TaskQuery{Limit: 1000})); d != "" {
+			t.Fatalf("%s's tasks differ from n1's:\n%s", id, d)
 		}
 	}
 }
