@@ -45,13 +45,17 @@ const (
 	// maxCompleteBatchResults bounds the results of one coalesced entry (a
 	// single complete holds at most state.MaxTaskBatch and still goes).
 	maxCompleteBatchResults = 4 * state.MaxTaskBatch
-	// maxCompleteBatchBytes bounds the outputs and messages of one entry.
-	maxCompleteBatchBytes = 4 << 20
+	// maxCompleteBatchBytes bounds the encoded size of one entry (estimated
+	// as EncodeCompleteTasksBin does). A follower forwards the entry to the
+	// leader base64-encoded in a JSON body that the API reads up to 1 MiB
+	// (api.DefaultMaxBodyBytes): 512 KiB stays below it, so coalescing never
+	// makes an entry that completes sent alone would not have been.
+	maxCompleteBatchBytes = 512 << 10
 )
 
 type completeWaiter struct {
 	cmd  state.CompleteTasksCommand // validated, no request id
-	size int                        // bytes of outputs and messages
+	size int                        // estimated encoded bytes
 	done chan completeAnswer        // buffered 1
 }
 
@@ -78,11 +82,7 @@ type completeBatcher struct {
 
 // complete queues c and waits for its batch's answer or ctx.
 func (b *completeBatcher) complete(ctx context.Context, c state.CompleteTasksCommand) (state.CompleteOutcome, uint64, error) {
-	w := &completeWaiter{cmd: c, done: make(chan completeAnswer, 1)}
-	for i := range c.Results {
-		r := &c.Results[i]
-		w.size += len(r.Output) + len(r.Message) + len(r.OperationID)
-	}
+	w := &completeWaiter{cmd: c, size: encodedSize(&c), done: make(chan completeAnswer, 1)}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -101,6 +101,17 @@ func (b *completeBatcher) complete(ctx context.Context, c state.CompleteTasksCom
 	case <-ctx.Done():
 		return state.CompleteOutcome{}, 0, &state.Error{Code: state.CodeUnavailable, Message: "write not confirmed: " + ctx.Err().Error()}
 	}
+}
+
+// encodedSize estimates c's bytes in an entry, as EncodeCompleteTasksBin
+// sizes its buffer.
+func encodedSize(c *state.CompleteTasksCommand) int {
+	n := 64 + len(c.Node)
+	for i := range c.Results {
+		r := &c.Results[i]
+		n += 64 + len(r.TaskID) + len(r.Output) + len(r.Message) + len(r.OperationID)
+	}
+	return n
 }
 
 // flushLoop sends batches until the queue is empty.

@@ -369,3 +369,43 @@ func TestCompleteMultiWaitsForEveryServer(t *testing.T) {
 		}
 	}
 }
+
+// take bounds a batch by sections, results and encoded bytes; the first
+// complete always goes, however large.
+func TestCompleteBatchBounds(t *testing.T) {
+	waiter := func(results, output int) *completeWaiter {
+		c := state.CompleteTasksCommand{Node: "n1", Results: make([]state.TaskResult, results)}
+		if output > 0 {
+			c.Results[0].Output = make([]byte, output)
+		}
+		return &completeWaiter{cmd: c, size: encodedSize(&c)}
+	}
+	sizes := func(ws ...*completeWaiter) []int {
+		b := &completeBatcher{queue: ws, inFlight: 1}
+		var out []int
+		for batch := b.take(); batch != nil; batch = b.take() {
+			out = append(out, len(batch))
+		}
+		return out
+	}
+	many := func(n int, w func() *completeWaiter) []*completeWaiter {
+		var ws []*completeWaiter
+		for range n {
+			ws = append(ws, w())
+		}
+		return ws
+	}
+	for name, tc := range map[string]struct {
+		ws   []*completeWaiter
+		want []int
+	}{
+		"sections": {many(state.MaxCompleteSections+5, func() *completeWaiter { return waiter(1, 0) }), []int{state.MaxCompleteSections, 5}},
+		"results":  {many(6, func() *completeWaiter { return waiter(state.MaxTaskBatch, 0) }), []int{4, 2}},
+		"bytes":    {many(3, func() *completeWaiter { return waiter(1, 300<<10) }), []int{1, 1, 1}},
+		"small":    {many(40, func() *completeWaiter { return waiter(10, 1000) }), []int{40}},
+	} {
+		if got := sizes(tc.ws...); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: batches %v, want %v", name, got, tc.want)
+		}
+	}
+}
