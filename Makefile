@@ -56,7 +56,7 @@ chaos: build
 
 # Every fuzz target for FUZZTIME each (make test runs only their seed corpora).
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./cluster:FuzzDecodeHint ./cluster:FuzzDecodeFleetReport ./dynconfig:FuzzValidate ./shardmap:FuzzShardOf ./raftstore/state:FuzzRestoreSnapshot ./internal/authtoken:FuzzParse ./api:FuzzCheckJSONText ./dynconfig:FuzzAddressPattern ./transport:FuzzRedactURL ./raftstore:FuzzReadSnapshotFile ./dynconfig:FuzzParseFile ./ui:FuzzPeerHistory ./raftstore/state:FuzzDecodeTaskCommandsBin ./api:FuzzImportTask ./tasks:FuzzNew ./taskstore/pgstore:FuzzParseNotifyPayload
+FUZZ_TARGETS := ./cluster:FuzzDecodeHint ./cluster:FuzzDecodeFleetReport ./dynconfig:FuzzValidate ./shardmap:FuzzShardOf ./raftstore/state:FuzzRestoreSnapshot ./internal/authtoken:FuzzParse ./api:FuzzCheckJSONText ./dynconfig:FuzzAddressPattern ./transport:FuzzRedactURL ./raftstore:FuzzReadSnapshotFile ./dynconfig:FuzzParseFile ./ui:FuzzPeerHistory ./raftstore/state:FuzzDecodeTaskCommandsBin ./raftstore/state:FuzzDecodeCompleteTasksMulti ./api:FuzzImportTask ./tasks:FuzzNew ./taskstore/pgstore:FuzzParseNotifyPayload
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; echo "» $$fn ($$pkg, $(FUZZTIME))"; \

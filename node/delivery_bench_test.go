@@ -289,7 +289,7 @@ func BenchmarkDeliveryShards(b *testing.B) {
 		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
 			bc := clusters.get(b, shards)
 			run++
-			writes0 := bc.completionWrites(b)
+			writes0, entries0 := bc.completionWrites(b), bc.completionEntries(b)
 			b.ResetTimer()
 			cpu0 := deliverybench.CPUClock()
 			took := bc.deliverRun(b, run, b.N, dest.CallbackURL())
@@ -298,14 +298,28 @@ func BenchmarkDeliveryShards(b *testing.B) {
 			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/task")
 			b.ReportMetric((bc.completionWrites(b)-writes0)/float64(b.N), "writes/task")
+			b.ReportMetric((bc.completionEntries(b)-entries0)/float64(b.N), "entries/task")
 		})
 	}
 }
 
-// completionWrites is the result writes (one Raft entry each) the
+// completionWrites is the result writes (one shard's flush each) the
 // cluster's queues have made: what grows with the shard count for the
 // same tasks, since a write carries one shard's results.
 func (bc *benchCluster) completionWrites(tb testing.TB) float64 {
+	return bc.sumMetric(tb, "fusebox_queue_completion_writes_total")
+}
+
+// completionEntries is the Raft entries those writes took: the store's
+// group commit (raftstore/complete_batch.go) sends the writes in flight on
+// a node as one entry.
+func (bc *benchCluster) completionEntries(tb testing.TB) float64 {
+	return bc.sumMetric(tb, "fusebox_raft_complete_coalesced_shards")
+}
+
+// sumMetric sums a counter's values, or a histogram's sample counts, over
+// every node's registry.
+func (bc *benchCluster) sumMetric(tb testing.TB, name string) float64 {
 	var n float64
 	for _, nd := range bc.nodes {
 		mfs, err := nd.reg.Gather()
@@ -313,9 +327,9 @@ func (bc *benchCluster) completionWrites(tb testing.TB) float64 {
 			tb.Fatal(err)
 		}
 		for _, mf := range mfs {
-			if mf.GetName() == "fusebox_queue_completion_writes_total" {
+			if mf.GetName() == name {
 				for _, m := range mf.GetMetric() {
-					n += m.GetCounter().GetValue()
+					n += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
 				}
 			}
 		}

@@ -45,17 +45,27 @@ func (s *Store) SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) ([]
 	return applySubmit(ctx, s, c)
 }
 
-// CompleteTasks applies delivery results in one raft entry, fenced by the
-// shard's epoch: if c.Node does not own c.Shard at c.Epoch in the committed
-// map, nothing is written and the error is a *shardmap.WrongOwnerError with
-// the current owner and epoch.
+// CompleteTasks applies delivery results, fenced by the shard's epoch: if
+// c.Node does not own c.Shard at c.Epoch in the committed map, nothing is
+// written and the error is a *shardmap.WrongOwnerError with the current
+// owner and epoch. Once every server knows LogVersionCompleteMulti, a
+// complete without a request id is group-committed with the completes of
+// other shards in flight on this node (complete_batch.go), each fenced by
+// its own epoch.
 func (s *Store) CompleteTasks(ctx context.Context, c state.CompleteTasksCommand) (state.CompleteOutcome, error) {
 	stamp(&c.CommandMeta)
 	if err := c.Validate(); err != nil {
 		return state.CompleteOutcome{}, err
 	}
-	out, idx, err := applyBinOrJSON[state.CompleteOutcome](ctx, s, state.MsgCompleteTasks, c,
-		func() ([]byte, error) { return state.EncodeCompleteTasksBin(&c) }, c.RequestID)
+	var out state.CompleteOutcome
+	var idx uint64
+	var err error
+	if c.RequestID == "" && s.clusterKnows(state.LogVersionCompleteMulti) {
+		// Group commit with the completes of other shards (complete_batch.go).
+		out, idx, err = s.completes.complete(ctx, c)
+	} else {
+		out, idx, err = applyComplete(ctx, s, c)
+	}
 	if err != nil {
 		return state.CompleteOutcome{}, err
 	}

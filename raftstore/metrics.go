@@ -11,6 +11,8 @@ type metrics struct {
 	applyLatency prometheus.Histogram
 	forwarded    *prometheus.CounterVec
 	submitBatch  prometheus.Histogram
+	// completeBatch: complete_batch.go.
+	completeBatch prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
@@ -29,12 +31,17 @@ func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
 			Help:    "Single-task submits this node sent together in one raft entry (group commit).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
+		completeBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fusebox_raft_complete_coalesced_shards",
+			Help:    "Completes (one shard's results each) this node sent together in one raft entry (group commit).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{
-		m.applyLatency, m.forwarded, m.submitBatch,
+		m.applyLatency, m.forwarded, m.submitBatch, m.completeBatch,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fusebox_raft_state",
 			Help: "Raft state of this node: 0 follower, 1 candidate, 2 leader, 3 shutdown.",

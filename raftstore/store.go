@@ -38,7 +38,8 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	submits submitBatcher // group commit of single-task submits
+	submits   submitBatcher   // group commit of single-task submits
+	completes completeBatcher // group commit of completes (complete_batch.go)
 
 	hooksMu sync.Mutex
 	hooks   []func(context.Context)
@@ -63,6 +64,7 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	}
 	s := &Store{cfg: cfg, deps: deps, logger: cfg.Logger.With("component", "raftstore", "node", cfg.NodeID), notifyCh: make(chan bool, 16)}
 	s.submits.s = s
+	s.completes.s = s
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.state, err = state.NewState(state.StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow, LogVersion: cfg.LogVersion})
 	if err != nil {
@@ -254,6 +256,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		s.submits.close()
+		s.completes.close()
 		s.wg.Wait()
 		var errs []error
 		if r := s.raft.Load(); r != nil {

@@ -35,7 +35,7 @@ const (
 	MsgRejoin MessageType = 14
 	// MsgImportConfig (15) is declared in state_config_import.go.
 	// 16–31: the task family, see commands_tasks.go and
-	// commands_tasks_bin.go (16–21 taken).
+	// commands_tasks_bin.go and commands_complete_multi.go (16–22 taken).
 
 	// MsgSetConfigValue sets one config value as proposed: the proposer
 	// validated and canonicalised it, and the FSM does not consult the key
@@ -91,6 +91,8 @@ func (t MessageType) String() string {
 		return "submit_tasks_bin"
 	case MsgCompleteTasksBin:
 		return "complete_tasks_bin"
+	case MsgCompleteTasksMulti:
+		return "complete_tasks_multi"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }

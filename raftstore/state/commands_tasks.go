@@ -23,7 +23,8 @@ const (
 	// MsgCollectTasks deletes terminal tasks completed before a cutoff.
 	MsgCollectTasks MessageType = 19
 	// 20, 21: MsgSubmitTasksBin, MsgCompleteTasksBin (commands_tasks_bin.go).
-	// Next in the family: 22.
+	// 22: MsgCompleteTasksMulti (commands_complete_multi.go).
+	// Next in the family: 23.
 )
 
 // Task statuses (the queue names them StatusPending …).

@@ -49,6 +49,11 @@ func goldenCommands() []struct {
 		// Log version 3: the binary twins (goldenEncode).
 		{MsgSubmitTasksBin, SubmitTasksCommand{CommandMeta: meta0, Tasks: []NewTask{nt2}}},
 		{MsgCompleteTasksBin, CompleteTasksCommand{CommandMeta: meta0, Shard: 0, Epoch: 1, Node: "n1", Results: []TaskResult{{TaskID: "task-2", Status: "succeeded", Attempts: 1}}}},
+		// Log version 5: several shards' completes in one entry.
+		{MsgCompleteTasksMulti, CompleteTasksMultiCommand{Sections: []CompleteTasksCommand{
+			{CommandMeta: meta0, Shard: 0, Epoch: 1, Node: "n1", Results: []TaskResult{{TaskID: "task-2", Status: "pending", Attempts: 2, NextAttemptAt: t0.Add(time.Minute)}}},
+			{CommandMeta: meta0, Shard: 1, Epoch: 7, Node: "n1", Results: []TaskResult{{TaskID: "task-1", Status: "failed", Attempts: 1, Message: "stale"}}},
+		}}},
 	}
 }
 
@@ -127,6 +132,8 @@ func goldenEncode(t MessageType, payload any) ([]byte, error) {
 		if t == MsgCompleteTasksBin {
 			return EncodeCompleteTasksBin(&c)
 		}
+	case CompleteTasksMultiCommand:
+		return EncodeCompleteTasksMulti(&c)
 	}
 	return EncodeCommand(t, payload)
 }

@@ -31,8 +31,15 @@ const (
 	LogVersionTasksBin = 4
 	// ---- end issue 17 §2 ----
 
+	// ---- issue 17 §3: one entry for several shards' completes (one block; renumber here at a merge) ----
+	// LogVersionCompleteMulti adds complete_tasks_multi (22): the completes
+	// of several shards in one entry, each section fenced by its own epoch
+	// (commands_complete_multi.go).
+	LogVersionCompleteMulti = 5
+	// ---- end issue 17 §3 ----
+
 	// LogVersion is the newest log version this build knows.
-	LogVersion = LogVersionTasksBin
+	LogVersion = LogVersionCompleteMulti
 )
 
 // logVersionStamp, set with -ldflags "-X fusebox/raftstore/state.logVersionStamp=N",
@@ -100,6 +107,10 @@ var commands = map[MessageType]command{
 	MsgSubmitTasksBin:   {applySubmitTasksBin, LogVersionTasksBin},
 	MsgCompleteTasksBin: {applyCompleteTasksBin, LogVersionTasksBin},
 	// ---- end issue 17 §2 ----
+
+	// ---- issue 17 §3: LogVersionCompleteMulti ----
+	MsgCompleteTasksMulti: {applyCompleteTasksMulti, LogVersionCompleteMulti},
+	// ---- end issue 17 §3 ----
 }
 
 // lookupCommand returns t's apply function if a build at logVersion knows t.
