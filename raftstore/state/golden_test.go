@@ -119,6 +119,21 @@ func TestGoldenEntries(t *testing.T) {
 	if _, ok := g.State().ConfigEntry("b", "", ""); !ok {
 		t.Fatal("restored snapshot lacks config entry b")
 	}
+	// Snapshots written by earlier releases are kept beside the current one
+	// (snapshot-logvN.bin, never regenerated): each must still restore.
+	older, err := filepath.Glob(filepath.Join(dir, "snapshot-logv*.bin"))
+	if err != nil || len(older) == 0 {
+		t.Fatalf("no older golden snapshots in %s (%v)", dir, err)
+	}
+	for _, p := range older {
+		h := newTestFSM(t, StateOptions{})
+		if err := h.Restore(bytes.NewReader(readGolden(t, p))); err != nil {
+			t.Fatalf("%s: %v", filepath.Base(p), err)
+		}
+		if _, ok := h.State().ConfigEntry("b", "", ""); !ok || h.AppliedIndex() == 0 {
+			t.Fatalf("%s: restored without config entry b or its applied index", filepath.Base(p))
+		}
+	}
 }
 
 // goldenEncode encodes a golden command in its type's encoding.
