@@ -74,9 +74,16 @@ type applyRequest struct {
 	RequestID string `json:"request_id"`
 }
 
+// MaxForwardBodyBytes bounds a forwarded command's body. It is larger than
+// the API's own bound (MaxBodyBytes) because a command can be larger than
+// the request that made it (a node's group commit coalesces single submits
+// up to 4 MiB of requests) and travels base64-encoded, a third larger
+// again; the route takes the node role only.
+const MaxForwardBodyBytes = 16 << 20
+
 func (s *Server) internalApply(w http.ResponseWriter, r *http.Request) error {
 	var in applyRequest
-	if err := s.readJSON(w, r, &in); err != nil {
+	if err := s.readJSONLimit(w, r, &in, max(MaxForwardBodyBytes, s.cfg.MaxBodyBytes)); err != nil {
 		return err
 	}
 	if len(in.Command) == 0 {

@@ -222,7 +222,12 @@ func (p prettyWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 // readJSON decodes a bounded body into v, rejecting unknown fields and
 // trailing data; errors name the problem.
 func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	return s.readJSONLimit(w, r, v, s.cfg.MaxBodyBytes)
+}
+
+// readJSONLimit is readJSON with its own bound on the body.
+func (s *Server) readJSONLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	body := http.MaxBytesReader(w, r.Body, limit)
 	var raw bytes.Buffer // for checkJSONText
 	dec := json.NewDecoder(io.TeeReader(body, &raw))
 	dec.DisallowUnknownFields()

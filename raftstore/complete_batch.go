@@ -47,9 +47,9 @@ const (
 	maxCompleteBatchResults = 4 * state.MaxTaskBatch
 	// maxCompleteBatchBytes bounds the encoded size of one entry (estimated
 	// as EncodeCompleteTasksBin does). A follower forwards the entry to the
-	// leader base64-encoded in a JSON body that the API reads up to 1 MiB
-	// (api.DefaultMaxBodyBytes): 512 KiB stays below it, so coalescing never
-	// makes an entry that completes sent alone would not have been.
+	// leader base64-encoded in a JSON body (read up to
+	// api.MaxForwardBodyBytes, 16 MiB); 512 KiB keeps one entry's apply
+	// short, so a coalesced entry does not hold up the log behind it.
 	maxCompleteBatchBytes = 512 << 10
 )
 
