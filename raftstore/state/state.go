@@ -38,12 +38,14 @@ type StateOptions struct {
 }
 
 // State is the replicated cluster state: go-memdb for every table but the
-// tasks, which have their own copy-on-write B-trees (taskTable). It has no
+// tasks and the internal tables (requests, counters), which have their own
+// copy-on-write B-trees (taskTable, internalTables). It has no
 // raft in it: the FSM is its only writer, and reads are lock-free MVCC
 // snapshots.
 type State struct {
 	db            atomic.Pointer[memdb.MemDB]
 	tasks         atomic.Pointer[taskTable]
+	internal      atomic.Pointer[internalTables] // requests and counters (internal_tables.go)
 	validator     Validator
 	historyLimit  uint64
 	requestWindow uint64
@@ -80,6 +82,7 @@ func NewState(opts StateOptions) (*State, error) {
 	}
 	s.db.Store(db)
 	s.tasks.Store(newTaskTable())
+	s.internal.Store(newInternalTables())
 	return s, nil
 }
 

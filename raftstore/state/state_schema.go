@@ -23,7 +23,8 @@ const (
 	TableMeta           Table = "meta"
 )
 
-// Internal tables, never notified to subscribers.
+// Internal tables, never notified to subscribers; not in go-memdb but in
+// internalTables (internal_tables.go).
 const (
 	tableRequests = "requests"
 	tableCounters = "counters"
@@ -188,10 +189,5 @@ func schema() *memdb.DBSchema {
 			return nil
 		}})},
 		string(TableMeta): {Name: string(TableMeta), Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
-		tableRequests: {Name: tableRequests, Indexes: map[string]*memdb.IndexSchema{
-			"id":    {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
-			"index": {Name: "index", Indexer: &memdb.UintFieldIndex{Field: "Index"}},
-		}},
-		tableCounters: {Name: tableCounters, Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
 	}}
 }

@@ -12,7 +12,8 @@ import (
 type writer struct {
 	s     *State
 	txn   *memdb.Txn
-	tasks *taskTable // the writable version of the task table (clone of the published one)
+	tasks *taskTable      // the writable version of the task table (clone of the published one)
+	it    *internalTables // the writable version of requests and counters (likewise)
 	index uint64
 }
 
@@ -83,11 +84,7 @@ func (w *writer) addHistory(h *HistoryEntry) *Error {
 	if err := w.insert(string(TableConfigHistory), h); err != nil {
 		return err
 	}
-	n := uint64(0)
-	if c, ok := w.get(tableCounters, counterHistory).(*counterRow); ok {
-		n = c.Value
-	}
-	n++
+	n := w.it.counter(counterHistory) + 1
 	for n > w.s.historyLimit {
 		o, err := w.txn.First(string(TableConfigHistory), "id")
 		if err != nil || o == nil {
@@ -98,7 +95,8 @@ func (w *writer) addHistory(h *HistoryEntry) *Error {
 		}
 		n--
 	}
-	return w.insert(tableCounters, &counterRow{Name: counterHistory, Value: n})
+	w.it.setCounter(counterHistory, n)
+	return nil
 }
 
 // validatorError turns a Validator's error into invalid_argument, keeping the
