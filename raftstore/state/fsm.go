@@ -110,7 +110,7 @@ func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
 		return f.haltResult(index)
 	}
 	db := f.state.db.Load()
-	w := &writer{s: f.state, txn: db.Txn(true), tasks: f.state.tasks.Load().clone(), it: f.state.internal.Load().clone(), index: index}
+	w := &writer{s: f.state, txn: db.Txn(true), tasks: f.state.tasks.Load().clone(), it: f.state.side.Load().clone(), index: index}
 	w.txn.TrackChanges()
 	defer func() {
 		if p := recover(); p != nil {
@@ -130,7 +130,7 @@ func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
 		w.txn = db.Txn(true)
 		w.txn.TrackChanges()
 		w.tasks = f.state.tasks.Load().clone()
-		w.it = f.state.internal.Load().clone()
+		w.it = f.state.side.Load().clone()
 		w.trimRequests()
 		if requestID != "" {
 			w.it.putRequest(&requestRow{ID: requestID, Index: index, Result: *res})
@@ -177,7 +177,7 @@ func (f *FSM) applyShared(logs []Entry, out []*ApplyResult) (ok bool) {
 	txn := f.state.db.Load().Txn(true)
 	txn.TrackChanges()
 	tasks := f.state.tasks.Load().clone()
-	it := f.state.internal.Load().clone()
+	it := f.state.side.Load().clone()
 	defer func() {
 		if p := recover(); p != nil {
 			txn.Abort()
@@ -264,11 +264,11 @@ func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID str
 // commit commits txn, publishes tasks and it (the task table and internal
 // tables the same writes went to) and wakes the subscribers of every table
 // they touched.
-func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable, it *internalTables) {
+func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable, it *sideTables) {
 	changes := txn.Changes()
 	txn.Commit()
 	f.state.tasks.Store(tasks)
-	f.state.internal.Store(it)
+	f.state.side.Store(it)
 	var touched map[Table]struct{}
 	touch := func(t Table) {
 		if touched == nil {
@@ -278,6 +278,9 @@ func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable, it *internalTables) {
 	}
 	if tasks.touched {
 		touch(TableTasks)
+	}
+	if it.historyTouched {
+		touch(TableConfigHistory)
 	}
 	for _, c := range changes {
 		touch(Table(c.Table))
@@ -289,5 +292,5 @@ func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable, it *internalTables) {
 
 // trimRequests forgets request ids older than the request window, measured in
 // raft indexes, so every replica forgets exactly the same ids (the rows
-// themselves go in amortised passes: internalTables.forget).
+// themselves go in amortised passes: sideTables.forget).
 func (w *writer) trimRequests() { w.it.forget(w.index, w.s.requestWindow) }

@@ -107,7 +107,7 @@ func TestGoldenEntries(t *testing.T) {
 	golden := readGolden(t, snapPath)
 	// This build writes the same state as the same bytes: the snapshot
 	// layout (tables, rows, order) is unchanged, though requests and counters
-	// left go-memdb (internal_tables.go).
+	// left go-memdb (side_tables.go).
 	if got := snapshotBytes(t, f); !bytes.Equal(got, golden) {
 		t.Errorf("snapshot of the golden entries differs from the golden snapshot:\n%s", got)
 	}

@@ -73,7 +73,7 @@ func TestIgnorableUnknownTypeIsSkipped(t *testing.T) {
 		t.Fatalf("halt %v, applied %d", f.HaltErr(), f.AppliedIndex())
 	}
 	// Its request id is remembered like any other.
-	if r := f.State().internal.Load().clone().request("req-1"); r == nil || r.Index != 1 {
+	if r := f.State().side.Load().clone().request("req-1"); r == nil || r.Index != 1 {
 		t.Fatalf("request id req-1 not remembered: %+v", r)
 	}
 	mustOK(t, applyCmd(t, f, 2, MsgSync, struct{}{}, ""))

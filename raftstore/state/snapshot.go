@@ -35,7 +35,7 @@ type snapshotRow struct {
 type Snapshot struct {
 	db      *memdb.MemDB
 	tasks   *taskTable
-	it      *internalTables
+	it      *sideTables
 	applied uint64
 }
 
@@ -50,7 +50,7 @@ func (f *FSM) Snapshot() (*Snapshot, error) {
 }
 
 func (s *State) snapshotAt(applied uint64) *Snapshot {
-	return &Snapshot{db: s.db.Load().Snapshot(), tasks: s.tasks.Load(), it: s.internal.Load(), applied: applied}
+	return &Snapshot{db: s.db.Load().Snapshot(), tasks: s.tasks.Load(), it: s.side.Load(), applied: applied}
 }
 
 // WriteSnapshot writes the state as a snapshot stream whose header claims
@@ -84,6 +84,11 @@ func (s *Snapshot) Persist(w io.Writer) error {
 		case string(TableTasks):
 			s.tasks.byID.Scan(func(t *Task) bool {
 				err = row(table, t)
+				return err == nil
+			})
+		case string(TableConfigHistory):
+			s.it.history.Scan(func(h *HistoryEntry) bool {
+				err = row(table, h)
 				return err == nil
 			})
 		case tableRequests:
@@ -132,7 +137,7 @@ func (f *FSM) Restore(r io.Reader) error {
 		f.logger.Error("raftstore: snapshot restore failed; state unchanged", "error", err)
 		return err
 	}
-	f.state.internal.Store(it)
+	f.state.side.Store(it)
 	f.state.tasks.Store(tasks)
 	f.state.db.Store(db)
 	f.mu.Lock()
@@ -158,11 +163,11 @@ func ParseSnapshot(r io.Reader) (*State, uint64, error) {
 	}
 	st.db.Store(db)
 	st.tasks.Store(tasks)
-	st.internal.Store(it)
+	st.side.Store(it)
 	return st, applied, nil
 }
 
-func readSnapshot(r io.Reader) (*memdb.MemDB, *taskTable, *internalTables, uint64, error) {
+func readSnapshot(r io.Reader) (*memdb.MemDB, *taskTable, *sideTables, uint64, error) {
 	dec := json.NewDecoder(bufio.NewReader(r))
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
@@ -176,7 +181,7 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, *taskTable, *internalTables, uint6
 		return nil, nil, nil, 0, err
 	}
 	tasks := newTaskTable()
-	it := newInternalTables()
+	it := newSideTables()
 	txn := db.Txn(true)
 	defer txn.Abort()
 	for {
@@ -196,7 +201,7 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, *taskTable, *internalTables, uint6
 			}
 			continue
 		}
-		if row.Table == tableRequests || row.Table == tableCounters {
+		if row.Table == tableRequests || row.Table == tableCounters || row.Table == string(TableConfigHistory) {
 			if err := it.restoreRow(obj); err != nil {
 				return nil, nil, nil, 0, err
 			}

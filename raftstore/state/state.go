@@ -39,13 +39,13 @@ type StateOptions struct {
 
 // State is the replicated cluster state: go-memdb for every table but the
 // tasks and the internal tables (requests, counters), which have their own
-// copy-on-write B-trees (taskTable, internalTables). It has no
+// copy-on-write B-trees (taskTable, sideTables). It has no
 // raft in it: the FSM is its only writer, and reads are lock-free MVCC
 // snapshots.
 type State struct {
 	db            atomic.Pointer[memdb.MemDB]
 	tasks         atomic.Pointer[taskTable]
-	internal      atomic.Pointer[internalTables] // requests and counters (internal_tables.go)
+	side          atomic.Pointer[sideTables] // requests, counters, config history (side_tables.go)
 	validator     Validator
 	historyLimit  uint64
 	requestWindow uint64
@@ -82,7 +82,7 @@ func NewState(opts StateOptions) (*State, error) {
 	}
 	s.db.Store(db)
 	s.tasks.Store(newTaskTable())
-	s.internal.Store(newInternalTables())
+	s.side.Store(newSideTables())
 	return s, nil
 }
 
@@ -159,14 +159,11 @@ func (s *State) ConfigEntry(key, namespace, destination string) (ConfigEntry, bo
 // ConfigHistory returns up to limit history entries, newest first; limit <= 0
 // returns all kept entries.
 func (s *State) ConfigHistory(limit int) []HistoryEntry {
-	it, err := s.read().GetReverse(string(TableConfigHistory), "id")
-	if err != nil {
-		return nil
-	}
 	var out []HistoryEntry
-	for o := it.Next(); o != nil && (limit <= 0 || len(out) < limit); o = it.Next() {
-		out = append(out, *o.(*HistoryEntry))
-	}
+	s.side.Load().history.Reverse(func(h *HistoryEntry) bool {
+		out = append(out, *h)
+		return limit <= 0 || len(out) < limit
+	})
 	return out
 }
 

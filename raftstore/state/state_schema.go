@@ -24,7 +24,7 @@ const (
 )
 
 // Internal tables, never notified to subscribers; not in go-memdb but in
-// internalTables (internal_tables.go).
+// sideTables (side_tables.go).
 const (
 	tableRequests = "requests"
 	tableCounters = "counters"
@@ -180,8 +180,7 @@ func schema() *memdb.DBSchema {
 			}
 			return nil
 		}})},
-		string(TableConfigHistory): {Name: string(TableConfigHistory), Indexes: id(&memdb.UintFieldIndex{Field: "Index"})},
-		string(TableEndpoints):     {Name: string(TableEndpoints), Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
+		string(TableEndpoints): {Name: string(TableEndpoints), Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
 		string(TableForcedBreakers): {Name: string(TableForcedBreakers), Indexes: id(&keyIndexer{n: 3, fields: func(o any) []string {
 			if e, ok := o.(*ForcedBreaker); ok {
 				return []string{e.TaskGroup, e.NamespaceID, e.Destination}

@@ -6,18 +6,22 @@ import (
 	"github.com/tidwall/btree"
 )
 
-// internalTables holds the two internal tables, requests (dedup) and
-// counters, as copy-on-write B-trees (github.com/tidwall/btree) versioned
-// like the task table: the FSM writes into a clone of the published value
-// and publishes it on commit; a published value is never written again.
+// sideTables holds the tables written by (nearly) every entry — the
+// internal requests (dedup) and counters, and config_history — as
+// copy-on-write B-trees (github.com/tidwall/btree) versioned like the task
+// table: the FSM writes into a clone of the published value and publishes
+// it on commit; a published value is never written again, so readers use
+// it without locks.
 //
 // Why not go-memdb (where they were): every command entry wrote a dedup row
-// and trimmed one, and every task command and config change rewrote a
-// counter row; each such memdb write copies the radix path of every index of
-// its table. Under BenchmarkRaftWrite (64 writers, one entry per call) those
-// writes and the garbage they left were most of the FSM's time, on every
-// replica. Here a dedup row is two tree writes (by id, by index) that copy a
-// node only the first time a batch reaches it, a counter one.
+// and trimmed one, every task command and config change rewrote a counter
+// row, and every config change wrote a history row and deleted the oldest;
+// each such memdb write copies the radix path of every index of its table
+// and leaves the old path to the GC. Under BenchmarkRaftWrite (64 writers,
+// one entry per call) those writes were most of the FSM's time, on every
+// replica. Here a dedup row is two tree writes (by id, by index), a counter
+// or a history row one, each copying a node only the first time a batch
+// reaches it.
 //
 // Forgetting request ids (RequestWindow) is by index only, as before, but
 // amortised: floor is the index at or below which a row is forgotten (a
@@ -25,10 +29,13 @@ import (
 // one pass once floor has moved trimStep past the last pass. The visible
 // state — what a lookup answers, what a snapshot holds — is therefore
 // exactly what per-entry trimming gave, on every replica.
-type internalTables struct {
-	requests *btree.BTreeG[*requestRow] // by ID (unique): dedup lookups, snapshot order
-	byIndex  *btree.BTreeG[*requestRow] // by Index, ID: trimming, oldest first
-	counters *btree.Map[string, uint64] // name → value, snapshot order by name
+type sideTables struct {
+	requests *btree.BTreeG[*requestRow]   // by ID (unique): dedup lookups, snapshot order
+	byIndex  *btree.BTreeG[*requestRow]   // by Index, ID: trimming, oldest first
+	counters *btree.Map[string, uint64]   // name → value, snapshot order by name
+	history  *btree.BTreeG[*HistoryEntry] // config_history by Index
+
+	historyTouched bool // history written since clone (subscribers are woken on commit)
 
 	floor   uint64 // rows with Index <= floor are forgotten
 	trimmed uint64 // floor of the last deleting pass
@@ -45,21 +52,24 @@ func lessRequestIndex(a, b *requestRow) bool {
 	return a.ID < b.ID
 }
 
-func newInternalTables() *internalTables {
+func lessHistory(a, b *HistoryEntry) bool { return a.Index < b.Index }
+
+func newSideTables() *sideTables {
 	opts := btree.Options{NoLocks: true} // one writer; published versions are read-only
-	return &internalTables{
+	return &sideTables{
 		requests: btree.NewBTreeGOptions(lessRequestID, opts),
 		byIndex:  btree.NewBTreeGOptions(lessRequestIndex, opts),
 		counters: btree.NewMap[string, uint64](0),
+		history:  btree.NewBTreeGOptions(lessHistory, opts),
 	}
 }
 
 // clone returns a writable version sharing every node with it. Only the
 // writer may call it.
-func (it *internalTables) clone() *internalTables {
-	return &internalTables{
+func (it *sideTables) clone() *sideTables {
+	return &sideTables{
 		requests: it.requests.Copy(), byIndex: it.byIndex.Copy(), counters: it.counters.Copy(),
-		floor: it.floor, trimmed: it.trimmed,
+		history: it.history.Copy(), floor: it.floor, trimmed: it.trimmed,
 	}
 }
 
@@ -70,7 +80,7 @@ func trimStep(window uint64) uint64 { return max(window/32, 1) }
 
 // forget moves floor to index − window (for the command entry at index) and,
 // every trimStep, deletes the rows at or below it.
-func (it *internalTables) forget(index, window uint64) {
+func (it *sideTables) forget(index, window uint64) {
 	if index <= window {
 		return
 	}
@@ -93,7 +103,7 @@ func (it *internalTables) forget(index, window uint64) {
 
 // request returns the remembered result of id, or nil (never seen, or
 // forgotten). Writer only (it uses pivot).
-func (it *internalTables) request(id string) *requestRow {
+func (it *sideTables) request(id string) *requestRow {
 	it.pivot.ID = id
 	r, ok := it.requests.Get(&it.pivot)
 	it.pivot.ID = ""
@@ -106,7 +116,7 @@ func (it *internalTables) request(id string) *requestRow {
 // putRequest remembers r, replacing a row of the same id (a forgotten one
 // not yet deleted, or a snapshot's duplicate, where the last row won in
 // go-memdb too).
-func (it *internalTables) putRequest(r *requestRow) {
+func (it *sideTables) putRequest(r *requestRow) {
 	if old, ok := it.requests.Set(r); ok {
 		it.byIndex.Delete(old)
 	}
@@ -114,18 +124,18 @@ func (it *internalTables) putRequest(r *requestRow) {
 }
 
 // counter returns a counter's value, 0 if it was never set.
-func (it *internalTables) counter(name string) uint64 {
+func (it *sideTables) counter(name string) uint64 {
 	v, _ := it.counters.Get(name)
 	return v
 }
 
 // setCounter sets a counter; a counter once set stays (even at 0), as its
 // row did.
-func (it *internalTables) setCounter(name string, v uint64) { it.counters.Set(name, v) }
+func (it *sideTables) setCounter(name string, v uint64) { it.counters.Set(name, v) }
 
 // scanRequests calls fn for every remembered row in id order (the
 // snapshot's order) until fn returns false.
-func (it *internalTables) scanRequests(fn func(*requestRow) bool) {
+func (it *sideTables) scanRequests(fn func(*requestRow) bool) {
 	it.requests.Scan(func(r *requestRow) bool {
 		if r.Index <= it.floor {
 			return true
@@ -136,16 +146,32 @@ func (it *internalTables) scanRequests(fn func(*requestRow) bool) {
 
 // scanCounters calls fn for every counter in name order until fn returns
 // false.
-func (it *internalTables) scanCounters(fn func(*counterRow) bool) {
+func (it *sideTables) scanCounters(fn func(*counterRow) bool) {
 	it.counters.Scan(func(name string, v uint64) bool {
 		return fn(&counterRow{Name: name, Value: v})
 	})
 }
 
-// restoreRow adds a snapshot's requests or counters row. An empty id or
-// name is refused, as go-memdb's index refused it.
-func (it *internalTables) restoreRow(obj any) error {
+// putHistory adds a config_history row (replacing one of the same index,
+// as go-memdb's primary key did).
+func (it *sideTables) putHistory(h *HistoryEntry) {
+	it.historyTouched = true
+	it.history.Set(h)
+}
+
+// popHistory deletes the oldest config_history row; false if there is none.
+func (it *sideTables) popHistory() bool {
+	_, ok := it.history.PopMin()
+	it.historyTouched = it.historyTouched || ok
+	return ok
+}
+
+// restoreRow adds a snapshot's requests, counters or config_history row.
+// An empty id or name is refused, as go-memdb's index refused it.
+func (it *sideTables) restoreRow(obj any) error {
 	switch r := obj.(type) {
+	case *HistoryEntry:
+		it.putHistory(r)
 	case *requestRow:
 		if r.ID == "" {
 			return fmt.Errorf("raftstore: snapshot requests row without an id")
@@ -157,7 +183,7 @@ func (it *internalTables) restoreRow(obj any) error {
 		}
 		it.setCounter(r.Name, r.Value)
 	default:
-		return fmt.Errorf("raftstore: snapshot row %T is not an internal table's", obj)
+		return fmt.Errorf("raftstore: snapshot row %T is not a side table's", obj)
 	}
 	return nil
 }

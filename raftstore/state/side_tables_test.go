@@ -151,7 +151,7 @@ func TestRequestWindowAmortisedMatchesPerEntry(t *testing.T) {
 			}
 			// Rows are deleted, not only hidden: never more than a trim step
 			// past the window.
-			it := f.State().internal.Load()
+			it := f.State().side.Load()
 			if n, limit := uint64(it.requests.Len()), window+trimStep(window)+uint64(len(m.first)); it.requests.Len() != it.byIndex.Len() || n > limit {
 				t.Fatalf("%d rows by id, %d by index, window %d", it.requests.Len(), it.byIndex.Len(), window)
 			}
@@ -168,7 +168,7 @@ func TestRequestWindowAmortisedMatchesPerEntry(t *testing.T) {
 // 0), the snapshot writes them in name order, and restore brings them back.
 func TestCountersSnapshotAndRestore(t *testing.T) {
 	f := newTestFSM(t, StateOptions{})
-	w := &writer{s: f.State(), txn: f.State().db.Load().Txn(true), tasks: f.State().tasks.Load().clone(), it: f.State().internal.Load().clone(), index: 1}
+	w := &writer{s: f.State(), txn: f.State().db.Load().Txn(true), tasks: f.State().tasks.Load().clone(), it: f.State().side.Load().clone(), index: 1}
 	for _, c := range []struct {
 		name string
 		v    uint64
