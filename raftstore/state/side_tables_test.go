@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // dedupModel is request-id dedup as DESIGN.md states it, with the rows
@@ -206,6 +207,49 @@ func TestCountersSnapshotAndRestore(t *testing.T) {
 	} {
 		if err := g.Restore(bytes.NewReader([]byte(`{"format":"fusebox-raftstore","version":1,"applied":3}` + "\n" + bad))); err == nil {
 			t.Fatalf("restore accepted %s", bad)
+		}
+	}
+}
+
+// A config write's result is the entry as json.Marshal writes it, whether
+// configEntryJSON writes it by hand or (a value to compact or escape, a
+// time out of MarshalJSON's range) json.Marshal does.
+func TestConfigEntryJSONMatchesMarshal(t *testing.T) {
+	east := time.FixedZone("", 5*3600+30*60)
+	entries := []ConfigEntry{
+		{Key: "k", Value: json.RawMessage(`{"a":1}`), Index: 1, UpdatedAt: t0},
+		{Key: "k\"<é>\u2028&\\", Namespace: "ns", Destination: "d\x01", Value: json.RawMessage(`"xé\u003c"`), Index: 1 << 60, UpdatedAt: t0.In(east).Add(123456789), Author: "a&b"},
+		{Key: "k", Value: json.RawMessage(`{ "a" : [1, 2] }`), UpdatedAt: t0},
+		{Key: "k", Value: json.RawMessage(`"<b>"`), UpdatedAt: t0},
+		{Key: "k", Value: json.RawMessage("\"\u2028\""), UpdatedAt: t0},
+		{Key: "k", Value: json.RawMessage(`1`), UpdatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Key: "k", Value: json.RawMessage(`1`), UpdatedAt: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	plain := 0
+	for i, e := range entries {
+		want, werr := json.Marshal(&e)
+		if !configEntryPlain(&e) {
+			continue
+		}
+		plain++
+		if werr != nil {
+			t.Fatalf("entry %d: plain, but json.Marshal fails: %v", i, werr)
+		}
+		if got := (configEntryJSON{&e}).appendJSON(nil); !bytes.Equal(got, want) {
+			t.Errorf("entry %d: appendJSON %s, json.Marshal %s", i, got, want)
+		}
+	}
+	if plain != 2 {
+		t.Fatalf("%d entries taken as plain, want 2", plain)
+	}
+	// Through the FSM: the result is json.Marshal of the stored row.
+	f := newTestFSM(t, StateOptions{})
+	for i, v := range []string{`{"a":1}`, `{ "a" : 1 }`, `"<&>"`} {
+		r := applyCmd(t, f, uint64(i+1), MsgSetConfigValue, SetConfigCommand{CommandMeta: CommandMeta{At: t0.In(east), Author: "z"}, Key: "k", Namespace: "n", Value: json.RawMessage(v)}, "")
+		mustOK(t, r)
+		e, _ := f.State().ConfigEntry("k", "n", "")
+		if want, _ := json.Marshal(&e); !bytes.Equal(r.Value, want) {
+			t.Errorf("value %s: result %s, json.Marshal of the row %s", v, r.Value, want)
 		}
 	}
 }

@@ -76,6 +76,9 @@ func writeConfig(w *writer, c *SetConfigCommand, value []byte) (any, *Error) {
 	}); err != nil {
 		return nil, err
 	}
+	if configEntryPlain(e) {
+		return configEntryJSON{e}, nil
+	}
 	return e, nil
 }
 
