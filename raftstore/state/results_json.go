@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 )
 
 // The submit's result is one outcome per task (up to 1000 per entry), and
@@ -77,12 +78,16 @@ func configEntryPlain(e *ConfigEntry) bool {
 	if len(e.Value) == 0 || !canonicalJSON(e.Value) {
 		return false
 	}
+	// time.MarshalJSON's own limits: a four-digit year, an offset under 24h.
 	y := e.UpdatedAt.Year()
-	return y >= 0 && y <= 9999
+	_, off := e.UpdatedAt.Zone()
+	return y >= 0 && y <= 9999 && off > -24*3600 && off < 24*3600
 }
 
 func (c configEntryJSON) appendJSON(b []byte) []byte {
 	e := c.e
+	n := 120 + len(e.Key) + len(e.Namespace) + len(e.Destination) + len(e.Value) + len(e.Author)
+	b = append(make([]byte, 0, len(b)+n), b...)
 	b = append(b, `{"key":`...)
 	b = appendJSONString(b, e.Key)
 	if e.Namespace != "" {
@@ -98,8 +103,9 @@ func (c configEntryJSON) appendJSON(b []byte) []byte {
 	b = append(b, `,"index":`...)
 	b = strconv.AppendUint(b, e.Index, 10)
 	b = append(b, `,"updated_at":`...)
-	t, _ := e.UpdatedAt.MarshalJSON() // the year is in range (configEntryPlain)
-	b = append(b, t...)
+	b = append(b, '"') // as MarshalJSON, within its limits (configEntryPlain)
+	b = e.UpdatedAt.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
 	if e.Author != "" {
 		b = append(b, `,"author":`...)
 		b = appendJSONString(b, e.Author)

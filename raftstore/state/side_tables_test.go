@@ -224,11 +224,18 @@ func TestConfigEntryJSONMatchesMarshal(t *testing.T) {
 		{Key: "k", Value: json.RawMessage("\"\u2028\""), UpdatedAt: t0},
 		{Key: "k", Value: json.RawMessage(`1`), UpdatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{Key: "k", Value: json.RawMessage(`1`), UpdatedAt: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Key: "k", Value: json.RawMessage(`1`), UpdatedAt: t0.In(time.FixedZone("", 24*3600))},
+		{Key: "k", Value: json.RawMessage(`1`), UpdatedAt: t0.In(time.FixedZone("", -24*3600+60)), Namespace: "x"},
+		{Key: "k", Value: json.RawMessage(`1`), UpdatedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+		{Key: "k", Value: json.RawMessage(`1`), UpdatedAt: time.Date(0, 1, 1, 0, 0, 0, 1, time.UTC)},
 	}
 	plain := 0
 	for i, e := range entries {
 		want, werr := json.Marshal(&e)
 		if !configEntryPlain(&e) {
+			if werr == nil && i < 2 {
+				t.Errorf("entry %d: not plain", i)
+			}
 			continue
 		}
 		plain++
@@ -239,8 +246,8 @@ func TestConfigEntryJSONMatchesMarshal(t *testing.T) {
 			t.Errorf("entry %d: appendJSON %s, json.Marshal %s", i, got, want)
 		}
 	}
-	if plain != 2 {
-		t.Fatalf("%d entries taken as plain, want 2", plain)
+	if plain != 5 {
+		t.Fatalf("%d entries taken as plain, want 5", plain)
 	}
 	// Through the FSM: the result is json.Marshal of the stored row.
 	f := newTestFSM(t, StateOptions{})
