@@ -282,6 +282,9 @@ func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable, it *sideTables) {
 	if it.historyTouched {
 		touch(TableConfigHistory)
 	}
+	if it.configTouched {
+		touch(TableConfig)
+	}
 	for _, c := range changes {
 		touch(Table(c.Table))
 	}

@@ -34,8 +34,12 @@ type sideTables struct {
 	byIndex  *btree.BTreeG[*requestRow]   // by Index, ID: trimming, oldest first
 	counters *btree.Map[string, uint64]   // name → value, snapshot order by name
 	history  *btree.BTreeG[*HistoryEntry] // config_history by Index
+	config   *btree.BTreeG[*ConfigEntry]  // config by Key, Namespace, Destination
 
 	historyTouched bool // history written since clone (subscribers are woken on commit)
+	configTouched  bool // config written since clone
+
+	cfgPivot ConfigEntry // the writer's config search key
 
 	floor   uint64 // rows with Index <= floor are forgotten
 	trimmed uint64 // floor of the last deleting pass
@@ -54,6 +58,19 @@ func lessRequestIndex(a, b *requestRow) bool {
 
 func lessHistory(a, b *HistoryEntry) bool { return a.Index < b.Index }
 
+// lessConfig orders config rows by key, namespace, destination: the order
+// of go-memdb's index over the three joined with NUL, since none of them
+// may hold a control character (CheckName).
+func lessConfig(a, b *ConfigEntry) bool {
+	if a.Key != b.Key {
+		return a.Key < b.Key
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Destination < b.Destination
+}
+
 func newSideTables() *sideTables {
 	opts := btree.Options{NoLocks: true} // one writer; published versions are read-only
 	return &sideTables{
@@ -61,6 +78,7 @@ func newSideTables() *sideTables {
 		byIndex:  btree.NewBTreeGOptions(lessRequestIndex, opts),
 		counters: btree.NewMap[string, uint64](0),
 		history:  btree.NewBTreeGOptions(lessHistory, opts),
+		config:   btree.NewBTreeGOptions(lessConfig, opts),
 	}
 }
 
@@ -69,7 +87,7 @@ func newSideTables() *sideTables {
 func (it *sideTables) clone() *sideTables {
 	return &sideTables{
 		requests: it.requests.Copy(), byIndex: it.byIndex.Copy(), counters: it.counters.Copy(),
-		history: it.history.Copy(), floor: it.floor, trimmed: it.trimmed,
+		history: it.history.Copy(), config: it.config.Copy(), floor: it.floor, trimmed: it.trimmed,
 	}
 }
 
@@ -166,10 +184,52 @@ func (it *sideTables) popHistory() bool {
 	return ok
 }
 
-// restoreRow adds a snapshot's requests, counters or config_history row.
-// An empty id or name is refused, as go-memdb's index refused it.
+// configRow returns the config row of (key, namespace, destination), or
+// nil. Writer only (it uses cfgPivot).
+func (it *sideTables) configRow(key, namespace, destination string) *ConfigEntry {
+	it.cfgPivot.Key, it.cfgPivot.Namespace, it.cfgPivot.Destination = key, namespace, destination
+	e, _ := it.config.Get(&it.cfgPivot)
+	it.cfgPivot = ConfigEntry{}
+	return e
+}
+
+// getConfig is configRow for readers of a published version.
+func (it *sideTables) getConfig(key, namespace, destination string) *ConfigEntry {
+	e, _ := it.config.Get(&ConfigEntry{Key: key, Namespace: namespace, Destination: destination})
+	return e
+}
+
+// putConfig stores e, replacing the row of its key, namespace and
+// destination.
+func (it *sideTables) putConfig(e *ConfigEntry) {
+	it.configTouched = true
+	it.config.Set(e)
+}
+
+// deleteConfig deletes the row of e's key, namespace and destination.
+func (it *sideTables) deleteConfig(e *ConfigEntry) {
+	if _, ok := it.config.Delete(e); ok {
+		it.configTouched = true
+	}
+}
+
+// configRows returns a copy of every config row in order.
+func (it *sideTables) configRows() []ConfigEntry {
+	var out []ConfigEntry
+	it.config.Scan(func(e *ConfigEntry) bool {
+		out = append(out, *e)
+		return true
+	})
+	return out
+}
+
+// restoreRow adds a snapshot's config, config_history, requests or
+// counters row. An empty id or name is refused, as go-memdb's index
+// refused it; a second row of the same key replaces the first, as there.
 func (it *sideTables) restoreRow(obj any) error {
 	switch r := obj.(type) {
+	case *ConfigEntry:
+		it.putConfig(r)
 	case *HistoryEntry:
 		it.putHistory(r)
 	case *requestRow:

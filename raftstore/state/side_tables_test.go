@@ -260,3 +260,31 @@ func TestConfigEntryJSONMatchesMarshal(t *testing.T) {
 		}
 	}
 }
+
+// Config rows keep go-memdb's order (key, namespace, destination joined
+// with NUL), in reads and in the snapshot, for keys that prefix each other.
+func TestConfigOrderIsTheJoinedKeyOrder(t *testing.T) {
+	f := newTestFSM(t, StateOptions{})
+	refs := [][3]string{{"ab", "", ""}, {"a", "n", ""}, {"a", "", "d"}, {"a", "", ""}, {"a.b", "", ""}, {"a", "n", "d"}, {"a", "nn", ""}, {"a ", "", ""}, {"b", "", ""}}
+	for i, r := range refs {
+		mustOK(t, applyCmd(t, f, uint64(i+1), MsgSetConfigValue, SetConfigCommand{CommandMeta: meta0, Key: r[0], Namespace: r[1], Destination: r[2], Value: json.RawMessage(`1`)}, ""))
+	}
+	slices.SortFunc(refs, func(a, b [3]string) int { return bytes.Compare(joinKey(a[:]), joinKey(b[:])) })
+	got := f.State().Config()
+	if len(got) != len(refs) {
+		t.Fatalf("%d rows, want %d", len(got), len(refs))
+	}
+	for i, e := range got {
+		if r := [3]string{e.Key, e.Namespace, e.Destination}; r != refs[i] {
+			t.Fatalf("row %d is %q, want %q (joined-key order)", i, r, refs[i])
+		}
+	}
+	g := newTestFSM(t, StateOptions{})
+	data := snapshotBytes(t, f)
+	if err := g.Restore(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, g), data) {
+		t.Fatal("restored config re-encodes differently")
+	}
+}

@@ -86,6 +86,11 @@ func (s *Snapshot) Persist(w io.Writer) error {
 				err = row(table, t)
 				return err == nil
 			})
+		case string(TableConfig):
+			s.it.config.Scan(func(e *ConfigEntry) bool {
+				err = row(table, e)
+				return err == nil
+			})
 		case string(TableConfigHistory):
 			s.it.history.Scan(func(h *HistoryEntry) bool {
 				err = row(table, h)
@@ -201,7 +206,8 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, *taskTable, *sideTables, uint64, e
 			}
 			continue
 		}
-		if row.Table == tableRequests || row.Table == tableCounters || row.Table == string(TableConfigHistory) {
+		switch row.Table {
+		case string(TableConfig), string(TableConfigHistory), tableRequests, tableCounters:
 			if err := it.restoreRow(obj); err != nil {
 				return nil, nil, nil, 0, err
 			}

@@ -148,12 +148,15 @@ func newDB() (*memdb.MemDB, error) {
 
 // Config returns every config entry, ordered by (key, namespace, destination).
 func (s *State) Config() []ConfigEntry {
-	return collect[ConfigEntry](s.read(), string(TableConfig))
+	return s.side.Load().configRows()
 }
 
 // ConfigEntry returns one config entry.
 func (s *State) ConfigEntry(key, namespace, destination string) (ConfigEntry, bool) {
-	return first[ConfigEntry](s.read(), string(TableConfig), key, namespace, destination)
+	if e := s.side.Load().getConfig(key, namespace, destination); e != nil {
+		return *e, true
+	}
+	return ConfigEntry{}, false
 }
 
 // ConfigHistory returns up to limit history entries, newest first; limit <= 0

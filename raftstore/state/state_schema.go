@@ -135,8 +135,8 @@ type counterRow struct {
 const counterHistory = "history_len"
 
 // keyIndexer is a unique index over several string fields, joined with NUL.
-// Unlike memdb.CompoundIndex it accepts empty components, which config needs
-// ("" namespace means every namespace).
+// Unlike memdb.CompoundIndex it accepts empty components (config, now in the
+// side tables, needed them: "" namespace means every namespace).
 type keyIndexer struct {
 	n      int
 	fields func(obj any) []string
@@ -174,12 +174,6 @@ func schema() *memdb.DBSchema {
 		return map[string]*memdb.IndexSchema{"id": {Name: "id", Unique: true, Indexer: idx}}
 	}
 	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
-		string(TableConfig): {Name: string(TableConfig), Indexes: id(&keyIndexer{n: 3, fields: func(o any) []string {
-			if e, ok := o.(*ConfigEntry); ok {
-				return []string{e.Key, e.Namespace, e.Destination}
-			}
-			return nil
-		}})},
 		string(TableEndpoints): {Name: string(TableEndpoints), Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
 		string(TableForcedBreakers): {Name: string(TableForcedBreakers), Indexes: id(&keyIndexer{n: 3, fields: func(o any) []string {
 			if e, ok := o.(*ForcedBreaker); ok {
