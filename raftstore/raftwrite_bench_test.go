@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,18 +60,22 @@ func BenchmarkRaftWrite(b *testing.B) {
 			if rest, ok := strings.CutPrefix(mode, "interleaved-"); ok {
 				what, kind, _ := strings.Cut(rest, "-")
 				bare, store := raftWriteApply(b, "bare", kind), raftWriteApply(b, what, kind)
-				var took [2]time.Duration
+				var took, cpu [2]time.Duration
 				b.ResetTimer()
 				for done := 0; done < b.N; done += raftWriteBlock {
 					n := min(raftWriteBlock, b.N-done)
 					for side, apply := range []func(w, i int) error{bare, store} {
+						cpu0 := processCPU()
 						took[side] += runBlock(b, raftWriteWriters, done, n, apply)
+						cpu[side] += processCPU() - cpu0
 					}
 				}
 				b.StopTimer()
 				b.ReportMetric(float64(b.N)/took[0].Seconds(), "bare-entries/s")
 				b.ReportMetric(float64(b.N)/took[1].Seconds(), "store-entries/s")
 				b.ReportMetric(float64(took[0])/float64(took[1]), "store/bare")
+				b.ReportMetric(float64(cpu[0].Microseconds())/float64(b.N), "bare-cpu-us/entry")
+				b.ReportMetric(float64(cpu[1].Microseconds())/float64(b.N), "store-cpu-us/entry")
 				return
 			}
 			what, kind, _ := strings.Cut(mode, "-")
@@ -155,6 +160,7 @@ func runWriters(b *testing.B, writers int, apply func(w, i int) error) {
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	b.ResetTimer()
+	cpu0 := processCPU()
 	start := time.Now()
 	for w := range writers {
 		wg.Go(func() {
@@ -180,8 +186,10 @@ func runWriters(b *testing.B, writers int, apply func(w, i int) error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "entries/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(max(len(lat), 1)), "cpu-us/entry")
 	reportLatencies(b, lat, elapsed)
 }
 
@@ -308,4 +316,15 @@ func bareRaftCluster(b *testing.B, kind string) *bareGroup {
 	}
 	g.leader.Store(l)
 	return g
+}
+
+// processCPU is this process's CPU time (user + system, every thread: the
+// three replicas, the writers, the GC). On a machine shared with other
+// work, CPU per entry moves far less than entries/s.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
