@@ -7,7 +7,7 @@ import (
 )
 
 // sideTables holds the tables written by (nearly) every entry — the
-// internal requests (dedup) and counters, and config_history — as
+// internal requests (dedup) and counters, config and config_history — as
 // copy-on-write B-trees (github.com/tidwall/btree) versioned like the task
 // table: the FSM writes into a clone of the published value and publishes
 // it on commit; a published value is never written again, so readers use
@@ -15,13 +15,13 @@ import (
 //
 // Why not go-memdb (where they were): every command entry wrote a dedup row
 // and trimmed one, every task command and config change rewrote a counter
-// row, and every config change wrote a history row and deleted the oldest;
-// each such memdb write copies the radix path of every index of its table
-// and leaves the old path to the GC. Under BenchmarkRaftWrite (64 writers,
+// row, and every config change wrote its row and a history row and deleted
+// the oldest; each such memdb write copies the radix path of every index of
+// its table and leaves the old path to the GC. Under BenchmarkRaftWrite (64 writers,
 // one entry per call) those writes were most of the FSM's time, on every
-// replica. Here a dedup row is two tree writes (by id, by index), a counter
-// or a history row one, each copying a node only the first time a batch
-// reaches it.
+// replica. Here a dedup row is two tree writes (by id, by index), a counter,
+// a config or a history row one, each copying a node only the first time a
+// batch reaches it.
 //
 // Forgetting request ids (RequestWindow) is by index only, as before, but
 // amortised: floor is the index at or below which a row is forgotten (a

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -286,5 +288,49 @@ func TestConfigOrderIsTheJoinedKeyOrder(t *testing.T) {
 	}
 	if !bytes.Equal(snapshotBytes(t, g), data) {
 		t.Fatal("restored config re-encodes differently")
+	}
+}
+
+// Readers of the published side tables (config, history, backlog counters,
+// a snapshot's persist) run beside the writer without locks: under -race.
+func TestSideTablesReadersBesideWriter(t *testing.T) {
+	f := newTestFSM(t, StateOptions{RequestWindow: 64, HistoryLimit: 50})
+	st := f.State()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = st.Config()
+				_, _ = st.ConfigEntry("k3", "", "")
+				_ = st.ConfigHistory(5)
+				_ = st.TaskBacklog(0)
+				if snap, err := f.Snapshot(); err == nil {
+					_ = snap.Persist(io.Discard)
+				}
+			}
+		})
+	}
+	for i := 1; i <= 1500; i++ {
+		logs := []Entry{}
+		for j := range 4 {
+			cmd, err := EncodeCommand(MsgSetConfigValue, SetConfigCommand{CommandMeta: meta0, Key: fmt.Sprintf("k%d", (i+j)%7), Value: json.RawMessage(`1`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			idx := uint64(4*(i-1) + j + 1)
+			logs = append(logs, Entry{Index: idx, Command: true, Data: EncodeEntry(cmd, fmt.Sprintf("r%d", idx%100))})
+		}
+		f.ApplyBatch(logs)
+	}
+	close(stop)
+	wg.Wait()
+	if n := len(st.ConfigHistory(0)); n != 50 {
+		t.Fatalf("%d history rows, want the limit 50", n)
 	}
 }

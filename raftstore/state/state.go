@@ -37,15 +37,16 @@ type StateOptions struct {
 	LogVersion int
 }
 
-// State is the replicated cluster state: go-memdb for every table but the
-// tasks and the internal tables (requests, counters), which have their own
-// copy-on-write B-trees (taskTable, sideTables). It has no
+// State is the replicated cluster state: go-memdb for the rarely written
+// tables (endpoints, forced breakers, meta); the tasks and the tables written
+// by (nearly) every entry (config, config_history, requests, counters) have
+// their own copy-on-write B-trees (taskTable, sideTables). It has no
 // raft in it: the FSM is its only writer, and reads are lock-free MVCC
 // snapshots.
 type State struct {
 	db            atomic.Pointer[memdb.MemDB]
 	tasks         atomic.Pointer[taskTable]
-	side          atomic.Pointer[sideTables] // requests, counters, config history (side_tables.go)
+	side          atomic.Pointer[sideTables] // config, history, requests, counters (side_tables.go)
 	validator     Validator
 	historyLimit  uint64
 	requestWindow uint64
