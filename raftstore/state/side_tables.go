@@ -125,11 +125,16 @@ func (it *sideTables) request(id string) *requestRow {
 	it.pivot.ID = id
 	r, ok := it.requests.Get(&it.pivot)
 	it.pivot.ID = ""
-	if !ok || r.Index <= it.floor {
+	if !ok || it.forgotten(r) {
 		return nil
 	}
 	return r
 }
+
+// forgotten reports whether r is past the window. A floor of 0 forgets
+// nothing (no command has passed the window since a restore), so a
+// restored row of index 0 stays until the next command, as it did.
+func (it *sideTables) forgotten(r *requestRow) bool { return it.floor > 0 && r.Index <= it.floor }
 
 // putRequest remembers r, replacing a row of the same id (a forgotten one
 // not yet deleted, or a snapshot's duplicate, where the last row won in
@@ -155,7 +160,7 @@ func (it *sideTables) setCounter(name string, v uint64) { it.counters.Set(name, 
 // snapshot's order) until fn returns false.
 func (it *sideTables) scanRequests(fn func(*requestRow) bool) {
 	it.requests.Scan(func(r *requestRow) bool {
-		if r.Index <= it.floor {
+		if it.forgotten(r) {
 			return true
 		}
 		return fn(r)

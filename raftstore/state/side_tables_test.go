@@ -159,7 +159,7 @@ func TestRequestWindowAmortisedMatchesPerEntry(t *testing.T) {
 				t.Fatalf("%d rows by id, %d by index, window %d", it.requests.Len(), it.byIndex.Len(), window)
 			}
 			for _, r := range it.byIndex.Items() {
-				if r.Index+window+trimStep(window) <= index && r.Index <= it.floor {
+				if r.Index+window+trimStep(window) <= index && it.forgotten(r) {
 					t.Fatalf("row %q of index %d outlived its trim pass (index %d, floor %d, trimmed %d)", r.ID, r.Index, index, it.floor, it.trimmed)
 				}
 			}
@@ -332,5 +332,27 @@ func TestSideTablesReadersBesideWriter(t *testing.T) {
 	wg.Wait()
 	if n := len(st.ConfigHistory(0)); n != 50 {
 		t.Fatalf("%d history rows, want the limit 50", n)
+	}
+}
+
+// A restored requests row is remembered until the next command entry moves
+// the window past it, whatever its index (as when go-memdb held it).
+func TestRestoredRequestRowsStayUntilTheNextCommand(t *testing.T) {
+	data := []byte(`{"format":"fusebox-raftstore","version":1,"applied":20}` + "\n" +
+		`{"t":"requests","r":{"id":"old","index":0,"result":{}}}` + "\n" +
+		`{"t":"requests","r":{"id":"r9","index":9,"result":{"index":9}}}` + "\n")
+	f := newTestFSM(t, StateOptions{RequestWindow: 5})
+	if err := f.Restore(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, f), data) {
+		t.Fatalf("restored rows re-encode differently:\n%s", snapshotBytes(t, f))
+	}
+	r := applyCmd(t, f, 21, MsgSync, struct{}{}, "r9") // floor 16: both forgotten
+	if r.Index != 21 {
+		t.Fatalf("r9 remembered past its window: %+v", r)
+	}
+	if got := snapshotRequestIDs(t, snapshotBytes(t, f)); !slices.Equal(got, []string{"r9"}) {
+		t.Fatalf("remembered %v, want only the new r9", got)
 	}
 }
