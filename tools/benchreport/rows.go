@@ -56,7 +56,8 @@ const preamble = `## Reading the baselines
   ` + "`cpu-cores`" + ` is the test process's CPU time over the run's wall time: at ~1.9 of 2 the run is CPU-bound.
 - **One replica's apply** (` + "`BenchmarkFSMTaskLifecycle`" + `, ` + "`BenchmarkFSMTaskMemory`" + `): the FSM alone, no Raft:
   a task's submit and completion as ApplyBatch receives them, and the heap a pending task holds.
-  Every replica pays both for every task. The baseline of the binary row is the same history in
+  Every replica pays both for every task. ` + "`BenchmarkFSMApplyEntry`" + ` is one replica's apply of ` + "`BenchmarkRaftWrite`" + `'s entries
+  (one command each, its own request id, 64 per batch, past the request window). The baseline of the binary row is the same history in
   JSON entries (log version 2 and before), same run; ` + "`cpu-ns/op`" + ` is the process's CPU time per task
   (GC included), which a shared machine moves far less than wall time.
 - **Process rows** (` + "`test/e2e`" + `): the same workloads on three ` + "`fusebox serve`" + ` processes built from this tree, fed
@@ -237,6 +238,14 @@ var rows = []row{
 		Baseline: "BenchmarkDeliveryLatencyNeighbour/neighbour=off", Target: "ratio<=3", Time: "5000x", QuickTime: "2000x", Runs: 3},
 	{Issue: "#17", What: "  the same, 3 processes (vs alone)", Pkg: "./test/e2e", Bench: "BenchmarkProcessDeliveryLatencyNeighbour/neighbour=on", Metric: "p99-ms",
 		Baseline: "BenchmarkProcessDeliveryLatencyNeighbour/neighbour=off", Target: "ratio<=3", Time: "5000x", QuickTime: "2000x", Runs: 3},
+	{Issue: "#17", What: "one replica's apply per BenchmarkRaftWrite entry (no Raft): set_config, ns", Pkg: "./raftstore/state", Bench: "BenchmarkFSMApplyEntry/config", Metric: "ns/op",
+		Time: "20000x", QuickTime: "5000x", Runs: 3},
+	{Issue: "#17", What: "  the same, allocations per set_config entry", Pkg: "./raftstore/state", Bench: "BenchmarkFSMApplyEntry/config", Metric: "allocs/op",
+		Time: "20000x", QuickTime: "5000x", Runs: 3},
+	{Issue: "#17", What: "  the same, one-task binary submit, ns", Pkg: "./raftstore/state", Bench: "BenchmarkFSMApplyEntry/submit", Metric: "ns/op",
+		Time: "20000x", QuickTime: "5000x", Runs: 3},
+	{Issue: "#17", What: "  the same, allocations per submit entry", Pkg: "./raftstore/state", Bench: "BenchmarkFSMApplyEntry/submit", Metric: "allocs/op",
+		Time: "20000x", QuickTime: "5000x", Runs: 3},
 	{Issue: "#6", What: "heap per retained task, one replica, binary entries (vs JSON; bytes)", Pkg: "./raftstore/state", Bench: "BenchmarkFSMTaskMemory/binary", Metric: "bytes/task",
 		Baseline: "BenchmarkFSMTaskMemory/json", Time: "100000x", QuickTime: "10000x"},
 	{Issue: "#6", What: "queue alone (in-memory store), ns per task", Pkg: "./queue", Bench: "BenchmarkThroughput/queue", Metric: "ns/op",
