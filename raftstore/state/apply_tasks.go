@@ -239,13 +239,9 @@ func applyCollectTasks(w *writer, payload []byte) (any, *Error) {
 	return out, nil
 }
 
-func (w *writer) counter(name string) uint64 {
-	if c, ok := w.get(tableCounters, name).(*counterRow); ok {
-		return c.Value
-	}
-	return 0
-}
+func (w *writer) counter(name string) uint64 { return w.it.counter(name) }
 
 func (w *writer) setCounter(name string, v uint64) *Error {
-	return w.insert(tableCounters, &counterRow{Name: name, Value: v})
+	w.it.setCounter(name, v)
+	return nil
 }

@@ -110,7 +110,7 @@ func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
 		return f.haltResult(index)
 	}
 	db := f.state.db.Load()
-	w := &writer{s: f.state, txn: db.Txn(true), tasks: f.state.tasks.Load().clone(), index: index}
+	w := &writer{s: f.state, txn: db.Txn(true), tasks: f.state.tasks.Load().clone(), it: f.state.side.Load().clone(), index: index}
 	w.txn.TrackChanges()
 	defer func() {
 		if p := recover(); p != nil {
@@ -130,18 +130,13 @@ func (f *FSM) applyEntry(index uint64, data []byte) (res *ApplyResult) {
 		w.txn = db.Txn(true)
 		w.txn.TrackChanges()
 		w.tasks = f.state.tasks.Load().clone()
-		if err := w.trimRequests(); err != nil {
-			w.txn.Abort()
-			return &ApplyResult{Err: err, Index: index}
-		}
+		w.it = f.state.side.Load().clone()
+		w.trimRequests()
 		if requestID != "" {
-			if err := w.insert(tableRequests, &requestRow{ID: requestID, Index: index, Result: *res}); err != nil {
-				w.txn.Abort()
-				return &ApplyResult{Err: err, Index: index}
-			}
+			w.it.putRequest(&requestRow{ID: requestID, Index: index, Result: *res})
 		}
 	}
-	f.commit(w.txn, w.tasks)
+	f.commit(w.txn, w.tasks, w.it)
 	return res
 }
 
@@ -182,6 +177,7 @@ func (f *FSM) applyShared(logs []Entry, out []*ApplyResult) (ok bool) {
 	txn := f.state.db.Load().Txn(true)
 	txn.TrackChanges()
 	tasks := f.state.tasks.Load().clone()
+	it := f.state.side.Load().clone()
 	defer func() {
 		if p := recover(); p != nil {
 			txn.Abort()
@@ -196,14 +192,14 @@ func (f *FSM) applyShared(logs []Entry, out []*ApplyResult) (ok bool) {
 			txn.Abort() // one by one, so the entries before it apply
 			return false
 		}
-		res, _, failed := f.applyInto(&writer{s: f.state, txn: txn, tasks: tasks, index: l.Index}, l.Data)
+		res, _, failed := f.applyInto(&writer{s: f.state, txn: txn, tasks: tasks, it: it, index: l.Index}, l.Data)
 		if failed {
 			txn.Abort()
 			return false
 		}
 		out[i] = res
 	}
-	f.commit(txn, tasks)
+	f.commit(txn, tasks, it)
 	return true
 }
 
@@ -222,11 +218,9 @@ func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID str
 	}
 	// Forget request ids older than the window first, so "remembered for
 	// RequestWindow indexes" holds exactly.
-	if err := w.trimRequests(); err != nil {
-		return &ApplyResult{Err: err, Index: index}, requestID, true
-	}
+	w.trimRequests()
 	if requestID != "" {
-		if r, ok := w.get(tableRequests, requestID).(*requestRow); ok {
+		if r := w.it.request(requestID); r != nil {
 			out := r.Result // a retry: the first result, nothing applied again
 			return &out, requestID, false
 		}
@@ -262,27 +256,37 @@ func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID str
 		return &result, requestID, true
 	}
 	if requestID != "" {
-		if err := w.insert(tableRequests, &requestRow{ID: requestID, Index: index, Result: result}); err != nil {
-			return &ApplyResult{Err: err, Index: index}, requestID, true
-		}
+		w.it.putRequest(&requestRow{ID: requestID, Index: index, Result: result})
 	}
 	return &result, requestID, false
 }
 
-// commit commits txn, publishes tasks (the task table the same writes went
-// to) and wakes the subscribers of every table they touched.
-func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable) {
+// commit commits txn, publishes tasks and it (the task table and internal
+// tables the same writes went to) and wakes the subscribers of every table
+// they touched.
+func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable, it *sideTables) {
 	changes := txn.Changes()
 	txn.Commit()
 	f.state.tasks.Store(tasks)
-	touched := make(map[Table]struct{})
+	f.state.side.Store(it)
+	var touched map[Table]struct{}
+	touch := func(t Table) {
+		if touched == nil {
+			touched = make(map[Table]struct{}, 2)
+		}
+		touched[t] = struct{}{}
+	}
 	if tasks.touched {
-		touched[TableTasks] = struct{}{}
+		touch(TableTasks)
+	}
+	if it.historyTouched {
+		touch(TableConfigHistory)
+	}
+	if it.configTouched {
+		touch(TableConfig)
 	}
 	for _, c := range changes {
-		if c.Table != tableRequests && c.Table != tableCounters {
-			touched[Table(c.Table)] = struct{}{}
-		}
+		touch(Table(c.Table))
 	}
 	if len(touched) > 0 {
 		f.state.notify(touched)
@@ -290,22 +294,6 @@ func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable) {
 }
 
 // trimRequests forgets request ids older than the request window, measured in
-// raft indexes, so every replica trims exactly the same rows.
-func (w *writer) trimRequests() *Error {
-	if w.index <= w.s.requestWindow {
-		return nil
-	}
-	floor := w.index - w.s.requestWindow
-	for {
-		o, err := w.txn.First(tableRequests, "index")
-		if err != nil || o == nil {
-			return nil
-		}
-		if o.(*requestRow).Index > floor {
-			return nil
-		}
-		if err := w.delete(tableRequests, o); err != nil {
-			return err
-		}
-	}
-}
+// raft indexes, so every replica forgets exactly the same ids (the rows
+// themselves go in amortised passes: sideTables.forget).
+func (w *writer) trimRequests() { w.it.forget(w.index, w.s.requestWindow) }

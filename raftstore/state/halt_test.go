@@ -73,8 +73,8 @@ func TestIgnorableUnknownTypeIsSkipped(t *testing.T) {
 		t.Fatalf("halt %v, applied %d", f.HaltErr(), f.AppliedIndex())
 	}
 	// Its request id is remembered like any other.
-	if _, ok := f.State().db.Load().Txn(false).First(tableRequests, "id", "req-1"); ok != nil {
-		t.Fatal(ok)
+	if r := f.State().side.Load().clone().request("req-1"); r == nil || r.Index != 1 {
+		t.Fatalf("request id req-1 not remembered: %+v", r)
 	}
 	mustOK(t, applyCmd(t, f, 2, MsgSync, struct{}{}, ""))
 }

@@ -35,6 +35,7 @@ type snapshotRow struct {
 type Snapshot struct {
 	db      *memdb.MemDB
 	tasks   *taskTable
+	it      *sideTables
 	applied uint64
 }
 
@@ -49,7 +50,7 @@ func (f *FSM) Snapshot() (*Snapshot, error) {
 }
 
 func (s *State) snapshotAt(applied uint64) *Snapshot {
-	return &Snapshot{db: s.db.Load().Snapshot(), tasks: s.tasks.Load(), applied: applied}
+	return &Snapshot{db: s.db.Load().Snapshot(), tasks: s.tasks.Load(), it: s.side.Load(), applied: applied}
 }
 
 // WriteSnapshot writes the state as a snapshot stream whose header claims
@@ -78,28 +79,55 @@ func (s *Snapshot) Persist(w io.Writer) error {
 		return nil
 	}
 	for _, table := range allTables {
-		if table == string(TableTasks) {
-			var err error
+		var err error
+		switch table {
+		case string(TableTasks):
 			s.tasks.byID.Scan(func(t *Task) bool {
 				err = row(table, t)
 				return err == nil
 			})
-			if err != nil {
-				return err
-			}
-			continue
+		case string(TableConfig):
+			s.it.config.Scan(func(e *ConfigEntry) bool {
+				err = row(table, e)
+				return err == nil
+			})
+		case string(TableConfigHistory):
+			s.it.history.Scan(func(h *HistoryEntry) bool {
+				err = row(table, h)
+				return err == nil
+			})
+		case tableRequests:
+			s.it.scanRequests(func(r *requestRow) bool {
+				err = row(table, r)
+				return err == nil
+			})
+		case tableCounters:
+			s.it.scanCounters(func(c *counterRow) bool {
+				err = row(table, c)
+				return err == nil
+			})
+		default:
+			err = persistTable(txn, table, row)
 		}
-		it, err := txn.Get(table, "id")
 		if err != nil {
-			return fmt.Errorf("raftstore: snapshot %s: %w", table, err)
-		}
-		for o := it.Next(); o != nil; o = it.Next() {
-			if err := row(table, o); err != nil {
-				return err
-			}
+			return err
 		}
 	}
 	return bw.Flush()
+}
+
+// persistTable writes the rows of a go-memdb table in primary-key order.
+func persistTable(txn *memdb.Txn, table string, row func(string, any) error) error {
+	it, err := txn.Get(table, "id")
+	if err != nil {
+		return fmt.Errorf("raftstore: snapshot %s: %w", table, err)
+	}
+	for o := it.Next(); o != nil; o = it.Next() {
+		if err := row(table, o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Restore (raft.FSM.Restore) rebuilds a fresh memdb from the stream and
@@ -109,11 +137,12 @@ func (f *FSM) Restore(r io.Reader) error {
 	if he := f.halt.Load(); he != nil {
 		return he
 	}
-	db, tasks, applied, err := readSnapshot(r)
+	db, tasks, it, applied, err := readSnapshot(r)
 	if err != nil {
 		f.logger.Error("raftstore: snapshot restore failed; state unchanged", "error", err)
 		return err
 	}
+	f.state.side.Store(it)
 	f.state.tasks.Store(tasks)
 	f.state.db.Store(db)
 	f.mu.Lock()
@@ -129,7 +158,7 @@ func (f *FSM) Restore(r io.Reader) error {
 // everything a restore would refuse is refused) into a State nobody serves,
 // and returns the applied index its header claims.
 func ParseSnapshot(r io.Reader) (*State, uint64, error) {
-	db, tasks, applied, err := readSnapshot(r)
+	db, tasks, it, applied, err := readSnapshot(r)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -139,23 +168,25 @@ func ParseSnapshot(r io.Reader) (*State, uint64, error) {
 	}
 	st.db.Store(db)
 	st.tasks.Store(tasks)
+	st.side.Store(it)
 	return st, applied, nil
 }
 
-func readSnapshot(r io.Reader) (*memdb.MemDB, *taskTable, uint64, error) {
+func readSnapshot(r io.Reader) (*memdb.MemDB, *taskTable, *sideTables, uint64, error) {
 	dec := json.NewDecoder(bufio.NewReader(r))
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
-		return nil, nil, 0, fmt.Errorf("raftstore: snapshot header: %w", err)
+		return nil, nil, nil, 0, fmt.Errorf("raftstore: snapshot header: %w", err)
 	}
 	if h.Format != snapshotFormat || h.Version != SnapshotVersion {
-		return nil, nil, 0, fmt.Errorf("raftstore: unsupported snapshot %q version %d", h.Format, h.Version)
+		return nil, nil, nil, 0, fmt.Errorf("raftstore: unsupported snapshot %q version %d", h.Format, h.Version)
 	}
 	db, err := newDB()
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, nil, 0, err
 	}
 	tasks := newTaskTable()
+	it := newSideTables()
 	txn := db.Txn(true)
 	defer txn.Abort()
 	for {
@@ -163,24 +194,31 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, *taskTable, uint64, error) {
 		if err := dec.Decode(&row); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			return nil, nil, 0, fmt.Errorf("raftstore: snapshot row: %w", err)
+			return nil, nil, nil, 0, fmt.Errorf("raftstore: snapshot row: %w", err)
 		}
 		obj, err := decodeRow(row)
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, nil, nil, 0, err
 		}
 		if t, ok := obj.(*Task); ok {
 			if err := tasks.restore(t); err != nil {
-				return nil, nil, 0, err
+				return nil, nil, nil, 0, err
+			}
+			continue
+		}
+		switch row.Table {
+		case string(TableConfig), string(TableConfigHistory), tableRequests, tableCounters:
+			if err := it.restoreRow(obj); err != nil {
+				return nil, nil, nil, 0, err
 			}
 			continue
 		}
 		if err := txn.Insert(row.Table, obj); err != nil {
-			return nil, nil, 0, fmt.Errorf("raftstore: snapshot insert %s: %w", row.Table, err)
+			return nil, nil, nil, 0, fmt.Errorf("raftstore: snapshot insert %s: %w", row.Table, err)
 		}
 	}
 	txn.Commit()
-	return db, tasks, h.Applied, nil
+	return db, tasks, it, h.Applied, nil
 }
 
 func decodeRow(row snapshotRow) (any, error) {

@@ -37,13 +37,16 @@ type StateOptions struct {
 	LogVersion int
 }
 
-// State is the replicated cluster state: go-memdb for every table but the
-// tasks, which have their own copy-on-write B-trees (taskTable). It has no
+// State is the replicated cluster state: go-memdb for the rarely written
+// tables (endpoints, forced breakers, meta); the tasks and the tables written
+// by (nearly) every entry (config, config_history, requests, counters) have
+// their own copy-on-write B-trees (taskTable, sideTables). It has no
 // raft in it: the FSM is its only writer, and reads are lock-free MVCC
 // snapshots.
 type State struct {
 	db            atomic.Pointer[memdb.MemDB]
 	tasks         atomic.Pointer[taskTable]
+	side          atomic.Pointer[sideTables] // config, history, requests, counters (side_tables.go)
 	validator     Validator
 	historyLimit  uint64
 	requestWindow uint64
@@ -80,6 +83,7 @@ func NewState(opts StateOptions) (*State, error) {
 	}
 	s.db.Store(db)
 	s.tasks.Store(newTaskTable())
+	s.side.Store(newSideTables())
 	return s, nil
 }
 
@@ -145,25 +149,25 @@ func newDB() (*memdb.MemDB, error) {
 
 // Config returns every config entry, ordered by (key, namespace, destination).
 func (s *State) Config() []ConfigEntry {
-	return collect[ConfigEntry](s.read(), string(TableConfig))
+	return s.side.Load().configRows()
 }
 
 // ConfigEntry returns one config entry.
 func (s *State) ConfigEntry(key, namespace, destination string) (ConfigEntry, bool) {
-	return first[ConfigEntry](s.read(), string(TableConfig), key, namespace, destination)
+	if e := s.side.Load().getConfig(key, namespace, destination); e != nil {
+		return *e, true
+	}
+	return ConfigEntry{}, false
 }
 
 // ConfigHistory returns up to limit history entries, newest first; limit <= 0
 // returns all kept entries.
 func (s *State) ConfigHistory(limit int) []HistoryEntry {
-	it, err := s.read().GetReverse(string(TableConfigHistory), "id")
-	if err != nil {
-		return nil
-	}
 	var out []HistoryEntry
-	for o := it.Next(); o != nil && (limit <= 0 || len(out) < limit); o = it.Next() {
-		out = append(out, *o.(*HistoryEntry))
-	}
+	s.side.Load().history.Reverse(func(h *HistoryEntry) bool {
+		out = append(out, *h)
+		return limit <= 0 || len(out) < limit
+	})
 	return out
 }
 

@@ -67,14 +67,15 @@ func writeConfig(w *writer, c *SetConfigCommand, value []byte) (any, *Error) {
 		Key: c.Key, Namespace: c.Namespace, Destination: c.Destination,
 		Value: value, Index: w.index, UpdatedAt: c.At, Author: c.Author,
 	}
-	if err := w.insert(string(TableConfig), e); err != nil {
-		return nil, err
-	}
+	w.it.putConfig(e)
 	if err := w.addHistory(&HistoryEntry{
 		Index: w.index, At: c.At, Author: c.Author, Op: OpSet,
 		Key: c.Key, Namespace: c.Namespace, Destination: c.Destination, Value: value,
 	}); err != nil {
 		return nil, err
+	}
+	if configEntryPlain(e) {
+		return configEntryJSON{e}, nil
 	}
 	return e, nil
 }
@@ -90,13 +91,11 @@ func applyDeleteConfig(w *writer, payload []byte) (any, *Error) {
 	if err := CheckName("key", c.Key, true); err != nil {
 		return nil, err
 	}
-	old := w.get(string(TableConfig), c.Key, c.Namespace, c.Destination)
+	old := w.it.configRow(c.Key, c.Namespace, c.Destination)
 	if old == nil {
 		return nil, notFound("config %q (namespace %q, destination %q) does not exist", c.Key, c.Namespace, c.Destination)
 	}
-	if err := w.delete(string(TableConfig), old); err != nil {
-		return nil, err
-	}
+	w.it.deleteConfig(old)
 	if err := w.addHistory(&HistoryEntry{
 		Index: w.index, At: c.At, Author: c.Author, Op: OpDelete,
 		Key: c.Key, Namespace: c.Namespace, Destination: c.Destination,

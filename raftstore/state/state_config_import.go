@@ -145,29 +145,17 @@ func applyImportConfig(w *writer, payload []byte) (any, *Error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	var current []ConfigEntry
-	it, err := w.txn.Get(string(TableConfig), "id")
-	if err != nil {
-		return nil, &Error{Code: CodeInternal, Message: "read config: " + err.Error()}
-	}
-	for o := it.Next(); o != nil; o = it.Next() {
-		current = append(current, *o.(*ConfigEntry))
-	}
-	plan := PlanConfigImport(current, c)
+	plan := PlanConfigImport(w.it.configRows(), c)
 	for _, r := range plan.Deleted {
-		if old := w.get(string(TableConfig), r.Key, r.Namespace, r.Destination); old != nil {
-			if err := w.delete(string(TableConfig), old); err != nil {
-				return nil, err
-			}
+		if old := w.it.configRow(r.Key, r.Namespace, r.Destination); old != nil {
+			w.it.deleteConfig(old)
 		}
 	}
 	for i := range plan.Set {
 		e := &plan.Set[i]
 		e.Index, e.UpdatedAt, e.Author = w.index, c.At, c.Author
 		row := *e
-		if err := w.insert(string(TableConfig), &row); err != nil {
-			return nil, err
-		}
+		w.it.putConfig(&row)
 	}
 	summary, _ := json.Marshal(struct {
 		Keys      []string `json:"keys"`

@@ -23,7 +23,8 @@ const (
 	TableMeta           Table = "meta"
 )
 
-// Internal tables, never notified to subscribers.
+// Internal tables, never notified to subscribers; not in go-memdb but in
+// sideTables (side_tables.go).
 const (
 	tableRequests = "requests"
 	tableCounters = "counters"
@@ -134,8 +135,8 @@ type counterRow struct {
 const counterHistory = "history_len"
 
 // keyIndexer is a unique index over several string fields, joined with NUL.
-// Unlike memdb.CompoundIndex it accepts empty components, which config needs
-// ("" namespace means every namespace).
+// Unlike memdb.CompoundIndex it accepts empty components (config, now in the
+// side tables, needed them: "" namespace means every namespace).
 type keyIndexer struct {
 	n      int
 	fields func(obj any) []string
@@ -173,14 +174,7 @@ func schema() *memdb.DBSchema {
 		return map[string]*memdb.IndexSchema{"id": {Name: "id", Unique: true, Indexer: idx}}
 	}
 	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
-		string(TableConfig): {Name: string(TableConfig), Indexes: id(&keyIndexer{n: 3, fields: func(o any) []string {
-			if e, ok := o.(*ConfigEntry); ok {
-				return []string{e.Key, e.Namespace, e.Destination}
-			}
-			return nil
-		}})},
-		string(TableConfigHistory): {Name: string(TableConfigHistory), Indexes: id(&memdb.UintFieldIndex{Field: "Index"})},
-		string(TableEndpoints):     {Name: string(TableEndpoints), Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
+		string(TableEndpoints): {Name: string(TableEndpoints), Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
 		string(TableForcedBreakers): {Name: string(TableForcedBreakers), Indexes: id(&keyIndexer{n: 3, fields: func(o any) []string {
 			if e, ok := o.(*ForcedBreaker); ok {
 				return []string{e.TaskGroup, e.NamespaceID, e.Destination}
@@ -188,10 +182,5 @@ func schema() *memdb.DBSchema {
 			return nil
 		}})},
 		string(TableMeta): {Name: string(TableMeta), Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
-		tableRequests: {Name: tableRequests, Indexes: map[string]*memdb.IndexSchema{
-			"id":    {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
-			"index": {Name: "index", Indexer: &memdb.UintFieldIndex{Field: "Index"}},
-		}},
-		tableCounters: {Name: tableCounters, Indexes: id(&memdb.StringFieldIndex{Field: "Name"})},
 	}}
 }

@@ -162,8 +162,7 @@ func (s *State) NextTaskDue(shard int, after time.Time) (time.Time, bool) {
 
 // TaskBacklog returns the number of pending tasks of shard, in O(1).
 func (s *State) TaskBacklog(shard int) int {
-	c, _ := first[counterRow](s.read(), tableCounters, counterPending(shard))
-	return int(c.Value)
+	return int(s.side.Load().counter(counterPending(shard)))
 }
 
 // DestinationBacklog returns the number of pending tasks of namespace for

@@ -12,7 +12,8 @@ import (
 type writer struct {
 	s     *State
 	txn   *memdb.Txn
-	tasks *taskTable // the writable version of the task table (clone of the published one)
+	tasks *taskTable  // the writable version of the task table (clone of the published one)
+	it    *sideTables // the writable version of requests and counters (likewise)
 	index uint64
 }
 
@@ -80,25 +81,13 @@ func CheckName(field, v string, required bool) *Error {
 // oldest first. The length lives in the counters table so trimming is
 // deterministic and O(1) per write.
 func (w *writer) addHistory(h *HistoryEntry) *Error {
-	if err := w.insert(string(TableConfigHistory), h); err != nil {
-		return err
-	}
-	n := uint64(0)
-	if c, ok := w.get(tableCounters, counterHistory).(*counterRow); ok {
-		n = c.Value
-	}
-	n++
-	for n > w.s.historyLimit {
-		o, err := w.txn.First(string(TableConfigHistory), "id")
-		if err != nil || o == nil {
-			break
-		}
-		if err := w.delete(string(TableConfigHistory), o); err != nil {
-			return err
-		}
+	w.it.putHistory(h)
+	n := w.it.counter(counterHistory) + 1
+	for n > w.s.historyLimit && w.it.popHistory() {
 		n--
 	}
-	return w.insert(tableCounters, &counterRow{Name: counterHistory, Value: n})
+	w.it.setCounter(counterHistory, n)
+	return nil
 }
 
 // validatorError turns a Validator's error into invalid_argument, keeping the
