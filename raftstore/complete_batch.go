@@ -53,54 +53,32 @@ const (
 	maxCompleteBatchBytes = 512 << 10
 )
 
-type completeWaiter struct {
-	cmd  state.CompleteTasksCommand // validated, no request id
-	size int                        // estimated encoded bytes
-	done chan completeAnswer        // buffered 1
-}
-
-type completeAnswer struct {
-	out   state.CompleteOutcome
-	index uint64
-	err   error
-}
-
-// completeBatcher coalesces completes (see above). Its flush goroutines
-// belong to it; close fails whatever is still queued and waits for the
-// batches in flight.
+// completeBatcher coalesces completes (see above) over the shared
+// group-commit core (group_commit.go).
 type completeBatcher struct {
+	groupCommit[state.CompleteTasksCommand, state.CompleteOutcome]
 	s *Store
+}
 
-	mu       sync.Mutex
-	queue    []*completeWaiter
-	inFlight int
-	closed   bool
-	wg       sync.WaitGroup
+type completeWaiter = waiter[state.CompleteTasksCommand, state.CompleteOutcome]
 
-	testHookSend func(n int) // tests: called before a batch of n is applied
+// init sets the batcher up for s: a batch is at most MaxCompleteSections
+// sections, maxCompleteBatchResults results and maxCompleteBatchBytes.
+func (b *completeBatcher) init(s *Store) {
+	b.s = s
+	b.slots = completeBatchesInFlight
+	b.send = b.sendBatch
+	b.limits = completeLimits
+}
+
+var completeLimits = batchLimits[state.CompleteTasksCommand]{
+	maxItems: state.MaxCompleteSections, maxA: maxCompleteBatchResults, maxB: maxCompleteBatchBytes,
+	weigh: func(c *state.CompleteTasksCommand) (int, int) { return len(c.Results), encodedSize(c) },
 }
 
 // complete queues c and waits for its batch's answer or ctx.
 func (b *completeBatcher) complete(ctx context.Context, c state.CompleteTasksCommand) (state.CompleteOutcome, uint64, error) {
-	w := &completeWaiter{cmd: c, size: encodedSize(&c), done: make(chan completeAnswer, 1)}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return state.CompleteOutcome{}, 0, unavailable("the node is shutting down")
-	}
-	b.queue = append(b.queue, w)
-	if b.inFlight < completeBatchesInFlight {
-		b.inFlight++
-		b.wg.Add(1)
-		go b.flushLoop()
-	}
-	b.mu.Unlock()
-	select {
-	case a := <-w.done:
-		return a.out, a.index, a.err
-	case <-ctx.Done():
-		return state.CompleteOutcome{}, 0, &state.Error{Code: state.CodeUnavailable, Message: "write not confirmed: " + ctx.Err().Error()}
-	}
+	return b.do(ctx, c)
 }
 
 // encodedSize estimates c's bytes in an entry, as EncodeCompleteTasksBin
@@ -114,60 +92,17 @@ func encodedSize(c *state.CompleteTasksCommand) int {
 	return n
 }
 
-// flushLoop sends batches until the queue is empty.
-func (b *completeBatcher) flushLoop() {
-	defer b.wg.Done()
-	for {
-		batch := b.take()
-		if batch == nil {
-			return
-		}
-		b.send(batch)
-	}
-}
-
-// take removes the next batch from the queue: the longest prefix within
-// MaxCompleteSections sections, maxCompleteBatchResults results and
-// maxCompleteBatchBytes. With nothing queued it retires the caller's flush
-// slot.
-func (b *completeBatcher) take() []*completeWaiter {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.queue) == 0 {
-		b.inFlight--
-		return nil
-	}
-	n, results, size := 0, 0, 0
-	for n < len(b.queue) && n < state.MaxCompleteSections {
-		w := b.queue[n]
-		if n > 0 && (results+len(w.cmd.Results) > maxCompleteBatchResults || size+w.size > maxCompleteBatchBytes) {
-			break
-		}
-		results += len(w.cmd.Results)
-		size += w.size
-		n++
-	}
-	batch := b.queue[:n:n]
-	b.queue = b.queue[n:]
-	if len(b.queue) == 0 {
-		b.queue = nil // let the backing array go
-	}
-	return batch
-}
-
 // send applies one batch as one complete_tasks_multi entry and answers its
 // waiters; a batch of one, or one the entry cannot carry, goes one entry
 // per complete.
-func (b *completeBatcher) send(batch []*completeWaiter) {
+func (b *completeBatcher) sendBatch(batch []*completeWaiter) {
 	s := b.s
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ApplyHoldTimeout+s.cfg.ApplyTimeout)
 	defer cancel()
-	if b.testHookSend != nil {
-		b.testHookSend(len(batch))
-	}
 	s.metrics.completeBatch.Observe(float64(len(batch)))
 	if len(batch) == 1 {
-		batch[0].answer(applyComplete(ctx, s, batch[0].cmd))
+		out, idx, err := applyComplete(ctx, s, batch[0].cmd)
+		batch[0].answer(out, idx, err)
 		return
 	}
 	c := state.CompleteTasksMultiCommand{Sections: make([]state.CompleteTasksCommand, len(batch))}
@@ -208,7 +143,10 @@ func (b *completeBatcher) send(batch []*completeWaiter) {
 func (b *completeBatcher) sendAlone(ctx context.Context, batch []*completeWaiter) {
 	var wg sync.WaitGroup
 	for _, w := range batch {
-		wg.Go(func() { w.answer(applyComplete(ctx, b.s, w.cmd)) })
+		wg.Go(func() {
+			out, idx, err := applyComplete(ctx, b.s, w.cmd)
+			w.answer(out, idx, err)
+		})
 	}
 	wg.Wait()
 }
@@ -218,23 +156,4 @@ func (b *completeBatcher) sendAlone(ctx context.Context, batch []*completeWaiter
 func applyComplete(ctx context.Context, s *Store, c state.CompleteTasksCommand) (state.CompleteOutcome, uint64, error) {
 	return applyBinOrJSON[state.CompleteOutcome](ctx, s, state.MsgCompleteTasks, c,
 		func() ([]byte, error) { return state.EncodeCompleteTasksBin(&c) }, c.RequestID)
-}
-
-func (w *completeWaiter) answer(out state.CompleteOutcome, index uint64, err error) {
-	w.done <- completeAnswer{out: out, index: index, err: err}
-}
-
-// close refuses new completes, fails the queued ones and waits for the
-// batches in flight (each bounded by the store's apply timeouts, and cut
-// short by the store's context, which Close cancels first).
-func (b *completeBatcher) close() {
-	b.mu.Lock()
-	b.closed = true
-	queued := b.queue
-	b.queue = nil
-	b.mu.Unlock()
-	for _, w := range queued {
-		w.answer(state.CompleteOutcome{}, 0, unavailable("the node is shutting down"))
-	}
-	b.wg.Wait()
 }

@@ -378,10 +378,14 @@ func TestCompleteBatchBounds(t *testing.T) {
 		if output > 0 {
 			c.Results[0].Output = make([]byte, output)
 		}
-		return &completeWaiter{cmd: c, size: encodedSize(&c)}
+		var b completeBatcher
+		b.init(nil)
+		return b.newWaiter(c)
 	}
 	sizes := func(ws ...*completeWaiter) []int {
-		b := &completeBatcher{queue: ws, inFlight: 1}
+		var b completeBatcher
+		b.init(nil)
+		b.queue, b.inFlight = ws, 1
 		var out []int
 		for batch := b.take(); batch != nil; batch = b.take() {
 			out = append(out, len(batch))

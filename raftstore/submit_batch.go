@@ -2,8 +2,8 @@ package raftstore
 
 import (
 	"context"
+
 	"fusebox/raftstore/state"
-	"sync"
 )
 
 // Group commit of single-task submits.
@@ -38,111 +38,46 @@ const (
 	maxSubmitBatchBytes = 4 << 20
 )
 
-// submitWaiter is one single-task submit waiting for its batch.
-type submitWaiter struct {
-	cmd  state.SubmitTasksCommand // validated; one task
-	done chan submitAnswer        // buffered 1
-}
-
-type submitAnswer struct {
-	out   state.SubmitOutcome
-	index uint64
-	err   error
-}
-
-// submitBatcher coalesces single-task submits (see above). Its flush
-// goroutines belong to it; close fails whatever is still queued and waits
-// for the batches in flight.
+// submitBatcher coalesces single-task submits (see above) over the shared
+// group-commit core (group_commit.go).
 type submitBatcher struct {
+	groupCommit[state.SubmitTasksCommand, state.SubmitOutcome]
 	s *Store
+}
 
-	mu       sync.Mutex
-	queue    []*submitWaiter
-	inFlight int
-	closed   bool
-	wg       sync.WaitGroup
+type submitWaiter = waiter[state.SubmitTasksCommand, state.SubmitOutcome]
 
-	testHookSend func(n int) // tests: called before a batch of n is applied
+// init sets the batcher up for s: a batch is at most MaxTaskBatch tasks and
+// maxSubmitBatchBytes of requests, all with one MaxShardBacklog.
+func (b *submitBatcher) init(s *Store) {
+	b.s = s
+	b.slots = submitBatchesInFlight
+	b.send = b.sendBatch
+	b.limits = batchLimits[state.SubmitTasksCommand]{
+		maxItems: state.MaxTaskBatch, maxA: maxSubmitBatchBytes, maxB: 0,
+		weigh: func(c *state.SubmitTasksCommand) (int, int) { return len(c.Tasks[0].Request), 0 },
+		same: func(first, next *state.SubmitTasksCommand) bool {
+			return first.MaxShardBacklog == next.MaxShardBacklog
+		},
+	}
 }
 
 // submit queues c (one validated task, no request id) and waits for its
 // batch's answer or ctx.
 func (b *submitBatcher) submit(ctx context.Context, c state.SubmitTasksCommand) (state.SubmitOutcome, uint64, error) {
-	w := &submitWaiter{cmd: c, done: make(chan submitAnswer, 1)}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return state.SubmitOutcome{}, 0, unavailable("the node is shutting down")
-	}
-	b.queue = append(b.queue, w)
-	if b.inFlight < submitBatchesInFlight {
-		b.inFlight++
-		b.wg.Add(1)
-		go b.flushLoop()
-	}
-	b.mu.Unlock()
-	select {
-	case a := <-w.done:
-		return a.out, a.index, a.err
-	case <-ctx.Done():
-		return state.SubmitOutcome{}, 0, &state.Error{Code: state.CodeUnavailable, Message: "write not confirmed: " + ctx.Err().Error()}
-	}
-}
-
-// flushLoop sends batches until the queue is empty.
-func (b *submitBatcher) flushLoop() {
-	defer b.wg.Done()
-	for {
-		batch := b.take()
-		if batch == nil {
-			return
-		}
-		b.send(batch)
-	}
-}
-
-// take removes the next batch from the queue: the longest prefix with one
-// MaxShardBacklog, at most MaxTaskBatch tasks and maxSubmitBatchBytes of
-// requests. With nothing queued it retires the caller's flush slot.
-func (b *submitBatcher) take() []*submitWaiter {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.queue) == 0 {
-		b.inFlight--
-		return nil
-	}
-	n, size := 0, 0
-	backlog := b.queue[0].cmd.MaxShardBacklog
-	for n < len(b.queue) && n < state.MaxTaskBatch {
-		w := b.queue[n]
-		sz := len(w.cmd.Tasks[0].Request)
-		if n > 0 && (w.cmd.MaxShardBacklog != backlog || size+sz > maxSubmitBatchBytes) {
-			break
-		}
-		size += sz
-		n++
-	}
-	batch := b.queue[:n:n]
-	b.queue = b.queue[n:]
-	if len(b.queue) == 0 {
-		b.queue = nil // let the backing array go
-	}
-	return batch
+	return b.do(ctx, c)
 }
 
 // send applies one batch and answers its waiters. A batch the FSM refuses
 // is retried task by task, so each refusal reaches its own caller.
-func (b *submitBatcher) send(batch []*submitWaiter) {
+func (b *submitBatcher) sendBatch(batch []*submitWaiter) {
 	s := b.s
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ApplyHoldTimeout+s.cfg.ApplyTimeout)
 	defer cancel()
-	if b.testHookSend != nil {
-		b.testHookSend(len(batch))
-	}
 	s.metrics.submitBatch.Observe(float64(len(batch)))
 	if len(batch) == 1 {
 		out, idx, err := applySubmit(ctx, s, batch[0].cmd)
-		batch[0].answer(out, idx, err)
+		answerSubmit(batch[0], out, idx, err)
 		return
 	}
 	c := state.SubmitTasksCommand{CommandMeta: batch[0].cmd.CommandMeta, MaxShardBacklog: batch[0].cmd.MaxShardBacklog,
@@ -161,17 +96,17 @@ func (b *submitBatcher) send(batch []*submitWaiter) {
 		if e := state.AsError(err); e.Code == state.CodeInvalidArgument || e.Code == state.CodeConflict {
 			for _, w := range batch {
 				o, i, err := applySubmit(ctx, s, w.cmd)
-				w.answer(o, i, err)
+				answerSubmit(w, o, i, err)
 			}
 			return
 		}
 	}
 	for i, w := range batch {
 		if err != nil {
-			w.answer(nil, 0, err)
+			w.answer(state.SubmitOutcome{}, 0, err)
 			continue
 		}
-		w.answer(out[i:i+1], idx, nil)
+		w.answer(out[i], idx, nil)
 	}
 }
 
@@ -182,29 +117,14 @@ func applySubmit(ctx context.Context, s *Store, c state.SubmitTasksCommand) ([]s
 		func() ([]byte, error) { return state.EncodeSubmitTasksBin(&c) }, c.RequestID)
 }
 
-func (w *submitWaiter) answer(out []state.SubmitOutcome, index uint64, err error) {
-	a := submitAnswer{index: index, err: err}
-	if err == nil {
-		if len(out) != 1 {
-			a.err = &state.Error{Code: state.CodeInternal, Message: "submit: no outcome for the task"}
-		} else {
-			a.out = out[0]
-		}
+// answerSubmit answers w with the one outcome a lone submit has.
+func answerSubmit(w *submitWaiter, out []state.SubmitOutcome, index uint64, err error) {
+	if err == nil && len(out) != 1 {
+		err = &state.Error{Code: state.CodeInternal, Message: "submit: no outcome for the task"}
 	}
-	w.done <- a
-}
-
-// close refuses new submits, fails the queued ones and waits for the
-// batches in flight (each bounded by the store's apply timeouts, and cut
-// short by the store's context, which Close cancels first).
-func (b *submitBatcher) close() {
-	b.mu.Lock()
-	b.closed = true
-	queued := b.queue
-	b.queue = nil
-	b.mu.Unlock()
-	for _, w := range queued {
-		w.answer(nil, 0, unavailable("the node is shutting down"))
+	if err != nil {
+		w.answer(state.SubmitOutcome{}, 0, err)
+		return
 	}
-	b.wg.Wait()
+	w.answer(out[0], index, nil)
 }
