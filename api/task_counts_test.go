@@ -2,10 +2,11 @@ package api
 
 import (
 	"fmt"
-	"fusebox/raftstore/state"
 	"net/http"
 	"testing"
 	"time"
+
+	"fusebox/raftstore/state"
 )
 
 // TestTaskCountsRoute: GET /v1/tasks/_counts counts each destination's

@@ -3,9 +3,10 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"time"
+
 	"fusebox/raftstore/state"
 	"fusebox/tasks"
-	"time"
 )
 
 // Wire types of moving pending tasks between clusters (issue 18: from the

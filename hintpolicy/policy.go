@@ -3,7 +3,6 @@ package hintpolicy
 import (
 	"errors"
 	"fmt"
-	"fusebox/cluster"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/breakerpool"
+	"fusebox/cluster"
 )
 
 // Policy defaults. See Config.

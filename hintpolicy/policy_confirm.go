@@ -1,13 +1,13 @@
 package hintpolicy
 
 import (
-	"fusebox/cluster"
 	"slices"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/cluster"
 )
 
 // The confirm hint policy (DESIGN.md, "Confirm"). A peer's first report that

@@ -2,12 +2,12 @@ package hintpolicy
 
 import (
 	"fmt"
-	"fusebox/cluster"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/cluster"
 )
 
 // The early warning. A destination that dies for every node at the same

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"fusebox/cluster"
-	"fusebox/dynconfig"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -21,6 +19,8 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/cluster"
+	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/transporttest"

@@ -1,12 +1,12 @@
 package hintpolicy
 
 import (
-	"fusebox/cluster"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/cluster"
 )
 
 // keyState is what the policy remembers about one breaker key. Guarded by

@@ -1,12 +1,12 @@
 package hintpolicy
 
 import (
-	"fusebox/cluster"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/cluster"
 )
 
 // maxOpenHints bounds one anti-entropy answer (the transport also caps the

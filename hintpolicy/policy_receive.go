@@ -1,12 +1,12 @@
 package hintpolicy
 
 import (
-	"fusebox/cluster"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/cluster"
 )
 
 // HandleHint applies a peer's hint (HintSink). It runs on the membership's

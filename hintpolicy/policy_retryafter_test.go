@@ -1,7 +1,6 @@
 package hintpolicy
 
 import (
-	"fusebox/cluster"
 	"testing"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/cluster"
 	"fusebox/internal/testwait"
 	"fusebox/transport/transporttest"
 )

@@ -2,7 +2,6 @@ package hintpolicy
 
 import (
 	"fmt"
-	"fusebox/cluster"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/cluster"
 	"fusebox/internal/testwait"
 )
 

@@ -1,11 +1,11 @@
 package hintpolicy
 
 import (
-	"fusebox/cluster"
 	"hash/fnv"
 	"slices"
 
 	"fusebox/breakerpool"
+	"fusebox/cluster"
 )
 
 // ownerView is an immutable snapshot of the members that may own probes:

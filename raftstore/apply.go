@@ -6,11 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fusebox/raftstore/state"
 	"math/rand/v2"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"fusebox/raftstore/state"
 )
 
 // NewRequestID returns a random request id.

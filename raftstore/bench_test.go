@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"fusebox/raftstore/state"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"fusebox/raftstore/state"
 )
 
 func reportLatencies(b *testing.B, lat []time.Duration, elapsed time.Duration) {

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"fusebox/raftstore/state"
 	"log/slog"
 	"net"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/raftstore/state"
 )
 
 // Presets.

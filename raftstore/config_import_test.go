@@ -3,9 +3,10 @@ package raftstore
 import (
 	"context"
 	"encoding/json"
-	"fusebox/raftstore/state"
 	"testing"
 	"time"
+
+	"fusebox/raftstore/state"
 )
 
 // TestImportConfigReplicates: an import proposed on a follower of a real

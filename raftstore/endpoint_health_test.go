@@ -2,9 +2,10 @@ package raftstore
 
 import (
 	"errors"
-	"fusebox/raftstore/state"
 	"testing"
 	"time"
+
+	"fusebox/raftstore/state"
 )
 
 // The proposer validates and canonicalises the health check.

@@ -2,10 +2,11 @@ package raftstore
 
 import (
 	"fmt"
-	"fusebox/raftstore/state"
 	"slices"
 	"strings"
 	"time"
+
+	"fusebox/raftstore/state"
 )
 
 // gateTTL bounds how long a computed cluster log version is reused: the

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"context"
 	"errors"
+
 	"fusebox/breakerpool"
 	"fusebox/raftstore/state"
 )

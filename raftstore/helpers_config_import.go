@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+
 	"fusebox/raftstore/state"
 )
 

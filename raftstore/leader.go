@@ -2,10 +2,11 @@ package raftstore
 
 import (
 	"context"
-	"fusebox/raftstore/state"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"fusebox/raftstore/state"
 )
 
 // monitorLeadership drains raft's NotifyCh (never blocking raft) and runs one

@@ -3,10 +3,11 @@ package raftstore
 import (
 	"context"
 	"fmt"
-	"fusebox/raftstore/state"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"fusebox/raftstore/state"
 )
 
 // Operator raft operations (fusebox admin raft …). They run on the leader:

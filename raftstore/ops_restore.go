@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"fusebox/raftstore/state"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"fusebox/raftstore/state"
 )
 
 // SaveSnapshot takes a snapshot of the replicated state on the leader, as

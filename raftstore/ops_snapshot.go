@@ -8,10 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"fusebox/raftstore/state"
 	"io"
 	"sort"
 	"time"
+
+	"fusebox/raftstore/state"
 )
 
 // A snapshot file (fusebox admin snapshot save) is one JSON header line,

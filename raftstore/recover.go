@@ -3,12 +3,13 @@ package raftstore
 import (
 	"errors"
 	"fmt"
-	"fusebox/raftstore/state"
 	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/hashicorp/raft"
+
+	"fusebox/raftstore/state"
 )
 
 // PeersFile is the name, in the data dir, of the manual recovery file: when

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"fusebox/raftstore/state"
 	"math/rand/v2"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"fusebox/raftstore/state"
 )
 
 // RejoinCommand asks the leader to remove NodeID from the raft

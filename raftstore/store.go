@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"fusebox/raftstore/state"
 	"log/slog"
 	"net"
 	"os"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"fusebox/raftstore/state"
 )
 
 // Store is one node's raft replica of the cluster state.

@@ -3,11 +3,12 @@ package raftstore
 import (
 	"context"
 	"errors"
+	"testing"
+	"time"
+
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
 	"fusebox/shardmap"
-	"testing"
-	"time"
 )
 
 // newTaskStore is a started one-node store whose shard count (taskShards)

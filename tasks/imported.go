@@ -1,8 +1,9 @@
 package tasks
 
 import (
-	"fusebox/raftstore/state"
 	"time"
+
+	"fusebox/raftstore/state"
 )
 
 // Imported is one pending task moved from another cluster (POST

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"fusebox/raftstore/state"
 	"strings"
 	"time"
 
 	"fusebox/breakerpool"
 	"fusebox/errcode"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 	"fusebox/transport"
 )

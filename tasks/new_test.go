@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fusebox/raftstore/state"
 	"strings"
 	"testing"
 	"time"
 
 	"fusebox/breakerpool"
 	"fusebox/errcode"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 	"fusebox/transport"
 )

@@ -3,11 +3,12 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"fusebox/raftstore/state"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"fusebox/raftstore/state"
 )
 
 // The snapshot commands end to end on a real node: save, inspect, restore

@@ -1,8 +1,9 @@
 package state
 
 import (
-	"fusebox/shardmap"
 	"testing"
+
+	"fusebox/shardmap"
 )
 
 // A snapshot taken before the cluster had a shard map keeps the current

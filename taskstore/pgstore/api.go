@@ -3,13 +3,14 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"fusebox/raftstore/state"
 	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"fusebox/raftstore/state"
 )
 
 // The API's reads and writes beyond the queue's (the task routes, the DLQ,

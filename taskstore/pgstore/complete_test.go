@@ -1,11 +1,11 @@
 package pgstore
 
 import (
-	"fusebox/raftstore/state"
 	"testing"
 	"time"
 
 	"fusebox/queue"
+	"fusebox/raftstore/state"
 )
 
 // Complete writes start markers and results in one statement; a task with

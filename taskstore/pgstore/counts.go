@@ -3,8 +3,9 @@ package pgstore
 import (
 	"cmp"
 	"context"
-	"fusebox/raftstore/state"
 	"slices"
+
+	"fusebox/raftstore/state"
 )
 
 // DestinationCounts is the status page's tasks per destination (GET

@@ -3,9 +3,10 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"fusebox/raftstore/state"
 	"sync"
 	"time"
+
+	"fusebox/raftstore/state"
 )
 
 // Group commit of submits. A submit through the API is one small

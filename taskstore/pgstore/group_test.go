@@ -3,10 +3,11 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"fusebox/raftstore/state"
 	"sync"
 	"testing"
 	"time"
+
+	"fusebox/raftstore/state"
 )
 
 // Concurrent submits are committed in groups and each caller gets its own

@@ -2,9 +2,9 @@ package pgstore
 
 import (
 	"context"
-	"fusebox/raftstore/state"
 	"time"
 
+	"fusebox/raftstore/state"
 	"fusebox/tasks"
 	"github.com/jackc/pgx/v5"
 )

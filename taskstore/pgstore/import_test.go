@@ -2,9 +2,10 @@ package pgstore
 
 import (
 	"fmt"
-	"fusebox/raftstore/state"
 	"testing"
 	"time"
+
+	"fusebox/raftstore/state"
 )
 
 // Import keeps each task's id, attempts, next attempt, creation time and

@@ -2,11 +2,12 @@ package pgstore
 
 import (
 	"context"
-	"fusebox/raftstore/state"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"fusebox/raftstore/state"
 )
 
 // destExpr is the breaker destination a row counts against for the

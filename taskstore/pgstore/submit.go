@@ -2,10 +2,11 @@ package pgstore
 
 import (
 	"context"
-	"fusebox/raftstore/state"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"fusebox/raftstore/state"
 )
 
 // Submit inserts tasks as pending, due at `at`, in one statement (arrays

@@ -2,11 +2,11 @@ package pgstore
 
 import (
 	"fmt"
-	"fusebox/raftstore/state"
 	"testing"
 	"time"
 
 	"fusebox/internal/pgtest"
+	"fusebox/raftstore/state"
 )
 
 // openWaker opens a store on url whose backstop poll never fires in a
