@@ -121,7 +121,12 @@ func testTaskAPI(t *testing.T, n *testNode) string {
 	if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || ae.Key != dynconfig.KeyTaskMaxDestinationBacklog {
 		t.Fatalf("second task for a full destination = %v, want a 429 naming %s", err, dynconfig.KeyTaskMaxDestinationBacklog)
 	}
+	// The other destination refuses too, so its task stays pending for the
+	// counts below (a delivered one would leave the namespace one short).
 	other := transporttest.NewDestination(t)
+	if err := other.SetMode(transporttest.ModeRefuse); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := submit(other.CallbackURL(), "wf-l3", ""); err != nil {
 		t.Fatalf("another destination refused: %v", err)
 	}
