@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"fusebox/internal/testwait"
 )
 
 // startLimited serves a server with a JSON route (POST /j, a stand-in for a
@@ -47,17 +49,6 @@ func startLimited(t *testing.T, lim Limits) (*Server, *prometheus.Registry) {
 // fresh is a client that opens a new connection for every request.
 func fresh() *http.Client {
 	return &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-}
-
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // slowBody opens a connection and starts a POST whose body never finishes.
@@ -179,7 +170,7 @@ func TestConnectionCapKeepsHealthAnswering(t *testing.T) {
 		}
 		idle = append(idle, c)
 	}
-	waitUntil(t, 5*time.Second, "the cap to fill", func() bool { return testutil.ToFloat64(s.metrics.conns) == maxConns })
+	testwait.For(t, 5*time.Second, "the cap to fill", func() bool { return testutil.ToFloat64(s.metrics.conns) == maxConns })
 	hc := fresh()
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := hc.Get("http://" + s.Addr() + path)
@@ -207,7 +198,7 @@ func TestConnectionCapKeepsHealthAnswering(t *testing.T) {
 		}
 		defer c.Close()
 	}
-	waitUntil(t, 5*time.Second, "a connection past the reserve to be closed", func() bool {
+	testwait.For(t, 5*time.Second, "a connection past the reserve to be closed", func() bool {
 		c, err := net.Dial("tcp", s.Addr())
 		if err != nil {
 			return false
@@ -220,7 +211,7 @@ func TestConnectionCapKeepsHealthAnswering(t *testing.T) {
 	for _, c := range idle {
 		c.Close()
 	}
-	waitUntil(t, 5*time.Second, "a submit once slots are free", func() bool {
+	testwait.For(t, 5*time.Second, "a submit once slots are free", func() bool {
 		resp, err := hc.Post("http://"+s.Addr()+"/j", "application/json", strings.NewReader(`{}`))
 		if err != nil {
 			return false
@@ -316,5 +307,5 @@ func TestConnectionCapOverTLS(t *testing.T) {
 			t.Fatalf("GET /tls: %d %s", resp.StatusCode, b)
 		}
 	}
-	waitUntil(t, 5*time.Second, "every slot given back", func() bool { return testutil.ToFloat64(s.metrics.conns) == 0 })
+	testwait.For(t, 5*time.Second, "every slot given back", func() bool { return testutil.ToFloat64(s.metrics.conns) == 0 })
 }

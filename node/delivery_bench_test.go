@@ -12,6 +12,7 @@ import (
 	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
 	"fusebox/transport/transporttest"
 )
@@ -80,7 +81,7 @@ func startBenchClusterWith(tb, owner testing.TB, shards int, timing string, muta
 		bc.clients = append(bc.clients, api.NewClient(n.HTTPAddr(), "", nil))
 		join = append(join, n.GossipAddr())
 	}
-	waitUntil(tb, 60*time.Second, "cluster ready with settled shards", func() bool {
+	testwait.For(tb, 60*time.Second, "cluster ready with settled shards", func() bool {
 		for _, n := range bc.nodes {
 			if ok, _ := n.ready(); !ok {
 				return false
@@ -91,18 +92,6 @@ func startBenchClusterWith(tb, owner testing.TB, shards int, timing string, muta
 	bc.setConfig(tb, dynconfig.KeyHostSchedulerMaxTaskRPS, "", "1000000")
 	bc.setConfig(tb, dynconfig.KeyGroupLimiterBufferSize, "", "1000")
 	return bc
-}
-
-// waitUntil polls cond every 5 ms until it holds or timeout passes.
-func waitUntil(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // setConfig writes a global (or per-destination) value and waits until
@@ -132,7 +121,7 @@ func (bc *benchCluster) waitSucceeded(tb testing.TB, ids []string) {
 	}
 	store := bc.nodes[0].store
 	next := 0
-	waitUntil(tb, deliverybench.Deadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() bool {
+	testwait.For(tb, deliverybench.Deadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() bool {
 		for next < len(ids) {
 			tk, ok := store.Reader().Task(ids[next])
 			if !ok || tk.Status != state.TaskSucceeded {

@@ -14,6 +14,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
+	"fusebox/internal/testwait"
 	"fusebox/shardmap"
 	"fusebox/transport"
 	"fusebox/transport/transporttest"
@@ -92,7 +93,7 @@ func startFleetCluster(tb, owner testing.TB, n int) *benchCluster {
 		bc.clients = append(bc.clients, api.NewClient(nd.HTTPAddr(), "", nil))
 		join = append(join, nd.GossipAddr())
 	}
-	waitUntil(tb, 90*time.Second, "cluster ready with settled shards", func() bool {
+	testwait.For(tb, 90*time.Second, "cluster ready with settled shards", func() bool {
 		for _, nd := range bc.nodes {
 			if ok, _ := nd.ready(); !ok || nd.members.NumAlive() != n {
 				return false

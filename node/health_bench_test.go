@@ -12,6 +12,7 @@ import (
 	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
+	"fusebox/internal/testwait"
 	"fusebox/transport/transporttest"
 )
 
@@ -94,14 +95,14 @@ func healthOutageRun(b *testing.B, bc *benchCluster, ep string, withHealth bool)
 	recovery := start.Add(healthOutage)
 	ids := deliverybench.SubmitAll(b, bc.clients, tasks)
 	k := healthKey(ep)
-	waitUntil(b, healthOutage, "every node's breaker open", func() bool { return allOpen(bc.nodes, k) })
+	testwait.For(b, healthOutage, "every node's breaker open", func() bool { return allOpen(bc.nodes, k) })
 	allOpenAt := time.Now()
 	time.Sleep(time.Until(recovery)) // the schedule itself, not a wait for a condition
 	if err := dest.SetMode(transporttest.ModeUp); err != nil {
 		b.Fatal(err)
 	}
 	back := time.Now()
-	waitUntil(b, time.Minute, "every node's breaker closed", func() bool {
+	testwait.For(b, time.Minute, "every node's breaker closed", func() bool {
 		for _, n := range bc.nodes {
 			if br, ok := n.pool.Lookup(k); ok && br.State() != gobreaker.StateClosed {
 				return false

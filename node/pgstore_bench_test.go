@@ -9,6 +9,7 @@ import (
 
 	"fusebox/internal/deliverybench"
 	"fusebox/internal/pgtest"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
 	"fusebox/transport/transporttest"
 )
@@ -20,7 +21,7 @@ func waitSucceededPG(tb testing.TB, pg *pgTasks, ids []string) {
 	tb.Helper()
 	const chunk = 1000
 	next := 0
-	waitUntil(tb, deliverybench.Deadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() bool {
+	testwait.For(tb, deliverybench.Deadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() bool {
 		for next < len(ids) {
 			end := min(next+chunk, len(ids))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -11,6 +11,7 @@ import (
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
+	"fusebox/internal/testwait"
 	"fusebox/transport"
 	"fusebox/transport/transporttest"
 )
@@ -73,7 +74,7 @@ func rampRun(b *testing.B, bc *benchCluster, ramp bool) {
 	// Every node has seen the outage: its breaker has opened at least once
 	// (a half-open one may then wait long for a task to probe with).
 	opened := make([]bool, len(bc.nodes))
-	waitUntil(b, time.Minute, "every node's breaker opened", func() bool {
+	testwait.For(b, time.Minute, "every node's breaker opened", func() bool {
 		all := true
 		for i, n := range bc.nodes {
 			if br, ok := n.pool.Lookup(key); ok && br.State() == gobreaker.StateOpen {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"fusebox/internal/pgtest"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
 )
 
@@ -20,18 +21,6 @@ func openWaker(t *testing.T, url string, noListen bool) *Store {
 	}
 	t.Cleanup(s.Close)
 	return s
-}
-
-// waitFor polls cond until it holds, failing after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func drain(ch <-chan struct{}) {
@@ -58,7 +47,7 @@ func TestOtherNodesSubmitWakesSubscribers(t *testing.T) {
 			url := pgtest.NewDatabase(t)
 			reader, writer := openWaker(t, url, noListen), openWaker(t, url, noListen)
 			if !noListen {
-				waitFor(t, "the reader to listen", reader.listening.Load)
+				testwait.For(t, 20*time.Second, "the reader to listen", reader.listening.Load)
 			} else if reader.listening.Load() || reader.sendNotify.Load() {
 				t.Fatal("NoListen: the store listens or notifies")
 			}
@@ -86,7 +75,7 @@ func TestOtherNodesSubmitWakesSubscribers(t *testing.T) {
 func TestNotificationWakesOnlyItsShards(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	reader, writer := openWaker(t, url, false), openWaker(t, url, false)
-	waitFor(t, "the reader to listen", reader.listening.Load)
+	testwait.For(t, 20*time.Second, "the reader to listen", reader.listening.Load)
 	one, cancel1 := reader.SubscribeShard(1)
 	defer cancel1()
 	two, cancel2 := reader.SubscribeShard(2)
