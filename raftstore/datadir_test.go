@@ -16,7 +16,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
-	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
 )
 
@@ -36,22 +35,7 @@ func openStore(t *testing.T, dir, id string, rejoin bool) (*Store, error) {
 // writes one entry, waits for the marker and closes it.
 func ranSingleNode(t *testing.T) string {
 	t.Helper()
-	c := newTestCluster(t, func(cfg *Config) { cfg.LogStore = LogStoreBolt })
-	s := c.add("n1", 1)
-	c.start("n1")
-	c.leader(10 * time.Second)
-	if _, err := s.SetConfig(context.Background(), state.SetConfigCommand{Key: "k", Value: json.RawMessage(`{"a":1}`)}); err != nil {
-		t.Fatal(err)
-	}
-	dir := c.dirs["n1"]
-	testwait.For(t, 5*time.Second, "the raft-state marker", func() bool {
-		_, err := os.Stat(filepath.Join(dir, MarkerFile))
-		return err == nil
-	})
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return ranSingleNodeOn(t, LogStoreBolt)
 }
 
 func TestLostLogIsRefused(t *testing.T) {

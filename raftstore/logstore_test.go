@@ -52,7 +52,8 @@ func TestMixedLogStoresReplicate(t *testing.T) {
 	}
 }
 
-// ranSingleNodeOn is ranSingleNode on kind's log store.
+// ranSingleNodeOn bootstraps a single-node store on kind's log store in a
+// new dir, writes one entry, waits for the marker and closes it.
 func ranSingleNodeOn(t *testing.T, kind string) string {
 	t.Helper()
 	c := newTestCluster(t, func(cfg *Config) { cfg.LogStore = kind })
