@@ -95,7 +95,7 @@ func startBenchClusterWith(tb, owner testing.TB, shards int, timing string, muta
 }
 
 // setConfig writes a global (or per-destination) value and waits until
-// every node applied it.
+// every node applied it and shows it in its live config.
 func (bc *benchCluster) setConfig(tb testing.TB, key, destination, value string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -108,6 +108,7 @@ func (bc *benchCluster) setConfig(tb testing.TB, key, destination, value string)
 		if err := n.store.WaitForApplied(ctx, res.Index); err != nil {
 			tb.Fatal(err)
 		}
+		waitConfigSeen(tb, n)
 	}
 }
 

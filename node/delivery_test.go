@@ -67,7 +67,7 @@ func putEndpoint(t *testing.T, c *testCluster, name, url string) {
 }
 
 // setConfig writes one dynamic config value and waits until every node in
-// live has applied it.
+// live has applied it and its live config collection shows it.
 func setConfig(t *testing.T, live []*testNode, key, destination, value string) {
 	t.Helper()
 	res, err := live[0].client().ConfigSet(ctxT(t), key, api.ConfigWrite{Destination: destination, Value: json.RawMessage(value)})
@@ -78,7 +78,21 @@ func setConfig(t *testing.T, live []*testNode, key, destination, value string) {
 		if err := n.store.WaitForApplied(ctxT(t), res.Index); err != nil {
 			t.Fatalf("%s applying config: %v", n.cfg.NodeID, err)
 		}
+		waitConfigSeen(t, n.Node)
 	}
+}
+
+// waitConfigSeen waits until n's live config collection, which follows the
+// replicated table from a watcher goroutine (watchConfig), holds what n's
+// table now builds: applied is not yet seen.
+func waitConfigSeen(tb testing.TB, n *Node) {
+	tb.Helper()
+	ref := dynconfig.NewCollection(nil)
+	defer ref.Close()
+	testwait.For(tb, 10*time.Second, n.cfg.NodeID+"'s live config to follow its table", func() bool {
+		ref.Update(configEntries(n.state.Config()))
+		return n.config.Current().Equal(ref.Current())
+	})
 }
 
 // submitter sends tasks through the API of the live nodes in turn. A submit
