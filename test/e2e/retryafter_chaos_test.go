@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"fusebox/api"
-	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
-	"fusebox/transport/transporttest"
 )
 
 // TestChaosRetryAfterNodeDies (issue 19 §1 chaos invariant, bounded): the
@@ -21,30 +18,9 @@ import (
 // every survivor and the restarted node hold the same deadline; after it,
 // every task succeeds.
 func TestChaosRetryAfterNodeDies(t *testing.T) {
-	c := newTaskCluster(t, 3)
-	dest := NewDest(t)
-	putEndpoint(t, c, "ep-ra-chaos", dest.NexusURL())
-	setConfig(t, c, keyBreaker, "ep-ra-chaos", `{"Timeout":"30s"}`)
-	const ns = "ns-ra-chaos"
-	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: ns, Destination: "ep-ra-chaos"}
-	l := NewTaskLoad(c, "ra-chaos", func(i int) (api.TaskSubmit, *Dest) {
-		return nexusTask(ns, fmt.Sprintf("wf-%d", i), "ep-ra-chaos", i), dest
-	})
-	l.Run(0, 2, 40*time.Millisecond)
-	testwait.ForErr(t, convergeTimout, "a breaker for ep-ra-chaos on every node", func() error {
-		bs, _, err := clusterBreakers(c.Procs[0], key)
-		if err != nil {
-			return err
-		}
-		if len(bs) != len(c.Procs) {
-			return fmt.Errorf("breakers for %s: %s", key, breakerLine(bs))
-		}
-		return nil
-	})
-
-	dest.inner.SetRetryAfter("6")
-	downAt := time.Now()
-	dest.SetMode(t, transporttest.ModeTooManyRequests)
+	sc := startRetryAfterScenario(t, "ra-chaos")
+	c, key := sc.c, sc.key
+	downAt := sc.tooManyRequests(t, "6")
 	victim := c.Procs[2]
 	if err := victim.Kill(); err != nil {
 		t.Fatal(err)
@@ -76,18 +52,5 @@ func TestChaosRetryAfterNodeDies(t *testing.T) {
 	})
 	t.Logf("%s killed and restarted; every node held off until %v (%v after the 429s began)",
 		victim.Name(), deadline.Format(time.RFC3339Nano), deadline.Sub(downAt).Round(time.Millisecond))
-	testwait.ForErr(t, 20*time.Second, "the Retry-After deadline to pass", func() error {
-		if time.Now().Before(deadline) {
-			return fmt.Errorf("%v left", time.Until(deadline))
-		}
-		return nil
-	})
-	calls := dest.CallsBetween(downAt, deadline.Add(-time.Millisecond))
-	dest.SetMode(t, transporttest.ModeUp)
-	t.Logf("%d calls reached the destination between its first 429 and its deadline", calls)
-	if calls > len(c.Procs) {
-		t.Errorf("%d calls before the Retry-After deadline, want at most one per node (%d)", calls, len(c.Procs))
-	}
-	rep := l.Check(t, convergeTimout)
-	t.Logf("recovery: %v", rep)
+	sc.finish(t, downAt, deadline, 0)
 }

@@ -20,30 +20,9 @@ import (
 // destination recovers and every task succeeds. Breaker Timeout is 30 s,
 // so an opening that is not the Retry-After's would outlast the test.
 func TestTasksRetryAfterFleetWide(t *testing.T) {
-	c := newTaskCluster(t, 3)
-	dest := NewDest(t)
-	putEndpoint(t, c, "ep-ra", dest.NexusURL())
-	setConfig(t, c, keyBreaker, "ep-ra", `{"Timeout":"30s"}`)
-	const ns = "ns-ra"
-	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: ns, Destination: "ep-ra"}
-	l := NewTaskLoad(c, "ra", func(i int) (api.TaskSubmit, *Dest) {
-		return nexusTask(ns, fmt.Sprintf("wf-%d", i), "ep-ra", i), dest
-	})
-	l.Run(0, 2, 40*time.Millisecond)
-	testwait.ForErr(t, convergeTimout, "a breaker for ep-ra on every node", func() error {
-		bs, _, err := clusterBreakers(c.Procs[0], key)
-		if err != nil {
-			return err
-		}
-		if len(bs) != len(c.Procs) {
-			return fmt.Errorf("breakers for %s: %s", key, breakerLine(bs))
-		}
-		return nil
-	})
-
-	dest.inner.SetRetryAfter("4")
-	downAt := time.Now()
-	dest.SetMode(t, transporttest.ModeTooManyRequests)
+	sc := startRetryAfterScenario(t, "ra")
+	c, key := sc.c, sc.key
+	downAt := sc.tooManyRequests(t, "4")
 	var deadline time.Time
 	testwait.ForErr(t, 10*time.Second, "every node to hold the same Retry-After deadline", func() error {
 		bs, _, err := clusterBreakers(c.Procs[0], key)
@@ -71,18 +50,71 @@ func TestTasksRetryAfterFleetWide(t *testing.T) {
 		return nil
 	})
 	t.Logf("every node held off until %v (%v after the 429s began)", deadline.Format(time.RFC3339Nano), deadline.Sub(downAt).Round(time.Millisecond))
+	sc.finish(t, downAt, deadline, 1)
+}
+
+// retryAfterScenario is the set-up the Retry-After tests share: three
+// nodes, tasks for one endpoint flowing through all of them (a breaker for
+// it on each), breaker Timeout 30 s so that an opening that is not the
+// Retry-After's would outlast the test.
+type retryAfterScenario struct {
+	c    *Cluster
+	dest *Dest
+	key  breakerpool.Key
+	load *TaskLoad
+}
+
+func startRetryAfterScenario(t *testing.T, name string) *retryAfterScenario {
+	t.Helper()
+	c := newTaskCluster(t, 3)
+	dest := NewDest(t)
+	ep, ns := "ep-"+name, "ns-"+name
+	putEndpoint(t, c, ep, dest.NexusURL())
+	setConfig(t, c, keyBreaker, ep, `{"Timeout":"30s"}`)
+	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: ns, Destination: ep}
+	l := NewTaskLoad(c, name, func(i int) (api.TaskSubmit, *Dest) {
+		return nexusTask(ns, fmt.Sprintf("wf-%d", i), ep, i), dest
+	})
+	l.Run(0, 2, 40*time.Millisecond)
+	testwait.ForErr(t, convergeTimout, "a breaker for "+ep+" on every node", func() error {
+		bs, _, err := clusterBreakers(c.Procs[0], key)
+		if err != nil {
+			return err
+		}
+		if len(bs) != len(c.Procs) {
+			return fmt.Errorf("breakers for %s: %s", key, breakerLine(bs))
+		}
+		return nil
+	})
+	return &retryAfterScenario{c: c, dest: dest, key: key, load: l}
+}
+
+// tooManyRequests makes the destination answer 429 with Retry-After
+// seconds and returns when it began.
+func (sc *retryAfterScenario) tooManyRequests(t *testing.T, seconds string) time.Time {
+	sc.dest.inner.SetRetryAfter(seconds)
+	downAt := time.Now()
+	sc.dest.SetMode(t, transporttest.ModeTooManyRequests)
+	return downAt
+}
+
+// finish waits for deadline to pass, checks that minCalls to one per node
+// reached the destination between downAt and it, brings the destination
+// back and checks that every task succeeds.
+func (sc *retryAfterScenario) finish(t *testing.T, downAt, deadline time.Time, minCalls int) {
+	t.Helper()
 	testwait.ForErr(t, 20*time.Second, "the Retry-After deadline to pass", func() error {
 		if time.Now().Before(deadline) {
 			return fmt.Errorf("%v left", time.Until(deadline))
 		}
 		return nil
 	})
-	calls := dest.CallsBetween(downAt, deadline.Add(-time.Millisecond))
-	dest.SetMode(t, transporttest.ModeUp)
+	calls := sc.dest.CallsBetween(downAt, deadline.Add(-time.Millisecond))
+	sc.dest.SetMode(t, transporttest.ModeUp)
 	t.Logf("%d calls reached the destination between its first 429 and its deadline", calls)
-	if calls < 1 || calls > len(c.Procs) {
-		t.Errorf("%d calls before the Retry-After deadline, want 1..%d (one per node at most)", calls, len(c.Procs))
+	if n := len(sc.c.Procs); calls < minCalls || calls > n {
+		t.Errorf("%d calls before the Retry-After deadline, want %d..%d (one per node at most)", calls, minCalls, n)
 	}
-	rep := l.Check(t, convergeTimout)
+	rep := sc.load.Check(t, convergeTimout)
 	t.Logf("recovery: %v", rep)
 }
