@@ -33,7 +33,10 @@ func (s *Server) ResetStatements(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
 		return err
 	}
-	_, err = conn.Exec(ctx, `SELECT pg_stat_statements_reset()`)
+	if _, err := conn.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, `SELECT pg_stat_reset_shared('wal')`)
 	return err
 }
 
@@ -75,6 +78,17 @@ FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY cal
 		}
 		fmt.Fprintf(&b, "%10d %9.3f %10d %10.1f %8.3f  %s\n", calls, float64(calls)/float64(max(tasks, 1)), nrows, total, mean, q)
 	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
 	fmt.Fprintf(&b, "top statements: %d calls (%.3f per task), %.0f ms\n", allCalls, float64(allCalls)/float64(max(tasks, 1)), allMs)
-	return b.String(), rows.Err()
+	// WAL flushes: with synchronous_commit on, a commit that wrote waits
+	// for one (concurrent commits share one).
+	var records, syncs int64
+	var syncMs float64
+	if err := conn.QueryRow(ctx, `SELECT wal_records, wal_sync, wal_sync_time FROM pg_stat_wal`).Scan(&records, &syncs, &syncMs); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&b, "WAL: %d records, %d flushes (%.3f per task), %.0f ms flushing\n", records, syncs, float64(syncs)/float64(max(tasks, 1)), syncMs)
+	return b.String(), nil
 }
