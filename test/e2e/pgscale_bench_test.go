@@ -72,6 +72,10 @@ func startBenchProcs(b *testing.B, owner testing.TB, n int, opts ClusterOptions)
 // curve shows the coordination cost of more nodes, not added capacity:
 // node-cpu-us/task is the fusebox processes' CPU (user + system, from
 // /proc) per task, node-cpu-cores the same over the run's wall time.
+// node-idle-cores is the same cluster's CPU while idle, measured for 2 s
+// just before the load, and node-work-cpu-us/task the CPU per task beyond
+// that idle cost over the run's time: whether the work per task grows with
+// the node count, or only the fixed cost of more processes.
 func BenchmarkProcessPostgresNodes(b *testing.B) {
 	dest := transporttest.NewDestination(b)
 	run := 0
@@ -85,6 +89,7 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 				stop = owner.run
 				srv = startPGServer(b, owner)
 				opts := pgOptions(srv.URL("postgres"))
+				opts.Timing = os.Getenv("FUSEBOX_BENCH_TIMING")
 				if os.Getenv("FUSEBOX_BENCH_PPROF") != "" {
 					opts.ExtraArgs = append(opts.ExtraArgs, "--enable-pprof")
 				}
@@ -97,8 +102,17 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 				tasks[i] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pn%d-%d", run, i), true)
 			}
 			before := dest.Count("")
+			idleProfiled := func() {}
+			if os.Getenv("FUSEBOX_BENCH_PPROF_IDLE") != "" { // profile the idle window instead of the load
+				idleProfiled = profileProcs(b, bp.c, b.N)
+			}
+			idleCores := idleCPU(b, bp.c)
+			idleProfiled()
 			cpu0 := clusterCPU(b, bp.c)
-			profiled := profileProcs(b, bp.c, b.N)
+			profiled := func() {}
+			if os.Getenv("FUSEBOX_BENCH_PPROF_IDLE") == "" {
+				profiled = profileProcs(b, bp.c, b.N)
+			}
 			b.ResetTimer()
 			start := time.Now()
 			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
@@ -111,6 +125,11 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 			b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
 			b.ReportMetric(cpu.Seconds()*1e6/float64(b.N), "node-cpu-us/task")
 			b.ReportMetric(cpu.Seconds()/took.Seconds(), "node-cpu-cores")
+			if b.N > 1 {
+				b.ReportMetric(idleCores, "node-idle-cores")
+				work := cpu.Seconds() - idleCores*took.Seconds()
+				b.ReportMetric(work*1e6/float64(b.N), "node-work-cpu-us/task")
+			}
 			logStatements(b, srv, b.N)
 		})
 		stop() // the next node count runs alone
@@ -286,7 +305,8 @@ func logStatements(b *testing.B, srv *pgtest.Server, tasks int) {
 // runs when FUSEBOX_BENCH_PPROF names a directory (the processes then run
 // with --enable-pprof): FUSEBOX_BENCH_PPROF_SECONDS (default 3) from the
 // call, written to <dir>/<benchmark>-<process>.pprof by the func it returns,
-// which waits for them. For finding where the CPU goes, not a figure.
+// which waits for them (FUSEBOX_BENCH_PPROF_IDLE=1: of the idle window
+// before the load instead). For finding where the CPU goes, not a figure.
 func profileProcs(b *testing.B, c *Cluster, n int) func() {
 	dir := os.Getenv("FUSEBOX_BENCH_PPROF")
 	if dir == "" || n <= 1 {
@@ -331,6 +351,20 @@ func profileProcs(b *testing.B, c *Cluster, n int) func() {
 			}
 		}
 	}
+}
+
+// idleCPU is the cluster's CPU in cores over idleWindow of no load (b.N
+// > 1; 0 for the framework's first probe run).
+func idleCPU(b *testing.B, c *Cluster) float64 {
+	b.Helper()
+	if b.N <= 1 {
+		return 0
+	}
+	const idleWindow = 2 * time.Second
+	cpu0 := clusterCPU(b, c)
+	start := time.Now()
+	time.Sleep(idleWindow) // the measurement: idle wall time, as BenchmarkProcessPostgresIdle
+	return (clusterCPU(b, c) - cpu0).Seconds() / time.Since(start).Seconds()
 }
 
 // clusterCPU is the CPU time (user + system) the cluster's processes
