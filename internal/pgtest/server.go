@@ -109,6 +109,9 @@ func (s *Server) serverOpts() string {
 	if !s.opts.Durable {
 		o += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 	}
+	if StatsEnabled() {
+		o += " -c shared_preload_libraries=pg_stat_statements" // stats.go
+	}
 	if extra := os.Getenv("FUSEBOX_PGTEST_OPTS"); extra != "" {
 		o += " " + extra // profiling: e.g. -c shared_preload_libraries=pg_stat_statements
 	}

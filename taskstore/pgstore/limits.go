@@ -62,7 +62,7 @@ func breakerDest(t *state.NewTask) string {
 	return t.Destination
 }
 
-// overloaded decides, inside the submit's transaction, which tasks a limit
+// overloaded decides, just before the submit's INSERT, which tasks a limit
 // they carry refuses, with the raft store's rules: a task whose request id
 // is already stored (or accepted earlier in the batch) is a duplicate,
 // never refused; the counts include the batch's tasks accepted before it.
@@ -70,7 +70,7 @@ func breakerDest(t *state.NewTask) string {
 // not serialised with this one: a limit can be overshot by the tasks of
 // submits in flight at the same moment (and the pending-task ceiling by a
 // second's worth, pendingTTL).
-func (s *Store) overloaded(ctx context.Context, tx pgx.Tx, tasks []state.NewTask) (map[int]string, error) {
+func (s *Store) overloaded(ctx context.Context, tx batchQueryer, tasks []state.NewTask) (map[int]string, error) {
 	limited := false
 	for i := range tasks {
 		if tasks[i].MaxDestinationBacklog > 0 || tasks[i].MaxPendingTasks > 0 {
@@ -181,9 +181,21 @@ JOIN unnest($1::text[], $2::text[]) AS d(ns, rid) ON t.namespace_id = d.ns AND t
 	return out
 }
 
-// querier is a pool or a transaction.
+// querier is a pool, a connection or a transaction.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// queryer runs a statement that returns rows (a pool, a connection or a
+// transaction).
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// batchQueryer also sends a pipelined batch.
+type batchQueryer interface {
+	queryer
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // pendingTotal is the number of pending tasks in all shards, reused for

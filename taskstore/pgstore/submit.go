@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"fusebox/raftstore/state"
 )
 
@@ -25,18 +23,31 @@ func (s *Store) Submit(ctx context.Context, tasks []state.NewTask, at time.Time)
 	return s.group.submit(ctx, s, tasks, at)
 }
 
-// submitNow is one transaction for tasks, task i due at ats[i].
+// submitNow writes tasks, task i due at ats[i]: the limits' reads (one
+// pipelined round trip, none when no task carries a limit), then one INSERT
+// that is its own transaction. No BEGIN and COMMIT round trips: at the
+// database's default isolation (READ COMMITTED) every statement of a
+// transaction reads what was committed when it started, so the reads
+// decided nothing more inside one than before it; what keeps a request id
+// from being stored twice is the unique index the INSERT meets, and the
+// limits are not serialised across nodes either way (DESIGN.md). The
+// INSERT's commit is checked: pgx reads to the end of the statement's
+// answer, where a failed commit reports its error.
 func (s *Store) submitNow(ctx context.Context, tasks []state.NewTask, ats []time.Time) ([]state.SubmitOutcome, error) {
 	n := len(tasks)
 	inserted := make(map[string]bool, n)
 	var refused map[int]string
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.retry(ctx, func() error {
 		clear(inserted)
-		var err error
-		if refused, err = s.overloaded(ctx, tx, tasks); err != nil {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
 			return err
 		}
-		return insertTasks(ctx, tx, tasks, refused, ats, inserted)
+		defer conn.Release()
+		if refused, err = s.overloaded(ctx, conn, tasks); err != nil {
+			return err
+		}
+		return insertTasks(ctx, conn, tasks, refused, ats, inserted)
 	})
 	if err != nil {
 		return nil, err
@@ -75,7 +86,7 @@ func (s *Store) submitNow(ctx context.Context, tasks []state.NewTask, ats []time
 }
 
 // insertTasks inserts the tasks not refused and records the ids inserted.
-func insertTasks(ctx context.Context, tx pgx.Tx, tasks []state.NewTask, refused map[int]string, ats []time.Time, inserted map[string]bool) error {
+func insertTasks(ctx context.Context, tx queryer, tasks []state.NewTask, refused map[int]string, ats []time.Time, inserted map[string]bool) error {
 	n := len(tasks)
 	ids, groups, nss, wfs, dests, keys := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 	shards := make([]int32, 0, n)

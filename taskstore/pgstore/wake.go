@@ -172,6 +172,17 @@ func (s *Store) wakeOthers(set map[int]bool) {
 	}
 }
 
+// notifySQL sends a notification in a transaction that does not wait for
+// its commit record to be flushed: a transaction that notifies is given a
+// transaction id, so with synchronous_commit on its commit waited for a WAL
+// flush (an fsync) while holding PostgreSQL's database-wide notify lock,
+// and the listeners heard nothing until that flush. It writes no data:
+// the tasks it announces were committed (and flushed) by the submit
+// before, and a notification lost in a crash costs a backstop read, not a
+// task. set_config(…, true) lasts until this statement's implicit
+// transaction ends, after its commit: nothing else runs with it.
+const notifySQL = `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`
+
 // notifier sends the notifications wakeOthers gathered, one statement for
 // all the shards gathered since the last, until Close.
 func (s *Store) notifier() {
@@ -191,7 +202,7 @@ func (s *Store) notifier() {
 			payload = notifyPayload(set)
 		}
 		ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.QueryTimeout)
-		if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, payload); err != nil && s.stopCtx.Err() == nil {
+		if _, err := s.pool.Exec(ctx, notifySQL, notifyChannel, payload); err != nil && s.stopCtx.Err() == nil {
 			s.wakeFailed("notify", err)
 		}
 		cancel()

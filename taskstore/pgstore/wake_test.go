@@ -169,3 +169,42 @@ func FuzzParseNotifyPayload(f *testing.F) {
 		}
 	})
 }
+
+// A notification's transaction does not wait for its commit to be flushed
+// (notifySQL), and that setting ends with it: the pool's connection (one
+// here, so the same one) still commits synchronously afterwards, so no
+// task write runs with synchronous_commit off.
+func TestNotifyLeavesSynchronousCommitOn(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	reader := openWaker(t, url, false)
+	writer, err := Open(t.Context(), Config{URL: url, PollInterval: time.Hour, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(writer.Close)
+	testwait.For(t, 20*time.Second, "the reader to listen", reader.listening.Load)
+	ch, cancel := reader.SubscribeShard(4)
+	defer cancel()
+	drain(ch)
+	// The shared test server commits asynchronously: the session (the
+	// pool's one connection) is set as a durable server's would be.
+	if _, err := writer.pool.Exec(t.Context(), `SET synchronous_commit = on`); err != nil {
+		t.Fatal(err)
+	}
+	writer.wakeOthers(map[int]bool{4: true})
+	testwait.For(t, 10*time.Second, "the notification to wake shard 4's reader", func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	})
+	var set string
+	if err := writer.pool.QueryRow(t.Context(), `SELECT current_setting('synchronous_commit')`).Scan(&set); err != nil {
+		t.Fatal(err)
+	}
+	if set != "on" {
+		t.Fatalf("synchronous_commit after a notification = %q, want on", set)
+	}
+}

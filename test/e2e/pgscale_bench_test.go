@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,37 +72,65 @@ func startBenchProcs(b *testing.B, owner testing.TB, n int, opts ClusterOptions)
 // curve shows the coordination cost of more nodes, not added capacity:
 // node-cpu-us/task is the fusebox processes' CPU (user + system, from
 // /proc) per task, node-cpu-cores the same over the run's wall time.
+// node-idle-cores is the same cluster's CPU while idle, measured for 2 s
+// just before the load, and node-work-cpu-us/task the CPU per task beyond
+// that idle cost over the run's time: whether the work per task grows with
+// the node count, or only the fixed cost of more processes.
 func BenchmarkProcessPostgresNodes(b *testing.B) {
 	dest := transporttest.NewDestination(b)
 	run := 0
 	for _, n := range []int{1, 3, 5} {
 		var bp *benchProcs
+		var srv *pgtest.Server
 		stop := func() {}
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			if bp == nil { // kept for every b.N of this sub-benchmark
 				owner := &cleanups{TB: b}
 				stop = owner.run
-				srv := startPGServer(b, owner)
-				bp = startBenchProcs(b, owner, n, pgOptions(srv.URL("postgres")))
+				srv = startPGServer(b, owner)
+				opts := pgOptions(srv.URL("postgres"))
+				opts.Timing = os.Getenv("FUSEBOX_BENCH_TIMING")
+				if os.Getenv("FUSEBOX_BENCH_PPROF") != "" {
+					opts.ExtraArgs = append(opts.ExtraArgs, "--enable-pprof")
+				}
+				bp = startBenchProcs(b, owner, n, opts)
 			}
+			resetStatements(b, srv)
 			run++
 			tasks := make([]api.TaskSubmit, b.N)
 			for i := range tasks {
 				tasks[i] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pn%d-%d", run, i), true)
 			}
 			before := dest.Count("")
+			idleProfiled := func() {}
+			if os.Getenv("FUSEBOX_BENCH_PPROF_IDLE") != "" { // profile the idle window instead of the load
+				idleProfiled = profileProcs(b, bp.c, b.N)
+			}
+			idleCores := idleCPU(b, bp.c)
+			idleProfiled()
 			cpu0 := clusterCPU(b, bp.c)
+			profiled := func() {}
+			if os.Getenv("FUSEBOX_BENCH_PPROF_IDLE") == "" {
+				profiled = profileProcs(b, bp.c, b.N)
+			}
 			b.ResetTimer()
 			start := time.Now()
 			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
 			bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before })
 			took := time.Since(start)
 			b.StopTimer()
+			profiled()
 			cpu := clusterCPU(b, bp.c) - cpu0
 			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
 			b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
 			b.ReportMetric(cpu.Seconds()*1e6/float64(b.N), "node-cpu-us/task")
 			b.ReportMetric(cpu.Seconds()/took.Seconds(), "node-cpu-cores")
+			if b.N > 1 {
+				b.ReportMetric(idleCores, "node-idle-cores")
+				work := cpu.Seconds() - idleCores*took.Seconds()
+				b.ReportMetric(work*1e6/float64(b.N), "node-work-cpu-us/task")
+			}
+			logStatements(b, srv, b.N)
 		})
 		stop() // the next node count runs alone
 	}
@@ -157,6 +188,7 @@ func BenchmarkProcessPostgresLatency(b *testing.B) {
 	run := 0
 	for _, store := range []string{"raft", "postgres"} {
 		var bp *benchProcs
+		var srv *pgtest.Server
 		stop := func() {}
 		b.Run("store="+store+"/rate=1000", func(b *testing.B) {
 			if bp == nil {
@@ -164,10 +196,13 @@ func BenchmarkProcessPostgresLatency(b *testing.B) {
 				stop = owner.run
 				var opts ClusterOptions
 				if store == "postgres" {
-					opts = pgOptions(startPGServer(b, owner).URL("postgres"))
+					srv = startPGServer(b, owner)
+					opts = pgOptions(srv.URL("postgres"))
 				}
 				bp = startBenchProcs(b, owner, 3, opts)
 			}
+			resetStatements(b, srv)
+			defer logStatements(b, srv, b.N)
 			run++
 			before := dest.Count("")
 			deliverybench.Latency(b, bp.clients, dest, rate, fmt.Sprintf("pgl%d", run), true,
@@ -232,6 +267,104 @@ func BenchmarkProcessPendingRSS(b *testing.B) {
 				store, count, rss0>>20, rss>>20, hwm>>20, took.Round(time.Millisecond))
 		})
 	}
+}
+
+// resetStatements clears the server's statement statistics before a
+// measurement (FUSEBOX_PGTEST_STATS=1; pgtest/stats.go); srv nil: none.
+func resetStatements(b *testing.B, srv *pgtest.Server) {
+	b.Helper()
+	if srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.ResetStatements(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// logStatements logs the statements the database ran since
+// resetStatements, per task (FUSEBOX_PGTEST_STATS=1).
+func logStatements(b *testing.B, srv *pgtest.Server, tasks int) {
+	b.Helper()
+	if srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := srv.StatementsReport(ctx, tasks)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r != "" && tasks > 1 { // on stderr: a benchmark's log is cut at 10 lines
+		fmt.Fprintf(os.Stderr, "%s: statements, %d tasks:\n%s", b.Name(), tasks, r)
+	}
+}
+
+// profileProcs takes a CPU profile of every process while the benchmark
+// runs when FUSEBOX_BENCH_PPROF names a directory (the processes then run
+// with --enable-pprof): FUSEBOX_BENCH_PPROF_SECONDS (default 3) from the
+// call, written to <dir>/<benchmark>-<process>.pprof by the func it returns,
+// which waits for them (FUSEBOX_BENCH_PPROF_IDLE=1: of the idle window
+// before the load instead). For finding where the CPU goes, not a figure.
+func profileProcs(b *testing.B, c *Cluster, n int) func() {
+	dir := os.Getenv("FUSEBOX_BENCH_PPROF")
+	if dir == "" || n <= 1 {
+		return func() {}
+	}
+	secs := os.Getenv("FUSEBOX_BENCH_PPROF_SECONDS")
+	if secs == "" {
+		secs = "3"
+	}
+	errs := make(chan error, len(c.Procs))
+	for _, p := range c.Procs {
+		file := filepath.Join(dir, strings.ReplaceAll(b.Name(), "/", "_")+"-"+p.Name()+".pprof")
+		go func() {
+			req, err := http.NewRequest(http.MethodGet, "http://"+p.HTTPAddr()+"/debug/pprof/profile?seconds="+secs, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if p.cfg.AdminToken != "" {
+				req.Header.Set("Authorization", "Bearer "+p.cfg.AdminToken)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("%s: %s", p.Name(), resp.Status)
+			}
+			if err == nil {
+				err = os.WriteFile(file, body, 0o600)
+			}
+			errs <- err
+		}()
+	}
+	return func() {
+		for range c.Procs {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// idleCPU is the cluster's CPU in cores over idleWindow of no load (b.N
+// > 1; 0 for the framework's first probe run).
+func idleCPU(b *testing.B, c *Cluster) float64 {
+	b.Helper()
+	if b.N <= 1 {
+		return 0
+	}
+	const idleWindow = 2 * time.Second
+	cpu0 := clusterCPU(b, c)
+	start := time.Now()
+	time.Sleep(idleWindow) // the measurement: idle wall time, as BenchmarkProcessPostgresIdle
+	return (clusterCPU(b, c) - cpu0).Seconds() / time.Since(start).Seconds()
 }
 
 // clusterCPU is the CPU time (user + system) the cluster's processes

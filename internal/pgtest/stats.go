@@ -1,0 +1,94 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Statement statistics for benchmarks (issue 18's "queries per task"): with
+// FUSEBOX_PGTEST_STATS=1 in the environment every server this package
+// starts loads pg_stat_statements, a benchmark calls ResetStatements
+// before its measured part and StatementsReport after it, and logs the
+// report. Without it both do nothing, so benchmarks call them always.
+
+// StatsEnabled reports whether FUSEBOX_PGTEST_STATS asks for statement
+// statistics.
+func StatsEnabled() bool { return os.Getenv("FUSEBOX_PGTEST_STATS") != "" }
+
+// ResetStatements creates pg_stat_statements in the server's "postgres"
+// database if needed and clears its counts (every database's).
+func (s *Server) ResetStatements(ctx context.Context) error {
+	if !StatsEnabled() {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, `SELECT pg_stat_reset_shared('wal')`)
+	return err
+}
+
+// StatementsReport is the top statements since ResetStatements, by total
+// time: calls, calls per task (tasks: what the benchmark did), rows, total
+// and mean time, and the statement's first 90 characters. "" when
+// statistics are off.
+func (s *Server) StatementsReport(ctx context.Context, tasks int) (string, error) {
+	if !StatsEnabled() {
+		return "", nil
+	}
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT calls, rows, total_exec_time, mean_exec_time, query
+FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY calls DESC LIMIT 25`)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var b strings.Builder
+	var allCalls int64
+	var allMs float64
+	fmt.Fprintf(&b, "%10s %9s %10s %10s %8s  %s\n", "calls", "per-task", "rows", "total-ms", "mean-ms", "query")
+	for rows.Next() {
+		var calls, nrows int64
+		var total, mean float64
+		var q string
+		if err := rows.Scan(&calls, &nrows, &total, &mean, &q); err != nil {
+			return "", err
+		}
+		allCalls += calls
+		allMs += total
+		q = strings.Join(strings.Fields(q), " ")
+		if len(q) > 90 {
+			q = q[:90]
+		}
+		fmt.Fprintf(&b, "%10d %9.3f %10d %10.1f %8.3f  %s\n", calls, float64(calls)/float64(max(tasks, 1)), nrows, total, mean, q)
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&b, "top statements: %d calls (%.3f per task), %.0f ms\n", allCalls, float64(allCalls)/float64(max(tasks, 1)), allMs)
+	// WAL flushes: with synchronous_commit on, a commit that wrote waits
+	// for one (concurrent commits share one).
+	var records, syncs int64
+	var syncMs float64
+	if err := conn.QueryRow(ctx, `SELECT wal_records, wal_sync, wal_sync_time FROM pg_stat_wal`).Scan(&records, &syncs, &syncMs); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&b, "WAL: %d records, %d flushes (%.3f per task), %.0f ms flushing\n", records, syncs, float64(syncs)/float64(max(tasks, 1)), syncMs)
+	return b.String(), nil
+}
