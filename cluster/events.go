@@ -26,6 +26,7 @@ type snapshot struct {
 	peers   []*memberlist.Node // alive members other than self
 	alive   int                // alive members including self
 	failed  []string           // gossip addresses of dead (not left) members
+	gen     uint64             // one more than the snapshot it replaced
 }
 
 // memberTable implements memberlist.EventDelegate. memberlist calls it with
@@ -179,6 +180,7 @@ func (t *memberTable) publishLocked() {
 	s := &snapshot{
 		members: make([]Member, 0, len(t.records)),
 		index:   make(map[string]int, len(t.records)),
+		gen:     t.snap.Load().gen + 1,
 	}
 	counts := map[MemberState]int{}
 	for _, r := range t.records {

@@ -275,6 +275,11 @@ func (m *Membership) LocalMember() Member {
 	return Member{ID: m.cfg.NodeID, Meta: m.meta, State: StateAlive}
 }
 
+// Generation changes whenever what Members returns may have: a caller
+// that derives something from the members can keep it while Generation
+// stays the same (read Generation first, then Members).
+func (m *Membership) Generation() uint64 { return m.table.snap.Load().gen }
+
 // NumAlive returns how many members are alive, this node included.
 func (m *Membership) NumAlive() int { return m.table.snap.Load().alive }
 

@@ -117,6 +117,10 @@ func TestMetaUpdatePropagates(t *testing.T) {
 	nodes := startCluster(t, 3)
 	ch, cancel := nodes[0].Subscribe()
 	defer cancel()
+	gen := nodes[0].Generation()
+	if gen == 0 {
+		t.Fatal("Generation is 0 on a started node that saw two joins")
+	}
 	if err := nodes[1].UpdateMeta(func(m *Meta) { m.RaftAddr = "127.0.0.1:7001"; m.Suspect = true }); err != nil {
 		t.Fatalf("UpdateMeta: %v", err)
 	}
@@ -130,6 +134,11 @@ func TestMetaUpdatePropagates(t *testing.T) {
 	case <-ch:
 	case <-time.After(10 * time.Second):
 		t.Fatal("subscriber not woken by the metadata update")
+	}
+	// What Members returns changed: so did Generation (the transport
+	// policy keeps its parse of the members' addresses while it does not).
+	if got := nodes[0].Generation(); got <= gen {
+		t.Errorf("Generation %d after n1's meta changed, was %d", got, gen)
 	}
 	if err := nodes[1].UpdateMeta(func(m *Meta) { m.ID = "other" }); err == nil {
 		t.Error("UpdateMeta accepted an ID change")

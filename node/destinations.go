@@ -37,6 +37,19 @@ func (a memberAddrs) MemberAddrs() []string {
 	return out
 }
 
+// MemberAddrsVersion lets the policy reuse its parse of the addresses
+// while the membership's generation stays: this node's own addresses are
+// final once gossip has started (the API and Raft listeners are bound
+// before it), the members' change only with a new generation.
+func (a memberAddrs) MemberAddrsVersion() (uint64, bool) {
+	if !a.n.gossipUp.Load() {
+		return 0, false
+	}
+	return a.n.members.Generation(), true
+}
+
+var _ transport.VersionedMemberAddrs = memberAddrs{}
+
 func isWildcard(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "" || (ip != nil && ip.IsUnspecified())

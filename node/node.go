@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +40,7 @@ type Node struct {
 	config    *dynconfig.Collection
 	pool      *breakerpool.Pool
 	members   *cluster.Membership
+	gossipUp  atomic.Bool // members started: every own address is final
 	hints     *hintpolicy.Policy
 	hintFwd   hintForwarder
 	health    *healthprobe.Prober // active health checks of open keys (health.go)
@@ -164,6 +166,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.members.Start(context.Background()); err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
+	n.gossipUp.Store(true)
 	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.hasHealthCheck, n.confirmByHealth, n.reg, n.log.With("component", "hints")); err != nil {
 		return fmt.Errorf("hints: %w", err)
 	}

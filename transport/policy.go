@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -18,6 +19,16 @@ import (
 // its port on every local address.
 type MemberAddrs interface {
 	MemberAddrs() []string
+}
+
+// VersionedMemberAddrs is a MemberAddrs whose list changes only with its
+// version: the policy then parses the list once per version instead of at
+// every check (a submit checks each callback URL; with N members that was
+// 3N addresses split and parsed per task). ok false means the list cannot
+// be reused yet (a node still starting).
+type VersionedMemberAddrs interface {
+	MemberAddrs
+	MemberAddrsVersion() (version uint64, ok bool)
 }
 
 // AddressMatcher is a namespace's destination allowlist
@@ -50,6 +61,8 @@ type Policy struct {
 	DefaultAllow bool
 	// ResolveTimeout bounds the DNS lookup of Check; 0 means 2s.
 	ResolveTimeout time.Duration
+
+	members atomic.Pointer[memberSet] // parsed Members, by version
 
 	mu       sync.Mutex
 	localIPs []net.IP
@@ -227,34 +240,74 @@ func (p *Policy) DialControl(network, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-// isMember reports whether ip:port is a member's listener.
-func (p *Policy) isMember(ip net.IP, port int) bool {
+// memberAddr is one member listener's address, parsed.
+type memberAddr struct {
+	port int
+	host string // zone removed; "" for a wildcard bind
+	ip   net.IP // nil when host is a name
+}
+
+// memberSet is Members parsed at one version.
+type memberSet struct {
+	version uint64
+	addrs   []memberAddr
+}
+
+// memberAddrs returns Members parsed, reusing the last parse while a
+// VersionedMemberAddrs keeps its version. The version is read before the
+// list, so a list newer than its version is parsed again, never kept.
+func (p *Policy) memberAddrs() []memberAddr {
+	vm, versioned := p.Members.(VersionedMemberAddrs)
+	var v uint64
+	if versioned {
+		v, versioned = vm.MemberAddrsVersion()
+	}
+	if versioned {
+		if s := p.members.Load(); s != nil && s.version == v {
+			return s.addrs
+		}
+	}
+	var out []memberAddr
 	for _, a := range p.Members.MemberAddrs() {
 		h, ps, err := net.SplitHostPort(a)
 		if err != nil {
 			continue
 		}
-		if mp, err := strconv.Atoi(ps); err != nil || mp != port {
+		mp, err := strconv.Atoi(ps)
+		if err != nil {
 			continue
 		}
 		if i := strings.IndexByte(h, '%'); i >= 0 {
 			h = h[:i]
 		}
-		mip := net.ParseIP(h)
+		out = append(out, memberAddr{port: mp, host: h, ip: net.ParseIP(h)})
+	}
+	if versioned {
+		p.members.Store(&memberSet{version: v, addrs: out})
+	}
+	return out
+}
+
+// isMember reports whether ip:port is a member's listener.
+func (p *Policy) isMember(ip net.IP, port int) bool {
+	for _, m := range p.memberAddrs() {
+		if m.port != port {
+			continue
+		}
 		switch {
 		case ip.IsUnspecified():
 			// Connecting to 0.0.0.0 or :: reaches this host, whatever
 			// address the member is bound to: refuse the port outright.
 			return true
-		case h == "" || (mip != nil && mip.IsUnspecified()):
+		case m.host == "" || (m.ip != nil && m.ip.IsUnspecified()):
 			if p.isLocal(ip) {
 				return true
 			}
-		case h == "localhost":
+		case m.host == "localhost":
 			if ip.IsLoopback() {
 				return true
 			}
-		case mip != nil && mip.Equal(ip):
+		case m.ip != nil && m.ip.Equal(ip):
 			return true
 		}
 	}

@@ -149,3 +149,61 @@ func TestPolicyCheckEndpoint(t *testing.T) {
 		t.Fatal("an endpoint outside a configured global list is allowed")
 	}
 }
+
+// versionedMembers is a member list with a version, counting its reads.
+type versionedMembers struct {
+	addrs   atomic.Pointer[[]string]
+	version atomic.Uint64
+	ready   atomic.Bool
+	reads   atomic.Int32
+}
+
+func (m *versionedMembers) MemberAddrs() []string { m.reads.Add(1); return *m.addrs.Load() }
+func (m *versionedMembers) MemberAddrsVersion() (uint64, bool) {
+	return m.version.Load(), m.ready.Load()
+}
+
+// A VersionedMemberAddrs is read and parsed once per version, not at every
+// check; a new version (a member joined) is read at the next check, and
+// the new member is refused; while the source says its list cannot be
+// reused yet, every check reads it.
+func TestPolicyReadsVersionedMembersOncePerVersion(t *testing.T) {
+	a1, _, _ := memberServer(t)
+	a2, _, _ := memberServer(t)
+	m := &versionedMembers{}
+	m.addrs.Store(&[]string{a1})
+	p := &transport.Policy{Members: m, DefaultAllow: true}
+	ctx := context.Background()
+	check := func(addr string) error { return p.Check(ctx, "ns", "http://"+addr+"/cb") }
+
+	for range 3 { // not ready: read every time
+		if err := check(a1); err == nil {
+			t.Fatalf("%s allowed", a1)
+		}
+	}
+	if got := m.reads.Load(); got != 3 {
+		t.Fatalf("not ready: %d reads for 3 checks, want 3", got)
+	}
+	m.ready.Store(true)
+	m.reads.Store(0)
+	for range 5 {
+		if err := check(a1); err == nil {
+			t.Fatalf("%s allowed", a1)
+		}
+		if err := check(a2); err != nil {
+			t.Fatalf("%s (not a member yet): %v", a2, err)
+		}
+	}
+	if got := m.reads.Load(); got != 1 {
+		t.Fatalf("one version: %d reads for 10 checks, want 1", got)
+	}
+	m.addrs.Store(&[]string{a1, a2})
+	m.version.Add(1)
+	var de *transport.DestinationError
+	if err := check(a2); !errors.As(err, &de) {
+		t.Fatalf("%s after it joined: %v, want a DestinationError", a2, err)
+	}
+	if got := m.reads.Load(); got != 2 {
+		t.Fatalf("after a new version: %d reads, want 2", got)
+	}
+}

@@ -366,6 +366,12 @@ var rows = []row{
 	// submitted then acked (fenced).
 	{Issue: "#18", What: "task store alone, submit+ack (tasks/s): postgres vs raft, 1 node", Pkg: "./taskstore/pgstore", Bench: "BenchmarkTaskLifecycle/postgres", Metric: "tasks/s",
 		Baseline: "BenchmarkTaskLifecycle/raft", Time: "20000x", QuickTime: "2000x", Runs: 3},
+	// A per-task cost that grew with the cluster: the submit's check that a callback URL is no
+	// member's listener, parsed once per membership version instead of at every check.
+	{Issue: "#18", What: "callback URL member check at submit, 5 members (ns): per version vs per check", Pkg: "./transport", Bench: "BenchmarkPolicyCheck/members=5/versioned", Metric: "ns/op",
+		Baseline: "BenchmarkPolicyCheck/members=5/per-check", Time: "1s", QuickTime: "200ms"},
+	{Issue: "#18", What: "callback URL member check at submit, 50 members (ns): per version vs per check", Pkg: "./transport", Bench: "BenchmarkPolicyCheck/members=50/versioned", Metric: "ns/op",
+		Baseline: "BenchmarkPolicyCheck/members=50/per-check", Time: "1s", QuickTime: "200ms"},
 	// The node wired to it: 3 nodes in one process, batches of 500 through the three APIs,
 	// delivered and acknowledged; one local PostgreSQL (fsync on) shared by the three nodes.
 	{Issue: "#18", What: "durable delivery, 3 nodes (tasks/s): postgres vs raft store", Pkg: "./node", Bench: "BenchmarkDeliveryStore/postgres", Metric: "tasks/s",
