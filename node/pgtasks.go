@@ -19,6 +19,24 @@ const (
 	TaskStorePostgres = "postgres"
 )
 
+// pgRaftCommitTimeout is raft's own CommitTimeout (raft.DefaultConfig), kept
+// by a node whose tasks live in PostgreSQL: the short one the Raft task
+// store needs (so a follower owning a shard sees a new task soon) has the
+// leader send an empty append to every follower every 5–10 ms, which was
+// most of an idle postgres cluster's CPU and grew with each node
+// (taskstore/pgstore/DESIGN.md, "Where the CPU and the latency go with
+// more nodes"). Only control-plane writes wait for it there.
+const pgRaftCommitTimeout = 50 * time.Millisecond
+
+// raftCommitTimeout is the Raft store's CommitTimeout for this node: 0 (the
+// preset's) unless tasks live in PostgreSQL.
+func (n *Node) raftCommitTimeout() time.Duration {
+	if n.cfg.UsesPostgres() {
+		return pgRaftCommitTimeout
+	}
+	return 0
+}
+
 // pgTasks is the postgres task store of a node started with --task-store
 // postgres: tasks, attempts, results and the DLQ in PostgreSQL; Raft keeps
 // the control plane. The store is built at start without touching the

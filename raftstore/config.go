@@ -50,6 +50,14 @@ type Config struct {
 	// ReconcileInterval is the leader's backstop reconcile period (10s lan, 1s fast).
 	ReconcileInterval time.Duration
 
+	// CommitTimeout is how long after a write, with no other write
+	// following, raft tells followers it committed (default 10ms lan, 5ms
+	// fast: tasks in this store must reach their owner quickly, see
+	// raftConfig). A cluster whose tasks live elsewhere (PostgreSQL) sets
+	// raft's own 50ms: the leader's empty appends every CommitTimeout are
+	// most of an idle cluster's CPU, and only control-plane writes wait.
+	CommitTimeout time.Duration
+
 	SnapshotThreshold uint64        // default: raft's (8192)
 	SnapshotInterval  time.Duration // default: raft's (120s)
 	TrailingLogs      uint64        // default: raft's (10240)
@@ -231,6 +239,9 @@ func (c *Config) raftConfig() *raft.Config {
 		rc.ElectionTimeout = 250 * time.Millisecond
 		rc.LeaderLeaseTimeout = 100 * time.Millisecond
 		rc.CommitTimeout = 5 * time.Millisecond
+	}
+	if c.CommitTimeout > 0 {
+		rc.CommitTimeout = c.CommitTimeout
 	}
 	if c.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = c.SnapshotThreshold
