@@ -53,20 +53,39 @@ func currentOwner(ctx context.Context, tx querier, shard int) (*shardmap.WrongOw
 	return &shardmap.WrongOwnerError{Shard: shard, Owner: owner, Epoch: uint64(epoch)}, nil
 }
 
-// Complete implements queue.Store with one statement, so one round trip
-// and one commit: its first part locks the shard's row at epoch (an UPDATE
+// Complete implements queue.Store. A shard's write is one statement, so one
+// round trip: its first part locks the shard's row at epoch (an UPDATE
 // that matches only the current epoch: a new owner's Acquire either
-// committed before, and nothing matches, or waits for this statement's
+// committed before, and nothing matches, or waits for this write's
 // commit); the task rows are written — results and start markers, one
 // UPDATE over unnest'ed arrays — only if that matched (a one-time filter
 // on the fence, evaluated before any task row is touched). A stale epoch
 // refuses the whole batch with a *shardmap.WrongOwnerError carrying the
 // database's owner and epoch; the queue then drops the shard. Results for
 // unknown, other-shard or terminal tasks are ignored.
+//
+// Concurrent calls (the queue flushes each shard on its own) are committed
+// together: complete_group.go.
 func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results []queue.Result) error {
 	if len(results) == 0 {
 		return nil
 	}
+	return s.completes.complete(ctx, s, &completeCall{shard: shard, epoch: epoch, args: completeArgsOf(results)})
+}
+
+// completeArgs are completeSQL's arrays ($3–$11, $13, $14) and its time ($12).
+type completeArgs struct {
+	now                                  time.Time
+	ids, statuses, msgs, ops             []string
+	attempts, blocked, unexpected, https []int32
+	nexts                                []time.Time
+	marks                                []bool
+	outputs                              [][]byte
+	bytes                                int // about what the arrays weigh on the wire
+}
+
+// completeArgsOf builds the statement's arrays from one call's results.
+func completeArgsOf(results []queue.Result) completeArgs {
 	now := micro(time.Now())
 	last := make(map[string]int, len(results))
 	for i, r := range results {
@@ -75,10 +94,10 @@ func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results [
 		}
 	}
 	n := len(results)
-	ids, statuses, msgs, ops := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-	attempts, blocked, unexpected, httpStatus := make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
-	nexts, marks := make([]time.Time, 0, n), make([]bool, 0, n)
-	outputs := make([][]byte, 0, n)
+	a := completeArgs{now: now,
+		ids: make([]string, 0, n), statuses: make([]string, 0, n), msgs: make([]string, 0, n), ops: make([]string, 0, n),
+		attempts: make([]int32, 0, n), blocked: make([]int32, 0, n), unexpected: make([]int32, 0, n), https: make([]int32, 0, n),
+		nexts: make([]time.Time, 0, n), marks: make([]bool, 0, n), outputs: make([][]byte, 0, n)}
 	marked := make(map[string]bool)
 	for i, r := range results {
 		if r.Started {
@@ -89,48 +108,33 @@ func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results [
 				continue
 			}
 			marked[r.TaskID] = true
-			ids, statuses, msgs, ops = append(ids, r.TaskID), append(statuses, ""), append(msgs, ""), append(ops, "")
-			attempts, blocked, unexpected, httpStatus = append(attempts, 0), append(blocked, 0), append(unexpected, 0), append(httpStatus, 0)
-			nexts, marks, outputs = append(nexts, now), append(marks, true), append(outputs, nil)
+			a.add(r.TaskID, "", "", "", 0, 0, 0, 0, now, true, nil)
 			continue
 		}
 		if last[r.TaskID] != i {
 			continue
 		}
-		ids, statuses, msgs, ops = append(ids, r.TaskID), append(statuses, r.Status), append(msgs, r.Message), append(ops, r.OperationID)
-		attempts, blocked, unexpected, httpStatus = append(attempts, int32(r.Attempts)), append(blocked, int32(r.Blocked)), append(unexpected, int32(r.Unexpected)), append(httpStatus, int32(r.HTTPStatus))
 		next := r.NextAttemptAt
 		if next.IsZero() {
 			next = now
 		}
-		nexts, marks, outputs = append(nexts, micro(next)), append(marks, false), append(outputs, r.Output)
+		a.add(r.TaskID, r.Status, r.Message, r.OperationID, int32(r.Attempts), int32(r.Blocked), int32(r.Unexpected),
+			int32(r.HTTPStatus), micro(next), false, r.Output)
 	}
-	var ended int
-	err := s.retry(ctx, func() error {
-		var fenced int
-		if err := s.pool.QueryRow(ctx, completeSQL, shard, int64(epoch), ids, statuses, attempts, blocked, unexpected,
-			msgs, httpStatus, ops, nexts, now, outputs, marks).Scan(&fenced, &ended); err != nil {
-			return err
-		}
-		if fenced == 1 {
-			return nil
-		}
-		cur, err := currentOwner(ctx, s.pool, shard)
-		if err != nil {
-			return err
-		}
-		return cur
-	})
-	if err == nil {
-		// No notify: only the shard's owner writes its results, and its
-		// queue wakes its own reader after each write; waking every reader
-		// of the node here made each of them query again per write.
-		// The pending count reused by the submit limits moves by the tasks
-		// that ended here (dropping it made the next submit count every
-		// pending task again, once per flush).
-		s.pending.add(-ended)
-	}
-	return err
+	return a
+}
+
+func (a *completeArgs) add(id, status, msg, op string, attempts, blocked, unexpected, http int32, next time.Time, mark bool, output []byte) {
+	a.ids, a.statuses, a.msgs, a.ops = append(a.ids, id), append(a.statuses, status), append(a.msgs, msg), append(a.ops, op)
+	a.attempts, a.blocked, a.unexpected, a.https = append(a.attempts, attempts), append(a.blocked, blocked), append(a.unexpected, unexpected), append(a.https, http)
+	a.nexts, a.marks, a.outputs = append(a.nexts, next), append(a.marks, mark), append(a.outputs, output)
+	a.bytes += 48 + len(id) + len(status) + len(msg) + len(op) + len(output)
+}
+
+// completeParams are completeSQL's parameters for shard at epoch.
+func (a *completeArgs) params(shard int, epoch uint64) []any {
+	return []any{shard, int64(epoch), a.ids, a.statuses, a.attempts, a.blocked, a.unexpected,
+		a.msgs, a.https, a.ops, a.nexts, a.now, a.outputs, a.marks}
 }
 
 // completeSQL is Complete's statement. A row of the arrays is a result, or

@@ -63,10 +63,11 @@ type Store struct {
 	mu   sync.Mutex
 	subs map[chan struct{}]int // the subscription's shard, allShards for every shard
 
-	initMu  sync.Mutex
-	ready   atomic.Bool
-	pending pendingCache // limits.go
-	group   submitGroup  // group.go: concurrent submits committed together
+	initMu    sync.Mutex
+	ready     atomic.Bool
+	pending   pendingCache  // limits.go
+	group     submitGroup   // group.go: concurrent submits committed together
+	completes completeGroup // complete_group.go: concurrent result writes committed together
 
 	dueMu        sync.Mutex
 	dueSkipHeavy map[int]bool // shards whose last Due skipped more than it took (reads.go)
