@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,9 @@ type Server struct {
 	port int
 	user string // the OS user the server runs as ("": this process's)
 	opts Options
+	// xidAtReset is the next transaction id when ResetStatements ran
+	// (stats.go).
+	xidAtReset atomic.Int64
 }
 
 // Options change how a server runs.

@@ -36,9 +36,21 @@ func (s *Server) ResetStatements(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
 		return err
 	}
-	_, err = conn.Exec(ctx, `SELECT pg_stat_reset_shared('wal')`)
-	return err
+	if _, err := conn.Exec(ctx, `SELECT pg_stat_reset_shared('wal')`); err != nil {
+		return err
+	}
+	var xid int64
+	if err := conn.QueryRow(ctx, xidNext).Scan(&xid); err != nil {
+		return err
+	}
+	s.xidAtReset.Store(xid)
+	return nil
 }
+
+// xidNext reads the next transaction id to be assigned: only a
+// transaction that writes (or notifies) takes one, so the ids assigned
+// count the write transactions, read-only ones left out.
+const xidNext = `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`
 
 // StatementsReport is the top statements since ResetStatements, by total
 // time: calls, calls per task (tasks: what the benchmark did), rows, total
@@ -90,5 +102,11 @@ FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY cal
 		return "", err
 	}
 	fmt.Fprintf(&b, "WAL: %d records, %d flushes (%.3f per task), %.0f ms flushing\n", records, syncs, float64(syncs)/float64(max(tasks, 1)), syncMs)
+	var xid int64
+	if err := conn.QueryRow(ctx, xidNext).Scan(&xid); err != nil {
+		return "", err
+	}
+	n := xid - s.xidAtReset.Load()
+	fmt.Fprintf(&b, "write transactions: %d (%.3f per task)\n", n, float64(n)/float64(max(tasks, 1)))
 	return b.String(), nil
 }
