@@ -53,6 +53,8 @@ func (b *submitBatcher) init(s *Store) {
 	b.s = s
 	b.slots = submitBatchesInFlight
 	b.send = b.sendBatch
+	b.waited = s.metrics.groupCommit.WithLabelValues("submit", "wait")
+	b.wrote = s.metrics.groupCommit.WithLabelValues("submit", "write")
 	b.limits = batchLimits[state.SubmitTasksCommand]{
 		maxItems: state.MaxTaskBatch, maxA: maxSubmitBatchBytes, maxB: 0,
 		weigh: func(c *state.SubmitTasksCommand) (int, int) { return len(c.Tasks[0].Request), 0 },
