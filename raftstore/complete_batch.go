@@ -68,8 +68,7 @@ func (b *completeBatcher) init(s *Store) {
 	b.s = s
 	b.slots = completeBatchesInFlight
 	b.send = b.sendBatch
-	b.waited = s.metrics.groupCommit.WithLabelValues("complete", "wait")
-	b.wrote = s.metrics.groupCommit.WithLabelValues("complete", "write")
+	b.waited, b.wrote = s.groupCommitObservers("complete")
 	b.limits = completeLimits
 }
 

@@ -17,6 +17,15 @@ type metrics struct {
 	groupCommit *prometheus.HistogramVec
 }
 
+// groupCommitObservers are batcher's two fusebox_raft_group_commit_seconds
+// series (none without a store: tests of a batcher's limits alone).
+func (s *Store) groupCommitObservers(batcher string) (wait, write prometheus.Observer) {
+	if s == nil || s.metrics == nil {
+		return nil, nil
+	}
+	return s.metrics.groupCommit.WithLabelValues(batcher, "wait"), s.metrics.groupCommit.WithLabelValues(batcher, "write")
+}
+
 func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
 	m := &metrics{
 		applyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
