@@ -284,6 +284,19 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		}
 	}
 	s.nextKnown = false
+	if !q.current() {
+		// Out of contact with the cluster (attempt.go's stale_ownership):
+		// every task read now would be released unsent and parked, and each
+		// park's expiry would force a full read of the shard, walking its
+		// tasks in flight again. Under CPU starvation on a loaded cluster,
+		// when contact lapses most, that was several releases and ~200 tasks
+		// walked per delivered task. Read nothing and look again after
+		// RejectRetry (a released task's park) or at the next wake-up.
+		s.nextDue, s.nextKnown = now.Add(q.cfg.RejectRetry), true
+		s.cursorRead = false
+		s.mu.Unlock()
+		return false, now
+	}
 	var retry []*item
 	if len(s.held) > 0 && (s.room.Swap(false) || !now.Before(s.heldUntil)) {
 		retry, s.held = s.held, nil

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,4 +181,48 @@ func TestDepthFollowsPendingTasks(t *testing.T) {
 	testwait.For(t, 10*time.Second, "depth 2 on both shards", func() bool { return depth("0") == 2 && depth("1") == 2 })
 	close(exec.release)
 	testwait.For(t, 10*time.Second, "depth 0 on both shards", func() bool { return depth("0") == 0 && depth("1") == 0 })
+}
+
+// staleOwnership is an Ownership whose freshness the test sets (the
+// ownership manager's Fresh: in contact with the Raft leader).
+type staleOwnership struct {
+	queue.Ownership
+	fresh atomic.Bool
+}
+
+func (o *staleOwnership) Fresh() bool { return o.fresh.Load() }
+
+// A node out of contact with the cluster reads no tasks: each would be
+// released unsent (stale_ownership) and parked, and each park's expiry
+// forced a full read of the shard. Once it is in contact again it delivers
+// them.
+func TestStaleNodeReadsNothing(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	exec := newFakeExec(false)
+	own := &staleOwnership{Ownership: queuetest.HolderOwnership(e.holder, "a")}
+	q, err := queue.New(fastCfg(), queue.Deps{
+		Store: e.store, Ownership: own, Limits: e.limits,
+		Breakers: queue.PoolBreakers(e.pool), Executor: exec, Registerer: e.reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Start()
+	t.Cleanup(func() { _ = q.Close() })
+	testwait.For(t, 10*time.Second, "the shard's reader to start", func() bool { _, ok := q.ShardState(0); return ok })
+	tasks := callbacks(20, 1, "stale", "d")
+	e.add(t, tasks...)
+	before, _ := q.ShardState(0)
+	testwait.For(t, 10*time.Second, "the reader to look several times", func() bool {
+		st, _ := q.ShardState(0)
+		return st.Wakeups >= before.Wakeups+5
+	})
+	if n := e.store.Loaded(); n != 0 {
+		t.Fatalf("a node out of contact loaded %d tasks", n)
+	}
+	if n := metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "stale_ownership"}); n != 0 {
+		t.Fatalf("%v tasks released as stale_ownership", n)
+	}
+	own.fresh.Store(true)
+	testwait.For(t, 10*time.Second, "all delivered once in contact", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 }

@@ -68,6 +68,7 @@ func (b *completeBatcher) init(s *Store) {
 	b.s = s
 	b.slots = completeBatchesInFlight
 	b.send = b.sendBatch
+	b.waited, b.wrote = s.groupCommitObservers("complete")
 	b.limits = completeLimits
 }
 

@@ -154,6 +154,9 @@ func TestCompletesOfSeveralShardsCoalesceIntoOneEntry(t *testing.T) {
 	if n := testutil.CollectAndCount(f.s.metrics.completeBatch); n != 1 {
 		t.Fatalf("coalesced-shards histogram has %d series", n)
 	}
+	if waits, _ := groupCommitSamples(t, f.s, "complete", "wait"); waits == 0 {
+		t.Fatal("no complete's queue wait was observed")
+	}
 }
 
 // An entry the FSM refuses as a whole (a shard outside the map, which only

@@ -3,6 +3,9 @@ package raftstore
 import (
 	"context"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/raftstore/state"
 )
@@ -20,6 +23,10 @@ type groupCommit[C, O any] struct {
 	slots  int
 	limits batchLimits[C]
 	send   func(batch []*waiter[C, O]) // answers every waiter of batch
+	// waited and wrote, when set, observe each write's time in the queue
+	// and each batch's send (fusebox_raft_group_commit_seconds): the two
+	// parts of a write's latency the batcher adds to and is made of.
+	waited, wrote prometheus.Observer
 
 	mu       sync.Mutex
 	queue    []*waiter[C, O]
@@ -46,6 +53,7 @@ type waiter[C, O any] struct {
 	cmd  C
 	a, b int            // its weights (batchLimits.weigh)
 	done chan answer[O] // buffered 1
+	at   time.Time      // when it was queued
 }
 
 type answer[O any] struct {
@@ -60,7 +68,7 @@ func (w *waiter[C, O]) answer(out O, index uint64, err error) {
 
 // newWaiter weighs c for the batcher's limits.
 func (g *groupCommit[C, O]) newWaiter(c C) *waiter[C, O] {
-	w := &waiter[C, O]{cmd: c, done: make(chan answer[O], 1)}
+	w := &waiter[C, O]{cmd: c, done: make(chan answer[O], 1), at: time.Now()}
 	w.a, w.b = g.limits.weigh(&w.cmd)
 	return w
 }
@@ -100,7 +108,18 @@ func (g *groupCommit[C, O]) flushLoop() {
 		if g.testHookSend != nil {
 			g.testHookSend(len(batch))
 		}
+		start := time.Now()
+		for _, w := range batch {
+			observe(g.waited, start.Sub(w.at))
+		}
 		g.send(batch)
+		observe(g.wrote, time.Since(start))
+	}
+}
+
+func observe(o prometheus.Observer, d time.Duration) {
+	if o != nil {
+		o.Observe(d.Seconds())
 	}
 }
 

@@ -13,6 +13,17 @@ type metrics struct {
 	submitBatch  prometheus.Histogram
 	// completeBatch: complete_batch.go.
 	completeBatch prometheus.Histogram
+	// groupCommit: group_commit.go, by batcher and phase.
+	groupCommit *prometheus.HistogramVec
+}
+
+// groupCommitObservers are batcher's two fusebox_raft_group_commit_seconds
+// series (none without a store: tests of a batcher's limits alone).
+func (s *Store) groupCommitObservers(batcher string) (wait, write prometheus.Observer) {
+	if s == nil || s.metrics == nil {
+		return nil, nil
+	}
+	return s.metrics.groupCommit.WithLabelValues(batcher, "wait"), s.metrics.groupCommit.WithLabelValues(batcher, "write")
 }
 
 func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
@@ -36,12 +47,17 @@ func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
 			Help:    "Completes (one shard's results each) this node sent together in one raft entry (group commit).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
+		groupCommit: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fusebox_raft_group_commit_seconds",
+			Help:    "Group commit of single submits and completes: a write's time queued behind the batches in flight (phase=wait), and a batch's write, forwarded or proposed, until committed and applied on the leader (phase=write).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}, []string{"batcher", "phase"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{
-		m.applyLatency, m.forwarded, m.submitBatch, m.completeBatch,
+		m.applyLatency, m.forwarded, m.submitBatch, m.completeBatch, m.groupCommit,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fusebox_raft_state",
 			Help: "Raft state of this node: 0 follower, 1 candidate, 2 leader, 3 shutdown.",

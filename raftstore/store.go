@@ -64,8 +64,6 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 		return nil, errors.New("raftstore: Deps.Members is required")
 	}
 	s := &Store{cfg: cfg, deps: deps, logger: cfg.Logger.With("component", "raftstore", "node", cfg.NodeID), notifyCh: make(chan bool, 16)}
-	s.submits.init(s)
-	s.completes.init(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.state, err = state.NewState(state.StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow, LogVersion: cfg.LogVersion})
 	if err != nil {
@@ -75,6 +73,8 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	if s.metrics, err = newMetrics(cfg.Registerer, s); err != nil {
 		return nil, err
 	}
+	s.submits.init(s) // after the metrics, which the batchers observe
+	s.completes.init(s)
 
 	var closers []func() error
 	defer func() {

@@ -53,6 +53,7 @@ func (b *submitBatcher) init(s *Store) {
 	b.s = s
 	b.slots = submitBatchesInFlight
 	b.send = b.sendBatch
+	b.waited, b.wrote = s.groupCommitObservers("submit")
 	b.limits = batchLimits[state.SubmitTasksCommand]{
 		maxItems: state.MaxTaskBatch, maxA: maxSubmitBatchBytes, maxB: 0,
 		weigh: func(c *state.SubmitTasksCommand) (int, int) { return len(c.Tasks[0].Request), 0 },

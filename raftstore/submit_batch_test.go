@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"fusebox/internal/testwait"
@@ -119,6 +120,40 @@ func TestSingleSubmitsCoalesceWhileABatchIsInFlight(t *testing.T) {
 	if n := testutil.CollectAndCount(s.metrics.submitBatch); n != 1 {
 		t.Fatalf("coalesced-tasks histogram has %d series", n)
 	}
+	// Every submit's queue wait is observed, and every batch's write; the
+	// queued ones waited for as long as the first batches were held.
+	waits, waited := groupCommitSamples(t, s, "submit", "wait")
+	writes, _ := groupCommitSamples(t, s, "submit", "write")
+	if waits != submitBatchesInFlight+queued || writes != submitBatchesInFlight+1 {
+		t.Fatalf("group-commit samples: %d waits, %d writes; want %d and %d", waits, writes, submitBatchesInFlight+queued, submitBatchesInFlight+1)
+	}
+	if waited <= 0 {
+		t.Fatalf("queued submits waited %v s in all", waited)
+	}
+}
+
+// groupCommitSamples is the sample count and sum of one series of
+// fusebox_raft_group_commit_seconds.
+func groupCommitSamples(t *testing.T, s *Store, batcher, phase string) (uint64, float64) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s.metrics.groupCommit)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["batcher"] == batcher && labels["phase"] == phase {
+				return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return 0, 0
 }
 
 func TestCoalescedSubmitRefusalReachesOnlyItsCaller(t *testing.T) {
