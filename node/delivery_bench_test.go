@@ -117,7 +117,7 @@ func (bc *benchCluster) setConfig(tb testing.TB, key, destination, value string)
 func (bc *benchCluster) waitSucceeded(tb testing.TB, ids []string) {
 	tb.Helper()
 	if pg := bc.nodes[0].pg; pg != nil {
-		waitSucceededPG(tb, pg, ids)
+		waitSucceededPG(tb, pg, bc.nodes, ids)
 		return
 	}
 	store := bc.nodes[0].store

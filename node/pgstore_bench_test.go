@@ -16,24 +16,49 @@ import (
 
 // waitSucceededPG is waitSucceeded on the postgres store: it checks ids
 // in chunks, one query a chunk, so the wait costs O(len(ids)/chunk)
-// queries plus one per poll.
-func waitSucceededPG(tb testing.TB, pg *pgTasks, ids []string) {
+// queries plus one per poll. At the deadline it says which task it waits
+// for, as stored, and which of nodes claims its shard at what epoch.
+func waitSucceededPG(tb testing.TB, pg *pgTasks, nodes []*Node, ids []string) {
 	tb.Helper()
 	const chunk = 1000
 	next := 0
-	testwait.For(tb, deliverybench.Deadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() bool {
+	testwait.ForErr(tb, deliverybench.Deadline, fmt.Sprintf("%d tasks to succeed", len(ids)), func() error {
 		for next < len(ids) {
 			end := min(next+chunk, len(ids))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			n, err := pg.store.CountStatus(ctx, ids[next:end], state.TaskSucceeded)
 			cancel()
-			if err != nil || n != end-next {
-				return false
+			if err != nil {
+				return err
+			}
+			if n != end-next {
+				return stuckTask(pg, nodes, ids[next:end], next+n, len(ids))
 			}
 			next = end
 		}
-		return true
+		return nil
 	})
+}
+
+// stuckTask describes the first task of chunk that has not succeeded.
+func stuckTask(pg *pgTasks, nodes []*Node, chunk []string, done, total int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, id := range chunk {
+		t, ok, err := pg.store.Task(ctx, id)
+		if err != nil || !ok || t.Status == state.TaskSucceeded {
+			continue
+		}
+		var owners []string
+		for _, n := range nodes {
+			if epoch, ok := n.shards.Owned()[t.Shard]; ok {
+				owners = append(owners, fmt.Sprintf("%s@%d", n.cfg.NodeID, epoch))
+			}
+		}
+		return fmt.Errorf("about %d of %d succeeded; waiting for %s: %s, shard %d (claimed by %v), attempts %d, next attempt %v, message %q",
+			done, total, id, t.Status, t.Shard, owners, t.Attempts, t.NextAttemptAt.Format(time.RFC3339Nano), t.Message)
+	}
+	return fmt.Errorf("about %d of %d succeeded", done, total)
 }
 
 // processCPU is this process's CPU time (user + system).
