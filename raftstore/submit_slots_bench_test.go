@@ -2,11 +2,8 @@ package raftstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,27 +47,8 @@ func submitSlots(b *testing.B, rate, slotsA, slotsB int) {
 			s.submits.mu.Unlock()
 		}
 	}
-	req := json.RawMessage(`{"task_group":"callbacks.Invocation","url":"http://127.0.0.1:1/cb","body":"` + strings.Repeat("x", 120) + `"}`)
 	accepted := make([]time.Duration, b.N)
-	work := make(chan int, 1024)
-	var wg sync.WaitGroup
-	for w := range submitters {
-		wg.Go(func() {
-			s := nodes[w%len(nodes)]
-			for i := range work {
-				t := time.Now()
-				_, idx, err := s.SubmitTasks(ctx, state.SubmitTasksCommand{Tasks: []state.NewTask{{NamespaceID: "ns", WorkflowID: fmt.Sprintf("wf-%d", i),
-					TaskGroup: "callbacks.Invocation", Destination: "http://127.0.0.1:1/cb", Request: req}}})
-				if err == nil {
-					err = s.WaitForApplied(ctx, idx)
-				}
-				if err != nil {
-					b.Error(err)
-				}
-				accepted[i] = time.Since(t)
-			}
-		})
-	}
+	work, wg := startSubmitters(b, ctx, nodes, submitters, accepted)
 	b.ResetTimer()
 	start := time.Now()
 	for i := range b.N {
