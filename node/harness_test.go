@@ -29,8 +29,12 @@ type testCluster struct {
 }
 
 func testLogger(t *testing.T) *slog.Logger {
-	if os.Getenv("FUSEBOX_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if v := os.Getenv("FUSEBOX_TEST_LOG"); v != "" {
+		// FUSEBOX_TEST_LOG=1 logs everything; a level name (info, warn)
+		// logs from it up, for runs that debug logging slows too much.
+		level := slog.LevelDebug
+		_ = level.UnmarshalText([]byte(v))
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	}
 	return slog.New(slog.DiscardHandler)
 }

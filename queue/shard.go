@@ -292,7 +292,15 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		// when contact lapses most, that was several releases and ~200 tasks
 		// walked per delivered task. Read nothing and look again after
 		// RejectRetry (a released task's park) or at the next wake-up.
+		// Tasks held for a full buffer wait too: their retry time may have
+		// passed, and nextWake would then wake this reader at once, again
+		// and again — a busy loop on every shard with held tasks that
+		// starved Raft and gossip on a loaded node, so it never caught up
+		// (a postgres delivery benchmark stalled for minutes).
 		s.nextDue, s.nextKnown = now.Add(q.cfg.RejectRetry), true
+		if len(s.held) > 0 && s.heldUntil.Before(s.nextDue) {
+			s.heldUntil = s.nextDue
+		}
 		s.cursorRead = false
 		s.mu.Unlock()
 		return false, now

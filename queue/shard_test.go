@@ -226,3 +226,45 @@ func TestStaleNodeReadsNothing(t *testing.T) {
 	own.fresh.Store(true)
 	testwait.For(t, 10*time.Second, "all delivered once in contact", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 }
+
+// A node that falls out of contact while tasks are held for a full buffer
+// does not spin: the held tasks' retry time passes while nothing may be
+// read, and the reader must still sleep until its next look (RejectRetry),
+// not wake at once for them again and again. The bound is loose (the
+// reader looks about 10 times in the second at RejectRetry 100 ms; the
+// busy loop looked hundreds of thousands of times).
+func TestStaleNodeWithHeldTasksDoesNotSpin(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.BufferSize, lim.Concurrency = 2, 1
+	e := newEnv(t, 1, lim)
+	exec := newFakeExec(true)
+	own := &staleOwnership{Ownership: queuetest.HolderOwnership(e.holder, "a")}
+	own.fresh.Store(true)
+	cfg := fastCfg()
+	cfg.RejectRetry = 100 * time.Millisecond
+	q, err := queue.New(cfg, queue.Deps{
+		Store: e.store, Ownership: own, Limits: e.limits,
+		Breakers: queue.PoolBreakers(e.pool), Executor: exec, Registerer: e.reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Start()
+	t.Cleanup(func() { _ = q.Close() })
+	tasks := callbacks(8, 1, "held-stale", "d")
+	e.add(t, tasks...)
+	testwait.For(t, 10*time.Second, "refused tasks held", func() bool {
+		st, _ := q.ShardState(0)
+		return st.Held > 0
+	})
+	own.fresh.Store(false)
+	before, _ := q.ShardState(0)
+	start := time.Now()
+	testwait.For(t, 10*time.Second, "a second out of contact", func() bool { return time.Since(start) >= time.Second })
+	if st, _ := q.ShardState(0); st.Wakeups-before.Wakeups > 100 {
+		t.Fatalf("the reader woke %d times in a second out of contact with %d tasks held: it spins", st.Wakeups-before.Wakeups, st.Held)
+	}
+	own.fresh.Store(true)
+	close(exec.release)
+	testwait.For(t, 10*time.Second, "all delivered once in contact", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+}
