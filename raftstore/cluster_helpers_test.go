@@ -116,6 +116,23 @@ func newTestCluster(t testing.TB, tweak func(*Config)) *testCluster {
 func httpAddr(id string) string { return "http-" + id }
 
 // add creates (but does not start) a node and registers it as an alive member.
+// startOlderN3 starts n1–n3, n3 advertising log version *n3Version (a
+// server of an older release), and waits for a leader. It is read each
+// time n3 is (re)built: set it before restarting n3 to upgrade it.
+func startOlderN3(t testing.TB, n3Version *int) *testCluster {
+	c := newTestCluster(t, func(cfg *Config) {
+		if cfg.NodeID == "n3" {
+			cfg.LogVersion = *n3Version
+		}
+	})
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.add(id, 3)
+	}
+	c.start("n1", "n2", "n3")
+	c.leader(10 * time.Second)
+	return c
+}
+
 func (c *testCluster) add(id string, expect int) *Store {
 	c.t.Helper()
 	dir, ok := c.dirs[id]

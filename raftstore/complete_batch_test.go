@@ -274,16 +274,7 @@ func TestCompleteBatcherCloseFailsQueuedCompletes(t *testing.T) {
 // replica applies it alike.
 func TestCompleteMultiWaitsForEveryServer(t *testing.T) {
 	n3Version := state.LogVersionCompleteMulti - 1
-	c := newTestCluster(t, func(cfg *Config) {
-		if cfg.NodeID == "n3" {
-			cfg.LogVersion = n3Version
-		}
-	})
-	for _, id := range []string{"n1", "n2", "n3"} {
-		c.add(id, 3)
-	}
-	c.start("n1", "n2", "n3")
-	c.leader(10 * time.Second)
+	c := startOlderN3(t, &n3Version)
 	n1 := c.nodes["n1"] // never restarted: it proposes the completes (forwarded if it is not the leader)
 	ctx := t.Context()
 	if _, err := n1.SetShardCount(ctx, state.SetShardCountCommand{Count: taskShards}); err != nil {

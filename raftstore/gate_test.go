@@ -15,15 +15,8 @@ import (
 // type: it is refused before proposing with upgrade_pending, SetConfig falls
 // back to the legacy set_config, and no replica halts.
 func TestVersionGateHoldsNewCommandsForAnOlderServer(t *testing.T) {
-	c := newTestCluster(t, func(cfg *Config) {
-		if cfg.NodeID == "n3" {
-			cfg.LogVersion = state.LogVersionBase
-		}
-	})
-	for _, id := range []string{"n1", "n2", "n3"} {
-		c.add(id, 3)
-	}
-	c.start("n1", "n2", "n3")
+	n3Version := state.LogVersionBase
+	c := startOlderN3(t, &n3Version)
 	leader := c.leader(10 * time.Second)
 	ctx := context.Background()
 	testwait.For(t, 5*time.Second, "the cluster log version seen as the base", func() bool {

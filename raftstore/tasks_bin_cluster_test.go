@@ -45,15 +45,7 @@ func logTypes(t *testing.T, s *Store) map[state.MessageType]int {
 // apply both alike and none halts.
 func TestTaskCommandsFollowTheClusterLogVersion(t *testing.T) {
 	n3Version := state.LogVersionTasksBin - 1
-	c := newTestCluster(t, func(cfg *Config) {
-		if cfg.NodeID == "n3" {
-			cfg.LogVersion = n3Version
-		}
-	})
-	for _, id := range []string{"n1", "n2", "n3"} {
-		c.add(id, 3)
-	}
-	c.start("n1", "n2", "n3")
+	c := startOlderN3(t, &n3Version)
 	leader := c.leader(10 * time.Second)
 	ctx := t.Context()
 	if _, err := leader.SetShardCount(ctx, state.SetShardCountCommand{Count: taskShards}); err != nil {

@@ -92,15 +92,7 @@ func TestCompleteMultiMatchesSingleEntries(t *testing.T) {
 				outcomes[multi] = append(outcomes[multi], string(res.Value))
 			}
 		}
-		snap, err := x.f.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		if err := snap.Persist(&buf); err != nil {
-			t.Fatal(err)
-		}
-		snaps[multi] = buf.Bytes()
+		snaps[multi] = snapshotBytes(t, x.f)
 	}
 	if d := cmp.Diff(outcomes[false], outcomes[true]); d != "" {
 		t.Fatalf("outcomes differ (-single +multi):\n%s", d)

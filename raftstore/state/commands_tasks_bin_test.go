@@ -144,15 +144,7 @@ func TestBinaryAndJSONTaskEntriesAgree(t *testing.T) {
 			b, _ := json.Marshal(res)
 			results[bin] = append(results[bin], string(b))
 		}
-		snap, err := x.f.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		if err := snap.Persist(&buf); err != nil {
-			t.Fatal(err)
-		}
-		snaps[bin] = buf.Bytes()
+		snaps[bin] = snapshotBytes(t, x.f)
 	}
 	if d := cmp.Diff(results[false], results[true]); d != "" {
 		t.Fatalf("results differ (-json +binary):\n%s", d)
