@@ -46,6 +46,9 @@ func (p *Pool) EvictIdle(now time.Time) int {
 		}
 		return true
 	})
+	if n > 0 {
+		p.rebuildRead() // let the read copy drop the evicted
+	}
 	return n
 }
 

@@ -126,6 +126,12 @@ type Pool struct {
 	entries *xsync.Map[Key, *Breaker]
 	n       atomic.Int64
 
+	// read is an immutable Go-map copy of entries that Get tries first,
+	// nil while the pool is larger than readMaxKeys (read.go).
+	read   atomic.Pointer[map[Key]*Breaker]
+	misses atomic.Int64
+	readMu sync.Mutex // one rebuild at a time
+
 	events  chan Transition
 	dropped prometheus.Counter
 	evicted prometheus.Counter
@@ -168,6 +174,7 @@ func New(cfg Config, src SettingsSource, reg prometheus.Registerer, log *slog.Lo
 		settingsCh: make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 	}
+	p.read.Store(&map[Key]*Breaker{})
 	if cfg.OnFailing != nil {
 		p.warnAfter = uint32(cfg.WarnAfter)
 		p.warnUntil = max(p.warnAfter, uint32(cfg.WarnUntil))
@@ -220,6 +227,21 @@ func (p *Pool) Close() {
 
 // Get returns the breaker for k, creating it on first use.
 func (p *Pool) Get(k Key) *Breaker {
+	if m := p.read.Load(); m != nil {
+		if b := (*m)[k]; b != nil {
+			b.touch() // must precede the flags load (eviction handshake)
+			if b.flags.Load()&flagDead == 0 {
+				return b
+			}
+		}
+		p.missed()
+	}
+	return p.getEntry(k)
+}
+
+// getEntry is Get through entries: for a key the read copy lacks or holds
+// dead, or every key of a pool too large for the copy.
+func (p *Pool) getEntry(k Key) *Breaker {
 	for {
 		if b, ok := p.entries.Load(k); ok {
 			b.touch() // must precede the flags load (eviction handshake)
