@@ -40,11 +40,15 @@ func claimDataDir(dir, nodeID string) error {
 // dataDirError explains a data dir the Raft store refused: a lost log says
 // how to rejoin on purpose, a damaged snapshot how to recover.
 func dataDirError(err error) error {
+	logStore := "the Raft log (wal/, or raft.db on a data dir from before raft-wal)"
+	if lost, ok := errors.AsType[*raftstore.LogLostError](err); ok {
+		logStore = lost.Store
+	}
 	switch {
 	case errors.Is(err, raftstore.ErrLogLost):
-		return fmt.Errorf("--data-dir: %w. Restore raft.db from a backup, or restart with --rejoin-empty (FUSEBOX_REJOIN_EMPTY=true) to rejoin the running cluster as a new member that copies the state from the leader (docs/operations.md, \"A node lost its Raft log\")", err)
+		return fmt.Errorf("--data-dir: %w. Restore %s from a backup, or restart with --rejoin-empty (FUSEBOX_REJOIN_EMPTY=true) to rejoin the running cluster as a new member that copies the state from the leader (docs/operations.md, \"A node lost its Raft log\")", err, logStore)
 	case errors.Is(err, raftstore.ErrSnapshotDamaged):
-		return fmt.Errorf("--data-dir: %w. Move raft.db and snapshots/ out of the data dir (keep them for investigation) and restart with --rejoin-empty to copy the state from the leader (docs/operations.md, \"A node lost its Raft log\")", err)
+		return fmt.Errorf("--data-dir: %w. Move the Raft log (wal/ or raft.db) and snapshots/ out of the data dir (keep them for investigation) and restart with --rejoin-empty to copy the state from the leader (docs/operations.md, \"A node lost its Raft log\")", err)
 	}
 	return fmt.Errorf("raft: %w", err)
 }

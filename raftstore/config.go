@@ -33,10 +33,11 @@ type Config struct {
 	// bootstraps them.
 	BootstrapExpect int
 	Preset          string // "lan" (default) or "fast"
-	// LogStore is the raft log and stable store: LogStoreBolt (default) or
-	// LogStoreWAL (benchmarks only: raft-wal v0.4.0 has an unfixed tail
-	// truncation bug, logstore.go). A data dir holding the other one is
-	// migrated on start.
+	// LogStore is the raft log and stable store: LogStoreWAL (default,
+	// hashicorp/raft-wal: one fsync per append) or LogStoreBolt
+	// (raft-boltdb/v2, the default before; two fsyncs per append). A data
+	// dir holding the other one is migrated on start (DESIGN.md, "Log
+	// store").
 	LogStore string
 
 	// ReapTimeout is how long a failed member stays in the raft configuration
@@ -181,7 +182,7 @@ func (c *Config) setDefaults() error {
 	}
 	switch c.LogStore {
 	case "":
-		c.LogStore = LogStoreBolt
+		c.LogStore = LogStoreWAL
 	case LogStoreBolt, LogStoreWAL:
 	default:
 		return fmt.Errorf("raftstore: Config.LogStore must be %q or %q, got %q", LogStoreBolt, LogStoreWAL, c.LogStore)

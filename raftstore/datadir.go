@@ -42,6 +42,7 @@ var ErrLogLost = errors.New("raft log lost")
 type LogLostError struct {
 	DataDir string
 	Path    string // the file that is missing or empty
+	Store   string // the log store that file belongs to: the wal dir, or raft.db
 	Problem string // "is missing", "is empty (0 bytes)", "holds no log entries"
 	Since   time.Time
 	Snaps   int // snapshots still in SnapshotDir
@@ -96,7 +97,7 @@ func preOpenCheck(dir, want string) (dirInfo, error) {
 		p = filepath.Join(p, metadb.FileName) // the term and vote live there
 	}
 	st, err := os.Stat(p)
-	lost := &LogLostError{DataDir: dir, Path: p, Snaps: countSnapshots(dir)}
+	lost := &LogLostError{DataDir: dir, Path: p, Store: logStorePath(dir, info.logStore), Snaps: countSnapshots(dir)}
 	if mk != nil {
 		lost.Since = mk.Since
 	}
@@ -122,7 +123,7 @@ func postOpenCheck(dir string, info dirInfo, existing bool) error {
 	if info.marker == nil || existing {
 		return nil
 	}
-	return &LogLostError{DataDir: dir, Path: logStorePath(dir, info.logStore), Problem: "holds no log entries", Since: info.marker.Since}
+	return &LogLostError{DataDir: dir, Path: logStorePath(dir, info.logStore), Store: logStorePath(dir, info.logStore), Problem: "holds no log entries", Since: info.marker.Since}
 }
 
 func readMarker(dir string) (*marker, error) {

@@ -85,27 +85,18 @@ func openLogStore(dir, kind string, hl hclog.Logger) (logStore, error) {
 	return nil, fmt.Errorf("unknown log store %q", kind)
 }
 
-// walStore is raft-wal with its meta store closed on Close: WAL.Close
-// leaves the bbolt meta file open (and flock'd), so a later Open of the
-// same dir in this process — a restart in tests, a migration — would wait
-// for the lock forever.
-type walStore struct {
-	*wal.WAL
-	meta *metadb.BoltMetaDB
-}
-
-func openWAL(dir string, hl hclog.Logger) (*walStore, error) {
+// openWAL opens raft-wal in dir with a meta store of our own: wal.Open
+// that fails after loading the meta file leaves it open (and flock'd), so
+// a later open of the same dir in this process — a retry, a migration —
+// would wait for the lock forever. WAL.Close closes it (since v0.4.1).
+func openWAL(dir string, hl hclog.Logger) (*wal.WAL, error) {
 	meta := &metadb.BoltMetaDB{}
 	w, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta))
 	if err != nil {
 		_ = meta.Close()
 		return nil, err
 	}
-	return &walStore{WAL: w, meta: meta}, nil
-}
-
-func (w *walStore) Close() error {
-	return errors.Join(w.WAL.Close(), w.meta.Close())
+	return w, nil
 }
 
 // stableKeys are the keys hashicorp/raft keeps in the stable store: the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 
 	"fusebox/internal/testwait"
@@ -267,19 +268,30 @@ func hasConfigKey(s *Store, key string) bool {
 	return false
 }
 
-// Why raft-wal is not the default (raftstore/DESIGN.md, "Log store"): in
-// v0.4.0 a tail truncation — raft clearing a follower's uncommitted suffix
-// after an election — marks the tail segment sealed without writing its
-// index block, and after a reopen no entry of that segment can be read
-// (hashicorp/raft-wal#31, fixed upstream after v0.4.0). make chaos hit it.
-// This test fails once a release fixes it: then run the chaos suite with
-// raft-wal as the default and reconsider.
-func TestRaftWALTailTruncationBugStillThere(t *testing.T) {
+// raft-wal v0.4.0 lost its log after a tail truncation — raft clearing a
+// follower's uncommitted suffix after an election — and a reopen: it
+// marked the tail segment sealed without writing its index block, and no
+// entry of that segment could be read again (hashicorp/raft-wal#31, fixed
+// by #33 in v0.4.1). make chaos hit it, which kept raft-wal from being the
+// default log store. This pins the fix: the truncated log reopens, keeps
+// what was not truncated, takes the new leader's entry at the truncated
+// index and reads it all after another reopen.
+func TestRaftWALReadsItsLogAfterATailTruncation(t *testing.T) {
 	dir := t.TempDir()
-	w, err := openWAL(dir, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
+	reopen := func(w *wal.WAL) *wal.WAL {
+		t.Helper()
+		if w != nil {
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w, err := openWAL(dir, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
 	}
+	w := reopen(nil)
 	var logs []*raft.Log
 	for i := uint64(1); i <= 5; i++ {
 		logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte("x")})
@@ -287,23 +299,25 @@ func TestRaftWALTailTruncationBugStillThere(t *testing.T) {
 	if err := w.StoreLogs(logs); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.DeleteRange(5, 5); err != nil { // raft's "clearing log suffix"
+	if err := w.DeleteRange(4, 5); err != nil { // raft's "clearing log suffix"
 		t.Fatal(err)
 	}
-	if err := w.Close(); err != nil {
+	w = reopen(w)
+	if last, err := w.LastIndex(); err != nil || last != 3 {
+		t.Fatalf("last index after the truncation: %d, %v; want 3", last, err)
+	}
+	if err := w.StoreLogs([]*raft.Log{{Index: 4, Term: 2, Type: raft.LogCommand, Data: []byte("y")}}); err != nil {
 		t.Fatal(err)
 	}
-	w, err = openWAL(dir, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	w = reopen(w)
 	defer w.Close()
-	var l raft.Log
-	err = w.GetLog(1, &l)
-	if err == nil {
-		t.Fatal("raft-wal reads its log after a tail truncation and a reopen: the bug is fixed; reconsider raft-wal as the default log store")
-	}
-	if !strings.Contains(err.Error(), "sealed segment has no index block") {
-		t.Fatalf("want raft-wal#31's error, got %v", err)
+	for i, want := range []uint64{1, 1, 1, 2} {
+		var l raft.Log
+		if err := w.GetLog(uint64(i+1), &l); err != nil {
+			t.Fatalf("index %d after two reopens: %v", i+1, err)
+		}
+		if l.Term != want {
+			t.Fatalf("index %d: term %d, want %d", i+1, l.Term, want)
+		}
 	}
 }

@@ -117,7 +117,7 @@ the flag to set, when the host has none.`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.timing, "timing", "lan", "failure-detection and election timings: lan (production) or fast (tests and demos on one host)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take before the node stops anyway")
-	fl.BoolVar(&f.rejoinEmpty, "rejoin-empty", false, "start even though --data-dir lost its Raft log (raft.db missing or empty): leave the Raft configuration and rejoin as a new member that copies the state from the leader; needs a running cluster (docs/operations.md)")
+	fl.BoolVar(&f.rejoinEmpty, "rejoin-empty", false, "start even though --data-dir lost its Raft log (wal/, or raft.db on an older data dir, missing or empty): leave the Raft configuration and rejoin as a new member that copies the state from the leader; needs a running cluster (docs/operations.md)")
 	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the HTTP API (admin role when tokens are set)")
 	fl.BoolVar(&f.metricsPublic, "metrics-public", false, "serve /metrics without a token (by default it needs the read role when tokens are set)")
 	fl.IntVar(&f.maxConns, "max-conns", api.DefaultMaxConns, fmt.Sprintf("most HTTP API connections served at once; over it %d more are kept to answer /healthz and /readyz only, the rest are closed (keep it well below the fd limit, ulimit -n)", api.DefaultHealthReserve))

@@ -82,25 +82,28 @@ func TestLostRaftLogRefused(t *testing.T) {
 	if err := os.CopyFS(spare, os.DirFS(p.cfg.DataDir)); err != nil {
 		t.Fatal(err)
 	}
-	db := filepath.Join(p.cfg.DataDir, "raft.db")
-
-	// raft.db deleted.
-	if err := os.Remove(db); err != nil {
+	// The log store (raft-wal): its directory deleted.
+	wal := filepath.Join(p.cfg.DataDir, "wal")
+	if err := os.RemoveAll(wal); err != nil {
 		t.Fatal(err)
 	}
-	refusedRun(t, p, db+" is missing", "--rejoin-empty", "refusing to start")
-	if _, err := os.Stat(db); err == nil {
-		t.Error("the refused start created a fresh raft.db")
+	refusedRun(t, p, filepath.Join(wal, walMetaFile)+" is missing", "--rejoin-empty", "refusing to start", "Restore "+wal+" from a backup")
+	if _, err := os.Stat(wal); err == nil {
+		t.Error("the refused start created a fresh log store")
 	}
 
-	// raft.db emptied (zero bytes).
+	// Its meta file, which holds the term and vote, emptied (zero bytes).
 	p.cfg.DataDir = spare
-	db = filepath.Join(spare, "raft.db")
-	if err := os.Truncate(db, 0); err != nil {
+	meta := filepath.Join(spare, "wal", walMetaFile)
+	if err := os.Truncate(meta, 0); err != nil {
 		t.Fatal(err)
 	}
-	refusedRun(t, p, db+" is empty (0 bytes)", "--rejoin-empty")
+	refusedRun(t, p, meta+" is empty (0 bytes)", "--rejoin-empty")
 }
+
+// walMetaFile is raft-wal's meta file (metadb.FileName) in the data dir's
+// wal/ directory.
+const walMetaFile = "wal-meta.db"
 
 // addSnapshot writes a snapshot into a stopped node's data dir with raft's
 // own FileSnapshotStore (a real node snapshots only after 8192 entries) and
@@ -157,7 +160,7 @@ func TestDamagedSnapshotRefused(t *testing.T) {
 	}
 }
 
-// TestRejoinEmpty: a follower of a 3-node cluster loses its raft.db. A
+// TestRejoinEmpty: a follower of a 3-node cluster loses its Raft log. A
 // plain restart is refused; with --rejoin-empty it asks the leader to drop
 // its old entry, rejoins as a non-voter, is promoted, and ends with every
 // task accepted before. A writer runs throughout and must never fail: the
@@ -184,11 +187,11 @@ func TestRejoinEmpty(t *testing.T) {
 	if err := victim.Kill(); err != nil { // a crash: it is still a voter
 		t.Fatal(err)
 	}
-	db := filepath.Join(victim.cfg.DataDir, "raft.db")
-	if err := os.Remove(db); err != nil {
+	wal := filepath.Join(victim.cfg.DataDir, "wal")
+	if err := os.RemoveAll(wal); err != nil {
 		t.Fatal(err)
 	}
-	refusedRun(t, victim, db+" is missing", "--rejoin-empty")
+	refusedRun(t, victim, filepath.Join(wal, walMetaFile)+" is missing", "--rejoin-empty")
 
 	victim.cfg.Env = append(victim.cfg.Env, "FUSEBOX_REJOIN_EMPTY=true")
 	begin := time.Now()
