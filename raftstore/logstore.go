@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -143,7 +145,7 @@ func migrateLogStore(dir, from, want string, hl hclog.Logger, log func(msg strin
 	first, _ := src.FirstIndex()
 	last, _ := src.LastIndex()
 	log("migrating the raft log to another log store", "from", from, "to", want, "first_index", first, "last_index", last)
-	if err := copyLogStore(tmp, want, src, hl); err != nil {
+	if err := copyLogStore(tmp, want, src, hl, log); err != nil {
 		_ = os.RemoveAll(tmp)
 		return err
 	}
@@ -162,7 +164,7 @@ func migrateLogStore(dir, from, want string, hl hclog.Logger, log func(msg strin
 
 // copyLogStore writes src's entries, term and vote into a new kind store at
 // path, and closes it.
-func copyLogStore(path, kind string, src logStore, hl hclog.Logger) (err error) {
+func copyLogStore(path, kind string, src logStore, hl hclog.Logger, log func(msg string, args ...any)) (err error) {
 	var dst logStore
 	if kind == LogStoreWAL {
 		if err := os.MkdirAll(path, 0o700); err != nil {
@@ -181,7 +183,12 @@ func copyLogStore(path, kind string, src logStore, hl hclog.Logger) (err error) 
 		}
 	}()
 	if last, _ := src.LastIndex(); last > 0 {
-		if err := migrate.CopyLogs(context.Background(), dst, src, 1<<20, nil); err != nil {
+		progress := make(chan string, 16)
+		logged := make(chan struct{})
+		go logMigrationProgress(progress, logged, log)
+		err := migrate.CopyLogs(context.Background(), dst, src, 1<<20, progress) // closes progress
+		<-logged
+		if err != nil {
 			return err
 		}
 	}
@@ -210,6 +217,28 @@ func copyLogStore(path, kind string, src logStore, hl hclog.Logger) (err error) 
 		}
 	}
 	return nil
+}
+
+// migrationProgressEvery is how often a migration logs its progress.
+const migrationProgressEvery = 5 * time.Second
+
+// logMigrationProgress logs raft-wal's CopyLogs progress messages, the
+// first, then at most one per migrationProgressEvery, and the last, until
+// progress is closed; then it closes logged.
+func logMigrationProgress(progress <-chan string, logged chan<- struct{}, log func(msg string, args ...any)) {
+	defer close(logged)
+	var last time.Time
+	var pending string
+	for m := range progress {
+		pending = strings.TrimSpace(m)
+		if time.Since(last) >= migrationProgressEvery {
+			log("migrating the raft log", "progress", pending)
+			last, pending = time.Now(), ""
+		}
+	}
+	if pending != "" {
+		log("migrating the raft log", "progress", pending)
+	}
 }
 
 // isNotFound is a stable store's "no such key" (raft itself matches the

@@ -142,7 +142,7 @@ func TestInterruptedMigrationIsFinished(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = copyLogStore(logStorePath(dir, LogStoreWAL), LogStoreWAL, src, hclog.NewNullLogger())
+		err = copyLogStore(logStorePath(dir, LogStoreWAL), LogStoreWAL, src, hclog.NewNullLogger(), func(string, ...any) {})
 		_ = src.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +162,7 @@ func TestDifferingLogStoresAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = copyLogStore(logStorePath(dir, LogStoreWAL), LogStoreWAL, src, hclog.NewNullLogger())
+	err = copyLogStore(logStorePath(dir, LogStoreWAL), LogStoreWAL, src, hclog.NewNullLogger(), func(string, ...any) {})
 	if err == nil {
 		err = src.SetUint64([]byte("CurrentTerm"), 99) // raft.db moved on after the copy
 	}

@@ -217,9 +217,19 @@ fails after --wait-timeout.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
+				// The shards it owns before the drain are the ones to see
+				// leave: the drain's answer can come after the leader has
+				// already moved some (all, on a fast disk), and those would
+				// go unreported.
+				var before []api.Shard
+				if wait {
+					if b, err := c.NodeShards(ctx, args[0]); err == nil {
+						before = b.Shards
+					}
+				}
 				ns, err := c.DrainNode(ctx, args[0])
 				if err == nil && wait {
-					ns, err = waitDrained(cmd, c, ns, waitTimeout, !o.json)
+					ns, err = waitDrained(cmd, c, ns, before, waitTimeout, !o.json)
 				}
 				return ns, nodeTable(ns), err
 			})
@@ -243,12 +253,13 @@ fails after --wait-timeout.`,
 }
 
 // waitDrained polls the shard map until node owns nothing, printing each
-// shard as it leaves (with its new owner) when progress is set.
-func waitDrained(cmd *cobra.Command, c *api.Client, ns api.NodeShards, timeout time.Duration, progress bool) (api.NodeShards, error) {
+// shard it owned (before the drain, or still in the drain's answer) as it
+// leaves, with its new owner, when progress is set.
+func waitDrained(cmd *cobra.Command, c *api.Client, ns api.NodeShards, before []api.Shard, timeout time.Duration, progress bool) (api.NodeShards, error) {
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 	defer cancel()
 	remaining := map[int]bool{}
-	for _, s := range ns.Shards {
+	for _, s := range append(before, ns.Shards...) {
 		remaining[s.Shard] = true
 	}
 	out := cmd.ErrOrStderr()
