@@ -92,6 +92,7 @@ func BenchmarkLogStoreMigration(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(18432*size)/1e6, "log-MB")
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/migration")
 		})
 	}
 }
