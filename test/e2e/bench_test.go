@@ -141,7 +141,8 @@ func (bp *benchProcs) waitSucceeded(b *testing.B, ids []string, arrived func() i
 // three APIs, committed to Raft, delivered by the shard owners and
 // acknowledged (succeeded) in Raft. Baseline raw_http: the same POSTs from
 // one Go client with the cluster's delivery concurrency (3 × group
-// concurrency), no queue.
+// concurrency), no queue. node-cpu-us/task is the three processes' CPU
+// (user + system) per task; FUSEBOX_BENCH_PPROF=dir profiles them.
 func BenchmarkProcessDelivery(b *testing.B) {
 	dest := transporttest.NewDestination(b)
 	procs := &lazyProcs{parent: b}
@@ -154,14 +155,18 @@ func BenchmarkProcessDelivery(b *testing.B) {
 			tasks[i] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pd%d-%d", run, i), true)
 		}
 		before := dest.Count("")
+		cpu0 := clusterCPU(b, bp.c)
+		profiled := profileProcs(b, bp.c, b.N)
 		b.ResetTimer()
 		start := time.Now()
 		ids := deliverybench.SubmitAll(b, bp.clients, tasks)
 		bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before })
 		took := time.Since(start)
 		b.StopTimer()
+		profiled()
 		b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
 		b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
+		b.ReportMetric(float64((clusterCPU(b, bp.c)-cpu0).Microseconds())/float64(b.N), "node-cpu-us/task")
 	})
 	b.Run("raw_http", func(b *testing.B) {
 		deliverybench.RawHTTP(b, dest.CallbackURL(), 3*pbConcurrency)
