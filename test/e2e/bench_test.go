@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -50,6 +51,9 @@ func (l *lazyProcs) get(b *testing.B) *benchProcs {
 	}
 	opts := l.opts
 	opts.LogLevel = "warn"
+	if os.Getenv("FUSEBOX_BENCH_PPROF") != "" { // profileProcs reads /debug/pprof
+		opts.ExtraArgs = append(slices.Clone(opts.ExtraArgs), "--enable-pprof")
+	}
 	c := NewCluster(l.parent, 3, opts)
 	l.parent.Cleanup(func() { c.StopAll(l.parent) })
 	bp := &benchProcs{c: c}
