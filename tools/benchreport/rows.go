@@ -35,6 +35,8 @@ const preamble = `## Reading the baselines
   "separate runs" rows, medians of five) put the same ratio anywhere in 1.04–1.35×.
 - **Delivery and executor rows** (#6) are the medians of three runs.
 - **Raft rows**: one writer, one entry per call, on the same 3-node loopback cluster (fsync on).
+- **Log store**: nodes run Raft on hashicorp/raft-wal since 2026-12-02 07:30 UTC (before: raft-boltdb/v2).
+  Rows re-measured before then (their section's date says) ran on raft-boltdb.
 - **Raft write rows** (` + "`BenchmarkRaftWrite`" + `, #17): 64 writers, one entry per call, 3 voters on loopback,
   fsync on. The baseline is bare hashicorp/raft with the Store's raft config (fast preset, batched apply
   channel), transport settings, log store and 512-entry log cache, an FSM that only counts, and entries of
