@@ -52,6 +52,7 @@ func (s *Server) clusterRaft(w http.ResponseWriter, r *http.Request) error {
 	info := RaftInfo{
 		NodeID: s.deps.Store.NodeID(), State: st.State, Leader: st.LeaderID, LeaderAddr: st.LeaderAddr,
 		Term: st.Term, LastIndex: st.LastIndex, AppliedIndex: st.AppliedIndex, Servers: []RaftServer{},
+		LogStore: st.LogStore,
 	}
 	servers, err := s.deps.Store.Configuration()
 	if err != nil {

@@ -55,6 +55,10 @@ type RaftInfo struct {
 	// LogVersionBehind lists the servers below this node's build, as
 	// "id (log version N)" or "id (unknown)".
 	LogVersionBehind []string `json:"log_version_behind,omitempty"`
+	// LogStore is what this node's Raft log is stored on: "wal"
+	// (raft-wal, the default) or "bolt" (raft-boltdb, before its data dir
+	// was migrated). Absent from builds before it was reported.
+	LogStore string `json:"log_store,omitempty"`
 }
 
 // ConfigEntry is one dynamic-config value with its constraint.

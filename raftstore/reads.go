@@ -72,11 +72,12 @@ type Stats struct {
 	AppliedIndex uint64 `json:"applied_index"` // applied by the FSM
 	LeaderID     string `json:"leader_id"`
 	LeaderAddr   string `json:"leader_addr"`
+	LogStore     string `json:"log_store"` // LogStoreWAL or LogStoreBolt: what this node's log is on
 }
 
 // Stats returns this node's raft progress.
 func (s *Store) Stats() Stats {
-	st := Stats{State: s.State().String(), AppliedIndex: s.fsm.AppliedIndex()}
+	st := Stats{State: s.State().String(), AppliedIndex: s.fsm.AppliedIndex(), LogStore: s.cfg.LogStore}
 	if r := s.raft.Load(); r != nil {
 		st.Term, st.LastIndex, st.CommitIndex = r.CurrentTerm(), r.LastIndex(), r.CommitIndex()
 	}

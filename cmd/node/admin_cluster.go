@@ -40,8 +40,12 @@ func raftCmd(o *adminOpts) *cobra.Command {
 			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				info, err := c.Raft(ctx)
 				return info, func(tw *tabwriter.Writer) {
-					fmt.Fprintf(tw, "node %s is %s; leader %s (%s); term %d; last index %d, applied %d\n\n",
+					fmt.Fprintf(tw, "node %s is %s; leader %s (%s); term %d; last index %d, applied %d",
 						info.NodeID, info.State, orDash(info.Leader), orDash(info.LeaderAddr), info.Term, info.LastIndex, info.AppliedIndex)
+					if info.LogStore != "" {
+						fmt.Fprintf(tw, "; log store %s", info.LogStore)
+					}
+					fmt.Fprint(tw, "\n\n")
 					fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tLEADER")
 					for _, s := range info.Servers {
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Address, s.Suffrage, yesNo(s.Leader))

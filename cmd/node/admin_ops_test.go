@@ -45,6 +45,10 @@ func TestAdminSnapshotSaveInspectRestore(t *testing.T) {
 
 func TestAdminRaftOpsAndUsageExitCodes(t *testing.T) {
 	h := newAdminNode(t, 4)
+	// The node says what its Raft log is stored on (raft-wal by default).
+	if out, err := h.run("raft"); err != nil || !strings.Contains(out, "; log store wal") {
+		t.Fatalf("admin raft: want the log store in its first line, got %q, %v", out, err)
+	}
 	// A single voter has nobody to hand leadership to: the cluster refuses (3).
 	if _, err := h.run("raft", "transfer-leader"); exitCode(err) != 3 {
 		t.Fatalf("transfer on a one-voter cluster: want exit 3, got %v", err)
