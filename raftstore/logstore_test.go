@@ -187,7 +187,8 @@ func TestDifferingLogStoresAreRefused(t *testing.T) {
 // pod would be). The cluster keeps a leader and every write reaches every
 // node, and each node kept its vote and log through the migration.
 func TestRollingLogStoreMigration(t *testing.T) {
-	c := newTestCluster(t, func(cfg *Config) { cfg.ReapTimeout = time.Minute })
+	// bolt is no longer the default: ask for it, and check each node has it.
+	c := newTestCluster(t, func(cfg *Config) { cfg.ReapTimeout = time.Minute; cfg.LogStore = LogStoreBolt })
 	ids := []string{"n1", "n2", "n3"}
 	for _, id := range ids {
 		c.add(id, 3)
@@ -195,6 +196,11 @@ func TestRollingLogStoreMigration(t *testing.T) {
 	c.start(ids...)
 	leader := c.leader(15 * time.Second)
 	ctx := context.Background()
+	for _, id := range ids {
+		if _, err := os.Stat(logStorePath(c.dirs[id], LogStoreBolt)); err != nil {
+			t.Fatalf("%s did not start on raft-boltdb: %v", id, err)
+		}
+	}
 	for i, id := range ids {
 		e, err := leader.SetConfig(ctx, state.SetConfigCommand{Key: fmt.Sprintf("before-%s", id), Value: json.RawMessage(`{}`)})
 		if err != nil {
