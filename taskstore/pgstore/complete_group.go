@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -20,8 +19,8 @@ import (
 // unchanged) pipelined in one pgx batch, which PostgreSQL runs as one
 // implicit transaction — one round trip and one commit —, as the raft
 // store puts a node's concurrent completes in one complete_tasks_multi
-// entry. No timer and no goroutine: the first caller leads and hands the
-// lead on, as the submit group does (group.go).
+// entry. The first caller leads and hands the lead on, as the submit group
+// does (leadQueue, lead.go).
 //
 // What a call keeps from going alone:
 //   - its fence: each statement is conditional on its own shard's epoch;
@@ -45,78 +44,39 @@ const (
 )
 
 type completeCall struct {
-	shard int
-	epoch uint64
-	args  completeArgs
+	groupSlot // done is closed when err is set
+	shard     int
+	epoch     uint64
+	args      completeArgs
 
 	fenced bool // the fence matched: the call's rows were written
 	ended  int  // tasks that left pending
 	err    error
-	done   chan struct{} // closed when err is set
-	lead   chan struct{} // receives when this call is to lead the next group
 }
 
 type completeGroup struct {
-	mu      sync.Mutex
-	queue   []*completeCall
-	leading bool // a caller is running a group or has been handed the lead
+	leadQueue[*completeCall]
 
 	// Committed write transactions and the calls they carried (tests).
 	txs, txCalls atomic.Int64
 }
 
 func (g *completeGroup) complete(ctx context.Context, s *Store, c *completeCall) error {
-	c.done, c.lead = make(chan struct{}), make(chan struct{}, 1)
-	g.mu.Lock()
-	g.queue = append(g.queue, c)
-	if g.leading {
-		g.mu.Unlock()
-		// Wait without the caller's context: the call is queued and a
-		// leader runs it within groupTimeout; leaving early would leave a
-		// lead handed to no one.
-		select {
-		case <-c.done:
-			return c.err
-		case <-c.lead:
-		}
-		g.mu.Lock()
-	}
-	g.leading = true
-	var calls []*completeCall
 	rows, bytes := 0, 0
-	for len(g.queue) > 0 {
-		next := g.queue[0]
-		if len(calls) > 0 && (rows+len(next.args.ids) > maxCompleteGroupRows || bytes+next.args.bytes > maxCompleteGroupBytes) {
-			break
+	calls := g.join(c, func(next *completeCall, first bool) bool {
+		if !first && (rows+len(next.args.ids) > maxCompleteGroupRows || bytes+next.args.bytes > maxCompleteGroupBytes) {
+			return false
 		}
-		calls = append(calls, next)
 		rows, bytes = rows+len(next.args.ids), bytes+next.args.bytes
-		g.queue = g.queue[1:]
+		return true
+	})
+	if calls == nil { // answered by another leader's group
+		return c.err
 	}
-	g.mu.Unlock()
-
 	defer g.handOff() // also if runCompletes panics
 	s.runCompletes(ctx, calls)
 	<-c.done // c is the first of calls
 	return c.err
-}
-
-// handOff passes the lead to the first waiting call, or ends it.
-func (g *completeGroup) handOff() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.queue) > 0 {
-		g.queue[0].lead <- struct{}{}
-		return
-	}
-	g.leading = false
-}
-
-// queued is how many calls wait for the next group (tests).
-func (g *completeGroup) queued() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.queue)
 }
 
 // runCompletes writes calls in one transaction and answers each.

@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"fusebox/raftstore/state"
@@ -17,10 +16,8 @@ import (
 // flight wait and go together in the next one, in arrival order, as the
 // raft store puts concurrent submits in one log entry; limits and request
 // id duplicates are then decided across the group in that order, exactly
-// as for one batch. No goroutine is started: the first caller leads, and
-// a leader hands the lead to the first caller still waiting when its
-// group is done, so no caller waits for more than its own group and the
-// one before it.
+// as for one batch. The first caller leads and hands the lead on
+// (leadQueue, lead.go).
 
 // maxGroupTasks bounds the tasks of one group transaction (a single call
 // larger than this goes alone).
@@ -31,62 +28,34 @@ const maxGroupTasks = 2000
 const groupTimeout = 30 * time.Second
 
 type submitCall struct {
-	tasks []state.NewTask
-	at    time.Time
-	out   []state.SubmitOutcome
-	err   error
-	done  chan struct{} // closed when out and err are set
-	lead  chan struct{} // receives when this call is to lead the next group
+	groupSlot // done is closed when out and err are set
+	tasks     []state.NewTask
+	at        time.Time
+	out       []state.SubmitOutcome
+	err       error
 }
 
 type submitGroup struct {
-	mu      sync.Mutex
-	queue   []*submitCall
-	leading bool // a caller is running a group or has been handed the lead
+	leadQueue[*submitCall]
 }
 
 func (g *submitGroup) submit(ctx context.Context, s *Store, tasks []state.NewTask, at time.Time) ([]state.SubmitOutcome, error) {
-	c := &submitCall{tasks: tasks, at: at, done: make(chan struct{}), lead: make(chan struct{}, 1)}
-	g.mu.Lock()
-	g.queue = append(g.queue, c)
-	if g.leading {
-		g.mu.Unlock()
-		// Wait without the caller's context: the call is in the queue and a
-		// leader will run it within groupTimeout; leaving early would leave
-		// a lead handed to no one.
-		select {
-		case <-c.done:
-			return c.out, c.err
-		case <-c.lead:
-		}
-		g.mu.Lock()
-	}
-	g.leading = true
-	// Lead one group: the calls queued now, this one first among them.
-	var calls []*submitCall
+	c := &submitCall{tasks: tasks, at: at}
 	n := 0
-	for len(g.queue) > 0 && (len(calls) == 0 || n+len(g.queue[0].tasks) <= maxGroupTasks) {
-		calls = append(calls, g.queue[0])
-		n += len(g.queue[0].tasks)
-		g.queue = g.queue[1:]
+	calls := g.join(c, func(next *submitCall, first bool) bool {
+		if !first && n+len(next.tasks) > maxGroupTasks {
+			return false
+		}
+		n += len(next.tasks)
+		return true
+	})
+	if calls == nil { // answered by another leader's group
+		return c.out, c.err
 	}
-	g.mu.Unlock()
-
-	defer g.handOff() // also if runGroup panics: the queue never waits on a lead no one holds
+	defer g.handOff() // also if runGroup panics
 	s.runGroup(ctx, calls, n)
 	<-c.done // c is the first of calls
 	return c.out, c.err
-}
-
-// handOff passes the lead to the first waiting call, or ends it.
-func (g *submitGroup) handOff() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.queue) > 0 {
-		g.queue[0].lead <- struct{}{} // still leading: handed on
-		return
-	}
-	g.leading = false
 }
 
 // runGroup commits calls' tasks in one transaction and gives each call its
