@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"fusebox/internal/loadgen"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
 )
@@ -20,8 +20,8 @@ import (
 // until its own node applied it (the API's read-your-writes), from 256
 // submitters. No HTTP and no delivery: what group commit, forwarding and
 // Raft cost a submit. accept-p99-ms is the figure; tasks/s the rate
-// reached. Sub-benchmarks by log store: raft-boltdb (the default) and
-// raft-wal.
+// reached. Sub-benchmarks by log store: raft-boltdb and raft-wal (the
+// default).
 func BenchmarkPacedSubmits(b *testing.B) {
 	for _, kind := range []string{LogStoreBolt, LogStoreWAL} {
 		b.Run(kind, func(b *testing.B) { pacedSubmits(b, kind) })
@@ -30,42 +30,38 @@ func BenchmarkPacedSubmits(b *testing.B) {
 
 func pacedSubmits(b *testing.B, kind string) {
 	const rate, submitters = 2000, 256
-	c := newTestCluster(b, func(cfg *Config) { cfg.LogStore = kind })
+	nodes := startShardedN3(b, func(cfg *Config) { cfg.LogStore = kind })
+	accepted := make([]time.Duration, b.N)
+	work, wg := startSubmitters(b, context.Background(), nodes, submitters, accepted)
+	b.ResetTimer()
+	start := loadgen.Pace(b.N, rate, func(i int) { work <- i })
+	close(work)
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(loadgen.QuantileMs(accepted, 0.50), "accept-p50-ms")
+	b.ReportMetric(loadgen.QuantileMs(accepted, 0.99), "accept-p99-ms")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
+}
+
+// startShardedN3 starts three nodes (tweak applied to each one's config)
+// and a shard count of 16, and returns the nodes once each knows it.
+func startShardedN3(b *testing.B, tweak func(*Config)) []*Store {
+	c := newTestCluster(b, tweak)
 	ids := []string{"n1", "n2", "n3"}
 	for _, id := range ids {
 		c.add(id, 3)
 	}
 	c.start(ids...)
 	leader := c.leader(15 * time.Second)
-	ctx := context.Background()
-	if _, err := leader.SetShardCount(ctx, state.SetShardCountCommand{Count: 16}); err != nil {
+	if _, err := leader.SetShardCount(context.Background(), state.SetShardCountCommand{Count: 16}); err != nil {
 		b.Fatal(err)
 	}
 	nodes := []*Store{c.nodes["n1"], c.nodes["n2"], c.nodes["n3"]}
 	testwait.For(b, 10*time.Second, "the shard count on every node", func() bool {
 		return nodes[0].Reader().ShardCount() > 0 && nodes[1].Reader().ShardCount() > 0 && nodes[2].Reader().ShardCount() > 0
 	})
-	accepted := make([]time.Duration, b.N)
-	work, wg := startSubmitters(b, ctx, nodes, submitters, accepted)
-	b.ResetTimer()
-	start := time.Now()
-	for i := range b.N {
-		if d := time.Until(start.Add(time.Duration(i) * time.Second / rate)); d > 0 {
-			time.Sleep(d) // pacing the load, not waiting for a condition
-		}
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	slices.Sort(accepted)
-	q := func(p float64) float64 {
-		return float64(accepted[int(p*float64(len(accepted)-1))].Microseconds()) / 1000
-	}
-	b.ReportMetric(q(0.50), "accept-p50-ms")
-	b.ReportMetric(q(0.99), "accept-p99-ms")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
+	return nodes
 }
 
 // startSubmitters starts n goroutines that, for each i received on work,

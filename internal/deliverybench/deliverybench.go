@@ -11,13 +11,13 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"fusebox/api"
+	"fusebox/internal/loadgen"
 	"fusebox/transport"
 	"fusebox/transport/transporttest"
 )
@@ -194,13 +194,7 @@ func Latency(b *testing.B, clients []*api.Client, dest *transporttest.Destinatio
 		})
 	}
 	b.ResetTimer()
-	start := time.Now()
-	for i := range b.N {
-		if d := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))); d > 0 {
-			time.Sleep(d) // pacing the load, not waiting for a condition
-		}
-		work <- i
-	}
+	start := loadgen.Pace(b.N, rate, func(i int) { work <- i })
 	close(work)
 	wg.Wait()
 	if failed != nil {
@@ -224,21 +218,11 @@ func Latency(b *testing.B, clients []*api.Client, dest *transporttest.Destinatio
 		}
 		lat = append(lat, at.Sub(sent[i]))
 	}
-	b.ReportMetric(QuantileMs(lat, 0.50), "p50-ms")
-	b.ReportMetric(QuantileMs(lat, 0.99), "p99-ms")
-	b.ReportMetric(QuantileMs(accepted, 0.50), "accept-p50-ms")
-	b.ReportMetric(QuantileMs(accepted, 0.99), "accept-p99-ms")
+	b.ReportMetric(loadgen.QuantileMs(lat, 0.50), "p50-ms")
+	b.ReportMetric(loadgen.QuantileMs(lat, 0.99), "p99-ms")
+	b.ReportMetric(loadgen.QuantileMs(accepted, 0.50), "accept-p50-ms")
+	b.ReportMetric(loadgen.QuantileMs(accepted, 0.99), "accept-p99-ms")
 	b.ReportMetric(reached, "tasks/s")
-}
-
-// QuantileMs is the q-quantile of d in milliseconds (0 for none).
-func QuantileMs(d []time.Duration, q float64) float64 {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds()) / 1000
 }
 
 // BesideDead submits b.N tasks to healthy interleaved with b.N to other

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"fusebox/internal/deliverybench"
+	"fusebox/internal/loadgen"
 	"fusebox/internal/pgtest"
 	"fusebox/raftstore/state"
 )
@@ -61,19 +61,13 @@ func BenchmarkSubmitLatency(b *testing.B) {
 		})
 	}
 	b.ResetTimer()
-	start := time.Now()
-	for i := range b.N {
-		if d := time.Until(start.Add(time.Duration(i) * time.Second / rate)); d > 0 {
-			time.Sleep(d) // pacing the load, not waiting for a condition
-		}
-		work <- i
-	}
+	loadgen.Pace(b.N, rate, func(i int) { work <- i })
 	close(work)
 	wg.Wait()
 	b.StopTimer()
 	if failed != nil {
 		b.Fatal(failed)
 	}
-	b.ReportMetric(deliverybench.QuantileMs(took, 0.50), "accept-p50-ms")
-	b.ReportMetric(deliverybench.QuantileMs(took, 0.99), "accept-p99-ms")
+	b.ReportMetric(loadgen.QuantileMs(took, 0.50), "accept-p50-ms")
+	b.ReportMetric(loadgen.QuantileMs(took, 0.99), "accept-p99-ms")
 }
