@@ -32,6 +32,19 @@ func clusterBreakers(p *Process, key breakerpool.Key) ([]api.Breaker, []string, 
 	return out, l.Unreachable, nil
 }
 
+// breakersEverywhere is key's breaker on every node of c, by node, or an
+// error naming the breakers there are while a node has none.
+func breakersEverywhere(c *Cluster, key breakerpool.Key) ([]api.Breaker, error) {
+	bs, _, err := clusterBreakers(c.Procs[0], key)
+	if err != nil {
+		return nil, err
+	}
+	if len(bs) != len(c.Procs) {
+		return nil, fmt.Errorf("breakers for %s: %s", key, breakerLine(bs))
+	}
+	return bs, nil
+}
+
 // breakerLine renders node:state/source per breaker.
 func breakerLine(bs []api.Breaker) string {
 	var parts []string
@@ -68,14 +81,8 @@ func TestTasksDestinationDown(t *testing.T) {
 		if s := l.Stats(); s.Accepted < 40 {
 			return fmt.Errorf("%d accepted (last error %v)", s.Accepted, s.LastErr)
 		}
-		bs, _, err := clusterBreakers(c.Procs[0], key)
-		if err != nil {
-			return err
-		}
-		if len(bs) != len(c.Procs) {
-			return fmt.Errorf("breakers for %s: %s", key, breakerLine(bs))
-		}
-		return nil
+		_, err := breakersEverywhere(c, key)
+		return err
 	})
 
 	window := pick2(6*time.Second, 30*time.Second)

@@ -25,12 +25,9 @@ func TestTasksRetryAfterFleetWide(t *testing.T) {
 	downAt := sc.tooManyRequests(t, "4")
 	var deadline time.Time
 	testwait.ForErr(t, 10*time.Second, "every node to hold the same Retry-After deadline", func() error {
-		bs, _, err := clusterBreakers(c.Procs[0], key)
+		bs, err := breakersEverywhere(c, key)
 		if err != nil {
 			return err
-		}
-		if len(bs) != len(c.Procs) {
-			return fmt.Errorf("breakers: %s", breakerLine(bs))
 		}
 		var first time.Time
 		for _, b := range bs {
@@ -77,14 +74,8 @@ func startRetryAfterScenario(t *testing.T, name string) *retryAfterScenario {
 	})
 	l.Run(0, 2, 40*time.Millisecond)
 	testwait.ForErr(t, convergeTimout, "a breaker for "+ep+" on every node", func() error {
-		bs, _, err := clusterBreakers(c.Procs[0], key)
-		if err != nil {
-			return err
-		}
-		if len(bs) != len(c.Procs) {
-			return fmt.Errorf("breakers for %s: %s", key, breakerLine(bs))
-		}
-		return nil
+		_, err := breakersEverywhere(c, key)
+		return err
 	})
 	return &retryAfterScenario{c: c, dest: dest, key: key, load: l}
 }
