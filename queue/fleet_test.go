@@ -28,16 +28,9 @@ func (f *settableShare) Share(breakerpool.Key) float64 {
 
 func (e *env) startFleet(t *testing.T, exec queue.Executor, fleet queue.FleetShare) *queue.Queue {
 	t.Helper()
-	q, err := queue.New(fastCfg(), queue.Deps{
-		Store: e.store, Ownership: queuetest.HolderOwnership(e.holder, "a"), Limits: e.limits,
-		Breakers: queue.PoolBreakers(e.pool), Executor: exec, Fleet: fleet, Registerer: e.reg,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.Start()
-	t.Cleanup(func() { _ = q.Close() })
-	return q
+	d := e.deps("a", exec)
+	d.Fleet = fleet
+	return launch(t, fastCfg(), d)
 }
 
 // maxPerWindow is the most calls in any window of length w.

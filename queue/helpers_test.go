@@ -69,10 +69,23 @@ func (e *env) start(t testing.TB, cfg queue.Config, exec queue.Executor, res que
 
 func (e *env) startNode(t testing.TB, node string, cfg queue.Config, exec queue.Executor, res queue.Resolver, reg prometheus.Registerer) *queue.Queue {
 	t.Helper()
-	q, err := queue.New(cfg, queue.Deps{
+	d := e.deps(node, exec)
+	d.Resolver, d.Registerer = res, reg
+	return launch(t, cfg, d)
+}
+
+// deps are a queue's dependencies on e for node, with exec.
+func (e *env) deps(node string, exec queue.Executor) queue.Deps {
+	return queue.Deps{
 		Store: e.store, Ownership: queuetest.HolderOwnership(e.holder, node), Limits: e.limits,
-		Breakers: queue.PoolBreakers(e.pool), Executor: exec, Resolver: res, Registerer: reg,
-	})
+		Breakers: queue.PoolBreakers(e.pool), Executor: exec, Registerer: e.reg,
+	}
+}
+
+// launch builds and starts a queue; it is closed at cleanup.
+func launch(t testing.TB, cfg queue.Config, d queue.Deps) *queue.Queue {
+	t.Helper()
+	q, err := queue.New(cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}

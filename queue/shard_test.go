@@ -192,23 +192,23 @@ type staleOwnership struct {
 
 func (o *staleOwnership) Fresh() bool { return o.fresh.Load() }
 
+// startStale starts a queue for node "a" whose freshness the test sets
+// (fresh to begin with).
+func (e *env) startStale(t *testing.T, cfg queue.Config, exec queue.Executor, fresh bool) (*queue.Queue, *staleOwnership) {
+	d := e.deps("a", exec)
+	own := &staleOwnership{Ownership: d.Ownership}
+	own.fresh.Store(fresh)
+	d.Ownership = own
+	return launch(t, cfg, d), own
+}
+
 // A node out of contact with the cluster reads no tasks: each would be
 // released unsent (stale_ownership) and parked, and each park's expiry
 // forced a full read of the shard. Once it is in contact again it delivers
 // them.
 func TestStaleNodeReadsNothing(t *testing.T) {
 	e := newEnv(t, 1, queuetest.DefaultLimits())
-	exec := newFakeExec(false)
-	own := &staleOwnership{Ownership: queuetest.HolderOwnership(e.holder, "a")}
-	q, err := queue.New(fastCfg(), queue.Deps{
-		Store: e.store, Ownership: own, Limits: e.limits,
-		Breakers: queue.PoolBreakers(e.pool), Executor: exec, Registerer: e.reg,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.Start()
-	t.Cleanup(func() { _ = q.Close() })
+	q, own := e.startStale(t, fastCfg(), newFakeExec(false), false)
 	testwait.For(t, 10*time.Second, "the shard's reader to start", func() bool { _, ok := q.ShardState(0); return ok })
 	tasks := callbacks(20, 1, "stale", "d")
 	e.add(t, tasks...)
@@ -237,20 +237,10 @@ func TestStaleNodeWithHeldTasksDoesNotSpin(t *testing.T) {
 	lim := queuetest.DefaultLimits()
 	lim.BufferSize, lim.Concurrency = 2, 1
 	e := newEnv(t, 1, lim)
-	exec := newFakeExec(true)
-	own := &staleOwnership{Ownership: queuetest.HolderOwnership(e.holder, "a")}
-	own.fresh.Store(true)
 	cfg := fastCfg()
 	cfg.RejectRetry = 100 * time.Millisecond
-	q, err := queue.New(cfg, queue.Deps{
-		Store: e.store, Ownership: own, Limits: e.limits,
-		Breakers: queue.PoolBreakers(e.pool), Executor: exec, Registerer: e.reg,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.Start()
-	t.Cleanup(func() { _ = q.Close() })
+	exec := newFakeExec(true)
+	q, own := e.startStale(t, cfg, exec, true)
 	tasks := callbacks(8, 1, "held-stale", "d")
 	e.add(t, tasks...)
 	testwait.For(t, 10*time.Second, "refused tasks held", func() bool {
