@@ -81,11 +81,8 @@ func (g *completeGroup) complete(ctx context.Context, s *Store, c *completeCall)
 
 // runCompletes writes calls in one transaction and answers each.
 func (s *Store) runCompletes(ctx context.Context, calls []*completeCall) {
-	if len(calls) > 1 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
-		defer cancel()
-	}
+	ctx, cancel := groupContext(ctx, len(calls))
+	defer cancel()
 	answered := 0
 	defer func() { // a panic below still answers every call
 		for _, c := range calls[answered:] {

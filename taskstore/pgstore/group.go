@@ -69,11 +69,8 @@ func (s *Store) runGroup(ctx context.Context, calls []*submitCall, n int) {
 			ats = append(ats, c.at)
 		}
 	}
-	if len(calls) > 1 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
-		defer cancel()
-	}
+	ctx, cancel := groupContext(ctx, len(calls))
+	defer cancel()
 	answered := 0
 	defer func() { // a panic below still answers every call
 		for _, c := range calls[answered:] {

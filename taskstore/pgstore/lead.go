@@ -1,6 +1,9 @@
 package pgstore
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // The leader hand-off both group commits use (group.go for submits,
 // complete_group.go for result writes). No goroutine and no timer: a call
@@ -76,4 +79,14 @@ func (q *leadQueue[C]) queued() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.queue)
+}
+
+// groupContext is the context a leader runs n calls on: the caller's own
+// for a call alone, else one of the group's, bounded by groupTimeout, so
+// that one caller going away does not fail the others.
+func groupContext(ctx context.Context, n int) (context.Context, context.CancelFunc) {
+	if n > 1 {
+		return context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+	}
+	return ctx, func() {}
 }
