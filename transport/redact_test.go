@@ -109,3 +109,22 @@ func FuzzRedactURL(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBreakerDestination: the key BreakerDestination gives a callback URL
+// is the one url.Parse gives (its fast path for plain URLs agrees with the
+// parse on every input).
+func FuzzBreakerDestination(f *testing.F) {
+	for _, s := range []string{"http://127.0.0.1:8080/cb?sig=1", "https://h/p#f", "http://h:/x", "HTTP://H/x",
+		"http://h:8x/", "http://u@h/", "http://h/%zz", "http://[::1]:80/", "a+b.c-d://h.example", "1http://h/", "http://h?q", "http://:80/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		want := transport.RedactURL(raw)
+		if u, err := url.Parse(raw); err == nil && u.Host != "" && u.Scheme != "" {
+			want = strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
+		}
+		if got := transport.BreakerDestination(breakerpool.TaskGroupCallback, raw); got != want {
+			t.Fatalf("BreakerDestination(%q) = %q, url.Parse gives %q", raw, got, want)
+		}
+	})
+}

@@ -50,7 +50,10 @@ const preamble = `## Reading the baselines
   process's CPU time (three replicas, writers, GC) per entry.
 - **Hint delay**: memberlist's stock broadcast queue with serf-style re-gossip, no direct send.
 - **Outbound executor / queue alone**: the same POST from a bare ` + "`net/http`" + ` client, same
-  concurrency, to the same loopback destination.
+  concurrency, to the same loopback destination. The Nexus sync start's CPU target is held by
+  ` + "`BenchmarkOutboundInterleaved`" + `, which alternates blocks of 500 starts and 500 hand-made POSTs
+  (order swapped every pair) and divides the process CPU of each side's blocks: as two
+  sub-benchmarks run one after the other, the same binary's ratio moved 1.14–1.56 with the machine.
 - **Durable delivery** (` + "`BenchmarkDelivery`" + `): raw loopback POSTs from one Go client with the cluster's
   delivery concurrency (3 nodes × 100), no queue and no Raft: the ceiling the destination and the
   box allow. The cluster figure includes submit (Raft entry of up to 500 tasks), the owner's read,
@@ -230,8 +233,10 @@ var rows = []row{
 		Baseline: "BenchmarkOutbound/baseline-post", Target: "ratio<=1.5", Time: "10000x", QuickTime: "500x", Runs: 3},
 	{Issue: "#6", What: "Nexus sync start through the executor", Pkg: "./transport", Bench: "BenchmarkOutbound/nexus-sync-start", Metric: "ns/op",
 		Baseline: "BenchmarkOutbound/baseline-nexus-post", Target: "ratio<=1.5", Time: "10000x", QuickTime: "500x", Runs: 3},
-	{Issue: "#17", What: "  the same, process CPU per call (vs the hand-made POST)", Pkg: "./transport", Bench: "BenchmarkOutbound/nexus-sync-start", Metric: "cpu-ns/op",
-		Baseline: "BenchmarkOutbound/baseline-nexus-post", Target: "ratio<=1.3", Time: "10000x", QuickTime: "500x", Runs: 3},
+	{Issue: "#17", What: "  the same, process CPU per call, interleaved with the hand-made POST (ratio)", Pkg: "./transport", Bench: "BenchmarkOutboundInterleaved", Metric: "cpu-ratio",
+		Target: "value<=1.3", Time: "20x", QuickTime: "4x", Runs: 3},
+	{Issue: "#17", What: "  the same, process CPU per call (vs the hand-made POST, separate runs)", Pkg: "./transport", Bench: "BenchmarkOutbound/nexus-sync-start", Metric: "cpu-ns/op",
+		Baseline: "BenchmarkOutbound/baseline-nexus-post", Time: "10000x", QuickTime: "500x", Runs: 3},
 	// Durable task table and the queue (issue "The outbound task queue").
 	{Issue: "#6", What: "task submit, 3 nodes, 64 writers × 1 task/entry (tasks/s)", Pkg: "./raftstore", Bench: "BenchmarkSubmitTasks/nodes=3/writers=64/batch=1", Metric: "tasks/s",
 		Baseline: "BenchmarkSubmitTasks/nodes=3/writers=1/batch=1", Time: "500x", QuickTime: "100x"},
