@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tidwall/btree"
@@ -25,7 +26,7 @@ import (
 type taskTable struct {
 	byID     *btree.BTreeG[*Task] // every row: ID
 	due      *btree.BTreeG[*Task] // pending: Shard, NextAttemptAt, ID
-	request  *btree.BTreeG[*Task] // with a request id: NamespaceID, RequestID (unique)
+	request  *btree.BTreeG[*Task] // with a request id: RequestID, NamespaceID (unique)
 	status   *btree.BTreeG[*Task] // failed and dlq (DLQ listing, redrive): Status, ID
 	terminal *btree.BTreeG[*Task] // succeeded and failed (collect): CompletedAt, ID
 
@@ -58,11 +59,18 @@ func lessTaskDue(a, b *Task) bool {
 	return a.ID < b.ID
 }
 
+// lessTaskRequest orders the request index by request id, then namespace.
+// The index is only ever searched for one (namespace, request id), never
+// walked in order, so any total order serves; this one decides most
+// comparisons on the request id. Namespace first compared two equal
+// namespace strings byte by byte at every step of every search (a node's
+// tasks are mostly of a few namespaces): the index's comparisons were the
+// largest share of a loaded replica's B-tree searches.
 func lessTaskRequest(a, b *Task) bool {
-	if a.NamespaceID != b.NamespaceID {
-		return a.NamespaceID < b.NamespaceID
+	if c := strings.Compare(a.RequestID, b.RequestID); c != 0 {
+		return c < 0
 	}
-	return a.RequestID < b.RequestID
+	return a.NamespaceID < b.NamespaceID
 }
 
 func lessTaskStatus(a, b *Task) bool {
