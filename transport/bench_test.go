@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"syscall"
@@ -73,14 +74,8 @@ func BenchmarkOutbound(b *testing.B) {
 		defer client.CloseIdleConnections()
 		b.ReportAllocs()
 		for b.Loop() {
-			resp, err := client.Post(base+"/cb", "application/json", bytes.NewReader(benchInput))
-			if err != nil {
+			if err := drained(client.Post(base+"/cb", "application/json", bytes.NewReader(benchInput))); err != nil {
 				b.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode != 200 {
-				b.Fatal(resp.Status)
 			}
 		}
 	})
@@ -115,23 +110,11 @@ func BenchmarkOutbound(b *testing.B) {
 	})
 	b.Run("baseline-nexus-post", func(b *testing.B) {
 		defer reportCPU(b)()
-		// What the sync start sends, by hand: the floor for the sdk path.
 		client := transport.NewHTTPClient()
 		defer client.CloseIdleConnections()
 		b.ReportAllocs()
 		for b.Loop() {
-			req, _ := http.NewRequest(http.MethodPost, base+"/nexus/svc/echo", bytes.NewReader(benchInput))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Nexus-Request-Id", "rid")
-			resp, err := client.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode != 200 {
-				b.Fatal(resp.Status)
-			}
+			handNexusPost(b, client, base)
 		}
 	})
 	b.Run("nexus-sync-start", func(b *testing.B) {
@@ -146,6 +129,30 @@ func BenchmarkOutbound(b *testing.B) {
 			}
 		}
 	})
+}
+
+// handNexusPost sends what the executor's sync start sends, by hand: the
+// floor for the sdk path.
+func handNexusPost(b *testing.B, client *http.Client, base string) {
+	req, _ := http.NewRequest(http.MethodPost, base+"/nexus/svc/echo", bytes.NewReader(benchInput))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Nexus-Request-Id", "rid")
+	if err := drained(client.Do(req)); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// drained reads and closes a response; anything but a 200 is an error.
+func drained(resp *http.Response, err error) error {
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return errors.New(resp.Status)
+	}
+	return nil
 }
 
 // BenchmarkNewSDKClient measures building an sdk client per call, which the
@@ -172,20 +179,7 @@ func BenchmarkOutboundInterleaved(b *testing.B) {
 	client := transport.NewHTTPClient()
 	defer client.CloseIdleConnections()
 	ctx := context.Background()
-	post := func() {
-		req, _ := http.NewRequest(http.MethodPost, base+"/nexus/svc/echo", bytes.NewReader(benchInput))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Nexus-Request-Id", "rid")
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		if resp.StatusCode != 200 {
-			b.Fatal(resp.Status)
-		}
-	}
+	post := func() { handNexusPost(b, client, base) }
 	r := transport.Request{TaskGroup: breakerpool.TaskGroupNexusInvocation, URL: base + "/nexus",
 		Service: "svc", Operation: "echo", RequestID: "rid", Input: benchInput}
 	start := func() {
