@@ -229,9 +229,6 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 func (s *Server) readJSONLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
 	body := http.MaxBytesReader(w, r.Body, limit)
 	var raw bytes.Buffer // for checkJSONText
-	if n := r.ContentLength; n > 0 && n <= limit {
-		raw.Grow(int(n)) // one allocation, not a doubling series (a batch submit's body is large)
-	}
 	dec := json.NewDecoder(io.TeeReader(body, &raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

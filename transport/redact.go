@@ -136,8 +136,8 @@ func BreakerDestination(taskGroup, destination string) string {
 // prefix up to the host's end, which is what the parse would give. Every
 // other URL (upper case, credentials, IPv6, escapes) is left to url.Parse;
 // FuzzBreakerDestination holds the two to the same answer. The queue keys
-// every dispatch by it, and the parse was a tenth of a delivery's
-// allocations.
+// every dispatch by it: url.Parse made 6 % of a delivered task's bytes, and
+// this function two fifths of those.
 func plainOrigin(s string) (string, bool) {
 	i := strings.Index(s, "://")
 	if i <= 0 {
