@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -49,22 +48,8 @@ func (l *lazyProcs) get(b *testing.B) *benchProcs {
 	if l.bp != nil {
 		return l.bp
 	}
-	opts := l.opts
-	opts.LogLevel = "warn"
-	if os.Getenv("FUSEBOX_BENCH_PPROF") != "" { // profileProcs reads /debug/pprof
-		opts.ExtraArgs = append(slices.Clone(opts.ExtraArgs), "--enable-pprof")
-	}
-	c := NewCluster(l.parent, 3, opts)
-	l.parent.Cleanup(func() { c.StopAll(l.parent) })
-	bp := &benchProcs{c: c}
-	for _, p := range c.Procs {
-		bp.clients = append(bp.clients, benchClient(p))
-	}
-	testwait.ForErr(b, time.Minute, "one shard map, every shard owned and worked on", c.sameShardMap)
-	bp.setConfig(b, dynconfig.KeyHostSchedulerMaxTaskRPS, "1000000")
-	bp.setConfig(b, dynconfig.KeyGroupLimiterBufferSize, "1000")
-	l.bp = bp
-	return bp
+	l.bp = startBenchProcs(b, l.parent, 3, l.opts)
+	return l.bp
 }
 
 // setConfig writes a global value and waits until every node serves it.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,6 +51,9 @@ func startPGServer(b *testing.B, owner testing.TB) *pgtest.Server {
 func startBenchProcs(b *testing.B, owner testing.TB, n int, opts ClusterOptions) *benchProcs {
 	b.Helper()
 	opts.LogLevel = "warn"
+	if os.Getenv("FUSEBOX_BENCH_PPROF") != "" { // profileProcs reads /debug/pprof
+		opts.ExtraArgs = append(slices.Clone(opts.ExtraArgs), "--enable-pprof")
+	}
 	c := NewCluster(owner, n, opts)
 	owner.Cleanup(func() { c.StopAll(owner) })
 	bp := &benchProcs{c: c}
@@ -90,9 +94,6 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 				srv = startPGServer(b, owner)
 				opts := pgOptions(srv.URL("postgres"))
 				opts.Timing = os.Getenv("FUSEBOX_BENCH_TIMING")
-				if os.Getenv("FUSEBOX_BENCH_PPROF") != "" {
-					opts.ExtraArgs = append(opts.ExtraArgs, "--enable-pprof")
-				}
 				bp = startBenchProcs(b, owner, n, opts)
 			}
 			resetStatements(b, srv)
