@@ -34,6 +34,10 @@ type TaskService interface {
 	TaskReader
 	SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) ([]state.SubmitOutcome, uint64, error)
 	RedriveTasks(ctx context.Context, c state.RedriveTasksCommand) (state.RedriveOutcome, error)
+	// ImportTasks inserts tasks moved from another cluster with their ids,
+	// attempts, next attempt and deadline, idempotently: an error means
+	// none is known committed.
+	ImportTasks(ctx context.Context, ts []ImportedTask) ([]state.SubmitOutcome, error)
 	WaitForApplied(ctx context.Context, index uint64) error
 	// Sync is a read barrier: it returns once the local replica has applied
 	// everything committed before the call.

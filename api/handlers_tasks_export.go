@@ -14,15 +14,12 @@ import (
 )
 
 // Moving pending tasks between clusters (issue 18: the embedded Raft store
-// to PostgreSQL). GET /v1/tasks:export pages the pending tasks with their
+// to PostgreSQL, and back, or between two clusters of either store). GET /v1/tasks:export pages the pending tasks with their
 // requests as stored; POST /v1/tasks:import inserts them, each with its
 // own id, attempts, next attempt and deadline, idempotently (a task id or
 // a (namespace, request id) already stored is a duplicate). Both are admin
 // only: the export carries secret header values and URL queries, which
 // the importing cluster needs to deliver the tasks.
-
-// maxImportAttempts bounds an imported task's attempt count.
-const maxImportAttempts = 1 << 20
 
 func (h *taskHandlers) export(w http.ResponseWriter, r *http.Request) error {
 	q, err := listQuery(r)
@@ -59,11 +56,6 @@ func (h *taskHandlers) export(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *taskHandlers) importTasks(w http.ResponseWriter, r *http.Request) error {
-	imp, ok := h.svc.(TaskImporter)
-	if !ok {
-		return Errorf(http.StatusConflict, CodeConflict,
-			"this cluster's task store cannot import tasks with their ids: import into a cluster started with --task-store postgres (docs/scaling.md)")
-	}
 	var in TaskImport
 	if err := h.s.readJSON(w, r, &in); err != nil {
 		return err
@@ -83,7 +75,7 @@ func (h *taskHandlers) importTasks(w http.ResponseWriter, r *http.Request) error
 		}
 		tasks[i] = t
 	}
-	out, err := imp.ImportTasks(r.Context(), tasks)
+	out, err := h.svc.ImportTasks(r.Context(), tasks)
 	if err != nil {
 		return err
 	}
@@ -109,8 +101,8 @@ func (h *taskHandlers) importedTask(ctx context.Context, e *TaskExport, at time.
 		return ImportedTask{}, bad("v", "unknown export format version %d (this build reads %d)", e.Version, TaskExportVersion)
 	case !tasks.ValidID(e.ID):
 		return ImportedTask{}, bad("id", "want a task id (32 lowercase hex digits), got %q", tasks.TruncateRunes(e.ID, 64))
-	case e.Attempts < 0 || e.Attempts > maxImportAttempts:
-		return ImportedTask{}, bad("attempts", "must be in [0, %d], got %d", maxImportAttempts, e.Attempts)
+	case e.Attempts < 0 || e.Attempts > state.MaxImportAttempts:
+		return ImportedTask{}, bad("attempts", "must be in [0, %d], got %d", state.MaxImportAttempts, e.Attempts)
 	case e.CreatedAt.IsZero():
 		return ImportedTask{}, bad("created_at", "required")
 	case len(e.Request) == 0:

@@ -17,8 +17,8 @@ import (
 
 // GET /v1/tasks:export on the Raft store pages the pending tasks (not the
 // terminal ones) with their requests as stored, the secret header value
-// included, and answers Cache-Control: no-store; POST /v1/tasks:import is
-// a 409 on a store that cannot take tasks with their ids.
+// included, and answers Cache-Control: no-store; POST /v1/tasks:import
+// takes them back idempotently (import_tasks).
 func TestTaskExportOnRaftStore(t *testing.T) {
 	svc, c := newTaskServer(t)
 	var ids []string
@@ -64,12 +64,31 @@ func TestTaskExportOnRaftStore(t *testing.T) {
 	if cc := resp.Header.Get("Cache-Control"); resp.StatusCode != http.StatusOK || cc != "no-store" {
 		t.Fatalf("export answered %d, Cache-Control %q", resp.StatusCode, cc)
 	}
-	_, err = c.ImportTasks(t.Context(), got)
-	wantAPIError(t, err, http.StatusConflict, CodeConflict, "")
+	// The export imported back: every task is there already, a duplicate
+	// naming it. Under a new id the task is added, pending, with the
+	// attempts it brought.
+	res, err := c.ImportTasks(t.Context(), got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res.Results {
+		if r.Outcome != OutcomeDuplicate || r.TaskID != got[i].ID {
+			t.Fatalf("re-import item %d = %+v, want a duplicate of %s", i, r, got[i].ID)
+		}
+	}
+	moved := got[0]
+	moved.ID, moved.WorkflowID, moved.Attempts = state.NewTaskID(time.Now()), "wf-moved", 3
+	if res, err = c.ImportTasks(t.Context(), []TaskExport{moved}); err != nil || res.Results[0].Outcome != OutcomeAccepted {
+		t.Fatalf("import under a new id = %+v, %v", res, err)
+	}
+	if tk, err := c.Task(t.Context(), moved.ID); err != nil || tk.Status != state.TaskPending || tk.Attempts != 3 {
+		t.Fatalf("imported task %+v, %v", tk, err)
+	}
 }
 
-// importSvc is the raft test service plus an importer that records what
-// it was given (the postgres store's import is tested in node and pgstore).
+// importSvc is the raft test service with an importer that records what
+// it was given instead of storing it (the stores' imports are tested in
+// raftstore/state, pgstore and node).
 type importSvc struct {
 	*taskService
 	got []ImportedTask

@@ -1,11 +1,9 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"time"
 
-	"fusebox/raftstore/state"
 	"fusebox/tasks"
 )
 
@@ -69,10 +67,3 @@ type TaskImportResult struct {
 // ImportedTask is one validated task of an import as the store inserts
 // it (tasks.Imported).
 type ImportedTask = tasks.Imported
-
-// TaskImporter is what a TaskService that can take imported tasks adds
-// (the node's postgres store). Without it POST /v1/tasks:import answers
-// 409: this cluster's store cannot take tasks with their own ids.
-type TaskImporter interface {
-	ImportTasks(ctx context.Context, ts []ImportedTask) ([]state.SubmitOutcome, error)
-}

@@ -7,9 +7,7 @@ import (
 	"fusebox/raftstore/state"
 )
 
-var _ api.TaskImporter = pgTaskAPI{}
-
-// ImportTasks implements api.TaskImporter: tasks moved from another
+// ImportTasks is api.TaskService's on the postgres store: tasks moved from another
 // cluster keep their ids, attempts, next attempt and deadline; an error is
 // a 503 and means none is known committed.
 func (a pgTaskAPI) ImportTasks(ctx context.Context, ts []api.ImportedTask) ([]state.SubmitOutcome, error) {

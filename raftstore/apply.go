@@ -34,6 +34,13 @@ func (s *Store) Apply(ctx context.Context, cmd []byte, requestID string) (*state
 	if err := state.ValidateCommand(cmd, requestID); err != nil {
 		return nil, err
 	}
+	// The gate here too, not only on the leader: when the leader is the
+	// server still on an older build, it cannot tell a type newer than its
+	// build from garbage (invalid_argument), while this node can say what
+	// the caller must do (upgrade_pending, naming the servers behind).
+	if err := s.checkGate(state.MessageType(cmd[0])); err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(s.cfg.ApplyHoldTimeout)
 	for {
 		res, err, retry := s.tryApply(ctx, cmd, requestID)

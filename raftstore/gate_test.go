@@ -50,6 +50,27 @@ func TestVersionGateHoldsNewCommandsForAnOlderServer(t *testing.T) {
 		}
 	}
 
+	// With n3 leading, a newer node still answers upgrade_pending itself
+	// instead of forwarding a type n3's build cannot tell from garbage:
+	// set_config_value, and import_tasks, which has no older fallback.
+	if leader.cfg.NodeID != "n3" {
+		if _, err := leader.TransferLeader(ctx, "n3"); err != nil {
+			t.Fatal(err)
+		}
+		testwait.For(t, 10*time.Second, "n3 leading", func() bool { return c.leader(10*time.Second).cfg.NodeID == "n3" })
+	}
+	imp, err := state.EncodeCommand(state.MsgImportTasks, state.ImportTasksCommand{CommandMeta: state.CommandMeta{At: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"n1", "n2"} {
+		for _, cmd := range [][]byte{cmd, imp} {
+			if _, err := c.nodes[id].Apply(ctx, cmd, ""); !errors.As(err, &e) || e.Code != state.CodeUpgradePending {
+				t.Fatalf("%s proposing %s under n3 = %v, want upgrade_pending", id, state.MessageType(cmd[0]), err)
+			}
+		}
+	}
+
 	// A field newer than n3's build (an endpoint's health check) is
 	// refused before proposing, naming the field; the endpoint without it
 	// is written.

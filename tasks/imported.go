@@ -1,8 +1,6 @@
 package tasks
 
 import (
-	"time"
-
 	"fusebox/raftstore/state"
 )
 
@@ -10,11 +8,7 @@ import (
 // /v1/tasks:import): the task New built from the exported submit, with the
 // id and deadline kept from the export (no backlog limits: the task was
 // accepted once already), plus its attempts, next attempt and creation
-// time. The API builds it (api.ImportedTask) and the PostgreSQL store
+// time. It is state.ImportedTask: the API builds it (api.ImportedTask),
+// the Raft store proposes it (import_tasks) and the PostgreSQL store
 // inserts it (pgstore.Imported): one struct, not a copy per package.
-type Imported struct {
-	state.NewTask
-	Attempts      int
-	NextAttemptAt time.Time
-	CreatedAt     time.Time
-}
+type Imported = state.ImportedTask

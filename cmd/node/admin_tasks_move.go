@@ -142,7 +142,7 @@ func tasksImportCmd(o *adminOpts) *cobra.Command {
 	var batch int
 	cmd := &cobra.Command{
 		Use:   "import",
-		Short: "Insert tasks written by `tasks export` into this cluster, keeping their ids (admin; postgres store)",
+		Short: "Insert tasks written by `tasks export` into this cluster, keeping their ids (admin)",
 		Long: `Read the JSON Lines file of 'fusebox admin tasks export' and insert its tasks
 (POST /v1/tasks:import), each with its task id, request id, attempts, next
 attempt and deadline. Idempotent: a task whose id (or namespace and request id)
@@ -150,7 +150,9 @@ the cluster already has is a duplicate and nothing is added, so a run that
 stopped half-way can be run again. Each task is validated as a submit is (its
 Nexus endpoint must be registered here, a callback URL must pass the
 namespace's allowlist); the first refused task stops the run naming its line.
-The importing cluster must use --task-store postgres. Progress goes to stderr.`,
+Either task store can import: a Raft-store cluster needs every server on a
+build that knows the import command (log version 6), and answers 409
+upgrade_pending until then. Progress goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if batch < 1 || batch > api.MaxTaskBatchSubmit {

@@ -24,18 +24,12 @@ func submitTasks(w *writer, c *SubmitTasksCommand) (any, *Error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	count := 0
-	if r := w.meta(metaShardCount); r != nil {
-		count = r.ShardCount
-	}
-	if count <= 0 {
-		return nil, conflict("shard", "the shard count is not set yet")
+	count, err := taskShardCount(w)
+	if err != nil {
+		return nil, err
 	}
 	out := make(submitOutcomes, len(c.Tasks))
-	// Pending counts of the shards this batch touches, read once and
-	// written once at the end: a counter row per task was 4% of a loaded
-	// node's CPU (each write a radix-tree insert).
-	pendingOf := map[int]uint64{}
+	pendingOf := pendingCounts{}
 	for i := range c.Tasks {
 		nt := &c.Tasks[i]
 		if nt.Shard >= count {
@@ -53,36 +47,54 @@ func submitTasks(w *writer, c *SubmitTasksCommand) (any, *Error) {
 		if w.tasks.lookup(nt.ID) != nil {
 			return nil, conflict(fmt.Sprintf("tasks[%d].id", i), "task id %q already exists", nt.ID)
 		}
-		pending, ok := pendingOf[nt.Shard]
-		if !ok {
-			pending = w.counter(counterPending(nt.Shard))
-			pendingOf[nt.Shard] = pending
-		}
+		pending := pendingOf.get(w, nt.Shard)
 		if reason := overloadOf(w.tasks, c, nt, pending); reason != "" {
 			out[i] = SubmitOutcome{TaskID: nt.ID, Shard: nt.Shard, Outcome: SubmitOverloaded, Reason: reason}
 			continue
 		}
-		t := &Task{
-			ID: nt.ID, Shard: nt.Shard, NamespaceID: nt.NamespaceID, WorkflowID: nt.WorkflowID,
-			TaskGroup: nt.TaskGroup, Destination: nt.Destination, RequestID: nt.RequestID, Request: nt.Request,
-			Status: TaskPending, NextAttemptAt: c.At, CreatedAt: c.At, Index: w.index,
-		}
-		if nt.DestinationKey != nt.Destination {
-			t.DestinationKey = nt.DestinationKey
-		}
-		if !nt.Deadline.IsZero() {
-			t.Deadline, t.ScheduleToClose = nt.Deadline, nt.Deadline.Sub(c.At)
-		}
+		t := nt.pendingRow(c.At, w.index)
 		w.tasks.put(nil, t)
 		pendingOf[nt.Shard] = pending + 1
 		out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitAccepted}
 	}
-	for shard, pending := range pendingOf {
-		if err := w.setCounter(counterPending(shard), pending); err != nil {
-			return nil, err
-		}
+	if err := pendingOf.write(w); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// taskShardCount is the shard count a task write needs, or a conflict
+// while it is not set.
+func taskShardCount(w *writer) (int, *Error) {
+	if r := w.meta(metaShardCount); r != nil && r.ShardCount > 0 {
+		return r.ShardCount, nil
+	}
+	return 0, conflict("shard", "the shard count is not set yet")
+}
+
+// pendingCounts are the pending counters of the shards a batch touches,
+// read once and written once at the end: a counter row per task was 4% of
+// a loaded node's CPU (each write a radix-tree insert).
+type pendingCounts map[int]uint64
+
+// get is shard's count, read from w the first time.
+func (p pendingCounts) get(w *writer, shard int) uint64 {
+	n, ok := p[shard]
+	if !ok {
+		n = w.counter(counterPending(shard))
+		p[shard] = n
+	}
+	return n
+}
+
+// write stores every count read (and updated) into w.
+func (p pendingCounts) write(w *writer) *Error {
+	for shard, n := range p {
+		if err := w.setCounter(counterPending(shard), n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // overloadOf says which limit refuses nt, or "". Every input is in the log
@@ -99,6 +111,24 @@ func overloadOf(tt *taskTable, c *SubmitTasksCommand, nt *NewTask, shardPending 
 		return OverloadPending
 	}
 	return ""
+}
+
+// pendingRow is the pending row nt becomes: created and due at at, written
+// at raft index index.
+func (nt *NewTask) pendingRow(at time.Time, index uint64) *Task {
+	t := &Task{
+		ID: nt.ID, Shard: nt.Shard, NamespaceID: nt.NamespaceID, WorkflowID: nt.WorkflowID,
+		TaskGroup: nt.TaskGroup, Destination: nt.Destination, RequestID: nt.RequestID, Request: nt.Request,
+		Status: TaskPending, NextAttemptAt: at, CreatedAt: at, Index: index,
+	}
+	if nt.DestinationKey != nt.Destination {
+		t.DestinationKey = nt.DestinationKey
+	}
+	if !nt.Deadline.IsZero() {
+		// The timeout it was fixed with, which a redrive starts again.
+		t.Deadline, t.ScheduleToClose = nt.Deadline, nt.Deadline.Sub(at)
+	}
+	return t
 }
 
 // destination is the breaker destination nt counts against.

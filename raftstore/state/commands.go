@@ -35,7 +35,8 @@ const (
 	MsgRejoin MessageType = 14
 	// MsgImportConfig (15) is declared in state_config_import.go.
 	// 16–31: the task family, see commands_tasks.go and
-	// commands_tasks_bin.go and commands_complete_multi.go (16–22 taken).
+	// commands_tasks_bin.go, commands_complete_multi.go and
+	// commands_tasks_import.go (16–23 taken).
 
 	// MsgSetConfigValue sets one config value as proposed: the proposer
 	// validated and canonicalised it, and the FSM does not consult the key
@@ -93,6 +94,8 @@ func (t MessageType) String() string {
 		return "complete_tasks_bin"
 	case MsgCompleteTasksMulti:
 		return "complete_tasks_multi"
+	case MsgImportTasks:
+		return "import_tasks"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }

@@ -24,7 +24,8 @@ const (
 	MsgCollectTasks MessageType = 19
 	// 20, 21: MsgSubmitTasksBin, MsgCompleteTasksBin (commands_tasks_bin.go).
 	// 22: MsgCompleteTasksMulti (commands_complete_multi.go).
-	// Next in the family: 23.
+	// 23: MsgImportTasks (commands_tasks_import.go).
+	// Next in the family: 24.
 )
 
 // Task statuses (the queue names them StatusPending …).
@@ -233,17 +234,23 @@ func (c *SubmitTasksCommand) Validate() *Error {
 	if err := checkMeta(c.CommandMeta); err != nil {
 		return err
 	}
-	if len(c.Tasks) == 0 {
-		return invalidArg("tasks", "at least one task is required")
-	}
-	if len(c.Tasks) > MaxTaskBatch {
-		return invalidArg("tasks", "%d tasks exceeds the batch limit of %d", len(c.Tasks), MaxTaskBatch)
-	}
 	if c.MaxShardBacklog < 0 {
 		return invalidArg("max_shard_backlog", "must be >= 0")
 	}
-	for i := range c.Tasks {
-		if err := c.Tasks[i].Validate(); err != nil {
+	return validateTasks(c.Tasks, (*NewTask).Validate)
+}
+
+// validateTasks checks a batch of tasks: 1 to MaxTaskBatch of them, each
+// valid; a bad one's field is named tasks[i].field.
+func validateTasks[T any](tasks []T, validate func(*T) *Error) *Error {
+	if len(tasks) == 0 {
+		return invalidArg("tasks", "at least one task is required")
+	}
+	if len(tasks) > MaxTaskBatch {
+		return invalidArg("tasks", "%d tasks exceeds the batch limit of %d", len(tasks), MaxTaskBatch)
+	}
+	for i := range tasks {
+		if err := validate(&tasks[i]); err != nil {
 			err.Field = fmt.Sprintf("tasks[%d].%s", i, err.Field)
 			return err
 		}

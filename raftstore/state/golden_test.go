@@ -23,6 +23,10 @@ func goldenCommands() []struct {
 	nt := NewTask{ID: "task-1", Shard: 1, NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "nexus", Destination: "ep", Request: json.RawMessage(`{"url":"http://x"}`)}
 	nt2 := nt
 	nt2.ID, nt2.Deadline = "task-2", t0.Add(time.Hour)
+	nt3 := nt2
+	nt3.ID, nt3.RequestID = "task-3", "rid-3"
+	nt4 := nt
+	nt4.ID, nt4.RequestID = "task-4", "rid-3"
 	return []struct {
 		t       MessageType
 		payload any
@@ -53,6 +57,14 @@ func goldenCommands() []struct {
 		{MsgCompleteTasksMulti, CompleteTasksMultiCommand{Sections: []CompleteTasksCommand{
 			{CommandMeta: meta0, Shard: 0, Epoch: 1, Node: "n1", Results: []TaskResult{{TaskID: "task-2", Status: "pending", Attempts: 2, NextAttemptAt: t0.Add(time.Minute)}}},
 			{CommandMeta: meta0, Shard: 1, Epoch: 7, Node: "n1", Results: []TaskResult{{TaskID: "task-1", Status: "failed", Attempts: 1, Message: "stale"}}},
+		}}},
+		// Log version 6: moved tasks, one new (with its counters, request id
+		// and deadline), one whose id is stored (task-2), one whose request
+		// id the first just took.
+		{MsgImportTasks, ImportTasksCommand{CommandMeta: meta0, Tasks: []ImportedTask{
+			{NewTask: nt3, Attempts: 3, NextAttemptAt: t0.Add(time.Minute), CreatedAt: t0.Add(-time.Hour)},
+			{NewTask: nt2, Attempts: 1, NextAttemptAt: t0, CreatedAt: t0},
+			{NewTask: nt4, NextAttemptAt: t0, CreatedAt: t0},
 		}}},
 	}
 }

@@ -38,8 +38,12 @@ const (
 	LogVersionCompleteMulti = 5
 	// ---- end issue 17 §3 ----
 
+	// LogVersionImportTasks adds import_tasks (23): pending tasks moved from
+	// another cluster with their ids and counters (commands_tasks_import.go).
+	LogVersionImportTasks = 6
+
 	// LogVersion is the newest log version this build knows.
-	LogVersion = LogVersionCompleteMulti
+	LogVersion = LogVersionImportTasks
 )
 
 // logVersionStamp, set with -ldflags "-X fusebox/raftstore/state.logVersionStamp=N",
@@ -111,6 +115,8 @@ var commands = map[MessageType]command{
 	// ---- issue 17 §3: LogVersionCompleteMulti ----
 	MsgCompleteTasksMulti: {applyCompleteTasksMulti, LogVersionCompleteMulti},
 	// ---- end issue 17 §3 ----
+
+	MsgImportTasks: {applyImportTasks, LogVersionImportTasks},
 }
 
 // lookupCommand returns t's apply function if a build at logVersion knows t.

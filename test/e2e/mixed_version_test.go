@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -12,9 +13,11 @@ import (
 	"time"
 
 	"fusebox/api"
+	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
+	"fusebox/transport"
 )
 
 // buildStamped builds fusebox as a release of log version lv would be: the
@@ -38,7 +41,9 @@ func buildStamped(t *testing.T, lv int) string {
 // would meet a type it does not know and halt (readyz: halted). Once n3
 // runs the current build, the cluster's log version moves up and the write
 // goes through with the new type on every node. Tasks are submitted and
-// delivered (submit and complete entries) before and after the upgrade.
+// delivered (submit and complete entries) before and after the upgrade. A
+// task import, which has no older type to fall back to, is refused with
+// upgrade_pending while n3 is behind and goes through after.
 func TestMixedVersionRollingUpgrade(t *testing.T) {
 	if state.LogVersion <= state.LogVersionBase {
 		t.Skip("this build has no command type newer than the base")
@@ -120,6 +125,15 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 	}
 	tasks("mixed-old")
 
+	// An import (import_tasks, log version 6) has no older type to fall
+	// back to: while n3 is behind it is refused before it is proposed.
+	moved := movedTask(t, dest)
+	var ae *api.Error
+	if _, err := c.Procs[0].Client().ImportTasks(ctx, []api.TaskExport{moved}); !errors.As(err, &ae) ||
+		ae.Status != http.StatusConflict || ae.Code != api.CodeUpgradePending {
+		t.Fatalf("import while n3 is behind = %v, want 409 upgrade_pending", err)
+	}
+
 	// Upgrade n3 in place: same data dir, the current build.
 	if err := n3.Stop(); err != nil {
 		t.Fatal(err)
@@ -132,5 +146,33 @@ func TestMixedVersionRollingUpgrade(t *testing.T) {
 	setAndSee(9)
 	// And after the upgrade, as the binary task types (LogVersionTasksBin).
 	tasks("mixed-new")
+	// The import now goes through (n3 applies it too) and its task is
+	// delivered with the id and attempts it brought.
+	res, err := c.Procs[1].Client().ImportTasks(ctx, []api.TaskExport{moved})
+	if err != nil || len(res.Results) != 1 || res.Results[0].Outcome != api.OutcomeAccepted {
+		t.Fatalf("import after the upgrade = %+v, %v", res, err)
+	}
+	testwait.ForErr(t, convergeTimout, "the imported task delivered", func() error {
+		tk, err := n3.Client().Task(ctx, moved.ID)
+		if err != nil || tk.Status != state.TaskSucceeded || tk.Attempts != moved.Attempts+1 {
+			return fmt.Errorf("task on n3: %+v, %v", tk, err)
+		}
+		return nil
+	})
 	setAndSee(11) // every node still ready: none met an entry it does not know
+}
+
+// movedTask is a pending callback task as another cluster's export holds
+// it: its own id, two attempts made, created a minute ago.
+func movedTask(t *testing.T, dest *Dest) api.TaskExport {
+	t.Helper()
+	req, err := json.Marshal(transport.Request{TaskGroup: breakerpool.TaskGroupCallback, URL: dest.CallbackURL(),
+		Body: []byte(`{"moved":true}`), ContentType: "application/json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	return api.TaskExport{Version: api.TaskExportVersion, ID: state.NewTaskID(now), NamespaceID: "ns-0",
+		WorkflowID: "wf-moved", TaskGroup: breakerpool.TaskGroupCallback, Destination: dest.CallbackURL(),
+		Request: req, Attempts: 2, NextAttemptAt: now, CreatedAt: now.Add(-time.Minute)}
 }

@@ -168,10 +168,12 @@ func BenchmarkProcessPostgresIdle(b *testing.B) {
 				}
 				return d
 			}
+			profiled := profileProcs(b, bp.c, b.N)
 			cpu0, db0 := clusterCPU(b, bp.c), serverCPU()
 			start := time.Now()
 			time.Sleep(time.Duration(b.N) * 10 * time.Millisecond) // the measurement: idle wall time
 			took := time.Since(start)
+			profiled()
 			b.ReportMetric((clusterCPU(b, bp.c)-cpu0).Seconds()/took.Seconds(), "node-cpu-cores")
 			b.ReportMetric((serverCPU()-db0).Seconds()/took.Seconds(), "db-cpu-cores")
 		})
