@@ -25,6 +25,18 @@ import (
 // once, with its original task id as Nexus-Request-Id.
 func TestMoveTasksToPostgres(t *testing.T) {
 	srv := pgServer(t)
+	testMoveTasks(t, newTaskCluster(t, 1), func() *Cluster { return newTaskCluster(t, 1, pgOptions(srv.URL("postgres"))) })
+}
+
+// TestMoveTasksToRaft is the way back: from a postgres cluster into a new
+// three-node Raft-store cluster (import_tasks, replicated to every node).
+func TestMoveTasksToRaft(t *testing.T) {
+	srv := pgServer(t)
+	testMoveTasks(t, newTaskCluster(t, 1, pgOptions(srv.URL("postgres"))), func() *Cluster { return newTaskCluster(t, 3) })
+}
+
+// testMoveTasks moves old's pending tasks to the cluster next starts.
+func testMoveTasks(t *testing.T, old *Cluster, next func() *Cluster) {
 	const n = 300
 	dest := NewDest(t)
 	dest.SetMode(t, transporttest.ModeUnavailable)
@@ -33,7 +45,6 @@ func TestMoveTasksToPostgres(t *testing.T) {
 		setConfig(t, c, "history.outboundQueue.circuitBreakerSettings", "", `{"Timeout":"1s"}`)
 	}
 
-	old := newTaskCluster(t, 1)
 	prepare(old)
 	cl := old.Procs[0].Client()
 	ids := map[string]bool{}
@@ -78,7 +89,7 @@ func TestMoveTasksToPostgres(t *testing.T) {
 	old.StopAll(t) // the old cluster delivers nothing more
 	before := len(dest.Deliveries())
 
-	c := newTaskCluster(t, 1, pgOptions(srv.URL("postgres")))
+	c := next()
 	prepare(c)
 	addr := c.Procs[0].HTTPAddr()
 	out, code = runBin(t, nil, "admin", "--addr", addr, "tasks", "import", "--input", file, "--batch", "128")
