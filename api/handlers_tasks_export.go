@@ -14,12 +14,13 @@ import (
 )
 
 // Moving pending tasks between clusters (issue 18: the embedded Raft store
-// to PostgreSQL, and back, or between two clusters of either store). GET /v1/tasks:export pages the pending tasks with their
-// requests as stored; POST /v1/tasks:import inserts them, each with its
-// own id, attempts, next attempt and deadline, idempotently (a task id or
-// a (namespace, request id) already stored is a duplicate). Both are admin
-// only: the export carries secret header values and URL queries, which
-// the importing cluster needs to deliver the tasks.
+// to PostgreSQL, back, or between two clusters of either store).
+// GET /v1/tasks:export pages the pending tasks with their requests as
+// stored; POST /v1/tasks:import inserts them, each with its own id,
+// attempts, next attempt and deadline, idempotently (a task id or a
+// (namespace, request id) already stored is a duplicate). Both are admin
+// only: the export carries secret header values and URL queries, which the
+// importing cluster needs to deliver the tasks.
 
 func (h *taskHandlers) export(w http.ResponseWriter, r *http.Request) error {
 	q, err := listQuery(r)
