@@ -173,7 +173,6 @@ func BenchmarkNewSDKClient(b *testing.B) {
 // runs of one binary on this shared box. cpu-ratio is the process's CPU time
 // (client and in-process destination) over the blocks of each side.
 func BenchmarkOutboundInterleaved(b *testing.B) {
-	const block = 500
 	base := benchServer(b)
 	e := newExecutor(b, transport.Options{})
 	client := transport.NewHTTPClient()
@@ -188,11 +187,49 @@ func BenchmarkOutboundInterleaved(b *testing.B) {
 			b.Fatal(res, err)
 		}
 	}
-	var cpu, wall [2]time.Duration // [0] the POST, [1] the executor
+	cpu, calls := interleaved(b, post, start)
+	b.ReportMetric(float64(cpu[0].Nanoseconds())/calls, "post-cpu-ns")
+	b.ReportMetric(float64(cpu[1].Nanoseconds())/calls, "start-cpu-ns")
+}
+
+// BenchmarkSeriesInterleaved is BenchmarkOutbound's raw-callback against
+// raw-callback-metered (the request series and attempt counters on) in
+// alternating blocks, as BenchmarkOutboundInterleaved: what the metrics
+// cost a call, both sides on the same machine (issue 20 §7).
+func BenchmarkSeriesInterleaved(b *testing.B) {
+	base := benchServer(b)
+	ctx := context.Background()
+	plain := newExecutor(b, transport.Options{})
+	pool, err := breakerpool.New(breakerpool.Config{}, nil, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	metered := newExecutor(b, transport.Options{Registerer: prometheus.NewRegistry(), Series: pool})
+	r := transport.Request{TaskGroup: breakerpool.TaskGroupCallback, URL: base + "/cb",
+		Body: benchInput, ContentType: "application/json", RequestID: "rid", Namespace: "ns", Destination: "http://cb"}
+	call := func(e *transport.Executor) func() {
+		return func() {
+			if _, err := e.Execute(ctx, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	cpu, calls := interleaved(b, call(plain), call(metered))
+	b.ReportMetric(float64(cpu[0].Nanoseconds())/calls, "plain-cpu-ns")
+	b.ReportMetric(float64(cpu[1].Nanoseconds())/calls, "metered-cpu-ns")
+}
+
+// interleaved runs blocks of 500 calls of base and of other in turn, the
+// order swapped every pair, until b.Loop ends, and reports cpu-ratio and
+// wall-ratio (other over base). It returns each side's process CPU time and
+// the calls each side made.
+func interleaved(b *testing.B, base, other func()) (cpu [2]time.Duration, calls float64) {
+	const block = 500
+	var wall [2]time.Duration
 	runBlock := func(side int) {
-		f := post
+		f := base
 		if side == 1 {
-			f = start
+			f = other
 		}
 		c0, t0 := cpuClock(), time.Now()
 		for range block {
@@ -208,9 +245,7 @@ func BenchmarkOutboundInterleaved(b *testing.B) {
 		runBlock(1 - first)
 		pairs++
 	}
-	calls := float64(pairs * block)
 	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-ratio")
 	b.ReportMetric(float64(wall[1])/float64(wall[0]), "wall-ratio")
-	b.ReportMetric(float64(cpu[0].Nanoseconds())/calls, "post-cpu-ns")
-	b.ReportMetric(float64(cpu[1].Nanoseconds())/calls, "start-cpu-ns")
+	return cpu, float64(pairs * block)
 }
