@@ -148,9 +148,7 @@ RETURNING id`, ids, shards, nss, wfs, groups, dests, keys, reqIDs, reqs, deadlin
 func (s *Store) duplicates(ctx context.Context, tasks []state.NewTask, inserted map[string]bool, refused map[int]string,
 	dupNS, dupRID []string, out []state.SubmitOutcome) error {
 	orig := make(map[[2]string]state.SubmitOutcome, len(dupNS))
-	rows, err := s.pool.Query(ctx, `
-SELECT t.namespace_id, t.request_id, t.id, t.shard FROM fusebox_tasks t
-JOIN unnest($1::text[], $2::text[]) AS d(ns, rid) ON t.namespace_id = d.ns AND t.request_id = d.rid`, dupNS, dupRID)
+	rows, err := s.pool.Query(ctx, duplicateRequestsSQL, dupNS, dupRID)
 	if err != nil {
 		return err
 	}

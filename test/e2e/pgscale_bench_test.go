@@ -109,7 +109,7 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 			}
 			idleCores := idleCPU(b, bp.c)
 			idleProfiled()
-			cpu0 := clusterCPU(b, bp.c)
+			cpu0, db0 := clusterCPU(b, bp.c), dbCPU(b, srv)
 			profiled := func() {}
 			if os.Getenv("FUSEBOX_BENCH_PPROF_IDLE") == "" {
 				profiled = profileProcs(b, bp.c, b.N)
@@ -121,8 +121,9 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 			took := time.Since(start)
 			b.StopTimer()
 			profiled()
-			cpu := clusterCPU(b, bp.c) - cpu0
+			cpu, db := clusterCPU(b, bp.c)-cpu0, dbCPU(b, srv)-db0
 			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+			b.ReportMetric(db.Seconds()*1e6/float64(b.N), "db-cpu-us/task")
 			b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
 			b.ReportMetric(cpu.Seconds()*1e6/float64(b.N), "node-cpu-us/task")
 			b.ReportMetric(cpu.Seconds()/took.Seconds(), "node-cpu-cores")
@@ -368,6 +369,16 @@ func idleCPU(b *testing.B, c *Cluster) float64 {
 	start := time.Now()
 	time.Sleep(idleWindow) // the measurement: idle wall time, as BenchmarkProcessPostgresIdle
 	return (clusterCPU(b, c) - cpu0).Seconds() / time.Since(start).Seconds()
+}
+
+// dbCPU is the CPU time the database server's processes have used.
+func dbCPU(b *testing.B, srv *pgtest.Server) time.Duration {
+	b.Helper()
+	d, err := srv.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
 }
 
 // clusterCPU is the CPU time (user + system) the cluster's processes
