@@ -7,9 +7,9 @@ import (
 	"fusebox/raftstore/state"
 )
 
-// ImportTasks is api.TaskService's on the postgres store: tasks moved from another
-// cluster keep their ids, attempts, next attempt and deadline; an error is
-// a 503 and means none is known committed.
+// ImportTasks is api.TaskService's on the postgres store: tasks moved from
+// another cluster keep their ids, attempts, next attempt and deadline; an
+// error is a 503 and means none is known committed.
 func (a pgTaskAPI) ImportTasks(ctx context.Context, ts []api.ImportedTask) ([]state.SubmitOutcome, error) {
 	if !a.pg.store.Ready() {
 		return nil, a.unavailable("import refused", nil)

@@ -34,10 +34,11 @@ func (s *Store) Apply(ctx context.Context, cmd []byte, requestID string) (*state
 	if err := state.ValidateCommand(cmd, requestID); err != nil {
 		return nil, err
 	}
-	// The gate here too, not only on the leader: when the leader is the
-	// server still on an older build, it cannot tell a type newer than its
-	// build from garbage (invalid_argument), while this node can say what
-	// the caller must do (upgrade_pending, naming the servers behind).
+	// The gate on the proposer, before forwarding (ApplyLocal gates again
+	// on the leader): when the leader is the server still on an older
+	// build, it cannot tell a type newer than its build from garbage
+	// (invalid_argument), while this node can say what the caller must do
+	// (upgrade_pending, naming the servers behind).
 	if err := s.checkGate(state.MessageType(cmd[0])); err != nil {
 		return nil, err
 	}
@@ -145,7 +146,12 @@ func (s *Store) ApplyLocal(ctx context.Context, cmd []byte, requestID string) (*
 		return nil, raftError(r, raft.ErrNotLeader)
 	}
 	if state.MessageType(cmd[0]) == state.MsgRejoin {
-		return s.applyRejoin(r, cmd[1:])
+		return s.applyRejoin(r, cmd[1:]) // never enters the log
+	}
+	// The leader's own gate for a forwarded write (Apply gated it on the
+	// proposer, by that node's view of the cluster).
+	if err := s.checkGate(state.MessageType(cmd[0])); err != nil {
+		return nil, err
 	}
 	return s.raftApply(ctx, r, cmd, requestID)
 }
@@ -157,9 +163,6 @@ func (s *Store) raftApply(ctx context.Context, r *raft.Raft, cmd []byte, request
 		if rem := time.Until(d); rem < timeout {
 			timeout = max(rem, time.Millisecond)
 		}
-	}
-	if err := s.checkGate(state.MessageType(cmd[0])); err != nil {
-		return nil, err
 	}
 	start := time.Now()
 	f := r.Apply(state.EncodeEntry(cmd, requestID), timeout)

@@ -8,7 +8,7 @@ import (
 )
 
 // import_tasks (23) inserts pending tasks moved from another cluster
-// (POST /v1/tasks:import, `fusebox admin tasks move`), each with its own
+// (POST /v1/tasks:import, `fusebox admin tasks import`), each with its own
 // id, attempts, next attempt, creation time and deadline. It is what
 // pgstore.Store.Import does on PostgreSQL, so a move works in every
 // direction: embedded → PostgreSQL, PostgreSQL → embedded, and between two

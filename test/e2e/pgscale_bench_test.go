@@ -143,6 +143,8 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 // after the cluster settled (-benchtime 1000x: 10 s). node-cpu-cores is the
 // five processes' CPU over that time, db-cpu-cores the database's; the raft
 // store's five idle processes are measured beside them in the same run.
+// With FUSEBOX_BENCH_PPROF set, every process is profiled over the window
+// (FUSEBOX_BENCH_PPROF_SECONDS: set it to the window's length).
 func BenchmarkProcessPostgresIdle(b *testing.B) {
 	for _, store := range []string{"raft", "postgres"} {
 		var bp *benchProcs
