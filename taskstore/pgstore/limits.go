@@ -68,8 +68,10 @@ func breakerDest(t *state.NewTask) string {
 // never refused; the counts include the batch's tasks accepted before it.
 // Unlike the raft store's FSM, concurrent submits through other nodes are
 // not serialised with this one: a limit can be overshot by the tasks of
-// submits in flight at the same moment (and the pending-task ceiling by a
-// second's worth, pendingTTL).
+// submits in flight at the same moment, the pending-task ceiling by a
+// second's worth (pendingTTL), and a destination's backlog limit by other
+// nodes' submits of that second only when they alone bring more than half
+// the limit (destBound).
 func (s *Store) overloaded(ctx context.Context, tx batchQueryer, tasks []state.NewTask) (map[int]string, error) {
 	limited := false
 	for i := range tasks {
@@ -82,20 +84,37 @@ func (s *Store) overloaded(ctx context.Context, tx batchQueryer, tasks []state.N
 		return nil, nil
 	}
 	// The reads the limits need go in one round trip (a pipelined batch):
-	// the stored request ids, the pending count of each destination with a
-	// backlog limit, and the pending total when its reuse ran out.
+	// the stored request ids and the pending count of each destination
+	// with a backlog limit that the pending total does not already rule
+	// out (destBound); the total itself, when its reuse ran out, before.
 	reads := &pgx.Batch{}
 	stored := queueStoredRequests(reads, tasks)
-	destCount := map[[2]string]int{} // stored, read once per destination
-	needTotal := false
+	// Each destination with a backlog limit, with the smallest limit the
+	// batch's tasks for it carry (they share one, unless the setting
+	// changed while they queued).
+	destLimit := map[[2]string]int{}
 	for i := range tasks {
 		t := &tasks[i]
-		needTotal = needTotal || t.MaxPendingTasks > 0
-		dkey := [2]string{t.NamespaceID, breakerDest(t)}
-		if _, ok := destCount[dkey]; ok || t.MaxDestinationBacklog <= 0 {
+		if t.MaxDestinationBacklog <= 0 {
 			continue
 		}
-		destCount[dkey] = 0
+		dkey := [2]string{t.NamespaceID, breakerDest(t)}
+		if l, ok := destLimit[dkey]; !ok || t.MaxDestinationBacklog < l {
+			destLimit[dkey] = t.MaxDestinationBacklog
+		}
+	}
+	// The total first, read again when its reuse ran out (once a second
+	// per node): it decides which destinations need a count of their own.
+	total, err := s.pendingTotal(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	destCount := make(map[[2]string]int, len(destLimit)) // read once per destination
+	for dkey, limit := range destLimit {
+		if destBound(total, len(tasks), limit) {
+			destCount[dkey] = max(total, 0) // an upper bound, far below the limit
+			continue
+		}
 		reads.Queue(`SELECT count(*) FROM fusebox_tasks
 WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, dkey[0], dkey[1]).QueryRow(func(row pgx.Row) error {
 			var c int64
@@ -103,23 +122,6 @@ WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, dkey[0], 
 			destCount[dkey] = int(c)
 			return err
 		})
-	}
-	total := 0
-	if needTotal {
-		now := time.Now()
-		if n, ok := s.pending.get(now); ok {
-			total = n
-		} else {
-			reads.Queue(`SELECT count(*) FROM fusebox_tasks WHERE status = 'pending'`).QueryRow(func(row pgx.Row) error {
-				var c int64
-				if err := row.Scan(&c); err != nil {
-					return err
-				}
-				total = int(c)
-				s.pending.set(total, now)
-				return nil
-			})
-		}
 	}
 	if reads.Len() > 0 {
 		if err := tx.SendBatch(ctx, reads).Close(); err != nil {
@@ -151,6 +153,19 @@ WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, dkey[0], 
 		}
 	}
 	return refused, nil
+}
+
+// destBound reports whether the table's pending total (reused for up to
+// pendingTTL, moved by this store's own submits and completes) rules out a
+// destination backlog limit for a batch of n tasks: a destination's pending
+// tasks are some of the table's, so while the total and the batch stay
+// under half the limit, its count (O(its backlog), and read on every
+// submit group of every node) cannot come near it. The half is the margin
+// for other nodes' submits of the last second, which the reused total does
+// not see: they would have to add half the limit within it. Past half the
+// limit every group counts the destination afresh, as before.
+func destBound(total, n, limit int) bool {
+	return total+n <= limit/2
 }
 
 // storedRequestsSQL reads which of the (namespace, request id) pairs
@@ -207,9 +222,10 @@ type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// batchQueryer also sends a pipelined batch.
+// batchQueryer also reads a row and sends a pipelined batch.
 type batchQueryer interface {
 	queryer
+	querier
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
