@@ -45,7 +45,11 @@ func main() {
 	fmt.Print(report.table)
 	if *out != "" {
 		prev, _ := os.ReadFile(*out) // none yet: a fresh report
-		md := mergeReport(string(prev), report.markdown, *only != "", *only)
+		known := make(map[string]bool, len(rows))
+		for _, r := range rows {
+			known[rowKey(fmt.Sprintf("| %s | %s | ", r.Issue, r.What))] = true
+		}
+		md := mergeReport(string(prev), report.markdown, *only != "", *only, known)
 		if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "benchreport:", err)
 			os.Exit(1)

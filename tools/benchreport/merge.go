@@ -43,8 +43,12 @@ func rowKey(line string) string {
 // keeps the previous report's hand-written tail. A partial run (-only) keeps
 // the previous head and every row it did not measure: its rows replace
 // theirs in place, new rows go at the end of the table, and the head says
-// which rows were measured when.
-func mergeReport(prev, fresh string, partial bool, only string) string {
+// which rows were measured when. known holds the keys (rowKey) of every
+// row the report has now: a previous row that is not among them (its
+// figure was renamed or removed) or repeats one already kept is dropped,
+// so a partial run never keeps a stale row beside its successor. nil keeps
+// every previous row.
+func mergeReport(prev, fresh string, partial bool, only string, known map[string]bool) string {
 	fHead, fRows, _ := splitReport(fresh)
 	pHead, pRows, pTail := splitReport(prev)
 	if !partial || pRows == nil {
@@ -55,8 +59,14 @@ func mergeReport(prev, fresh string, partial bool, only string) string {
 		byKey[rowKey(r)] = r
 	}
 	var out []string
+	kept := map[string]bool{}
 	for _, r := range pRows {
-		if n, ok := byKey[rowKey(r)]; ok {
+		k := rowKey(r)
+		if (known != nil && !known[k]) || kept[k] {
+			continue
+		}
+		kept[k] = true
+		if n, ok := byKey[k]; ok {
 			out = append(out, n)
 			delete(byKey, rowKey(r))
 			continue
@@ -70,13 +80,13 @@ func mergeReport(prev, fresh string, partial bool, only string) string {
 	}
 	// A later run of the same selection replaces its earlier note.
 	prefix := fmt.Sprintf("Rows matching `-only '%s'`", only)
-	var kept []string
+	var headLines []string
 	for _, l := range strings.SplitAfter(pHead, "\n") {
 		if !strings.HasPrefix(l, prefix) {
-			kept = append(kept, l)
+			headLines = append(headLines, l)
 		}
 	}
-	pHead = strings.Replace(strings.Join(kept, ""), "\n\n\n", "\n\n", -1)
+	pHead = strings.Replace(strings.Join(headLines, ""), "\n\n\n", "\n\n", -1)
 	note := fmt.Sprintf("Rows matching `-only '%s'` re-measured on %s (`go run ./tools/benchreport -only '%s'`); the others are from the run above.\n\n",
 		only, time.Now().UTC().Format("2006-01-02 15:04 MST"), only)
 	return pHead + note + tableHeader + "\n|---|---|---|---|---|---|---|---|\n" + strings.Join(out, "") + pTail

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -15,7 +17,7 @@ func freshReport(rows ...string) string {
 }
 
 func TestMergeFullRunKeepsHandWrittenTail(t *testing.T) {
-	got := mergeReport(prevReport, freshReport("| #1 | a | 9 x | - | - | - |  | `cmd a` |\n"), false, "")
+	got := mergeReport(prevReport, freshReport("| #1 | a | 9 x | - | - | - |  | `cmd a` |\n"), false, "", nil)
 	for _, want := range []string{"Generated on day 2.", "| #1 | a | 9 x", "## Notes\n\nhand-written\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("full run lost %q:\n%s", want, got)
@@ -28,7 +30,7 @@ func TestMergeFullRunKeepsHandWrittenTail(t *testing.T) {
 
 func TestMergePartialRunReplacesItsRowsOnly(t *testing.T) {
 	fresh := freshReport("| #1 | b | 7 x | - | - | - |  | `cmd b` |\n", "| #2 | c | 3 x | - | - | - |  | `cmd c` |\n")
-	got := mergeReport(prevReport, fresh, true, "B|C")
+	got := mergeReport(prevReport, fresh, true, "B|C", nil)
 	want := "| #1 | a | 1 x | - | - | - |  | `cmd a` |\n| #1 | b | 7 x | - | - | - |  | `cmd b` |\n| #2 | c | 3 x | - | - | - |  | `cmd c` |\n\n## Notes"
 	if !strings.Contains(got, want) {
 		t.Fatalf("rows not merged in place:\n%s", got)
@@ -36,7 +38,7 @@ func TestMergePartialRunReplacesItsRowsOnly(t *testing.T) {
 	if !strings.Contains(got, "Generated on day 1.") || !strings.Contains(got, "Rows matching `-only 'B|C'`") {
 		t.Fatalf("head not kept with a note:\n%s", got)
 	}
-	again := mergeReport(got, fresh, true, "B|C")
+	again := mergeReport(got, fresh, true, "B|C", nil)
 	if n := strings.Count(again, "Rows matching `-only 'B|C'`"); n != 1 {
 		t.Fatalf("a second partial run left %d notes:\n%s", n, again)
 	}
@@ -44,7 +46,50 @@ func TestMergePartialRunReplacesItsRowsOnly(t *testing.T) {
 
 func TestMergeWithoutPreviousReport(t *testing.T) {
 	fresh := freshReport("| #1 | a | 9 x | - | - | - |  | `cmd a` |\n")
-	if got := mergeReport("", fresh, true, "A"); got != fresh {
+	if got := mergeReport("", fresh, true, "A", nil); got != fresh {
 		t.Fatalf("no previous report: got\n%s\nwant\n%s", got, fresh)
+	}
+}
+
+// A partial run drops the previous rows whose figure the report no longer
+// has, and a repeated row, instead of keeping them beside the fresh ones.
+func TestMergePartialRunDropsStaleAndRepeatedRows(t *testing.T) {
+	prev := "# Benchmarks\n\n" + tableHeader + "\n|---|---|---|---|---|---|---|---|\n" +
+		"| #1 | a | 1 x | - | - | - |  | `cmd a` |\n" +
+		"| #1 | old name | 2 x | - | - | - |  | `cmd b` |\n" +
+		"| #1 |   c | 3 x | - | - | - |  | `cmd c` |\n" +
+		"| #1 |   c | 4 x | - | - | - |  | `cmd c` |\n"
+	known := map[string]bool{"| #1 | a": true, "| #1 | new name": true, "| #1 |   c": true}
+	got := mergeReport(prev, freshReport("| #1 | new name | 5 x | - | - | - |  | `cmd b` |\n"), true, "B", known)
+	want := "| #1 | a | 1 x | - | - | - |  | `cmd a` |\n| #1 |   c | 3 x | - | - | - |  | `cmd c` |\n| #1 | new name | 5 x | - | - | - |  | `cmd b` |\n"
+	if !strings.Contains(got, want) || strings.Contains(got, "old name") || strings.Contains(got, "4 x") {
+		t.Fatalf("stale or repeated rows kept:\n%s", got)
+	}
+}
+
+// Every row of docs/benchmarks.md is a figure rows.go still measures, once.
+func TestReportRowsAreKnown(t *testing.T) {
+	md, err := os.ReadFile("../../docs/benchmarks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, r := range rows {
+		known[rowKey(fmt.Sprintf("| %s | %s | ", r.Issue, r.What))] = true
+	}
+	_, table, _ := splitReport(string(md))
+	if len(table) == 0 {
+		t.Fatal("no table in docs/benchmarks.md")
+	}
+	seen := map[string]bool{}
+	for _, r := range table {
+		k := rowKey(r)
+		if !known[k] {
+			t.Errorf("docs/benchmarks.md has a row rows.go does not: %q", k)
+		}
+		if seen[k] {
+			t.Errorf("docs/benchmarks.md repeats a row: %q", k)
+		}
+		seen[k] = true
 	}
 }
