@@ -68,7 +68,7 @@ func mergeReport(prev, fresh string, partial bool, only string, known map[string
 		kept[k] = true
 		if n, ok := byKey[k]; ok {
 			out = append(out, n)
-			delete(byKey, rowKey(r))
+			delete(byKey, k)
 			continue
 		}
 		out = append(out, r)
