@@ -32,17 +32,12 @@ func submitTasks(w *writer, c *SubmitTasksCommand) (any, *Error) {
 	pendingOf := pendingCounts{}
 	for i := range c.Tasks {
 		nt := &c.Tasks[i]
-		if nt.Shard >= count {
-			return nil, invalidArg(fmt.Sprintf("tasks[%d].shard", i), "shard %d out of range [0, %d)", nt.Shard, count)
+		if err := checkShard(i, nt, count); err != nil {
+			return nil, err
 		}
-		if want := shardmap.ShardOf(nt.NamespaceID, nt.WorkflowID, count); nt.Shard != want {
-			return nil, invalidArg(fmt.Sprintf("tasks[%d].shard", i), "shard %d is not ShardOf(namespace_id, workflow_id) = %d", nt.Shard, want)
-		}
-		if nt.RequestID != "" {
-			if t := w.tasks.lookupRequest(nt.NamespaceID, nt.RequestID); t != nil {
-				out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitDuplicate}
-				continue
-			}
+		if dup, ok := storedRequest(w, nt); ok {
+			out[i] = dup
+			continue
 		}
 		if w.tasks.lookup(nt.ID) != nil {
 			return nil, conflict(fmt.Sprintf("tasks[%d].id", i), "task id %q already exists", nt.ID)
@@ -274,4 +269,29 @@ func (w *writer) counter(name string) uint64 { return w.it.counter(name) }
 func (w *writer) setCounter(name string, v uint64) *Error {
 	w.it.setCounter(name, v)
 	return nil
+}
+
+// checkShard refuses task i of a command unless its shard is the one
+// ShardOf gives it among count shards.
+func checkShard(i int, nt *NewTask, count int) *Error {
+	if nt.Shard >= count {
+		return invalidArg(fmt.Sprintf("tasks[%d].shard", i), "shard %d out of range [0, %d)", nt.Shard, count)
+	}
+	if want := shardmap.ShardOf(nt.NamespaceID, nt.WorkflowID, count); nt.Shard != want {
+		return invalidArg(fmt.Sprintf("tasks[%d].shard", i), "shard %d is not ShardOf(namespace_id, workflow_id) = %d", nt.Shard, want)
+	}
+	return nil
+}
+
+// storedRequest is the duplicate outcome naming the stored task with nt's
+// (namespace, request id), if there is one.
+func storedRequest(w *writer, nt *NewTask) (SubmitOutcome, bool) {
+	if nt.RequestID == "" {
+		return SubmitOutcome{}, false
+	}
+	t := w.tasks.lookupRequest(nt.NamespaceID, nt.RequestID)
+	if t == nil {
+		return SubmitOutcome{}, false
+	}
+	return SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitDuplicate}, true
 }

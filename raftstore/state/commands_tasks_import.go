@@ -1,10 +1,7 @@
 package state
 
 import (
-	"fmt"
 	"time"
-
-	"fusebox/shardmap"
 )
 
 // import_tasks (23) inserts pending tasks moved from another cluster
@@ -90,19 +87,16 @@ func applyImportTasks(w *writer, payload []byte) (any, *Error) {
 	pendingOf := pendingCounts{}
 	for i := range c.Tasks {
 		it := &c.Tasks[i]
-		if want := shardmap.ShardOf(it.NamespaceID, it.WorkflowID, count); it.Shard != want {
-			return nil, invalidArg(fmt.Sprintf("tasks[%d].shard", i),
-				"shard %d is not ShardOf(namespace_id, workflow_id) = %d of %d shards", it.Shard, want, count)
+		if err := checkShard(i, &it.NewTask, count); err != nil {
+			return nil, err
 		}
 		if t := w.tasks.lookup(it.ID); t != nil {
 			out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitDuplicate}
 			continue
 		}
-		if it.RequestID != "" {
-			if t := w.tasks.lookupRequest(it.NamespaceID, it.RequestID); t != nil {
-				out[i] = SubmitOutcome{TaskID: t.ID, Shard: t.Shard, Outcome: SubmitDuplicate}
-				continue
-			}
+		if dup, ok := storedRequest(w, &it.NewTask); ok {
+			out[i] = dup
+			continue
 		}
 		t := it.pendingRow(it.CreatedAt, w.index)
 		t.Attempts, t.NextAttemptAt = it.Attempts, it.NextAttemptAt
