@@ -204,10 +204,23 @@ func (p *Prober) Observe(t breakerpool.Transition) {
 		p.keys[t.Key] = &keyState{since: time.Now()}
 	}
 	p.mu.Unlock()
+	p.kick()
+}
+
+// kick wakes the loop for a key it may not track yet: while it tracks none
+// it does not tick.
+func (p *Prober) kick() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
 	}
+}
+
+// tracking reports whether any key is tracked.
+func (p *Prober) tracking() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.keys) > 0
 }
 
 // Last returns the last health call made for k on this node.
@@ -224,10 +237,17 @@ func (p *Prober) loop() {
 	resync := time.NewTicker(p.cfg.Resync)
 	defer resync.Stop()
 	for {
+		// Tick only while a key is tracked: an idle node's loop then sleeps
+		// until a transition, a confirm or the resync (a ticker's channel
+		// that nobody waits on does not wake the runtime).
+		var tickC <-chan time.Time
+		if p.tracking() {
+			tickC = tick.C
+		}
 		select {
 		case <-p.ctx.Done():
 			return
-		case <-tick.C:
+		case <-tickC:
 		case <-p.wake:
 		case <-resync.C:
 			p.resync()
@@ -342,6 +362,7 @@ func (p *Prober) CheckNow(k breakerpool.Key) bool {
 	if ks == nil {
 		ks = &keyState{since: time.Now()}
 		p.keys[k] = ks
+		defer p.kick() // the loop must start ticking for it (non-blocking)
 	}
 	ks.confirm = true
 	if !ks.inFlight {

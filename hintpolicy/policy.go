@@ -181,6 +181,7 @@ type Policy struct {
 	suspDetail string // last detail while suspect, for Suspect()
 
 	metaCh    chan struct{} // wakes the loop to gossip the suspect flag
+	confirmCh chan struct{} // wakes the loop for a first pending confirmation
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	startOnce sync.Once
@@ -217,6 +218,7 @@ func New(cfg Config, pool Pool, members Membership, logger *slog.Logger, reg pro
 		confirming: make(map[breakerpool.Key]struct{}),
 		susp:       newSuspicion(cfg.SuspectWindow, cfg.SuspectMinOpens, cfg.SuspectRatio),
 		metaCh:     make(chan struct{}, 1),
+		confirmCh:  make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 	}
 	p.owners.Store(newOwnerView(members.Members(), p.self, false))
@@ -265,6 +267,12 @@ func (p *Policy) loop(sub <-chan struct{}) {
 	confirmTick := time.NewTicker(max(p.cfg.ConfirmWait/4, time.Millisecond))
 	defer confirmTick.Stop()
 	for {
+		// The deadlines are checked only while a round is pending: a
+		// ticker's channel that nobody waits on does not wake the runtime.
+		var confirmC <-chan time.Time
+		if p.anyConfirming() {
+			confirmC = confirmTick.C
+		}
 		select {
 		case <-p.stop:
 			return
@@ -276,10 +284,18 @@ func (p *Policy) loop(sub <-chan struct{}) {
 			p.refreshOwners()
 		case now := <-tick.C:
 			p.maintain(now)
-		case now := <-confirmTick.C:
+		case <-p.confirmCh: // a round began: wait on its deadline from now on
+		case now := <-confirmC:
 			p.confirmTick(now)
 		}
 	}
+}
+
+// anyConfirming reports whether a confirmation round is pending.
+func (p *Policy) anyConfirming() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.confirming) > 0
 }
 
 // metaLoop gossips the suspect flag. It has its own goroutine because

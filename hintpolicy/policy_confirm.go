@@ -196,6 +196,10 @@ func (p *Policy) applyConfirmLocked(b *breakerpool.Breaker, h cluster.Hint, st *
 		return p.confirmLocked(b, h, st, p.self, now)
 	}
 	p.confirming[h.Key] = struct{}{}
+	select {
+	case p.confirmCh <- struct{}{}:
+	default: // the loop is already woken
+	}
 	return p.askLocked(b, h.Key, st, now, true)
 }
 

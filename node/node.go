@@ -144,7 +144,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.store, err = raftstore.New(raftstore.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBindAddr: cfg.RaftAddr, AdvertiseAddr: n.adv.raft, BootstrapExpect: bootstrap,
 		Preset: cfg.Timing, Logger: n.base, Registerer: n.reg, TLS: n.raftTLS(), RejoinEmpty: cfg.RejoinEmpty,
-		CommitTimeout: n.raftCommitTimeout(),
+		CommitTimeout: n.raftCommitTimeout(), PushCommits: n.cfg.UsesPostgres(),
 	}, raftstore.Deps{
 		Members:   adapter,
 		Forwarder: n.forwarder(),

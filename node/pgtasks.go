@@ -19,14 +19,17 @@ const (
 	TaskStorePostgres = "postgres"
 )
 
-// pgRaftCommitTimeout is raft's own CommitTimeout (raft.DefaultConfig), kept
-// by a node whose tasks live in PostgreSQL: the short one the Raft task
-// store needs (so a follower owning a shard sees a new task soon) has the
-// leader send an empty append to every follower every 5–10 ms, which was
-// most of an idle postgres cluster's CPU and grew with each node
-// (taskstore/pgstore/DESIGN.md, "Where the CPU and the latency go with
-// more nodes"). Only control-plane writes wait for it there.
-const pgRaftCommitTimeout = 50 * time.Millisecond
+// pgRaftCommitTimeout is the CommitTimeout of a node whose tasks live in
+// PostgreSQL, where only control-plane writes go through Raft. The Raft
+// task store's short one (so a follower owning a shard sees a new task
+// soon) has the leader send an empty append to every follower every 5–10
+// ms, raft's own default every 50–100 ms; on an idle cluster those are
+// most of its CPU, and they grow with each node (taskstore/pgstore/
+// DESIGN.md, "Where the CPU and the latency go with more nodes"). Here the
+// leader pushes each write's commit to the followers itself
+// (raftstore.Config.PushCommits), so the empty appends are only a
+// backstop, and rare.
+const pgRaftCommitTimeout = 500 * time.Millisecond
 
 // raftCommitTimeout is the Raft store's CommitTimeout for this node: 0 (the
 // preset's) unless tasks live in PostgreSQL.

@@ -183,9 +183,9 @@ func (m *Manager) sync() bool {
 	return true
 }
 
-// update latches freshness and, when the owned set changed, wakes watchers.
-// Only the watch goroutine calls it.
-func (m *Manager) update() {
+// checkFresh latches freshness; on catching up it re-reads the committed
+// map. Only the watch goroutine calls it, every FreshCheck.
+func (m *Manager) checkFresh() {
 	now := time.Now()
 	gap := now.Sub(time.Unix(0, m.lastCheck.Swap(now.UnixNano())))
 	fresh := m.fresh.Load()
@@ -198,6 +198,13 @@ func (m *Manager) update() {
 		m.fresh.Store(true)
 		m.refresh() // the barrier may have brought a newer map
 	}
+}
+
+// publishOwned wakes watchers when the owned set changed. Owned follows
+// the held map and the committed shard count, which change only in
+// refresh, so refresh alone calls it (not every FreshCheck: reading the
+// shard count and building the set was a tenth of an idle node's CPU).
+func (m *Manager) publishOwned() {
 	owned := m.Owned()
 	if maps.Equal(owned, m.lastOwned) && m.lastOwned != nil {
 		return
@@ -263,9 +270,14 @@ func (m *Manager) watch() {
 	defer t.Stop()
 	fresh := time.NewTicker(m.cfg.FreshCheck)
 	defer fresh.Stop()
+	period := m.cfg.FreshCheck
 	m.refresh()
 	for {
-		m.update()
+		m.checkFresh()
+		if p := m.freshPeriod(); p != period {
+			fresh.Reset(p)
+			period = p
+		}
 		select {
 		case <-m.ctx.Done():
 			return
@@ -276,6 +288,20 @@ func (m *Manager) watch() {
 		case <-fresh.C:
 		}
 	}
+}
+
+// freshPeriod is how often checkFresh runs: every FreshCheck while
+// catching up, so that calls resume soon after, and FreshLag/4 (if longer)
+// while fresh. A fresh node's tick only has to notice a pause (a gap over
+// FreshLag) and a lost leader, which raft itself reports only after a
+// heartbeat timeout (FreshLag/2) and the leader needs far longer to move
+// shards for; Fresh checks contact on every call meanwhile. Each wake-up
+// of an idle process costs CPU, and this was 20 a second on every node.
+func (m *Manager) freshPeriod() time.Duration {
+	if m.fresh.Load() {
+		return max(m.cfg.FreshCheck, m.store.FreshLag()/4)
+	}
+	return m.cfg.FreshCheck
 }
 
 func (m *Manager) refresh() {
@@ -290,6 +316,7 @@ func (m *Manager) refresh() {
 		}
 	}
 	m.fixSelfFlag()
+	m.publishOwned()
 }
 
 // logChanges logs the shards this node gained and lost with a new map.

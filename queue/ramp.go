@@ -213,6 +213,7 @@ func (s *scheduler) setRamp(k breakerpool.Key, r ramp) {
 	s.rmu.Lock()
 	s.ramps[k] = r
 	s.rmu.Unlock()
+	s.kick()
 	s.mu.RLock()
 	g := s.groups[k]
 	s.mu.RUnlock()
@@ -268,15 +269,24 @@ func (s *scheduler) rampCount() int {
 	return n
 }
 
-// rampLoop retunes every rampTick until Close.
+// rampLoop retunes every rampTick until Close, while there is a group or
+// a ramp to retune. With neither it waits for the scheduler's kick instead
+// of ticking: a ticker's channel that nobody waits on does not wake the
+// runtime, and every wake-up of an idle process costs CPU (an idle node
+// ticked ten times a second here for nothing).
 func (q *Queue) rampLoop() {
 	defer q.loopsDone.Done()
 	t := time.NewTicker(rampTick)
 	defer t.Stop()
 	for {
+		var tick <-chan time.Time
+		if !q.sched.idle() {
+			tick = t.C
+		}
 		select {
-		case <-t.C:
+		case <-tick:
 			q.sched.retune(time.Now()) // not the tick's time, which may be stale
+		case <-q.sched.wake:
 		case <-q.stop:
 			return
 		}

@@ -46,10 +46,33 @@ type scheduler struct {
 	wg       sync.WaitGroup // workers
 	buffered atomic.Int64
 	active   atomic.Int64
+
+	// wake tells rampLoop that a first group or ramp may have appeared:
+	// with neither it does not tick (ramp.go).
+	wake chan struct{}
 }
 
 func newScheduler(q *Queue) *scheduler {
-	return &scheduler{q: q, groups: make(map[breakerpool.Key]*group), ramps: make(map[breakerpool.Key]ramp)}
+	return &scheduler{q: q, groups: make(map[breakerpool.Key]*group), ramps: make(map[breakerpool.Key]ramp), wake: make(chan struct{}, 1)}
+}
+
+// kick wakes rampLoop; it never blocks.
+func (s *scheduler) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// idle reports whether there is nothing to retune: no group and no ramp.
+func (s *scheduler) idle() bool {
+	s.mu.RLock()
+	n := len(s.groups)
+	s.mu.RUnlock()
+	s.rmu.Lock()
+	n += len(s.ramps)
+	s.rmu.Unlock()
+	return n == 0
 }
 
 // group is one key's buffer, concurrency limit and rate limiter. Workers are
@@ -146,6 +169,9 @@ func (s *scheduler) create(k breakerpool.Key) *group {
 		bufCap: bufCap, conc: conc, lastUsed: time.Now(), changed: make(chan struct{}),
 	}
 	s.groups[k] = g
+	if len(s.groups) == 1 {
+		s.kick()
+	}
 	return g
 }
 

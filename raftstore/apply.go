@@ -170,6 +170,7 @@ func (s *Store) raftApply(ctx context.Context, r *raft.Raft, cmd []byte, request
 		return nil, raftError(r, err)
 	}
 	s.metrics.applyLatency.Observe(time.Since(start).Seconds())
+	s.pushCommit()
 	res, ok := f.Response().(*state.ApplyResult)
 	if !ok {
 		return nil, &state.Error{Code: state.CodeInternal, Message: "FSM returned an unexpected response type"}

@@ -54,10 +54,17 @@ type Config struct {
 	// CommitTimeout is how long after a write, with no other write
 	// following, raft tells followers it committed (default 10ms lan, 5ms
 	// fast: tasks in this store must reach their owner quickly, see
-	// raftConfig). A cluster whose tasks live elsewhere (PostgreSQL) sets
-	// raft's own 50ms: the leader's empty appends every CommitTimeout are
-	// most of an idle cluster's CPU, and only control-plane writes wait.
+	// raftConfig). The leader sends every follower an empty append every
+	// CommitTimeout to 2×CommitTimeout, written or not: on an idle cluster
+	// those are most of the CPU. A cluster whose tasks live elsewhere
+	// (PostgreSQL) sets a long one together with PushCommits.
 	CommitTimeout time.Duration
+	// PushCommits: after each write this node commits as leader, it tells
+	// the followers at once (a raft barrier, one in flight, coalescing the
+	// writes behind it; push.go) instead of leaving it to CommitTimeout's
+	// next empty append. For a cluster whose writes are rare, where it lets
+	// CommitTimeout be long without followers applying late.
+	PushCommits bool
 
 	SnapshotThreshold uint64        // default: raft's (8192)
 	SnapshotInterval  time.Duration // default: raft's (120s)

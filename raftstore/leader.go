@@ -54,6 +54,10 @@ func (s *Store) leaderLoop(ctx context.Context) {
 			return
 		}
 	}
+	if s.cfg.PushCommits {
+		s.wg.Go(func() { s.pushLoop(ctx, r) })
+		s.pushCommit() // the barrier above, and what the last term committed
+	}
 	if s.state.ClusterID() == "" {
 		cmd, _ := state.EncodeCommand(state.MsgSetClusterID, state.SetClusterIDCommand{CommandMeta: state.CommandMeta{At: time.Now().UTC()}, ClusterID: NewRequestID()})
 		if _, err := s.ApplyLocal(ctx, cmd, ""); err != nil {

@@ -39,6 +39,8 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	pushKick chan struct{} // a write committed here as leader; Config.PushCommits (push.go)
+
 	submits   submitBatcher   // group commit of single-task submits
 	completes completeBatcher // group commit of completes (complete_batch.go)
 
@@ -63,7 +65,7 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	if deps.Members == nil {
 		return nil, errors.New("raftstore: Deps.Members is required")
 	}
-	s := &Store{cfg: cfg, deps: deps, logger: cfg.Logger.With("component", "raftstore", "node", cfg.NodeID), notifyCh: make(chan bool, 16)}
+	s := &Store{cfg: cfg, deps: deps, logger: cfg.Logger.With("component", "raftstore", "node", cfg.NodeID), notifyCh: make(chan bool, 16), pushKick: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.state, err = state.NewState(state.StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow, LogVersion: cfg.LogVersion})
 	if err != nil {

@@ -293,15 +293,24 @@ func (s *Store) poll() {
 	defer close(s.done)
 	t := time.NewTicker(s.cfg.PollInterval)
 	defer t.Stop()
-	var quick <-chan time.Time
+	var q *time.Ticker
 	if s.cfg.WakeInterval > 0 {
-		q := time.NewTicker(s.cfg.WakeInterval)
+		q = time.NewTicker(s.cfg.WakeInterval)
 		defer q.Stop()
-		quick = q.C
 	}
 	last := ""
 	ticks := 0
 	for {
+		// The newest-id read is waited for only while not listening: a
+		// ticker's channel that nobody waits on does not wake the runtime,
+		// and a listening node's 50 idle wake-ups a second were a part of
+		// what five idle nodes cost. A store that stops listening resumes
+		// the reads after the next PollInterval tick, which wakes the
+		// readers itself.
+		var quick <-chan time.Time
+		if q != nil && !s.listening.Load() {
+			quick = q.C
+		}
 		select {
 		case <-t.C:
 			ticks++

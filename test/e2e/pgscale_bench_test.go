@@ -159,14 +159,17 @@ func BenchmarkProcessPostgresIdle(b *testing.B) {
 					srv = startPGServer(b, owner)
 					opts = pgOptions(srv.URL("postgres"))
 				}
+				opts.Timing = os.Getenv("FUSEBOX_BENCH_TIMING")
 				bp = startBenchProcs(b, owner, 5, opts)
 			}
 			profiled := profileProcs(b, bp.c, b.N)
+			idx0 := appliedIndex(b, bp.c)
 			cpu0, db0 := clusterCPU(b, bp.c), dbCPU(b, srv)
 			start := time.Now()
 			time.Sleep(time.Duration(b.N) * 10 * time.Millisecond) // the measurement: idle wall time
 			took := time.Since(start)
 			profiled()
+			b.ReportMetric(float64(appliedIndex(b, bp.c)-idx0)/took.Seconds(), "raft-entries/s")
 			b.ReportMetric((clusterCPU(b, bp.c)-cpu0).Seconds()/took.Seconds(), "node-cpu-cores")
 			b.ReportMetric((dbCPU(b, srv)-db0).Seconds()/took.Seconds(), "db-cpu-cores")
 		})
@@ -449,4 +452,19 @@ func (c *cleanups) run() {
 		c.fns[i]()
 	}
 	c.fns = nil
+}
+
+// appliedIndex is the highest Raft index any of c's processes applied
+// (fusebox_raft_applied_index): whether anything writes to Raft while idle.
+func appliedIndex(b *testing.B, c *Cluster) float64 {
+	b.Helper()
+	var hi float64
+	for _, p := range c.Procs {
+		m, err := scrapeMetrics(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hi = max(hi, metricSum(m, "fusebox_raft_applied_index"))
+	}
+	return hi
 }
