@@ -222,6 +222,27 @@ func (c *testCluster) waitAllApplied(index uint64, timeout time.Duration) {
 	}
 }
 
+// threeVoters starts n1..n3 (tweak applied to each config) and waits until
+// all three are voters.
+func threeVoters(t testing.TB, tweak func(*Config)) *testCluster {
+	t.Helper()
+	c := newTestCluster(t, tweak)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.add(id, 3)
+	}
+	c.start("n1", "n2", "n3")
+	leader := c.leader(15 * time.Second)
+	testwait.For(t, 10*time.Second, "3 voters", func() bool {
+		sf := suffrage(t, leader)
+		return len(sf) == 3 && sf["n1"] == "Voter" && sf["n2"] == "Voter" && sf["n3"] == "Voter"
+	})
+	return c
+}
+
+// longReap makes the reap timeout long, so that only the test (or an
+// operator's command) removes servers.
+func longReap(cfg *Config) { cfg.ReapTimeout = time.Hour }
+
 func suffrage(t testing.TB, s *Store) map[string]string {
 	t.Helper()
 	servers, err := s.Configuration()

@@ -56,16 +56,8 @@ func TestSingleNodeBootstrapAndRestart(t *testing.T) {
 }
 
 func TestThreeNodeForwardingFailoverAndDedup(t *testing.T) {
-	c := newTestCluster(t, nil)
-	for _, id := range []string{"n1", "n2", "n3"} {
-		c.add(id, 3)
-	}
-	c.start("n1", "n2", "n3")
+	c := threeVoters(t, nil)
 	leader := c.leader(15 * time.Second)
-	testwait.For(t, 5*time.Second, "3 voters", func() bool {
-		sf := suffrage(t, leader)
-		return len(sf) == 3 && sf["n1"] == "Voter" && sf["n2"] == "Voter" && sf["n3"] == "Voter"
-	})
 	ctx := context.Background()
 
 	// A write on a follower is forwarded and applied everywhere.

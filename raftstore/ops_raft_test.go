@@ -11,25 +11,8 @@ import (
 	"fusebox/raftstore/state"
 )
 
-// threeVoters starts n1..n3 and waits until all three are voters. The reap
-// timeout is long, so only the operator removes servers here.
-func threeVoters(t *testing.T) *testCluster {
-	t.Helper()
-	c := newTestCluster(t, func(cfg *Config) { cfg.ReapTimeout = time.Hour })
-	for _, id := range []string{"n1", "n2", "n3"} {
-		c.add(id, 3)
-	}
-	c.start("n1", "n2", "n3")
-	leader := c.leader(15 * time.Second)
-	testwait.For(t, 10*time.Second, "3 voters", func() bool {
-		sf := suffrage(t, leader)
-		return len(sf) == 3 && sf["n1"] == "Voter" && sf["n2"] == "Voter" && sf["n3"] == "Voter"
-	})
-	return c
-}
-
 func TestTransferLeaderToNamedVoter(t *testing.T) {
-	c := threeVoters(t)
+	c := threeVoters(t, longReap)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	leader := c.leader(10 * time.Second)
@@ -67,7 +50,7 @@ func TestTransferLeaderToNamedVoter(t *testing.T) {
 }
 
 func TestRemovePeerRefusalsAndDeadServer(t *testing.T) {
-	c := threeVoters(t)
+	c := threeVoters(t, longReap)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	leader := c.leader(10 * time.Second)
@@ -121,7 +104,7 @@ func TestRemovePeerRefusalsAndDeadServer(t *testing.T) {
 }
 
 func TestRemovePeerAliveComesBack(t *testing.T) {
-	c := threeVoters(t)
+	c := threeVoters(t, longReap)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	leader := c.leader(10 * time.Second)

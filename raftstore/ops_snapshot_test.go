@@ -15,7 +15,7 @@ import (
 )
 
 func TestSnapshotSaveRestoreOnThreeNodes(t *testing.T) {
-	c := threeVoters(t)
+	c := threeVoters(t, longReap)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	leader := c.leader(10 * time.Second)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
 )
 
@@ -18,19 +17,11 @@ import (
 // write only after 30–60 s (checked: with pushCommit a no-op this test fails
 // at its first wait).
 func TestPushCommitsReachFollowersBeforeCommitTimeout(t *testing.T) {
-	c := newTestCluster(t, func(cfg *Config) {
+	c := threeVoters(t, func(cfg *Config) {
 		cfg.CommitTimeout = 30 * time.Second
 		cfg.PushCommits = true
 	})
-	for _, id := range []string{"n1", "n2", "n3"} {
-		c.add(id, 3)
-	}
-	c.start("n1", "n2", "n3")
 	leader := c.leader(15 * time.Second)
-	testwait.For(t, 10*time.Second, "3 voters", func() bool {
-		sf := suffrage(t, leader)
-		return len(sf) == 3 && sf["n1"] == "Voter" && sf["n2"] == "Voter" && sf["n3"] == "Voter"
-	})
 	ctx := context.Background()
 	f := c.follower()
 	// Writes one at a time, from the leader and forwarded from a follower,

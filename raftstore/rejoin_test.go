@@ -19,16 +19,8 @@ import (
 // candidate asks for its vote), then adds it back as a non-voter and
 // promotes it; it ends with every entry written before.
 func TestRejoinEmptyRemovesThenReadds(t *testing.T) {
-	c := newTestCluster(t, func(cfg *Config) { cfg.ReapTimeout = time.Hour })
-	for _, id := range []string{"n1", "n2", "n3"} {
-		c.add(id, 3)
-	}
-	c.start("n1", "n2", "n3")
+	c := threeVoters(t, longReap)
 	leader := c.leader(15 * time.Second)
-	testwait.For(t, 10*time.Second, "3 voters", func() bool {
-		sf := suffrage(t, leader)
-		return len(sf) == 3 && sf["n1"] == "Voter" && sf["n2"] == "Voter" && sf["n3"] == "Voter"
-	})
 	victim := c.follower().NodeID()
 	ctx := context.Background()
 	var last uint64
