@@ -10,7 +10,8 @@ import (
 // AppendEntries; raft's heartbeats do not carry the commit index. When no
 // other write follows, that next append is the empty one raft sends every
 // CommitTimeout to 2×CommitTimeout, written or not, and those empty appends
-// are most of what an idle cluster costs. With Config.PushCommits the
+// (and the followers' answers) are a large part of what an idle cluster
+// costs. With Config.PushCommits the
 // leader instead follows each write it commits with a raft barrier: the
 // barrier is a log entry of its own, so its append carries the write's
 // commit index to every follower at once, and CommitTimeout can be long.
