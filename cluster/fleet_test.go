@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,4 +258,51 @@ func TestFleetReportCapsKeys(t *testing.T) {
 	if s, ok := n.FleetShare(key(maxFleetKeysPerRound)); ok {
 		t.Fatalf("the 257th key has share %v, want not known", s)
 	}
+}
+
+// idleBacklogs is an IdleBacklogSource whose idleness the test sets.
+type idleBacklogs struct {
+	backlogs
+	idle  atomic.Bool
+	wake  chan struct{}
+	calls atomic.Int64
+}
+
+func (b *idleBacklogs) FleetBacklogs() []FleetEntry {
+	b.calls.Add(1)
+	return b.backlogs.FleetBacklogs()
+}
+func (b *idleBacklogs) FleetIdle() bool            { return b.idle.Load() }
+func (b *idleBacklogs) FleetWake() <-chan struct{} { return b.wake }
+
+// An idle source is sampled only once per FleetInterval (when the node
+// reports anyway); its wake puts the loop back to FleetInterval / 5, and a
+// key that then appears reaches the peers. Peers still hear the idle
+// node's (empty) reports meanwhile.
+func TestFleetIdleSourceSampledOncePerInterval(t *testing.T) {
+	nodes, _ := fleetCluster(t, 2)
+	src := &idleBacklogs{wake: make(chan struct{}, 1)}
+	src.idle.Store(true)
+	nodes[0].SetBacklogSource(src)
+	fs := nodes[0].fleet
+	testwait.For(t, 5*time.Second, "sampling every FleetInterval while idle", func() bool {
+		return time.Duration(fs.sampleEvery.Load()) == fs.interval
+	})
+	before := src.calls.Load()
+	testwait.For(t, 5*time.Second, "samples while idle", func() bool { return src.calls.Load() >= before+3 })
+
+	src.idle.Store(false)
+	src.set(fleetKey, 10)
+	src.wake <- struct{}{}
+	testwait.For(t, 5*time.Second, "sampling every FleetInterval / 5 after the wake", func() bool {
+		return time.Duration(fs.sampleEvery.Load()) == fs.interval/fleetSampleDivisor
+	})
+	testwait.For(t, 5*time.Second, "the peer hearing the new key", func() bool {
+		for _, s := range nodes[1].FleetShares(fleetKey) {
+			if s.Node == nodes[0].cfg.NodeID && s.Backlog == 10 {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -38,8 +38,10 @@ func (f fleetShare) BudgetShare(k breakerpool.Key) float64 {
 	return 1 / float64(max(1, f.m.NumAlive()))
 }
 
-// queueBacklogs is cluster.BacklogSource over the queue: the backlog of
-// every key with a fleet budget, gossiped every FleetInterval.
+// queueBacklogs is cluster.IdleBacklogSource over the queue: the backlog
+// of every key with a fleet budget, gossiped every FleetInterval, and
+// whether the queue has no group at all (then nothing is sampled between
+// reports).
 type queueBacklogs struct{ q *queue.Queue }
 
 func (b queueBacklogs) FleetBacklogs() []cluster.FleetEntry {
@@ -50,6 +52,11 @@ func (b queueBacklogs) FleetBacklogs() []cluster.FleetEntry {
 	}
 	return out
 }
+
+var _ cluster.IdleBacklogSource = queueBacklogs{}
+
+func (b queueBacklogs) FleetIdle() bool            { return b.q.FleetIdle() }
+func (b queueBacklogs) FleetWake() <-chan struct{} { return b.q.FleetWake() }
 
 // apiRamps is api.Ramps over the queue's recovery ramps.
 type apiRamps struct{ q *queue.Queue }

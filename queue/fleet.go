@@ -93,6 +93,19 @@ func (q *Queue) FleetBacklogs() []FleetBacklog {
 	return out
 }
 
+// FleetIdle reports whether no key can have a backlog here until
+// FleetWake's channel is signalled: the queue has no group (a group is
+// created before its first task is queued, and signals).
+func (q *Queue) FleetIdle() bool {
+	s := q.sched
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.groups) == 0
+}
+
+// FleetWake is signalled when a first group appears (one receiver).
+func (q *Queue) FleetWake() <-chan struct{} { return q.sched.fleetWake }
+
 // FleetStatus is a budgeted key's rate on this node.
 type FleetStatus struct {
 	BudgetRPS float64 // the fleet-wide budget

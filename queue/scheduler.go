@@ -48,19 +48,23 @@ type scheduler struct {
 	active   atomic.Int64
 
 	// wake tells rampLoop that a first group or ramp may have appeared:
-	// with neither it does not tick (ramp.go).
-	wake chan struct{}
+	// with neither it does not tick (ramp.go); fleetWake tells the fleet
+	// report's sampler the same (FleetWake).
+	wake, fleetWake chan struct{}
 }
 
 func newScheduler(q *Queue) *scheduler {
-	return &scheduler{q: q, groups: make(map[breakerpool.Key]*group), ramps: make(map[breakerpool.Key]ramp), wake: make(chan struct{}, 1)}
+	return &scheduler{q: q, groups: make(map[breakerpool.Key]*group), ramps: make(map[breakerpool.Key]ramp),
+		wake: make(chan struct{}, 1), fleetWake: make(chan struct{}, 1)}
 }
 
-// kick wakes rampLoop; it never blocks.
+// kick wakes rampLoop and the fleet sampler; it never blocks.
 func (s *scheduler) kick() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{s.wake, s.fleetWake} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 
