@@ -277,8 +277,7 @@ func (b *idleBacklogs) FleetWake() <-chan struct{} { return b.wake }
 
 // An idle source is sampled only once per FleetInterval (when the node
 // reports anyway); its wake puts the loop back to FleetInterval / 5, and a
-// key that then appears reaches the peers. Peers still hear the idle
-// node's (empty) reports meanwhile.
+// key that then appears reaches the peers.
 func TestFleetIdleSourceSampledOncePerInterval(t *testing.T) {
 	nodes, _ := fleetCluster(t, 2)
 	src := &idleBacklogs{wake: make(chan struct{}, 1)}
