@@ -70,18 +70,6 @@ func processCPU(tb testing.TB) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// dbCPU is the PostgreSQL server's CPU time (0 without one).
-func dbCPU(tb testing.TB, srv *pgtest.Server) time.Duration {
-	if srv == nil {
-		return 0
-	}
-	d, err := srv.CPU()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return d
-}
-
 // BenchmarkDeliveryStore is BenchmarkDelivery's durable delivery (3 nodes,
 // batches of 500 through the three APIs, delivered and acknowledged) on
 // each task store, side by side: raft (the replicated state, fsync on)
@@ -115,7 +103,7 @@ func BenchmarkDeliveryStore(b *testing.B) {
 			}
 			run++
 			before := dest.Count("")
-			cpu0, db0 := processCPU(b), dbCPU(b, srv)
+			cpu0, db0 := processCPU(b), pgtest.CPUOf(b, srv)
 			b.ResetTimer()
 			took := bc.deliverRun(b, run, b.N, dest.CallbackURL())
 			b.StopTimer()
@@ -125,7 +113,7 @@ func BenchmarkDeliveryStore(b *testing.B) {
 			// the machine. proc: this process (the three nodes, the load
 			// generator and the destination); db: the PostgreSQL server.
 			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "proc-cpu-us/task")
-			b.ReportMetric(float64((dbCPU(b, srv)-db0).Microseconds())/float64(b.N), "db-cpu-us/task")
+			b.ReportMetric(float64((pgtest.CPUOf(b, srv)-db0).Microseconds())/float64(b.N), "db-cpu-us/task")
 		})
 		if bc != nil { // the next store runs alone
 			(&lazyCluster{m: map[int]*benchCluster{0: bc}}).close()

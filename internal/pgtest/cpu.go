@@ -7,8 +7,23 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
+
+// CPUOf is s.CPU for a benchmark: 0 without a server (the Raft store),
+// and a failed read fails tb.
+func CPUOf(tb testing.TB, s *Server) time.Duration {
+	tb.Helper()
+	if s == nil {
+		return 0
+	}
+	d, err := s.CPU()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
 
 // CPU is the CPU time (user + system) the server has used so far: the
 // postmaster's, its reaped children's and its live children's (backends,

@@ -115,8 +115,7 @@ func (s *Store) overloaded(ctx context.Context, tx batchQueryer, tasks []state.N
 			destCount[dkey] = max(total, 0) // an upper bound, far below the limit
 			continue
 		}
-		reads.Queue(`SELECT count(*) FROM fusebox_tasks
-WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, dkey[0], dkey[1]).QueryRow(func(row pgx.Row) error {
+		reads.Queue(destBacklogSQL, dkey[0], dkey[1]).QueryRow(func(row pgx.Row) error {
 			var c int64
 			err := row.Scan(&c)
 			destCount[dkey] = int(c)
@@ -154,6 +153,11 @@ WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, dkey[0], 
 	}
 	return refused, nil
 }
+
+// destBacklogSQL counts the pending tasks of namespace $1 for breaker
+// destination $2: the backlog limit's read and DestinationBacklog's.
+const destBacklogSQL = `SELECT count(*) FROM fusebox_tasks
+WHERE status = 'pending' AND namespace_id = $1 AND ` + destExpr + ` = $2`
 
 // destBound reports whether the table's pending total (reused for up to
 // pendingTTL, moved by this store's own submits and completes) rules out a
@@ -258,8 +262,7 @@ func (s *Store) PendingTasks(ctx context.Context) int {
 // breaker destination (-1 when the database does not answer).
 func (s *Store) DestinationBacklog(ctx context.Context, namespace, destination string) int {
 	var c int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM fusebox_tasks
-WHERE status = 'pending' AND namespace_id = $1 AND `+destExpr+` = $2`, namespace, destination).Scan(&c); err != nil {
+	if err := s.pool.QueryRow(ctx, destBacklogSQL, namespace, destination).Scan(&c); err != nil {
 		return -1
 	}
 	return int(c)

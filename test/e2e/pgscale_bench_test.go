@@ -109,7 +109,7 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 			}
 			idleCores := idleCPU(b, bp.c)
 			idleProfiled()
-			cpu0, db0 := clusterCPU(b, bp.c), dbCPU(b, srv)
+			cpu0, db0 := clusterCPU(b, bp.c), pgtest.CPUOf(b, srv)
 			profiled := func() {}
 			if os.Getenv("FUSEBOX_BENCH_PPROF_IDLE") == "" {
 				profiled = profileProcs(b, bp.c, b.N)
@@ -121,7 +121,7 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 			took := time.Since(start)
 			b.StopTimer()
 			profiled()
-			cpu, db := clusterCPU(b, bp.c)-cpu0, dbCPU(b, srv)-db0
+			cpu, db := clusterCPU(b, bp.c)-cpu0, pgtest.CPUOf(b, srv)-db0
 			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
 			b.ReportMetric(db.Seconds()*1e6/float64(b.N), "db-cpu-us/task")
 			b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
@@ -164,14 +164,14 @@ func BenchmarkProcessPostgresIdle(b *testing.B) {
 			}
 			profiled := profileProcs(b, bp.c, b.N)
 			idx0 := appliedIndex(b, bp.c)
-			cpu0, db0 := clusterCPU(b, bp.c), dbCPU(b, srv)
+			cpu0, db0 := clusterCPU(b, bp.c), pgtest.CPUOf(b, srv)
 			start := time.Now()
 			time.Sleep(time.Duration(b.N) * 10 * time.Millisecond) // the measurement: idle wall time
 			took := time.Since(start)
 			profiled()
 			b.ReportMetric(float64(appliedIndex(b, bp.c)-idx0)/took.Seconds(), "raft-entries/s")
 			b.ReportMetric((clusterCPU(b, bp.c)-cpu0).Seconds()/took.Seconds(), "node-cpu-cores")
-			b.ReportMetric((dbCPU(b, srv)-db0).Seconds()/took.Seconds(), "db-cpu-cores")
+			b.ReportMetric((pgtest.CPUOf(b, srv)-db0).Seconds()/took.Seconds(), "db-cpu-cores")
 		})
 		stop() // the next store runs alone
 	}
@@ -364,20 +364,6 @@ func idleCPU(b *testing.B, c *Cluster) float64 {
 	start := time.Now()
 	time.Sleep(idleWindow) // the measurement: idle wall time, as BenchmarkProcessPostgresIdle
 	return (clusterCPU(b, c) - cpu0).Seconds() / time.Since(start).Seconds()
-}
-
-// dbCPU is the CPU time the database server's processes have used (0
-// without one: the Raft store).
-func dbCPU(b *testing.B, srv *pgtest.Server) time.Duration {
-	b.Helper()
-	if srv == nil {
-		return 0
-	}
-	d, err := srv.CPU()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return d
 }
 
 // clusterCPU is the CPU time (user + system) the cluster's processes

@@ -45,11 +45,7 @@ func main() {
 	fmt.Print(report.table)
 	if *out != "" {
 		prev, _ := os.ReadFile(*out) // none yet: a fresh report
-		known := make(map[string]bool, len(rows))
-		for _, r := range rows {
-			known[rowKey(fmt.Sprintf("| %s | %s | ", r.Issue, r.What))] = true
-		}
-		md := mergeReport(string(prev), report.markdown, *only != "", *only, known)
+		md := mergeReport(string(prev), report.markdown, *only != "", *only, knownRows())
 		if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "benchreport:", err)
 			os.Exit(1)

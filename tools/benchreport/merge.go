@@ -39,6 +39,15 @@ func rowKey(line string) string {
 	return f[0] + " | " + f[1]
 }
 
+// knownRows is the keys (rowKey) of every row rows.go measures.
+func knownRows() map[string]bool {
+	known := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		known[rowKey(fmt.Sprintf("| %s | %s | ", r.Issue, r.What))] = true
+	}
+	return known
+}
+
 // mergeReport combines a fresh report with the previous one. A full run
 // keeps the previous report's hand-written tail. A partial run (-only) keeps
 // the previous head and every row it did not measure: its rows replace
