@@ -161,7 +161,9 @@ func TestBodyDeadlineLiftedAfterBody(t *testing.T) {
 // reserve a connection is closed at once; freed slots serve again.
 func TestConnectionCapKeepsHealthAnswering(t *testing.T) {
 	const maxConns, reserve = 20, 3
-	s, _ := startLimited(t, Limits{MaxConns: maxConns, HealthReserve: reserve, ReserveDeadline: time.Second})
+	// The reserve deadline outlasts the test's fill of the reserve (a
+	// reserve connection closed meanwhile would free a slot for the next).
+	s, _ := startLimited(t, Limits{MaxConns: maxConns, HealthReserve: reserve, ReserveDeadline: 30 * time.Second})
 	var idle []net.Conn
 	for range maxConns {
 		c, err := net.Dial("tcp", s.Addr())
@@ -190,24 +192,33 @@ func TestConnectionCapKeepsHealthAnswering(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("submit over the cap: %d Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	// Fill the reserve with idle connections too: the next is closed.
-	for range reserve {
-		c, err := net.Dial("tcp", s.Addr())
-		if err != nil {
-			t.Fatal(err)
+	// Fill the reserve with idle connections too: the next is closed. A
+	// connection that is not closed took a reserve slot (one the health
+	// requests' connections gave back late, on a loaded machine): it is
+	// held, and the next dial tries again.
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
 		}
-		defer c.Close()
-	}
-	testwait.For(t, 5*time.Second, "a connection past the reserve to be closed", func() bool {
+	}()
+	testwait.For(t, 15*time.Second, "a connection past the reserve to be closed", func() bool {
 		c, err := net.Dial("tcp", s.Addr())
 		if err != nil {
 			return false
 		}
-		defer c.Close()
 		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 		_, err = c.Read(make([]byte, 1))
-		return err == io.EOF || err != nil && !isTimeout(err) && testutil.ToFloat64(s.metrics.connsOverCap.WithLabelValues("closed")) > 0
+		if isTimeout(err) {
+			held = append(held, c)
+			return false
+		}
+		c.Close()
+		return err == io.EOF || err != nil && testutil.ToFloat64(s.metrics.connsOverCap.WithLabelValues("closed")) > 0
 	})
+	if len(held) > reserve {
+		t.Fatalf("%d idle connections held open over the cap; the reserve is %d", len(held), reserve)
+	}
 	for _, c := range idle {
 		c.Close()
 	}
