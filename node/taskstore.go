@@ -32,10 +32,14 @@ type taskTable interface {
 	NextTaskDue(shard int, after time.Time) (time.Time, bool)
 	TaskBacklog(shard int) int
 	Subscribe(table state.Table) (<-chan struct{}, func())
+	SubscribeShard(shard int) (<-chan struct{}, func())
 	ScanBlocked(shard int, afterAt time.Time, afterID string, limit int, match func(*state.Task) bool, skip func(id string) bool) ([]*state.Task, bool)
 }
 
-var _ queue.Store = (*TaskStore)(nil)
+var (
+	_ queue.Store           = (*TaskStore)(nil)
+	_ queue.ShardSubscriber = (*TaskStore)(nil)
+)
 
 // NewTaskStore returns the queue's view of store for node nodeID.
 func NewTaskStore(store *raftstore.Store, nodeID string) *TaskStore {
@@ -64,6 +68,13 @@ func (s *TaskStore) Backlog(shard int) int { return s.tasks.TaskBacklog(shard) }
 // table (or a snapshot restore).
 func (s *TaskStore) Subscribe() (<-chan struct{}, func()) {
 	return s.tasks.Subscribe(state.TableTasks)
+}
+
+// SubscribeShard implements queue.ShardSubscriber: it wakes after a
+// change that put a task of shard into the due order (or a snapshot
+// restore), so a submit wakes its shard's reader, not every reader.
+func (s *TaskStore) SubscribeShard(shard int) (<-chan struct{}, func()) {
+	return s.tasks.SubscribeShard(shard)
 }
 
 // Complete implements queue.Store. A stale epoch comes back as a

@@ -267,6 +267,8 @@ func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID str
 func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable, it *sideTables) {
 	changes := txn.Changes()
 	txn.Commit()
+	shards := tasks.dueShards
+	tasks.dueShards = nil // before publishing: a published table is never written
 	f.state.tasks.Store(tasks)
 	f.state.side.Store(it)
 	var touched map[Table]struct{}
@@ -288,8 +290,8 @@ func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable, it *sideTables) {
 	for _, c := range changes {
 		touch(Table(c.Table))
 	}
-	if len(touched) > 0 {
-		f.state.notify(touched)
+	if len(touched) > 0 || len(shards) > 0 {
+		f.state.notify(touched, shards)
 	}
 }
 

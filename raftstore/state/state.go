@@ -52,8 +52,9 @@ type State struct {
 	requestWindow uint64
 	logVersion    int
 
-	mu   sync.Mutex
-	subs map[Table]map[chan struct{}]struct{}
+	mu        sync.Mutex                           // subs, shardSubs (subscribe.go)
+	subs      map[Table]map[chan struct{}]struct{} // by table
+	shardSubs map[int]map[chan struct{}]struct{}   // by shard: due tasks
 }
 
 // NewState returns an empty state.
@@ -80,54 +81,12 @@ func NewState(opts StateOptions) (*State, error) {
 		requestWindow: opts.RequestWindow,
 		logVersion:    opts.LogVersion,
 		subs:          make(map[Table]map[chan struct{}]struct{}),
+		shardSubs:     make(map[int]map[chan struct{}]struct{}),
 	}
 	s.db.Store(db)
 	s.tasks.Store(newTaskTable())
 	s.side.Store(newSideTables())
 	return s, nil
-}
-
-// Subscribe returns a channel that receives a value (coalesced, buffer 1)
-// after every apply or restore that touched table. Consumers re-read the state
-// on wake. cancel releases the subscription; it is safe to call twice.
-func (s *State) Subscribe(table Table) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	m := s.subs[table]
-	if m == nil {
-		m = make(map[chan struct{}]struct{})
-		s.subs[table] = m
-	}
-	m[ch] = struct{}{}
-	s.mu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			s.mu.Lock()
-			delete(s.subs[table], ch)
-			s.mu.Unlock()
-		})
-	}
-}
-
-func (s *State) notify(tables map[Table]struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for t := range tables {
-		for ch := range s.subs[t] {
-			select {
-			case ch <- struct{}{}:
-			default: // a wake is already pending
-			}
-		}
-	}
-}
-
-func (s *State) notifyAll() {
-	s.notify(map[Table]struct{}{
-		TableConfig: {}, TableConfigHistory: {}, TableEndpoints: {},
-		TableForcedBreakers: {}, TableMeta: {}, TableTasks: {},
-	})
 }
 
 func (s *State) read() *memdb.Txn { return s.db.Load().Txn(false) }

@@ -38,6 +38,9 @@ type taskTable struct {
 	pendingTotal int
 
 	touched bool // written since clone (subscribers are woken on commit)
+	// dueShards are the shards a row was put into the due order of since
+	// clone (their subscribers are woken on commit: SubscribeShard).
+	dueShards map[int]struct{}
 
 	// pivot is the search key of the writer's lookups (lookup,
 	// lookupRequest), reused: a fresh *Task per lookup (it escapes into the
@@ -153,6 +156,12 @@ func (tt *taskTable) lookupRequest(namespace, requestID string) *Task {
 // immutable once stored: a change is a new row put over the old one.
 func (tt *taskTable) put(old, t *Task) {
 	tt.touched = true
+	if inDue(t) {
+		if tt.dueShards == nil {
+			tt.dueShards = make(map[int]struct{}, 4)
+		}
+		tt.dueShards[t.Shard] = struct{}{}
+	}
 	tt.byID.Set(t)
 	tt.reindex(old, t)
 }
