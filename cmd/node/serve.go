@@ -44,6 +44,7 @@ type serveFlags struct {
 	httpBodyTimeout time.Duration
 	taskStore       string
 	postgresURL     string
+	gcHeapFloorMB   int
 }
 
 func serveCmd() *cobra.Command {
@@ -124,6 +125,7 @@ the flag to set, when the host has none.`,
 	fl.DurationVar(&f.httpBodyTimeout, "http-body-timeout", api.DefaultBodyTimeout, "how long a client may take to send a request body; a slower one gets 408 and its connection is closed")
 	fl.StringVar(&f.taskStore, "task-store", node.TaskStoreRaft, "where tasks, attempts, results and the DLQ live: raft (replicated in the nodes' Raft state, nothing else to run) or postgres (a PostgreSQL database shared by the nodes, --postgres-url; Raft keeps config, endpoints, shards and forced breakers)")
 	fl.StringVar(&f.postgresURL, "postgres-url", "", "with --task-store postgres: postgres://user:password@host:5432/database[?sslmode=…]; the password is a secret (never logged): prefer FUSEBOX_POSTGRES_URL to the command line. The node starts while the database is unreachable and retries; /readyz says why")
+	fl.IntVar(&f.gcHeapFloorMB, "gc-heap-floor-mb", defaultGCHeapFloorMB, "the Go collector's heap goal is kept at least this many MiB: while the live heap is under half of it the node raises GOGC so that it collects when the heap reaches it, not each time a small heap doubles (less CPU for the collector on nodes with little live data); 0 turns it off; ignored when the GOGC environment variable is set (docs/operations.md)")
 	f.tls.register(fl)
 	return cmd
 }
@@ -227,10 +229,14 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 		TaskStore:           f.taskStore,
 		PostgresURL:         f.postgresURL,
 	}
+	if f.gcHeapFloorMB < 0 {
+		return fmt.Errorf("--gc-heap-floor-mb %d: must not be negative", f.gcHeapFloorMB)
+	}
 	n, err := node.New(cfg, logger)
 	if err != nil {
 		return err
 	}
+	defer startGCFloor(f.gcHeapFloorMB, logger)()
 	ctx := cmd.Context()
 	// SIGHUP reloads (reload.go); caught from before Start, so an early
 	// one cannot kill the process (its default action).
