@@ -142,6 +142,7 @@ func (f *FSM) Restore(r io.Reader) error {
 		f.logger.Error("raftstore: snapshot restore failed; state unchanged", "error", err)
 		return err
 	}
+	tasks.dueShards = nil // every subscriber is woken below
 	f.state.side.Store(it)
 	f.state.tasks.Store(tasks)
 	f.state.db.Store(db)

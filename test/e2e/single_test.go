@@ -91,6 +91,7 @@ func TestBadFlagExitsNonZeroNamingIt(t *testing.T) {
 		{args: []string{"serve", "--timing", "warp", "--data-dir", t.TempDir()}, names: "--timing"},
 		{args: []string{"serve", "--bootstrap-expect", "many"}, names: "bootstrap-expect"},
 		{args: []string{"serve", "--data-dir", t.TempDir()}, env: []string{"FUSEBOX_HTTP_ADDR=not-an-address"}, names: "--http-addr"},
+		{args: []string{"serve", "--data-dir", t.TempDir()}, env: []string{"FUSEBOX_GC_HEAP_FLOOR_MB=-1"}, names: "--gc-heap-floor-mb"},
 	}
 	for _, c := range cases {
 		out, code := runBin(t, c.env, c.args...)
