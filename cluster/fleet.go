@@ -34,6 +34,12 @@ const (
 	// joining a key's set thus has share 0 (or the equal split when nobody
 	// else reports the key) for this long after its first report.
 	FleetJoinDelay = 150 * time.Millisecond
+	// fleetKeepaliveIntervals: a node with nothing to report (no key in its
+	// set for a TTL) sends its empty report — the heartbeat that tells its
+	// peers it is there — every this many intervals instead of every one
+	// (at most every FleetSilentForget / 4): it was N − 1 packets per node
+	// per 250 ms on every idle cluster, each a wake-up of the receiver.
+	fleetKeepaliveIntervals = 8
 	// fleetSampleDivisor: the loop reads the backlogs FleetInterval /
 	// fleetSampleDivisor apart and reports at once when a key appears, so
 	// a node joining a key's set need not wait for the next round.
@@ -48,10 +54,11 @@ type BacklogSource interface {
 
 // IdleBacklogSource is a BacklogSource that can also tell when no key can
 // appear in its backlogs until it says so (the queue with no group at
-// all). While it is idle the loop samples only once per FleetInterval,
-// when it reports anyway, and FleetWake's signal puts it back to sampling
-// every FleetInterval / 5: an idle node's wake-ups cost CPU (each about
-// 270 µs on the test VM), and these were 20 a second.
+// all). While it is idle the loop samples only when a report is due
+// (every FleetInterval, or every keepalive once its set has been empty for
+// a TTL), and FleetWake's signal puts it back to sampling every
+// FleetInterval / 5: an idle node's wake-ups cost CPU (each about 270 µs
+// on the test VM), and these were 20 a second.
 type IdleBacklogSource interface {
 	BacklogSource
 	FleetIdle() bool
@@ -82,6 +89,10 @@ type ownReport struct {
 // fleetState is the fleet budget's table. mu is a leaf lock.
 type fleetState struct {
 	interval, ttl, forget time.Duration
+	// keepalive is the period of an empty report once this node's set has
+	// been empty for a TTL; hearWindow is how long a peer counts as heard
+	// for forgetLocked (two keepalives and an interval: one may be lost).
+	keepalive, hearWindow time.Duration
 	src                   atomic.Pointer[backlogBox]
 	sampleEvery           atomic.Int64 // the loop's sampling period now (ns), for tests
 
@@ -91,8 +102,9 @@ type fleetState struct {
 	joinedAt time.Time                    // first round after the node joined (FleetWarm)
 	// own is this node's reports per key still in its set: the newest one
 	// at least FleetJoinDelay old, then the newer ones (ownBacklogLocked).
-	own      map[breakerpool.Key][]ownReport
-	lastSent time.Time // the last round
+	own       map[breakerpool.Key][]ownReport
+	lastSent  time.Time // the last round
+	lastKeyed time.Time // the last round that had a key (or left one out)
 }
 
 func newFleetState(cfg Config) *fleetState {
@@ -101,17 +113,31 @@ func newFleetState(cfg Config) *fleetState {
 		origins: make(map[string]*fleetOrigin), overflow: map[breakerpool.Key]struct{}{},
 		own: map[breakerpool.Key][]ownReport{},
 	}
+	fs.keepalive = max(fs.interval, min(fleetKeepaliveIntervals*fs.interval, fs.forget/4))
+	fs.hearWindow = 2*fs.keepalive + fs.interval
 	fs.src.Store(&backlogBox{})
 	return fs
+}
+
+// gapLocked is how long after the last round the next one is due: an
+// interval while this node has a key in its set, or had one within a TTL
+// (so that a lost empty report does not leave it counted), else the
+// keepalive. fs.mu held.
+func (fs *fleetState) gapLocked(now time.Time) time.Duration {
+	if len(fs.own) > 0 || len(fs.overflow) > 0 || now.Sub(fs.lastKeyed) < fs.ttl {
+		return fs.interval
+	}
+	return fs.keepalive
 }
 
 // SetBacklogSource installs this node's backlog source (nil removes it).
 // Until one is installed the node reports nothing.
 func (m *Membership) SetBacklogSource(src BacklogSource) { m.fleet.src.Store(&backlogBox{src}) }
 
-// fleetLoop sends this node's report every FleetInterval until Close, and
-// at once (checked every FleetInterval/5, or only every FleetInterval while
-// an IdleBacklogSource is idle) when a key appears in its backlogs.
+// fleetLoop sends this node's report every FleetInterval (every keepalive
+// while it has had nothing to report for a TTL: gapLocked) until Close,
+// and at once (checked every FleetInterval/5, or only when a report is due
+// while an IdleBacklogSource is idle) when a key appears in its backlogs.
 func (m *Membership) fleetLoop() {
 	fs := m.fleet
 	fast := fs.interval / fleetSampleDivisor
@@ -121,7 +147,9 @@ func (m *Membership) fleetLoop() {
 	for {
 		want, wake := fast, (<-chan struct{})(nil)
 		if is, ok := m.fleet.src.Load().src.(IdleBacklogSource); ok && is.FleetIdle() {
-			want, wake = fs.interval, is.FleetWake()
+			fs.mu.Lock()
+			want, wake = fs.gapLocked(time.Now()), is.FleetWake()
+			fs.mu.Unlock()
 		}
 		if want != period {
 			t.Reset(want)
@@ -135,7 +163,7 @@ func (m *Membership) fleetLoop() {
 		case now := <-t.C:
 			entries := m.readBacklogs()
 			fs.mu.Lock()
-			due := now.Sub(fs.lastSent) >= fs.interval-fs.interval/(2*fleetSampleDivisor)
+			due := now.Sub(fs.lastSent) >= fs.gapLocked(now)-fs.interval/(2*fleetSampleDivisor)
 			for _, e := range entries {
 				_, known := fs.own[e.Key]
 				_, over := fs.overflow[e.Key] // not reported: no hurry
@@ -161,9 +189,10 @@ func (m *Membership) readBacklogs() []FleetEntry {
 
 // sendFleetReport records entries (the backlogs just read) as this node's
 // own and sends them to every live peer. A node with nothing to report
-// still sends an empty report (a heartbeat): peers then see it leave a
-// key's set (heard, key absent) rather than fall silent, and a node knows
-// whether it hears any peer at all.
+// still sends an empty report (a heartbeat): every interval for a TTL after
+// its set emptied, so that peers see it leave a key's set (heard, key
+// absent) rather than fall silent, then every keepalive, so that a node
+// knows whether it hears any peer at all (gapLocked, forgetLocked).
 func (m *Membership) sendFleetReport(now time.Time, entries []FleetEntry) {
 	fs := m.fleet
 	var over []FleetEntry // not reported: their share falls back to an equal split
@@ -192,6 +221,9 @@ func (m *Membership) sendFleetReport(now time.Time, entries []FleetEntry) {
 		fs.joinedAt = now
 	}
 	fs.lastSent = now
+	if len(entries) > 0 || len(over) > 0 {
+		fs.lastKeyed = now
+	}
 	self := fs.originLocked(m.cfg.NodeID)
 	self.heard = now
 	clear(self.keys)
@@ -332,7 +364,8 @@ func (m *Membership) sweepFleet(now time.Time) {
 }
 
 // forgetLocked drops the nodes not heard for FleetSilentForget, unless
-// this node hears no peer at all: cut off alone, it cannot tell its peers'
+// this node hears no peer at all (none within hearWindow: an idle peer
+// reports only every keepalive): cut off alone, it cannot tell its peers'
 // death from its own isolation, and keeps its last-known set (so never
 // takes the whole budget). A forgotten node counts again once heard.
 // fs.mu held.
@@ -340,7 +373,7 @@ func (m *Membership) forgetLocked(now time.Time) {
 	fs := m.fleet
 	hears := false
 	for id, o := range fs.origins {
-		if id != m.cfg.NodeID && now.Sub(o.heard) <= fs.ttl {
+		if id != m.cfg.NodeID && now.Sub(o.heard) <= fs.hearWindow {
 			hears = true
 			break
 		}

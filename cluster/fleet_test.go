@@ -275,20 +275,24 @@ func (b *idleBacklogs) FleetBacklogs() []FleetEntry {
 func (b *idleBacklogs) FleetIdle() bool            { return b.idle.Load() }
 func (b *idleBacklogs) FleetWake() <-chan struct{} { return b.wake }
 
-// An idle source is sampled only once per FleetInterval (when the node
-// reports anyway); its wake puts the loop back to FleetInterval / 5, and a
-// key that then appears reaches the peers.
-func TestFleetIdleSourceSampledOncePerInterval(t *testing.T) {
+// An idle source with nothing to report is sampled only when a report is
+// due (every keepalive: it reports its empty set then); its wake puts the
+// loop back to FleetInterval / 5, and a key that then appears reaches the
+// peers.
+func TestFleetIdleSourceSampledOnlyWhenAReportIsDue(t *testing.T) {
 	nodes, _ := fleetCluster(t, 2)
 	src := &idleBacklogs{wake: make(chan struct{}, 1)}
 	src.idle.Store(true)
 	nodes[0].SetBacklogSource(src)
 	fs := nodes[0].fleet
-	testwait.For(t, 5*time.Second, "sampling every FleetInterval while idle", func() bool {
-		return time.Duration(fs.sampleEvery.Load()) == fs.interval
+	if fs.keepalive <= fs.interval {
+		t.Fatalf("keepalive %v, want more than the interval %v", fs.keepalive, fs.interval)
+	}
+	testwait.For(t, 5*time.Second, "sampling every keepalive while idle", func() bool {
+		return time.Duration(fs.sampleEvery.Load()) == fs.keepalive
 	})
 	before := src.calls.Load()
-	testwait.For(t, 5*time.Second, "samples while idle", func() bool { return src.calls.Load() >= before+3 })
+	testwait.For(t, 10*time.Second, "samples while idle", func() bool { return src.calls.Load() >= before+3 })
 
 	src.idle.Store(false)
 	src.set(fleetKey, 10)
@@ -304,4 +308,69 @@ func TestFleetIdleSourceSampledOncePerInterval(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A node with nothing to report sends its empty report every keepalive,
+// not every interval; one whose set has just emptied reports every
+// interval for a TTL, so its peers see it leave the key's set; and a peer
+// that only hears keepalives still counts as heard (it forgets a crashed
+// node's slot rather than keep it as if cut off alone).
+func TestFleetEmptyReportsEveryKeepalive(t *testing.T) {
+	nodes, srcs := fleetCluster(t, 3, func(c *Config) { c.FleetSilentForget = 2 * time.Second })
+	fs := nodes[0].fleet
+	received := func() float64 { return counter(t, nodes[1].metrics.fleetReports, "received") }
+	// Idle: n1 hears n0 and n2 about once per keepalive each.
+	testwait.For(t, 5*time.Second, "n0 past a TTL with nothing to report", func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		return !fs.lastSent.IsZero() && fs.gapLocked(time.Now()) == fs.keepalive
+	})
+	before, start := received(), time.Now()
+	testwait.For(t, 10*time.Second, "keepalives from both peers", func() bool { return received() >= before+4 })
+	took := time.Since(start)
+	if perInterval := 2 * float64(took) / float64(fs.interval); received()-before > perInterval/2 {
+		t.Fatalf("n1 got %v reports in %v from two idle peers: want about one per keepalive (%v) each, not one per interval (%v)",
+			received()-before, took.Round(time.Millisecond), fs.keepalive, fs.interval)
+	}
+
+	// n0 and n2 report a key; n2 drains and its peers see it leave at once.
+	srcs[0].set(fleetKey, 100)
+	srcs[2].set(fleetKey, 100)
+	testwait.For(t, 5*time.Second, "n0 and n2 share", func() bool { return sharesNear(nodes, []float64{0.5, 0, 0.5}) })
+	srcs[2].set(fleetKey, 0)
+	testwait.For(t, 5*time.Second, "n2 left the set", func() bool { return sharesNear(nodes, []float64{1, 0, 0}) })
+
+	// n2 has a key again and crashes: n0, which hears n1 only through its
+	// keepalives, holds n2's slot, then forgets it after FleetSilentForget.
+	srcs[2].set(fleetKey, 100)
+	testwait.For(t, 5*time.Second, "n2 back", func() bool { return sharesNear(nodes, []float64{0.5, 0, 0.5}) })
+	if err := nodes[2].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 5*time.Second, "n2 silent, its slot held", func() bool {
+		v := nodes[0].FleetShares(fleetKey)
+		return len(v) == 2 && v[1].Silent && sharesNear(nodes[:1], []float64{0.5})
+	})
+	testwait.For(t, 10*time.Second, "n2 forgotten by n0, which hears n1's keepalives", func() bool { return sharesNear(nodes[:1], []float64{1}) })
+
+	// The window itself: a peer last heard longer ago than a TTL but within
+	// two keepalives still counts as heard, so a node silent for longer than
+	// FleetSilentForget is forgotten; past the window nobody is heard and
+	// nothing is forgotten.
+	now := time.Now()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	clear(fs.origins)
+	fs.originLocked("idle-peer").heard = now.Add(-fs.ttl - fs.keepalive)
+	fs.originLocked("gone").heard = now.Add(-fs.forget - time.Second)
+	nodes[0].forgetLocked(now)
+	if _, ok := fs.origins["gone"]; ok {
+		t.Fatalf("a node silent for %v was kept though a peer was heard %v ago (within %v)", fs.forget+time.Second, fs.ttl+fs.keepalive, fs.hearWindow)
+	}
+	fs.originLocked("idle-peer").heard = now.Add(-fs.hearWindow - time.Millisecond)
+	fs.originLocked("gone").heard = now.Add(-fs.forget - time.Second)
+	nodes[0].forgetLocked(now)
+	if _, ok := fs.origins["gone"]; !ok {
+		t.Fatal("a node hearing no peer within its window forgot a silent one")
+	}
 }
