@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"fusebox/raftstore/state"
@@ -30,6 +29,7 @@ type Store struct {
 	logs     logStore // Config.LogStore, or the one the data dir holds (logstore.go)
 	snaps    *raft.FileSnapshotStore
 	trans    *raft.NetworkTransport
+	inbound  *inboundStream // trans's stream layer, tracking raft's inbound handlers
 	raftAddr string
 	raft     atomic.Pointer[raft.Raft]
 	gateView atomic.Pointer[ClusterVersion] // gate.go
@@ -119,17 +119,19 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 			return nil, fmt.Errorf("raftstore: Config.AdvertiseAddr %q: %w", cfg.AdvertiseAddr, err)
 		}
 	}
-	switch {
-	case cfg.TLS != nil:
-		s.trans, err = s.newTLSTransport(adv, hl) // mutual TLS (tls_stream.go)
-	case adv != nil:
-		s.trans, err = newTCPTransport(cfg.RaftBindAddr, adv, hl)
-	default:
-		s.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftBindAddr, nil, transportConfig(hl))
+	var sl raft.StreamLayer
+	if cfg.TLS != nil {
+		sl, err = s.newTLSStream(adv) // mutual TLS (tls_stream.go)
+	} else {
+		sl, err = newTCPStream(cfg.RaftBindAddr, adv)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: raft transport on %q: %w", cfg.RaftBindAddr, err)
 	}
+	s.inbound = newInboundStream(sl) // Close waits for raft's handlers (inbound.go)
+	tc := transportConfig(hl)
+	tc.Stream = s.inbound
+	s.trans = raft.NewNetworkTransportWithConfig(tc)
 	s.raftAddr = string(s.trans.LocalAddr())
 	return s, nil
 }
@@ -138,22 +140,25 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 // port 0 replaced by the bound port), else the bound address.
 func (s *Store) RaftAddr() string { return s.raftAddr }
 
-// newTCPTransport is raft.NewTCPTransport with an advertise address whose
-// port 0 means the port bound (a bind to port 0 advertised under another
-// host).
-func newTCPTransport(bind string, adv *net.TCPAddr, hl hclog.Logger) (*raft.NetworkTransport, error) {
+// newTCPStream is raft.NewTCPTransport's stream layer, with an advertise
+// address whose port 0 means the port bound (a bind to port 0 advertised
+// under another host); with adv nil it advertises the bound address.
+func newTCPStream(bind string, adv *net.TCPAddr) (raft.StreamLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
-	a := advertiseWithPort(adv, ln.Addr())
-	if a.IP == nil || a.IP.IsUnspecified() {
-		ln.Close()
-		return nil, fmt.Errorf("address %s is not advertisable: set an advertise address", a)
+	var a *net.TCPAddr
+	if adv != nil {
+		a = advertiseWithPort(adv, ln.Addr())
+	} else {
+		a, _ = ln.Addr().(*net.TCPAddr)
 	}
-	tc := transportConfig(hl)
-	tc.Stream = &tcpStream{Listener: ln, adv: a}
-	return raft.NewNetworkTransportWithConfig(tc), nil
+	if a == nil || a.IP == nil || a.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("address %s is not advertisable: set an advertise address", ln.Addr())
+	}
+	return &tcpStream{Listener: ln, adv: a}, nil
 }
 
 // advertiseWithPort is adv with a port of 0 replaced by bound's port.
@@ -272,6 +277,11 @@ func (s *Store) Close() error {
 		s.trans.CloseStreams()
 		if err := s.trans.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("raft transport: %w", err))
+		}
+		// A heartbeat handler may still be writing the term to the log
+		// store; closing it under that write panics raft (inbound.go).
+		if !s.inbound.drain(inboundDrainTimeout) {
+			s.logger.Warn("raft inbound handlers still running after the transport closed; closing the log store anyway", "waited", inboundDrainTimeout)
 		}
 		if err := s.logs.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("log store: %w", err))

@@ -54,9 +54,9 @@ type tlsStreamLayer struct {
 	closeErr  error
 }
 
-// newTLSTransport binds bindAddr and returns raft's NetworkTransport over
-// a TLS stream layer.
-func (s *Store) newTLSTransport(adv *net.TCPAddr, hl hclog.Logger) (*raft.NetworkTransport, error) {
+// newTLSStream binds Config.RaftBindAddr and returns a TLS stream layer
+// for raft's NetworkTransport.
+func (s *Store) newTLSStream(adv *net.TCPAddr) (raft.StreamLayer, error) {
 	ln, err := net.Listen("tcp", s.cfg.RaftBindAddr)
 	if err != nil {
 		return nil, err
@@ -79,10 +79,7 @@ func (s *Store) newTLSTransport(adv *net.TCPAddr, hl hclog.Logger) (*raft.Networ
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	st := newTLSStreamLayer(ln, addr, s.cfg.TLS, s.cfg.TLSHandshakeTimeout, failures, s.logger.With("component", "raft-tls"))
-	tc := transportConfig(hl)
-	tc.Stream = st
-	return raft.NewNetworkTransportWithConfig(tc), nil
+	return newTLSStreamLayer(ln, addr, s.cfg.TLS, s.cfg.TLSHandshakeTimeout, failures, s.logger.With("component", "raft-tls")), nil
 }
 
 // transportConfig is the NetworkTransport's configuration, TLS or not.
