@@ -31,7 +31,7 @@ func (s *Store) SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) ([]
 			t.ID = state.NewTaskID(c.At.Add(time.Duration(i))) // batch order is id order
 		}
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.ValidateProposal(); err != nil {
 		return nil, 0, err
 	}
 	if len(c.Tasks) == 1 && c.RequestID == "" {
@@ -54,7 +54,7 @@ func (s *Store) SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) ([]
 // its own epoch.
 func (s *Store) CompleteTasks(ctx context.Context, c state.CompleteTasksCommand) (state.CompleteOutcome, error) {
 	stamp(&c.CommandMeta)
-	if err := c.Validate(); err != nil {
+	if err := c.ValidateProposal(); err != nil {
 		return state.CompleteOutcome{}, err
 	}
 	var out state.CompleteOutcome

@@ -27,7 +27,7 @@ func (s *Store) ImportTasks(ctx context.Context, ts []state.ImportedTask) ([]sta
 		t := &c.Tasks[i]
 		t.Shard = shardmap.ShardOf(t.NamespaceID, t.WorkflowID, n)
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.ValidateProposal(); err != nil {
 		return nil, err
 	}
 	out, idx, err := applyTyped[[]state.SubmitOutcome](ctx, s, state.MsgImportTasks, c, c.RequestID)

@@ -54,6 +54,15 @@ func (c *ImportTasksCommand) Validate() *Error {
 	return validateTasks(c.Tasks, (*ImportedTask).Validate)
 }
 
+// ValidateProposal is Validate plus the payload check only a proposer
+// runs: each task's request is a JSON object (tasks[i].request).
+func (c *ImportTasksCommand) ValidateProposal() *Error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	return validateTasks(c.Tasks, func(t *ImportedTask) *Error { return t.checkRequest() })
+}
+
 // Validate checks one imported task: its task as a submit's, and the
 // counters it brings.
 func (t *ImportedTask) Validate() *Error {

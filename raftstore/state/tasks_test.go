@@ -128,8 +128,6 @@ func TestSubmitTasksRejectsBadInputAtomically(t *testing.T) {
 	wrongShard := newTaskFor("ws", "ns", "wf", "")
 	wrongShard.Shard = (wrongShard.Shard + 1) % taskShards
 	noNS := newTaskFor("nn", "", "wf", "")
-	badReq := newTaskFor("br", "ns", "wf", "")
-	badReq.Request = json.RawMessage(`[1]`)
 	big := newTaskFor("big", "ns", "wf", "")
 	big.Request = json.RawMessage(`"` + string(bytes.Repeat([]byte("x"), MaxTaskRequestBytes)) + `"`)
 	cases := []struct {
@@ -141,7 +139,6 @@ func TestSubmitTasksRejectsBadInputAtomically(t *testing.T) {
 		{"no tasks", nil, CodeInvalidArgument, "tasks"},
 		{"wrong shard", []NewTask{good, wrongShard}, CodeInvalidArgument, "tasks[1].shard"},
 		{"no namespace", []NewTask{noNS}, CodeInvalidArgument, "tasks[0].namespace_id"},
-		{"bad request", []NewTask{good, badReq}, CodeInvalidArgument, "tasks[1].request"},
 		{"too big", []NewTask{big}, CodeInvalidArgument, "tasks[0].request"},
 		{"id reused", []NewTask{good, good}, CodeConflict, "tasks[1].id"},
 	}
@@ -373,5 +370,42 @@ func TestTaskIDsSortByTime(t *testing.T) {
 		if id, want := NewTaskID(at), fmt.Sprintf("%016x", uint64(at.UnixNano())); id[:16] != want || strings.ToLower(id) != id {
 			t.Fatalf("id %s at %v, want prefix %s", id, at, want)
 		}
+	}
+}
+
+// A task's request and a result's output are opaque to the replicated
+// state: the proposer refuses one that is not JSON (ValidateProposal), the
+// FSM stores what was proposed (its Validate does not parse them).
+func TestPayloadChecksAreTheProposers(t *testing.T) {
+	good := newTaskFor("ok", "ns", "wf", "")
+	badReq := newTaskFor("br", "ns", "wf-2", "")
+	badReq.Request = json.RawMessage(`[1]`)
+
+	sub := SubmitTasksCommand{CommandMeta: meta0, Tasks: []NewTask{good, badReq}}
+	if err := sub.ValidateProposal(); err == nil || err.Code != CodeInvalidArgument || err.Field != "tasks[1].request" {
+		t.Fatalf("submit ValidateProposal = %+v, want invalid_argument on tasks[1].request", err)
+	}
+	imp := ImportTasksCommand{CommandMeta: meta0, Tasks: []ImportedTask{
+		{NewTask: good, NextAttemptAt: t0, CreatedAt: t0}, {NewTask: badReq, NextAttemptAt: t0, CreatedAt: t0}}}
+	if err := imp.ValidateProposal(); err == nil || err.Field != "tasks[1].request" {
+		t.Fatalf("import ValidateProposal = %+v, want invalid_argument on tasks[1].request", err)
+	}
+	comp := CompleteTasksCommand{CommandMeta: meta0, Shard: 1, Epoch: 1, Node: "a", Results: []TaskResult{
+		{TaskID: "00000000000000000000000000000001", Status: TaskSucceeded, Output: json.RawMessage(`{"a":1}`)},
+		{TaskID: "00000000000000000000000000000002", Status: TaskSucceeded, Output: json.RawMessage(`{"a":`)}}}
+	if err := comp.ValidateProposal(); err == nil || err.Field != "results[1].output" {
+		t.Fatalf("complete ValidateProposal = %+v, want invalid_argument on results[1].output", err)
+	}
+	for name, err := range map[string]*Error{"submit": sub.Validate(), "import": imp.Validate(), "complete": comp.Validate()} {
+		if err != nil {
+			t.Errorf("%s: the FSM's Validate parsed an opaque payload: %v", name, err)
+		}
+	}
+
+	// Applied, a submit stores the request as proposed.
+	x := newTaskFSM(t)
+	mustOK(t, x.apply(MsgSubmitTasks, SubmitTasksCommand{CommandMeta: meta0, Tasks: []NewTask{badReq}}, ""))
+	if tk, ok := x.st.Task("br"); !ok || string(tk.Request) != `[1]` {
+		t.Fatalf("stored task = %+v %v, want the request as proposed", tk, ok)
 	}
 }
