@@ -56,8 +56,9 @@ func knownRows() map[string]bool {
 // row the report has now: a previous row that is not among them (its
 // figure was renamed or removed) or repeats one already kept is dropped,
 // so a partial run never keeps a stale row beside its successor. nil keeps
-// every previous row.
-func mergeReport(prev, fresh string, partial bool, only string, known map[string]bool) string {
+// every previous row. A partial run's note carries extra (the run's steal)
+// when it is not empty.
+func mergeReport(prev, fresh string, partial bool, only, extra string, known map[string]bool) string {
 	fHead, fRows, _ := splitReport(fresh)
 	pHead, pRows, pTail := splitReport(prev)
 	if !partial || pRows == nil {
@@ -96,7 +97,10 @@ func mergeReport(prev, fresh string, partial bool, only string, known map[string
 		}
 	}
 	pHead = strings.Replace(strings.Join(headLines, ""), "\n\n\n", "\n\n", -1)
-	note := fmt.Sprintf("Rows matching `-only '%s'` re-measured on %s (`go run ./tools/benchreport -only '%s'`); the others are from the run above.\n\n",
-		only, time.Now().UTC().Format("2006-01-02 15:04 MST"), only)
+	if extra != "" {
+		extra = ", " + extra
+	}
+	note := fmt.Sprintf("Rows matching `-only '%s'` re-measured on %s (`go run ./tools/benchreport -only '%s'`%s); the others are from the run above.\n\n",
+		only, time.Now().UTC().Format("2006-01-02 15:04 MST"), only, extra)
 	return pHead + note + tableHeader + "\n|---|---|---|---|---|---|---|---|\n" + strings.Join(out, "") + pTail
 }

@@ -16,7 +16,7 @@ func freshReport(rows ...string) string {
 }
 
 func TestMergeFullRunKeepsHandWrittenTail(t *testing.T) {
-	got := mergeReport(prevReport, freshReport("| #1 | a | 9 x | - | - | - |  | `cmd a` |\n"), false, "", nil)
+	got := mergeReport(prevReport, freshReport("| #1 | a | 9 x | - | - | - |  | `cmd a` |\n"), false, "", "", nil)
 	for _, want := range []string{"Generated on day 2.", "| #1 | a | 9 x", "## Notes\n\nhand-written\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("full run lost %q:\n%s", want, got)
@@ -29,7 +29,7 @@ func TestMergeFullRunKeepsHandWrittenTail(t *testing.T) {
 
 func TestMergePartialRunReplacesItsRowsOnly(t *testing.T) {
 	fresh := freshReport("| #1 | b | 7 x | - | - | - |  | `cmd b` |\n", "| #2 | c | 3 x | - | - | - |  | `cmd c` |\n")
-	got := mergeReport(prevReport, fresh, true, "B|C", nil)
+	got := mergeReport(prevReport, fresh, true, "B|C", "hypervisor steal 7 % of the CPU time", nil)
 	want := "| #1 | a | 1 x | - | - | - |  | `cmd a` |\n| #1 | b | 7 x | - | - | - |  | `cmd b` |\n| #2 | c | 3 x | - | - | - |  | `cmd c` |\n\n## Notes"
 	if !strings.Contains(got, want) {
 		t.Fatalf("rows not merged in place:\n%s", got)
@@ -37,7 +37,10 @@ func TestMergePartialRunReplacesItsRowsOnly(t *testing.T) {
 	if !strings.Contains(got, "Generated on day 1.") || !strings.Contains(got, "Rows matching `-only 'B|C'`") {
 		t.Fatalf("head not kept with a note:\n%s", got)
 	}
-	again := mergeReport(got, fresh, true, "B|C", nil)
+	if !strings.Contains(got, "`go run ./tools/benchreport -only 'B|C'`, hypervisor steal 7 % of the CPU time); the others") {
+		t.Fatalf("the note does not carry the run's steal:\n%s", got)
+	}
+	again := mergeReport(got, fresh, true, "B|C", "", nil)
 	if n := strings.Count(again, "Rows matching `-only 'B|C'`"); n != 1 {
 		t.Fatalf("a second partial run left %d notes:\n%s", n, again)
 	}
@@ -45,7 +48,7 @@ func TestMergePartialRunReplacesItsRowsOnly(t *testing.T) {
 
 func TestMergeWithoutPreviousReport(t *testing.T) {
 	fresh := freshReport("| #1 | a | 9 x | - | - | - |  | `cmd a` |\n")
-	if got := mergeReport("", fresh, true, "A", nil); got != fresh {
+	if got := mergeReport("", fresh, true, "A", "", nil); got != fresh {
 		t.Fatalf("no previous report: got\n%s\nwant\n%s", got, fresh)
 	}
 }
@@ -59,7 +62,7 @@ func TestMergePartialRunDropsStaleAndRepeatedRows(t *testing.T) {
 		"| #1 |   c | 3 x | - | - | - |  | `cmd c` |\n" +
 		"| #1 |   c | 4 x | - | - | - |  | `cmd c` |\n"
 	known := map[string]bool{"| #1 | a": true, "| #1 | new name": true, "| #1 |   c": true}
-	got := mergeReport(prev, freshReport("| #1 | new name | 5 x | - | - | - |  | `cmd b` |\n"), true, "B", known)
+	got := mergeReport(prev, freshReport("| #1 | new name | 5 x | - | - | - |  | `cmd b` |\n"), true, "B", "", known)
 	want := "| #1 | a | 1 x | - | - | - |  | `cmd a` |\n| #1 |   c | 3 x | - | - | - |  | `cmd c` |\n| #1 | new name | 5 x | - | - | - |  | `cmd b` |\n"
 	if !strings.Contains(got, want) || strings.Contains(got, "old name") || strings.Contains(got, "4 x") {
 		t.Fatalf("stale or repeated rows kept:\n%s", got)
