@@ -117,6 +117,7 @@ func (s *Server) registerRoutes() {
 		s.configRoutes()
 		s.endpointRoutes()
 		s.handle("POST /internal/v1/apply", needNode, s.internalApply)
+		s.handle("POST /internal/v1/apply/raw", needNode, s.internalApplyRaw)
 		s.handle("GET /v1/cluster/raft", needRead, s.clusterRaft)
 	}
 	if s.deps.Members != nil {

@@ -244,6 +244,28 @@ func (s *Server) readJSONLimit(w http.ResponseWriter, r *http.Request, v any, li
 	return checkJSONText(raw.Bytes())
 }
 
+// readBody reads a request's body whole, bounded by limit, with readJSON's
+// answers to a body too large (413) or not received in time (408).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		buf.Grow(int(r.ContentLength))
+	}
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			s.metrics.bodyTimeouts.Inc()
+			return nil, Errorf(http.StatusRequestTimeout, CodeInvalidArgument, "request body not received within %v", s.lim.BodyTimeout)
+		case errors.As(err, &tooBig):
+			return nil, jsonError(err)
+		default:
+			return nil, BadField("", "read request body: %v", err)
+		}
+	}
+	return buf.Bytes(), nil
+}
+
 func jsonError(err error) *Error {
 	var tooBig *http.MaxBytesError
 	var syn *json.SyntaxError

@@ -20,7 +20,7 @@ const (
 	// RoleRead may call every GET.
 	RoleRead
 	// RoleNode is what nodes present to each other: POST
-	// /internal/v1/apply (leader forwarding) and every GET (peers'
+	// /internal/v1/apply and /internal/v1/apply/raw (leader forwarding) and every GET (peers'
 	// /v1/breakers for ?scope=cluster, the status page's merges).
 	RoleNode
 	// RoleAdmin may call everything.

@@ -63,6 +63,7 @@ func TestScopedTokensOnRealProcess(t *testing.T) {
 	}{
 		{producer, "POST", "/v1/nodes/solo/drain", nil, 403},
 		{producer, "POST", "/internal/v1/apply", map[string]any{"command": "e30="}, 403},
+		{producer, "POST", "/internal/v1/apply/raw", map[string]any{"command": "e30="}, 403},
 		{producer, "GET", "/v1/breakers", nil, 403},
 		{api.NewClient(p.HTTPAddr(), "", nil), "GET", "/v1/breakers", nil, 401},
 		{api.NewClient(p.HTTPAddr(), "", nil), "GET", "/metrics", nil, 401},
