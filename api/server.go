@@ -244,12 +244,19 @@ func (s *Server) readJSONLimit(w http.ResponseWriter, r *http.Request, v any, li
 	return checkJSONText(raw.Bytes())
 }
 
+// readBodyPresize bounds what readBody allocates on a body's declared
+// length alone.
+const readBodyPresize = 256 << 10
+
 // readBody reads a request's body whole, bounded by limit, with readJSON's
 // answers to a body too large (413) or not received in time (408).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength <= limit {
-		buf.Grow(int(r.ContentLength))
+	// Pre-size from Content-Length, but only up to readBodyPresize: a
+	// caller must not make the node allocate its whole limit before
+	// sending a byte.
+	if r.ContentLength > 0 {
+		buf.Grow(int(min(r.ContentLength, limit, readBodyPresize)))
 	}
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 		var tooBig *http.MaxBytesError
