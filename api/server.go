@@ -232,9 +232,8 @@ func (s *Server) readJSONLimit(w http.ResponseWriter, r *http.Request, v any, li
 	dec := json.NewDecoder(io.TeeReader(body, &raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			s.metrics.bodyTimeouts.Inc()
-			return Errorf(http.StatusRequestTimeout, CodeInvalidArgument, "request body not received within %v", s.lim.BodyTimeout)
+		if e := s.bodyTimeout(err); e != nil {
+			return e
 		}
 		return jsonError(err)
 	}
@@ -242,6 +241,16 @@ func (s *Server) readJSONLimit(w http.ResponseWriter, r *http.Request, v any, li
 		return BadField("", "request body has data after the JSON value")
 	}
 	return checkJSONText(raw.Bytes())
+}
+
+// bodyTimeout is the 408 for a body read that hit the read deadline
+// (Limits.BodyTimeout), counted; nil for any other error.
+func (s *Server) bodyTimeout(err error) *Error {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	s.metrics.bodyTimeouts.Inc()
+	return Errorf(http.StatusRequestTimeout, CodeInvalidArgument, "request body not received within %v", s.lim.BodyTimeout)
 }
 
 // readBodyPresize bounds what readBody allocates on a body's declared
@@ -259,16 +268,14 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 		buf.Grow(int(min(r.ContentLength, limit, readBodyPresize)))
 	}
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			s.metrics.bodyTimeouts.Inc()
-			return nil, Errorf(http.StatusRequestTimeout, CodeInvalidArgument, "request body not received within %v", s.lim.BodyTimeout)
-		case errors.As(err, &tooBig):
-			return nil, jsonError(err)
-		default:
-			return nil, BadField("", "read request body: %v", err)
+		if e := s.bodyTimeout(err); e != nil {
+			return nil, e
 		}
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, jsonError(err)
+		}
+		return nil, BadField("", "read request body: %v", err)
 	}
 	return buf.Bytes(), nil
 }
