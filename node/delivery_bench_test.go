@@ -14,6 +14,7 @@ import (
 	"fusebox/internal/deliverybench"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
+	"fusebox/transport"
 	"fusebox/transport/transporttest"
 )
 
@@ -203,6 +204,52 @@ func BenchmarkDelivery(b *testing.B) {
 	b.Run("raw_http", func(b *testing.B) {
 		deliverybench.RawHTTP(b, dest.CallbackURL(), 3*benchConcurrency)
 	})
+}
+
+// BenchmarkDeliveryInterleaved is BenchmarkDelivery's two sides in
+// alternating blocks of one run: a block of interleaveBlock tasks the
+// cluster delivers durably (submitted in batches of 500, waited on until
+// succeeded), then as many raw POSTs, the order swapped every pair, b.N
+// pairs. Each side's rate is its calls over its blocks' summed wall time,
+// so a minute in which the machine (or its hypervisor) slows down costs
+// both sides alike, where BenchmarkDelivery's sub-benchmarks, a few
+// seconds apart, can each land in a different minute. Metrics: ratio
+// (cluster over raw), cluster-tasks/s, raw-tasks/s, and each side's
+// process CPU per task.
+func BenchmarkDeliveryInterleaved(b *testing.B) {
+	const interleaveBlock = 4000
+	dest := transporttest.NewDestination(b)
+	bc := startBenchCluster(b, b, DefaultShards)
+	client := transport.NewHTTPClient()
+	defer client.CloseIdleConnections()
+	var wall, cpu [2]time.Duration // 0 cluster, 1 raw
+	run := 0
+	side := func(s int) {
+		run++
+		c0 := deliverybench.CPUClock()
+		if s == 0 {
+			wall[0] += bc.deliverRun(b, run, interleaveBlock, dest.CallbackURL())
+		} else {
+			wall[1] += deliverybench.RawCalls(b, client, dest.CallbackURL(), 3*benchConcurrency, fmt.Sprintf("raw%d-", run), interleaveBlock)
+		}
+		cpu[s] += deliverybench.CPUClock() - c0
+	}
+	side(0) // warm both sides up, untimed
+	side(1)
+	wall, cpu = [2]time.Duration{}, [2]time.Duration{}
+	b.ResetTimer()
+	for i := range b.N {
+		first := i % 2
+		side(first)
+		side(1 - first)
+	}
+	b.StopTimer()
+	n := float64(b.N * interleaveBlock)
+	b.ReportMetric(wall[1].Seconds()/wall[0].Seconds(), "ratio")
+	b.ReportMetric(n/wall[0].Seconds(), "cluster-tasks/s")
+	b.ReportMetric(n/wall[1].Seconds(), "raw-tasks/s")
+	b.ReportMetric(float64(cpu[0].Microseconds())/n, "cluster-cpu-us/task")
+	b.ReportMetric(float64(cpu[1].Microseconds())/n, "raw-cpu-us/task")
 }
 
 // BenchmarkDeliveryLatency paces single submits (POST /v1/tasks, spread

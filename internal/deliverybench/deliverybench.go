@@ -124,22 +124,32 @@ func submitBatch(cl *api.Client, tasks []api.TaskSubmit, ids []string, from, to 
 func RawHTTP(b *testing.B, url string, concurrency int) {
 	client := transport.NewHTTPClient()
 	defer client.CloseIdleConnections()
+	b.ResetTimer()
+	took := RawCalls(b, client, url, concurrency, "raw-", b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
+	b.ReportMetric(1, "calls/task")
+}
+
+// RawCalls makes n of RawHTTP's POSTs (request ids prefix<i>) through
+// client with concurrency in flight and returns the wall time they took.
+func RawCalls(tb testing.TB, client *http.Client, url string, concurrency int, prefix string, n int) time.Duration {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range concurrency {
 		wg.Go(func() {
 			for i := range work {
-				t := Task(url, "raw-"+strconv.Itoa(i), false)
+				t := Task(url, prefix+strconv.Itoa(i), false)
 				req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(t.Request.Body))
 				if err != nil {
-					b.Error(err)
+					tb.Error(err)
 					continue
 				}
 				req.Header.Set("Content-Type", t.Request.ContentType)
 				req.Header.Set("Nexus-Request-Id", t.Request.NexusRequestID)
 				resp, err := client.Do(req)
 				if err != nil {
-					b.Error(err)
+					tb.Error(err)
 					continue
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
@@ -147,17 +157,13 @@ func RawHTTP(b *testing.B, url string, concurrency int) {
 			}
 		})
 	}
-	b.ResetTimer()
 	start := time.Now()
-	for i := range b.N {
+	for i := range n {
 		work <- i
 	}
 	close(work)
 	wg.Wait()
-	took := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
-	b.ReportMetric(1, "calls/task")
+	return time.Since(start)
 }
 
 // Latency paces b.N single submits (POST /v1/tasks, spread over clients)
