@@ -93,6 +93,27 @@ func TestForwarderSendsRawAndFallsBackToJSON(t *testing.T) {
 		tc.log.take()
 	}
 
+	// Once reprobe has passed, the raw route is tried again (the leader
+	// may have been upgraded in place); a success forgets the 404.
+	f.reprobe = time.Nanosecond
+	upgraded := &Forwarder{reprobe: time.Nanosecond}
+	upgraded.noRaw.Store(newHS.URL, time.Now().Add(-time.Second))
+	if _, err := upgraded.ForwardApply(t.Context(), newHS.URL, put("ep-upgraded"), "req-ep-upgraded"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(newLog.take(), " "); got != "/internal/v1/apply/raw" {
+		t.Fatalf("after reprobe: paths %q, want the raw route", got)
+	}
+	if _, still := upgraded.noRaw.Load(newHS.URL); still {
+		t.Fatal("a raw success did not forget the earlier 404")
+	}
+	if _, err := f.ForwardApply(t.Context(), oldHS.URL, put("ep-old-3"), "req-ep-old-3"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(oldLog.take(), " "); got != "/internal/v1/apply/raw /internal/v1/apply" {
+		t.Fatalf("old leader after reprobe: paths %q, want raw then JSON", got)
+	}
+
 	// The raw route's refusals: an empty body names no field but says so;
 	// one over the bound is 413.
 	for _, tc := range []struct {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"time"
 
 	"fusebox/internal/authtoken"
 	"fusebox/raftstore/state"
@@ -139,8 +140,18 @@ type Forwarder struct {
 	Tokens *authtoken.Store
 	Client *http.Client
 
-	noRaw sync.Map // leader HTTP address → struct{}: it has no /internal/v1/apply/raw
+	// noRaw: leader HTTP address → when it answered 404 to
+	// /internal/v1/apply/raw (a build without the route). Forwards to it
+	// use the JSON route until reprobe (default defaultRawReprobe) has
+	// passed, then try the raw one again: the leader may have been
+	// upgraded in place.
+	noRaw   sync.Map
+	reprobe time.Duration
 }
+
+// defaultRawReprobe is how long a leader that had no raw apply route is
+// sent JSON before the raw route is tried again.
+const defaultRawReprobe = 5 * time.Minute
 
 // ForwardApply implements raftstore.Forwarder.
 func (f *Forwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd []byte, requestID string) (*state.ApplyResult, error) {
@@ -151,19 +162,36 @@ func (f *Forwarder) ForwardApply(ctx context.Context, leaderHTTPAddr string, cmd
 	c := NewClient(leaderHTTPAddr, tok, f.Client)
 	var res state.ApplyResult
 	var err error
-	if _, old := f.noRaw.Load(leaderHTTPAddr); !old {
+	if f.tryRaw(leaderHTTPAddr) {
 		err = c.applyRaw(ctx, cmd, requestID, &res)
 		var e *Error
 		if errors.As(err, &e) && e.Status == http.StatusNotFound && e.Code == CodeNotFound {
 			// A leader on a build without the raw route (a rolling
-			// upgrade): JSON to it from now on.
-			f.noRaw.Store(leaderHTTPAddr, struct{}{})
+			// upgrade): JSON to it for a while.
+			f.noRaw.Store(leaderHTTPAddr, time.Now())
 		} else {
+			if err == nil {
+				f.noRaw.Delete(leaderHTTPAddr)
+			}
 			return forwardResult(&res, err)
 		}
 	}
 	err = c.Do(ctx, http.MethodPost, "/internal/v1/apply", nil, applyRequest{Command: cmd, RequestID: requestID}, &res)
 	return forwardResult(&res, err)
+}
+
+// tryRaw reports whether a forward to addr goes to the raw route: unless
+// addr answered 404 to it less than reprobe ago.
+func (f *Forwarder) tryRaw(addr string) bool {
+	v, ok := f.noRaw.Load(addr)
+	if !ok {
+		return true
+	}
+	reprobe := f.reprobe
+	if reprobe <= 0 {
+		reprobe = defaultRawReprobe
+	}
+	return time.Since(v.(time.Time)) >= reprobe
 }
 
 // forwardResult turns a forward's answer into ForwardApply's: an API
