@@ -38,7 +38,8 @@ func (l *pathLog) take() []string {
 // The forwarder sends a command as the body of /internal/v1/apply/raw,
 // request id included; to a leader without that route (an older build,
 // 404) it sends JSON to /internal/v1/apply, and keeps doing so for that
-// address without asking the raw route again.
+// address until the reprobe wait has passed, then tries the raw route
+// again.
 func TestForwarderSendsRawAndFallsBackToJSON(t *testing.T) {
 	store := raftstoretest.SingleNode(t, "n1", testShards)
 	s := New(Config{}, Deps{Store: store, State: store.Reader(), Breakers: noBreakers{}}, nil)

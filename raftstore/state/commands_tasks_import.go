@@ -60,7 +60,7 @@ func (c *ImportTasksCommand) ValidateProposal() *Error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	return validateTasks(c.Tasks, func(t *ImportedTask) *Error { return t.checkRequest() })
+	return validateTasks(c.Tasks, (*ImportedTask).checkRequest)
 }
 
 // Validate checks one imported task: its task as a submit's, and the

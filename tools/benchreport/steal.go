@@ -46,10 +46,7 @@ func parseCPUTimes(stat string) (cpuTimes, bool) {
 
 // stealMeter sums the steal and total ticks over the benchmark commands
 // of a run (not the time between them).
-type stealMeter struct {
-	steal, total uint64
-	ok           bool
-}
+type stealMeter struct{ steal, total uint64 }
 
 // measure runs fn and adds the ticks that passed during it; it returns
 // the share of them stolen (-1 when /proc/stat cannot be read).
@@ -60,7 +57,6 @@ func (m *stealMeter) measure(fn func()) float64 {
 	if !okA || !okB || b.total <= a.total {
 		return -1
 	}
-	m.ok = true
 	m.steal += b.steal - a.steal
 	m.total += b.total - a.total
 	return float64(b.steal-a.steal) / float64(b.total-a.total)
@@ -69,7 +65,7 @@ func (m *stealMeter) measure(fn func()) float64 {
 // share is the stolen share of the CPU time over every measured command,
 // -1 when none was measured.
 func (m *stealMeter) share() float64 {
-	if !m.ok || m.total == 0 {
+	if m.total == 0 {
 		return -1
 	}
 	return float64(m.steal) / float64(m.total)
