@@ -90,11 +90,10 @@ func (p *Policy) Allowed(namespace, rawURL string) error {
 	if p == nil {
 		return nil
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Host == "" {
+	scheme, host, ok := schemeHost(rawURL)
+	if !ok {
 		return &DestinationError{Reason: "not an absolute URL"}
 	}
-	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
 	var rules AddressMatcher
 	set := false
 	if p.Allowlist != nil {
@@ -109,6 +108,22 @@ func (p *Policy) Allowed(namespace, rawURL string) error {
 		return &DestinationError{Reason: fmt.Sprintf("no component.callbacks.allowedAddresses is configured for namespace %q, and this node allows no destination by default (docs/security.md)", namespace)}
 	}
 	return nil
+}
+
+// schemeHost is a URL's scheme and host[:port], lower case; ok is false
+// when it has no host or does not parse. The common form is read without
+// url.Parse (plainOrigin: the queue checks every callback attempt here);
+// FuzzSchemeHost holds the two to the same answer.
+func schemeHost(rawURL string) (scheme, host string, ok bool) {
+	if origin, plain := plainOrigin(rawURL); plain {
+		i := strings.Index(origin, "://")
+		return origin[:i], origin[i+len("://"):], true
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "", "", false
+	}
+	return strings.ToLower(u.Scheme), strings.ToLower(u.Host), true
 }
 
 // Check is Allowed plus CheckMembers: the check of a callback at submit.
@@ -145,15 +160,10 @@ func (p *Policy) CheckMembers(ctx context.Context, rawURL string) error {
 	if p == nil || p.Members == nil {
 		return nil
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Host == "" {
-		return &DestinationError{Reason: "not an absolute URL"}
+	host, port, derr := memberTarget(rawURL)
+	if derr != nil {
+		return derr
 	}
-	port, err := urlPort(u)
-	if err != nil {
-		return &DestinationError{Reason: err.Error()}
-	}
-	host := u.Hostname()
 	if ip := net.ParseIP(host); ip != nil {
 		return p.checkIP(ip, port, host)
 	}
@@ -163,6 +173,39 @@ func (p *Policy) CheckMembers(ctx context.Context, rawURL string) error {
 		}
 	}
 	return nil
+}
+
+// memberTarget is the host name and port CheckMembers compares with the
+// members: the common form read without url.Parse (plainOrigin: a
+// lower-case host name or IPv4 address, an optional numeric port), any
+// other through it. FuzzMemberTarget holds the two to the same answer.
+func memberTarget(rawURL string) (host string, port int, err *DestinationError) {
+	if origin, plain := plainOrigin(rawURL); plain {
+		i := strings.Index(origin, "://")
+		scheme, hostport := origin[:i], origin[i+len("://"):]
+		host, ps, _ := strings.Cut(hostport, ":")
+		switch {
+		case ps != "":
+			n, err := strconv.Atoi(ps)
+			if err != nil || n <= 0 || n > 65535 {
+				return "", 0, &DestinationError{Reason: fmt.Sprintf("invalid port %q", ps)}
+			}
+			return host, n, nil
+		case scheme == "https":
+			return host, 443, nil
+		default:
+			return host, 80, nil
+		}
+	}
+	u, perr := url.Parse(rawURL)
+	if perr != nil || u.Host == "" {
+		return "", 0, &DestinationError{Reason: "not an absolute URL"}
+	}
+	port, perr = urlPort(u)
+	if perr != nil {
+		return "", 0, &DestinationError{Reason: perr.Error()}
+	}
+	return u.Hostname(), port, nil
 }
 
 // lookup resolves host (bounded by ResolveTimeout), through a small cache;
