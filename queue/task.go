@@ -10,8 +10,6 @@
 package queue
 
 import (
-	"encoding/json"
-
 	"fusebox/breakerpool"
 	"fusebox/raftstore/state"
 	"fusebox/transport"
@@ -56,8 +54,8 @@ func KeyOf(t *Task) breakerpool.Key {
 // decodes (written by another version) comes back with a task group that
 // cannot match, so process dead-letters it as poison with the reason.
 func decodeRequest(t *Task) transport.Request {
-	var req transport.Request
-	if err := json.Unmarshal(t.Request, &req); err != nil {
+	req, err := transport.DecodeRequest(t.Request)
+	if err != nil {
 		msg := err.Error()
 		if len(msg) > 200 {
 			msg = msg[:200]
