@@ -221,6 +221,9 @@ func applyCommand[T any](ctx context.Context, s *Store, cmd []byte, requestID st
 	if err != nil {
 		return zero, 0, err
 	}
+	if v, ok := res.Typed.(T); ok {
+		return v, res.Index, nil
+	}
 	var out T
 	if len(res.Value) > 0 {
 		if err := json.Unmarshal(res.Value, &out); err != nil {

@@ -185,6 +185,11 @@ type ApplyResult struct {
 	// Index is the raft index the command was applied at (the first apply
 	// for a deduplicated retry); WaitForApplied(Index) gives read-your-writes.
 	Index uint64 `json:"index,omitempty"`
+	// Typed is Value before it was encoded, for the proposer on this node
+	// (raftstore's applyCommand takes it instead of decoding Value: the
+	// leader decoded every submit's 500 outcomes it had just encoded). Nil
+	// for a deduplicated retry; never stored, snapshotted nor sent.
+	Typed any `json:"-"`
 }
 
 // EncodeCommand builds a command: one type byte followed by the JSON payload.

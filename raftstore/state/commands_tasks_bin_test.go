@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -394,5 +395,33 @@ func TestHasControlCharMatchesRunes(t *testing.T) {
 		if s := string(b); hasControlChar(s) != byRunes(s) {
 			t.Fatalf("%q: bytes %v, runes %v", s, hasControlChar(s), byRunes(s))
 		}
+	}
+}
+
+// The proposer's result value before encoding (ApplyResult.Typed) is what
+// decoding Value gives; a deduplicated retry carries none (its caller
+// decodes the stored bytes).
+func TestTypedResultIsTheDecodedValue(t *testing.T) {
+	x := newTaskFSM(t)
+	c := SubmitTasksCommand{CommandMeta: meta0, Tasks: []NewTask{newTaskFor("t1", "ns", "wf", "r1"), newTaskFor("t2", "ns", "wf", "r1")}}
+	cmd, err := EncodeSubmitTasksBin(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := x.f.Apply(x.idx+1, EncodeEntry(cmd, "req-1"))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	var decoded []SubmitOutcome
+	if err := json.Unmarshal(res.Value, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	typed, ok := res.Typed.([]SubmitOutcome)
+	if !ok || !reflect.DeepEqual(typed, decoded) || len(typed) != 2 || typed[1].Outcome != SubmitDuplicate {
+		t.Fatalf("Typed = %#v, decoded Value = %#v", res.Typed, decoded)
+	}
+	again := x.f.Apply(x.idx+2, EncodeEntry(cmd, "req-1"))
+	if again.Typed != nil || !bytes.Equal(again.Value, res.Value) || again.Index != x.idx+1 {
+		t.Fatalf("retry: %+v, want the stored bytes of index %d and no typed value", again, x.idx+1)
 	}
 }

@@ -226,12 +226,14 @@ func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID str
 		}
 	}
 	result := ApplyResult{Index: index}
+	var v any
 	fn, ok := lookupCommand(t, f.logVersion)
 	switch {
 	case !ok:
 		f.logger.Warn("raftstore: skipping an ignorable command type this build does not know", "index", index, "type", uint8(t))
 	default:
-		v, e := fn(w, payload)
+		var e *Error
+		v, e = fn(w, payload)
 		if e != nil {
 			result.Err = e
 			break
@@ -257,6 +259,9 @@ func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID str
 	}
 	if requestID != "" {
 		w.it.putRequest(&requestRow{ID: requestID, Index: index, Result: result})
+	}
+	if result.Value != nil {
+		result.Typed = typedValue(v) // after the dedup row took its copy
 	}
 	return &result, requestID, false
 }

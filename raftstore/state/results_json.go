@@ -19,6 +19,16 @@ type jsonAppender interface {
 	appendJSON(b []byte) []byte
 }
 
+// typedValue is a result value as its proposer asks for it
+// (ApplyResult.Typed): a submit's outcomes as []SubmitOutcome, anything
+// else as it is.
+func typedValue(v any) any {
+	if o, ok := v.(submitOutcomes); ok {
+		return []SubmitOutcome(o)
+	}
+	return v
+}
+
 func (o submitOutcomes) appendJSON(b []byte) []byte {
 	if o == nil {
 		return append(b, "null"...)
