@@ -34,11 +34,13 @@ type taskTable interface {
 	Subscribe(table state.Table) (<-chan struct{}, func())
 	SubscribeShard(shard int) (<-chan struct{}, func())
 	ScanBlocked(shard int, afterAt time.Time, afterID string, limit int, match func(*state.Task) bool, skip func(id string) bool) ([]*state.Task, bool)
+	TakeDueLow(shard int) (time.Time, bool)
 }
 
 var (
 	_ queue.Store           = (*TaskStore)(nil)
 	_ queue.ShardSubscriber = (*TaskStore)(nil)
+	_ queue.DueLowStore     = (*TaskStore)(nil)
 )
 
 // NewTaskStore returns the queue's view of store for node nodeID.
@@ -75,6 +77,12 @@ func (s *TaskStore) Subscribe() (<-chan struct{}, func()) {
 // restore), so a submit wakes its shard's reader, not every reader.
 func (s *TaskStore) SubscribeShard(shard int) (<-chan struct{}, func()) {
 	return s.tasks.SubscribeShard(shard)
+}
+
+// TakeDueLow implements queue.DueLowStore: this replica records the tasks
+// its applies put into a shard's due order (state.TakeDueLow).
+func (s *TaskStore) TakeDueLow(shard int) (time.Time, bool) {
+	return s.tasks.TakeDueLow(shard)
 }
 
 // Complete implements queue.Store. A stale epoch comes back as a

@@ -16,6 +16,7 @@ const (
 	DefaultGroupIdleTTL        = 5 * time.Minute
 	DefaultMaxUnexpectedErrors = 70 // Temporal's history.TaskDLQUnexpectedErrorAttempts, when the limits carry none
 	DefaultFlushRetryMax       = 2 * time.Second
+	DefaultFullReadBackstop    = 2 * time.Second
 )
 
 // Config tunes a Queue. The zero value is usable: zero fields take the
@@ -50,6 +51,12 @@ type Config struct {
 	// MaxAttempts, when > 0, ends a task failed once that many attempts
 	// found its destination down. 0 retries until the task succeeds.
 	MaxAttempts int
+	// FullReadBackstop is the period of a shard reader's full read when
+	// the store reports the tasks committed behind its read cursor
+	// (DueLowStore): a safety net only, which tests set long to show that
+	// reads do not depend on it. Without such a store the period is 100 ms
+	// (fullReadEvery), and this is not used.
+	FullReadBackstop time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -62,6 +69,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"DrainTimeout", int64(c.DrainTimeout)}, {"FlushTimeout", int64(c.FlushTimeout)},
 		{"GroupIdleTTL", int64(c.GroupIdleTTL)}, {"GCInterval", int64(c.GCInterval)},
 		{"MaxUnexpectedErrors", int64(c.MaxUnexpectedErrors)}, {"MaxAttempts", int64(c.MaxAttempts)},
+		{"FullReadBackstop", int64(c.FullReadBackstop)},
 	} {
 		if f.v < 0 {
 			return c, fmt.Errorf("queue: Config.%s must not be negative, got %d", f.name, f.v)
@@ -78,6 +86,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.FlushTimeout, DefaultFlushTimeout)
 	def(&c.GroupIdleTTL, DefaultGroupIdleTTL)
 	def(&c.GCInterval, max(c.GroupIdleTTL/2, 10*time.Millisecond))
+	def(&c.FullReadBackstop, DefaultFullReadBackstop)
 	if c.MaxFlushBatch == 0 {
 		c.MaxFlushBatch = DefaultMaxFlushBatch
 	}

@@ -48,6 +48,19 @@ type ShardSubscriber interface {
 	SubscribeShard(shard int) (ch <-chan struct{}, cancel func())
 }
 
+// DueLowStore is an optional Store interface: TakeDueLow returns the
+// earliest NextAttemptAt of the tasks that entered shard's due order (were
+// added, or had their due time moved) since the previous call for the
+// shard, and forgets it; ok is false when none did. The store records a
+// task's low after Due can return the task and before it wakes the
+// shard's subscribers. A reader whose store has it starts each read at its
+// cursor, or at that low when it is earlier, instead of a lag window
+// before the cursor, and reads the whole shard only as a rare backstop
+// (DESIGN.md, "Read cursor"). One reader per shard takes the lows.
+type DueLowStore interface {
+	TakeDueLow(shard int) (low time.Time, ok bool)
+}
+
 // Ownership tells which shards this node owns, from the committed shard map.
 type Ownership interface {
 	// Watch returns shard → epoch for every shard this node owns, and a

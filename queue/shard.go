@@ -59,15 +59,22 @@ type shard struct {
 	seen  map[string]struct{}
 	marks []*item // calls begun since the last flush (redelivery.go)
 
-	// Read cursor (reader goroutine only): reads start at cursor-cursorLag
+	// Read cursor (reader goroutine only): reads start at the cursor
 	// instead of at the shard's earliest due task, so tasks already in
-	// flight are not walked past on every wake-up. A full read (from the
-	// start) runs when rescan is set, a task went back to pending (released
-	// or parked), and at least every fullReadEvery as a backstop.
+	// flight are not walked past on every wake-up: at the cursor itself, or
+	// at the earliest due time of the tasks the store reports committed
+	// behind it, when the store reports them (DueLowStore); else at
+	// cursor-cursorLag. A full read (from the start) runs when rescan is
+	// set, a task went back to pending (released or parked), and at least
+	// every fullEvery as a backstop. A read from before the cursor that
+	// stopped at its limit leaves carry, where the next read starts again.
 	cursor     time.Time
 	lastFull   time.Time
-	cursorRead bool // the last read started at the cursor: a full read is due by lastFull+fullReadEvery
+	cursorRead bool // the last read started at the cursor: a full read is due by lastFull+fullEvery
 	rescan     atomic.Bool
+	lows       DueLowStore // the store's, or nil
+	carry      time.Time
+	carrySet   bool
 	// nextDue is the shard's first due time after the last read's now, when
 	// that read's walk reached it (nextKnown); nextWake then needs no
 	// lookup of its own. Reader goroutine only.
@@ -100,6 +107,7 @@ func newShard(q *Queue, id int, epoch uint64) *shard {
 		releases: make(map[breakerpool.Key]*release),
 		depth:    q.m.depth.WithLabelValues(strconv.Itoa(id)),
 	}
+	s.lows, _ = q.store.(DueLowStore)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.fctx, s.fstop = context.WithCancel(context.Background())
 	go s.readLoop()
@@ -120,6 +128,9 @@ const (
 	// with a 1 s backstop the healthy destination kept 0.38 of its
 	// throughput, with 100 ms 0.99. A full read walks the shard's pending
 	// tasks once, so ten a second per shard is cheap next to one per wake.
+	// With a store that reports the tasks committed behind the cursor
+	// (DueLowStore), a full read finds nothing a read from the reported low
+	// would not: its period is Config.FullReadBackstop, a safety net.
 	fullReadEvery = 100 * time.Millisecond
 )
 
@@ -325,12 +336,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		return false, now
 	}
 	s.reads.Add(1)
-	var from time.Time
-	if s.rescan.Swap(false) || s.cursor.IsZero() || now.Sub(s.lastFull) >= fullReadEvery {
-		s.lastFull = now
-	} else {
-		from = s.cursor.Add(-cursorLag)
-	}
+	from := s.readFrom(now)
 	s.cursorRead = !from.IsZero()
 	skip := func(id string) bool {
 		_, busy := s.inflight[id]
@@ -339,6 +345,11 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	}
 	tasks, next, known := q.store.Due(s.id, from, now, limit, skip)
 	s.nextDue, s.nextKnown = next, known
+	if !known && (from.IsZero() || from.Before(s.cursor)) {
+		// Stopped at the limit before the cursor: what it did not reach
+		// may all be behind the cursor, where a read from it would not look.
+		s.carry, s.carrySet = from, true
+	}
 	items := make([]*item, len(tasks))
 	for i := range tasks {
 		items[i] = &item{task: tasks[i], sh: s}
@@ -359,6 +370,44 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		s.depth.Set(float64(q.store.Backlog(s.id)))
 	}
 	return len(tasks)+len(released) == limit && !refused, now
+}
+
+// readFrom is where the next read starts: the zero time for a full read
+// (rescan, no cursor yet, or the backstop's time), else the cursor, or
+// earlier: the carry of a read cut short, the low the store reports for
+// tasks committed behind the cursor, or, when the store reports none,
+// cursorLag before it. Called with s.mu held, just before the read: the
+// store's low is taken before the read loads its view (DueLowStore).
+func (s *shard) readFrom(now time.Time) time.Time {
+	var low time.Time
+	lowSet := false
+	if s.lows != nil {
+		low, lowSet = s.lows.TakeDueLow(s.id) // taken by every read, a full one included
+	}
+	if s.rescan.Swap(false) || s.cursor.IsZero() || now.Sub(s.lastFull) >= s.fullEvery() {
+		s.lastFull = now
+		s.carrySet = false
+		return time.Time{}
+	}
+	from := s.cursor
+	if s.lows == nil {
+		from = from.Add(-cursorLag)
+	} else if lowSet && low.Before(from) {
+		from = low
+	}
+	if s.carrySet && s.carry.Before(from) {
+		from = s.carry
+	}
+	s.carrySet = false
+	return from
+}
+
+// fullEvery is the period of the backstop full read.
+func (s *shard) fullEvery() time.Duration {
+	if s.lows != nil {
+		return s.q.cfg.FullReadBackstop
+	}
+	return fullReadEvery
 }
 
 // dispatch submits items in order; the ones a full buffer refuses are held
@@ -395,7 +444,7 @@ func (s *shard) nextWake(now time.Time) time.Time {
 		}
 	}
 	if s.cursorRead { // the backstop full read
-		if full := s.lastFull.Add(fullReadEvery); next.IsZero() || full.Before(next) {
+		if full := s.lastFull.Add(s.fullEvery()); next.IsZero() || full.Before(next) {
 			next = full
 		}
 	}

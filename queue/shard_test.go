@@ -136,6 +136,69 @@ func TestReadCursorFindsTasksDueBeforeIt(t *testing.T) {
 	testwait.For(t, 10*time.Second, "both succeeded", func() bool { return e.allStatus([]queue.Task{late, early}, queue.StatusSucceeded) })
 }
 
+// startTracked starts a queue for node "a" on e's store as a
+// queue.DueLowStore, with the full-read backstop an hour away: whatever it
+// reads, it reads from its cursor or from the low the store reports.
+func (e *env) startTracked(t *testing.T, cfg queue.Config, exec queue.Executor) *queue.Queue {
+	t.Helper()
+	cfg.FullReadBackstop = time.Hour
+	d := e.deps("a", exec)
+	d.Store = e.store.Tracked()
+	return launch(t, cfg, d)
+}
+
+// TestTrackedReadsStartAtTheCursor: with a store that reports the tasks
+// committed behind the cursor, a read starts at the cursor, so it does not
+// walk the tasks in flight behind it (a read from cursor-cursorLag walked
+// all of them on every wake-up); a task committed behind the cursor is read
+// from the low the store reports, with no full read to find it.
+func TestTrackedReadsStartAtTheCursor(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	exec := newFakeExec(true)
+	e.startTracked(t, fastCfg(), exec)
+	tasks := callbacks(12, 1, "cur", "d")
+	for i := range tasks { // one at a time: a read per task, each with the others in flight
+		e.add(t, tasks[i])
+		testwait.For(t, 10*time.Second, "the task in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == i+1 })
+	}
+	// A read from the cursor passes over the one task at the cursor at most.
+	if n := e.store.Passed(); n > 2*len(tasks) {
+		t.Fatalf("reads walked past tasks in flight %d times for %d reads", n, len(tasks))
+	}
+	early := callback("early", 0, "d", "http://127.0.0.1:9/cb")
+	early.NextAttemptAt = time.Now().Add(-time.Minute) // behind the cursor, and far behind any lag
+	e.add(t, early)
+	testwait.For(t, 10*time.Second, "the task behind the cursor read", func() bool {
+		_, inflight, _ := exec.stats()
+		return inflight == len(tasks)+1
+	})
+	close(exec.release)
+	testwait.For(t, 10*time.Second, "all succeeded", func() bool { return e.allStatus(append(tasks, early), queue.StatusSucceeded) })
+}
+
+// TestTrackedReadCutShortStartsThereAgain: a read from a low behind the
+// cursor that stops at the shard's bound leaves the rest behind the cursor;
+// the next read starts from that low again, not from the cursor (where
+// only a full read, an hour away here, would find them).
+func TestTrackedReadCutShortStartsThereAgain(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	exec := newFakeExec(true)
+	cfg := fastCfg()
+	cfg.MaxPendingPerShard = 4
+	e.startTracked(t, cfg, exec)
+	first := callbacks(2, 1, "now", "d")
+	e.add(t, first...)
+	testwait.For(t, 10*time.Second, "two tasks in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 2 })
+	early := callbacks(5, 1, "early", "d")
+	for i := range early {
+		early[i].NextAttemptAt = time.Now().Add(-time.Minute + time.Duration(i)*time.Millisecond)
+	}
+	e.add(t, early...) // two fit under the bound; three wait behind the cursor
+	testwait.For(t, 10*time.Second, "the shard at its bound", func() bool { _, inflight, _ := exec.stats(); return inflight == 4 })
+	close(exec.release)
+	testwait.For(t, 10*time.Second, "all succeeded", func() bool { return e.allStatus(append(first, early...), queue.StatusSucceeded) })
+}
+
 // A reader at its in-flight bound has nothing to read until a result or a
 // release frees room (both signal it). It must sleep, not loop: with the
 // read-cursor backstop still armed from its last read, its timer came due

@@ -31,6 +31,8 @@ type Store struct {
 	nextSub  int
 	writes   int
 	loaded   int // tasks handed out by Due
+	passed   int // in-flight tasks Due walked past (skip said so)
+	lows     map[int]time.Time
 	refused  int
 	failNext int
 	failErr  error
@@ -101,6 +103,12 @@ func dueOrder(a, b *queue.Task) int {
 }
 
 func (s *Store) insertLocked(t *queue.Task) {
+	if cur, ok := s.lows[t.Shard]; !ok || t.NextAttemptAt.Before(cur) {
+		if s.lows == nil {
+			s.lows = make(map[int]time.Time)
+		}
+		s.lows[t.Shard] = t.NextAttemptAt
+	}
 	p := s.pending[t.Shard]
 	i, _ := slices.BinarySearchFunc(p, t, dueOrder)
 	s.pending[t.Shard] = slices.Insert(p, i, t)
@@ -131,9 +139,38 @@ func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(string)
 		}
 		if skip == nil || !skip(t.ID) {
 			out = append(out, *t)
+		} else {
+			s.passed++
 		}
 	}
 	return out, time.Time{}, true
+}
+
+// Passed returns how many times Due walked past a task its caller has in
+// flight: the reads' cost that a read cursor saves.
+func (s *Store) Passed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.passed
+}
+
+// TrackedStore is a Store that also reports the tasks entering each shard's
+// due order (queue.DueLowStore), as the Raft task store does. One queue per
+// store: a reader takes its shard's lows.
+type TrackedStore struct{ *Store }
+
+var _ queue.DueLowStore = TrackedStore{}
+
+// Tracked returns s as a TrackedStore.
+func (s *Store) Tracked() TrackedStore { return TrackedStore{s} }
+
+// TakeDueLow implements queue.DueLowStore.
+func (t TrackedStore) TakeDueLow(shard int) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.lows[shard]
+	delete(t.lows, shard)
+	return at, ok
 }
 
 // Loaded returns how many tasks Due has handed out, counting each time a

@@ -272,10 +272,13 @@ func (f *FSM) applyInto(w *writer, data []byte) (res *ApplyResult, requestID str
 func (f *FSM) commit(txn *memdb.Txn, tasks *taskTable, it *sideTables) {
 	changes := txn.Changes()
 	txn.Commit()
-	shards := tasks.dueShards
-	tasks.dueShards = nil // before publishing: a published table is never written
+	shards, lows := tasks.dueShards, tasks.dueLow
+	tasks.dueShards, tasks.dueLow = nil, nil // before publishing: a published table is never written
 	f.state.tasks.Store(tasks)
 	f.state.side.Store(it)
+	for shard, at := range lows { // after publishing, before waking the readers (due_lows.go)
+		f.state.lows.lower(shard, at)
+	}
 	var touched map[Table]struct{}
 	touch := func(t Table) {
 		if touched == nil {

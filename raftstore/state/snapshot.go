@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/hashicorp/go-memdb"
 )
@@ -142,10 +143,14 @@ func (f *FSM) Restore(r io.Reader) error {
 		f.logger.Error("raftstore: snapshot restore failed; state unchanged", "error", err)
 		return err
 	}
-	tasks.dueShards = nil // every subscriber is woken below
+	lows := tasks.dueLow
+	tasks.dueShards, tasks.dueLow = nil, nil // every subscriber is woken below
 	f.state.side.Store(it)
 	f.state.tasks.Store(tasks)
 	f.state.db.Store(db)
+	for shard := range lows { // every shard with pending rows: read it all
+		f.state.lows.lower(shard, time.Time{})
+	}
 	f.mu.Lock()
 	f.applied = applied
 	close(f.appliedCh)

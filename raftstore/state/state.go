@@ -52,6 +52,8 @@ type State struct {
 	requestWindow uint64
 	logVersion    int
 
+	lows dueLows // rows entering each shard's due order, for its reader (due_lows.go)
+
 	mu        sync.Mutex                           // subs, shardSubs (subscribe.go)
 	subs      map[Table]map[chan struct{}]struct{} // by table
 	shardSubs map[int]map[chan struct{}]struct{}   // by shard: due tasks

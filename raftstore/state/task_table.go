@@ -41,6 +41,10 @@ type taskTable struct {
 	// dueShards are the shards a row was put into the due order of since
 	// clone (their subscribers are woken on commit: SubscribeShard).
 	dueShards map[int]struct{}
+	// dueLow is, per shard, the earliest due time of the rows that entered
+	// the due order since clone (added, or due time moved; a row rewritten
+	// in place is not counted): recorded on commit (due_lows.go).
+	dueLow map[int]time.Time
 
 	// pivot is the search key of the writer's lookups (lookup,
 	// lookupRequest), reused: a fresh *Task per lookup (it escapes into the
@@ -161,6 +165,14 @@ func (tt *taskTable) put(old, t *Task) {
 			tt.dueShards = make(map[int]struct{}, 4)
 		}
 		tt.dueShards[t.Shard] = struct{}{}
+		if old == nil || !inDue(old) || !old.NextAttemptAt.Equal(t.NextAttemptAt) {
+			if cur, ok := tt.dueLow[t.Shard]; !ok || t.NextAttemptAt.Before(cur) {
+				if tt.dueLow == nil {
+					tt.dueLow = make(map[int]time.Time, 4)
+				}
+				tt.dueLow[t.Shard] = t.NextAttemptAt
+			}
+		}
 	}
 	tt.byID.Set(t)
 	tt.reindex(old, t)
