@@ -1,8 +1,10 @@
 package transport_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -39,17 +41,28 @@ func requestSeeds(tb testing.TB) [][]byte {
 
 // TestDecodeRequestIsEncodingJSONs: every stored shape decodes to
 // encoding/json's value, and what encoding/json refuses is refused with
-// its error.
+// its error. The values are compared after every decode is done, so a
+// value that shared the decoder's reused buffer would show the later
+// decodes' bytes; and the input is left as it was.
 func TestDecodeRequestIsEncodingJSONs(t *testing.T) {
-	for _, b := range requestSeeds(t) {
+	seeds := requestSeeds(t)
+	got := make([]transport.Request, len(seeds))
+	errs := make([]error, len(seeds))
+	for i, b := range seeds {
+		in := slices.Clone(b)
+		got[i], errs[i] = transport.DecodeRequest(b)
+		if !bytes.Equal(b, in) {
+			t.Fatalf("DecodeRequest changed its input %q to %q", in, b)
+		}
+	}
+	for i, b := range seeds {
 		var want transport.Request
 		wantErr := json.Unmarshal(b, &want)
-		got, err := transport.DecodeRequest(b)
-		if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+		if err := errs[i]; (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
 			t.Errorf("%s: error %v, encoding/json %v", b, err, wantErr)
 		}
-		if wantErr == nil && !reflect.DeepEqual(got, want) {
-			t.Errorf("%s:\n got %#v\nwant %#v", b, got, want)
+		if wantErr == nil && !reflect.DeepEqual(got[i], want) {
+			t.Errorf("%s:\n got %#v\nwant %#v", b, got[i], want)
 		}
 	}
 }
