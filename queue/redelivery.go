@@ -92,10 +92,18 @@ func (s *shard) dropSettled(batch []Result, called []bool) ([]Result, []bool) {
 func (s *shard) forgetWritten(batch []Result) uint64 {
 	var n uint64
 	for i := range batch {
-		if !batch[i].Started {
-			delete(s.inflight, batch[i].TaskID)
-			delete(s.seen, batch[i].TaskID)
+		if r := &batch[i]; !r.Started {
+			delete(s.inflight, r.TaskID)
+			delete(s.seen, r.TaskID)
 			n++
+			if r.Status == StatusPending && r.NextAttemptAt.Before(s.cursor) {
+				// Pending again behind the cursor. A read from the cursor
+				// would pass it, and the read that took the store's low for
+				// this write may have run while the task was still in flight
+				// here. (Retries are due a backoff later, past the cursor:
+				// this is the guard for any that is not.)
+				s.readAgainFrom(r.NextAttemptAt)
+			}
 		}
 	}
 	return n

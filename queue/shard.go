@@ -59,7 +59,7 @@ type shard struct {
 	seen  map[string]struct{}
 	marks []*item // calls begun since the last flush (redelivery.go)
 
-	// Read cursor (reader goroutine only): reads start at the cursor
+	// Read cursor (under s.mu; the cursor is moved by the reader only): reads start at the cursor
 	// instead of at the shard's earliest due task, so tasks already in
 	// flight are not walked past on every wake-up: at the cursor itself, or
 	// at the earliest due time of the tasks the store reports committed
@@ -67,7 +67,9 @@ type shard struct {
 	// cursor-cursorLag. A full read (from the start) runs when rescan is
 	// set, a task went back to pending (released or parked), and at least
 	// every fullEvery as a backstop. A read from before the cursor that
-	// stopped at its limit leaves carry, where the next read starts again.
+	// stopped at its limit, or a written result that made a task pending
+	// behind the cursor, leaves carry: the next read starts there (or
+	// before). Written under s.mu, as the cursor is.
 	cursor     time.Time
 	lastFull   time.Time
 	cursorRead bool // the last read started at the cursor: a full read is due by lastFull+fullEvery
@@ -348,7 +350,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	if !known && (from.IsZero() || from.Before(s.cursor)) {
 		// Stopped at the limit before the cursor: what it did not reach
 		// may all be behind the cursor, where a read from it would not look.
-		s.carry, s.carrySet = from, true
+		s.readAgainFrom(from)
 	}
 	items := make([]*item, len(tasks))
 	for i := range tasks {
@@ -400,6 +402,14 @@ func (s *shard) readFrom(now time.Time) time.Time {
 	}
 	s.carrySet = false
 	return from
+}
+
+// readAgainFrom makes the next read start at at, or earlier. Called with
+// s.mu held.
+func (s *shard) readAgainFrom(at time.Time) {
+	if !s.carrySet || at.Before(s.carry) {
+		s.carry, s.carrySet = at, true
+	}
 }
 
 // fullEvery is the period of the backstop full read.
