@@ -73,7 +73,10 @@ const preamble = `## Reading the baselines
   (GC included), which a shared machine moves far less than wall time.
 - **Process rows** (` + "`test/e2e`" + `): the same workloads on three ` + "`fusebox serve`" + ` processes built from this tree, fed
   and measured from the test process (one clock). In-process rows share one Go scheduler and heap between
-  the three nodes; process rows are the deployed shape, each node with its own runtime and GC.
+  the three nodes; process rows are the deployed shape, each node with its own runtime and GC. Since
+  2026-12-03 a run ends when n1 shows none of its tasks pending, failed or dead-lettered; before, the
+  test listed every task of the run (about 15 % of a 20,000-task run's time on three processes), and
+  rows measured before then include that cost.
 - **Beside a dead destination**: the same run with both destinations healthy; the ratio is the
   healthy destination's throughput kept. Each mode runs on a fresh cluster (a cluster slows as it
   retains tasks, which would favour whichever mode ran first).
