@@ -120,8 +120,9 @@ func (bp *benchProcs) waitSucceeded(b *testing.B, ids []string, arrived func() i
 
 // waitHoldsSubmits waits until n1's replica holds every submit made so far,
 // so that a task missing from its view cannot pass for one no longer
-// pending: each submit was applied on the node that took it before it was
-// acknowledged, so n1 having applied as far as any node had is enough.
+// pending. Called once every call has reached the receiver: each task's
+// submit was applied on its owner before the owner made its call, so n1
+// having applied as far as any node has is enough.
 // (With the PostgreSQL task store the view is the database's, and this
 // waits on the control plane's log only.)
 func (bp *benchProcs) waitHoldsSubmits(b *testing.B, deadline time.Time) {
