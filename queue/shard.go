@@ -57,7 +57,7 @@ type shard struct {
 	// seen holds the tasks this instance has loaded, until their result is
 	// written (redelivery.go: interrupted attempts).
 	seen  map[string]struct{}
-	marks []*item // calls begun since the last flush (redelivery.go)
+	marks []startMark // calls begun and not yet marked or ended (redelivery.go)
 
 	// Read cursor (under s.mu; the cursor is moved by the reader only): reads start at the cursor
 	// instead of at the shard's earliest due task, so tasks already in
@@ -493,9 +493,13 @@ func (s *shard) flush(ctx context.Context) error {
 	q := s.q
 	for {
 		s.mu.Lock()
-		marks := s.takeMarks(q.cfg.MaxFlushBatch) // redelivery.go
+		marks := s.takeMarks(q.cfg.MaxFlushBatch, time.Now()) // redelivery.go
 		if s.lost || len(s.results)+len(marks) == 0 {
+			young := !s.lost && len(s.marks) > 0
 			s.mu.Unlock()
+			if young { // calls too young for a marker: look again in a flush
+				signal(s.kick)
+			}
 			return nil
 		}
 		n := min(len(s.results), q.cfg.MaxFlushBatch-len(marks))
