@@ -33,7 +33,7 @@ type startMark struct {
 	at time.Time
 }
 
-// markStarted notes that it's attempt has just begun: a flush writes its
+// markStarted notes that its attempt has just begun: a flush writes its
 // start marker if the call is still under way by then and began at least
 // one FlushInterval before (takeMarks). Marks wait beside the results
 // (s.marks), so they never make a flush come early nor fill a batch on
