@@ -110,3 +110,32 @@ func TestRestoreRejectsBadStreamAndKeepsState(t *testing.T) {
 		t.Fatalf("failed restore changed state:\n%s", diff)
 	}
 }
+
+// ShardCount is 0 until the count is set, then the count; a restore of a
+// snapshot with another count answers the restored one at once, though
+// the count was read (and memoized) before it.
+func TestShardCountAfterSetAndRestore(t *testing.T) {
+	src := newTestFSM(t, StateOptions{})
+	mustOK(t, applyCmd(t, src, 1, MsgSetShardCount, SetShardCountCommand{CommandMeta: meta0, Count: 8}, ""))
+	data := snapshotBytes(t, src)
+
+	dst := newTestFSM(t, StateOptions{})
+	if n := dst.State().ShardCount(); n != 0 {
+		t.Fatalf("shard count before it is set = %d, want 0", n)
+	}
+	mustOK(t, applyCmd(t, dst, 1, MsgSetShardCount, SetShardCountCommand{CommandMeta: meta0, Count: 16}, ""))
+	for range 2 { // the second answer comes from the memo
+		if n := dst.State().ShardCount(); n != 16 {
+			t.Fatalf("shard count after it was set = %d, want 16", n)
+		}
+	}
+	if r := applyCmd(t, dst, 2, MsgSetShardCount, SetShardCountCommand{CommandMeta: meta0, Count: 32}, ""); r.Err == nil {
+		t.Fatal("a second, different shard count was accepted")
+	}
+	if err := dst.Restore(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if n := dst.State().ShardCount(); n != 8 {
+		t.Fatalf("shard count after restoring a snapshot of 8 = %d, want 8", n)
+	}
+}
