@@ -107,7 +107,7 @@ func (s *State) ScanDue(shard int, from, now time.Time, limit int, skip func(id 
 		return nil, time.Time{}, false
 	}
 	known = true // unless the walk stops at limit
-	ascend(s.tasks.Load().due, dueFrom(shard, from), func(t *Task) bool {
+	ascendDue(s.tasks.Load().due, shard, from, func(t *Task) bool {
 		switch {
 		case t.Shard != shard: // the shard's tasks ended: nothing after now
 		case t.NextAttemptAt.After(now):
@@ -130,7 +130,7 @@ func (s *State) ScanDue(shard int, from, now time.Time, limit int, skip func(id 
 // the admin's shard describe.
 func (s *State) OldestPendingTask(shard int) (Task, bool) {
 	var oldest *Task
-	ascend(s.tasks.Load().due, dueFrom(shard, time.Time{}), func(t *Task) bool {
+	ascendDue(s.tasks.Load().due, shard, time.Time{}, func(t *Task) bool {
 		if t.Shard != shard {
 			return false
 		}
@@ -150,7 +150,7 @@ func (s *State) OldestPendingTask(shard int) (Task, bool) {
 func (s *State) NextTaskDue(shard int, after time.Time) (time.Time, bool) {
 	var next time.Time
 	found := false
-	ascend(s.tasks.Load().due, dueFrom(shard, after.Add(time.Nanosecond)), func(t *Task) bool {
+	ascendDue(s.tasks.Load().due, shard, after.Add(time.Nanosecond), func(t *Task) bool {
 		next, found = t.NextAttemptAt, t.Shard == shard
 		return false
 	})

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidwall/btree"
@@ -141,14 +142,34 @@ func (tt *taskTable) clone() *taskTable {
 
 // get returns the row with id, or nil.
 func (tt *taskTable) get(id string) *Task {
-	t, _ := tt.byID.Get(&Task{ID: id})
+	p := takePivot()
+	p.ID = id
+	t, _ := tt.byID.Get(p)
+	putPivot(p)
 	return t
 }
 
 // byRequest returns the row submitted with (namespace, requestID), or nil.
 func (tt *taskTable) byRequest(namespace, requestID string) *Task {
-	t, _ := tt.request.Get(&Task{NamespaceID: namespace, RequestID: requestID})
+	p := takePivot()
+	p.NamespaceID, p.RequestID = namespace, requestID
+	t, _ := tt.request.Get(p)
+	putPivot(p)
 	return t
+}
+
+// pivots are the search keys of lookups that may run beside each other
+// (readers of a published table: get, byRequest, ascendDue). A *Task built
+// per lookup escapes into the trees' less functions: a 384-byte allocation
+// per read, per task in a poll over tasks and per wake-up of a shard's
+// reader. A user sets the key fields it needs; putPivot clears them.
+var pivots = sync.Pool{New: func() any { return new(Task) }}
+
+func takePivot() *Task { return pivots.Get().(*Task) }
+
+func putPivot(p *Task) {
+	*p = Task{}
+	pivots.Put(p)
 }
 
 // lookup is get for the table's writer (the FSM, on its clone), without
@@ -277,6 +298,12 @@ func ascend(tr *btree.BTreeG[*Task], pivot *Task, fn func(*Task) bool) {
 	tr.Ascend(pivot, fn)
 }
 
-// dueFrom is the due-index pivot at (shard, at): before every row of the
-// shard due at or after at.
-func dueFrom(shard int, at time.Time) *Task { return &Task{Shard: shard, NextAttemptAt: at} }
+// ascendDue calls fn for the rows of the due index tr from (shard, at) —
+// before every row of the shard due at or after at — in order until fn
+// returns false.
+func ascendDue(tr *btree.BTreeG[*Task], shard int, at time.Time, fn func(*Task) bool) {
+	p := takePivot()
+	p.Shard, p.NextAttemptAt = shard, at
+	tr.Ascend(p, fn)
+	putPivot(p)
+}
