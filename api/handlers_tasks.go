@@ -155,17 +155,17 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	meta := h.s.meta(r)
-	tasks := make([]state.NewTask, len(in.Tasks))
+	built := make([]state.NewTask, len(in.Tasks))
 	for i := range in.Tasks {
 		// Ids sort by time: offset each by its position to keep batch order.
-		nt, err := h.newTask(r.Context(), &in.Tasks[i], meta.At.Add(time.Duration(i)), fmt.Sprintf("tasks[%d].", i))
-		if err != nil {
-			return err
+		nt, err := tasks.New(r.Context(), h.svc, &in.Tasks[i], meta.At.Add(time.Duration(i)))
+		if err != nil { // the item's prefix is built only for an error
+			return taskError(err, fmt.Sprintf("tasks[%d].", i))
 		}
-		tasks[i] = nt
+		built[i] = nt
 	}
 	out, idx, err := h.svc.SubmitTasks(r.Context(), state.SubmitTasksCommand{
-		CommandMeta: meta, Tasks: tasks,
+		CommandMeta: meta, Tasks: built,
 	})
 	if err != nil {
 		return err
@@ -187,7 +187,7 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 	if queued == 0 {
 		for i, o := range out {
 			if o.Outcome == state.SubmitOverloaded {
-				return h.guard.overloadError(&tasks[i], o.Reason)
+				return h.guard.overloadError(&built[i], o.Reason)
 			}
 		}
 	}
