@@ -289,7 +289,7 @@ func storedRequest(w *writer, nt *NewTask) (SubmitOutcome, bool) {
 	if nt.RequestID == "" {
 		return SubmitOutcome{}, false
 	}
-	t := w.tasks.lookupRequest(nt.NamespaceID, nt.RequestID)
+	t := w.tasks.byRequest(nt.NamespaceID, nt.RequestID)
 	if t == nil {
 		return SubmitOutcome{}, false
 	}

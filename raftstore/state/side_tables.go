@@ -44,7 +44,7 @@ type sideTables struct {
 	floor   uint64 // rows with Index <= floor are forgotten
 	trimmed uint64 // floor of the last deleting pass
 
-	pivot requestRow // the writer's search key (see taskTable.pivot)
+	pivot requestRow // the writer's search key, reused: one per lookup escaped to the heap
 }
 
 func lessRequestID(a, b *requestRow) bool { return a.ID < b.ID }

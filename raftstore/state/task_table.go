@@ -47,13 +47,6 @@ type taskTable struct {
 	// in place is not counted): recorded on commit (due_lows.go).
 	dueLow map[int]time.Time
 
-	// pivot is the search key of the writer's lookups (lookup,
-	// lookupRequest), reused: a fresh *Task per lookup (it escapes into the
-	// trees' less functions) was a 370-byte allocation twice per task on
-	// every replica. Only the writer of a clone touches it; readers of a
-	// published table use get and byRequest.
-	pivot Task
-
 	// hints are the writer's path hints (tidwall/btree PathHint) into the
 	// indexes whose writes come in key order: ids are time-ordered, so a
 	// submit's rows go to the right edge of byID and a completion looks up,
@@ -158,11 +151,12 @@ func (tt *taskTable) byRequest(namespace, requestID string) *Task {
 	return t
 }
 
-// pivots are the search keys of lookups that may run beside each other
-// (readers of a published table: get, byRequest, ascendDue). A *Task built
-// per lookup escapes into the trees' less functions: a 384-byte allocation
-// per read, per task in a poll over tasks and per wake-up of a shard's
-// reader. A user sets the key fields it needs; putPivot clears them.
+// pivots are the search keys of the table's lookups (get, byRequest,
+// ascendDue, the writer's lookup), which may run beside each other. A *Task
+// built per lookup escapes into the trees' less functions: a 384-byte
+// allocation per read, twice per task on every replica for the writer, per
+// task in a poll over tasks and per wake-up of a shard's reader. A user
+// sets the key fields it needs; putPivot clears them.
 var pivots = sync.Pool{New: func() any { return new(Task) }}
 
 func takePivot() *Task { return pivots.Get().(*Task) }
@@ -172,20 +166,13 @@ func putPivot(p *Task) {
 	pivots.Put(p)
 }
 
-// lookup is get for the table's writer (the FSM, on its clone), without
-// an allocation. Not safe beside other callers of lookup on the same table.
+// lookup is get for the table's writer (the FSM, on its clone): it
+// searches with the writer's path hint (hintID).
 func (tt *taskTable) lookup(id string) *Task {
-	tt.pivot.ID = id
-	t, _ := tt.byID.GetHint(&tt.pivot, &tt.hintID)
-	tt.pivot.ID = ""
-	return t
-}
-
-// lookupRequest is byRequest for the table's writer (see lookup).
-func (tt *taskTable) lookupRequest(namespace, requestID string) *Task {
-	tt.pivot.NamespaceID, tt.pivot.RequestID = namespace, requestID
-	t, _ := tt.request.Get(&tt.pivot)
-	tt.pivot.NamespaceID, tt.pivot.RequestID = "", ""
+	p := takePivot()
+	p.ID = id
+	t, _ := tt.byID.GetHint(p, &tt.hintID)
+	putPivot(p)
 	return t
 }
 
@@ -220,7 +207,7 @@ func (tt *taskTable) restore(t *Task) error {
 	if tt.lookup(t.ID) != nil {
 		return fmt.Errorf("raftstore: snapshot has task %q twice", t.ID)
 	}
-	if inRequest(t) && tt.lookupRequest(t.NamespaceID, t.RequestID) != nil {
+	if inRequest(t) && tt.byRequest(t.NamespaceID, t.RequestID) != nil {
 		return fmt.Errorf("raftstore: snapshot has request id %q of namespace %q twice", t.RequestID, t.NamespaceID)
 	}
 	tt.put(nil, t)

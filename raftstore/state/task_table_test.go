@@ -199,7 +199,7 @@ func TestTaskTableReadersBesideWriter(t *testing.T) {
 	}
 }
 
-// A reader's lookups take their search key from a pool: a key built per
+// Lookups, the readers' and the writer's, take their search key from a pool: a key built per
 // lookup was a 384-byte allocation per read (testing.AllocsPerRun rounds
 // down, so the race detector's dropping of pooled keys does not count).
 func TestTaskTableReadsTakePooledKeys(t *testing.T) {
@@ -213,6 +213,7 @@ func TestTaskTableReadsTakePooledKeys(t *testing.T) {
 	n := 0
 	for name, read := range map[string]func(){
 		"get":       func() { got = tt.get("00000042") },
+		"lookup":    func() { got = tt.lookup("00000042") },
 		"byRequest": func() { got = tt.byRequest("ns", "r42") },
 		"ascendDue": func() { ascendDue(tt.due, 2, base, func(*Task) bool { n++; return false }) },
 	} {
