@@ -3,7 +3,6 @@ package state
 import (
 	"cmp"
 	"slices"
-	"strings"
 )
 
 // DestinationCount is the task counts of one (namespace, breaker
@@ -32,18 +31,19 @@ type DestinationCount struct {
 // destinations + 2 × maxScan) on a read view, without locks.
 func (s *State) DestinationCounts(maxScan int) (out []DestinationCount, partial bool) {
 	tt := s.tasks.Load()
-	by := map[string]*DestinationCount{}
-	get := func(k string) *DestinationCount {
+	type key struct{ namespace, destination string }
+	by := map[key]*DestinationCount{}
+	get := func(namespace, destination string) *DestinationCount {
+		k := key{namespace, destination}
 		c, ok := by[k]
 		if !ok {
-			ns, dest, _ := strings.Cut(k, "\x00")
-			c = &DestinationCount{Namespace: ns, Destination: dest}
+			c = &DestinationCount{Namespace: namespace, Destination: destination}
 			by[k] = c
 		}
 		return c
 	}
-	tt.pendingBy.Scan(func(k string, n int) bool {
-		get(k).Pending = n
+	tt.pendingBy.Scan(func(c pendingCount) bool {
+		get(c.namespace, c.destination).Pending = c.n
 		return true
 	})
 	scanned := 0
@@ -54,7 +54,7 @@ func (s *State) DestinationCounts(maxScan int) (out []DestinationCount, partial 
 		}
 		scanned++
 		if t.IsBlocked() {
-			get(destinationKey(t.NamespaceID, t.destination())).Blocked++
+			get(t.NamespaceID, t.destination()).Blocked++
 		}
 		return true
 	})
@@ -68,7 +68,7 @@ func (s *State) DestinationCounts(maxScan int) (out []DestinationCount, partial 
 			return false
 		}
 		scanned++
-		get(destinationKey(t.NamespaceID, t.destination())).DLQ++
+		get(t.NamespaceID, t.destination()).DLQ++
 		return true
 	})
 	out = make([]DestinationCount, 0, len(by))

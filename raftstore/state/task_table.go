@@ -31,11 +31,12 @@ type taskTable struct {
 	status   *btree.BTreeG[*Task] // failed and dlq (DLQ listing, redrive): Status, ID
 	terminal *btree.BTreeG[*Task] // succeeded and failed (collect): CompletedAt, ID
 
-	// pendingBy counts pending rows per destination (destinationKey);
-	// pendingTotal counts every pending row. Both are derived from the rows
-	// (rebuilt by restore), so they are identical on every replica; the
-	// submit's backlog checks read them in O(log n) (TASKS.md, "Backlog").
-	pendingBy    *btree.Map[string, int]
+	// pendingBy counts pending rows per destination (namespace and breaker
+	// destination); pendingTotal counts every pending row. Both are derived
+	// from the rows (rebuilt by restore), so they are identical on every
+	// replica; the submit's backlog checks read them in O(log n) (TASKS.md,
+	// "Backlog").
+	pendingBy    *btree.BTreeG[pendingCount]
 	pendingTotal int
 
 	touched bool // written since clone (subscribers are woken on commit)
@@ -118,7 +119,7 @@ func newTaskTable() *taskTable {
 		status:   btree.NewBTreeGOptions(lessTaskStatus, opts),
 		terminal: btree.NewBTreeGOptions(lessTaskTerminal, opts),
 
-		pendingBy: btree.NewMap[string, int](0),
+		pendingBy: btree.NewBTreeGOptions(lessPending, opts),
 	}
 }
 
@@ -238,14 +239,31 @@ func (tt *taskTable) reindex(old, t *Task) {
 	}
 }
 
+// pendingCount is one destination's pending rows (pendingBy's item). Its
+// strings are those of the row that last set it: keyed by the pair, not a
+// joined string, a count moves without allocating.
+type pendingCount struct {
+	namespace, destination string
+	n                      int
+}
+
+func lessPending(a, b pendingCount) bool {
+	if a.namespace != b.namespace {
+		return a.namespace < b.namespace
+	}
+	return a.destination < b.destination
+}
+
 // addPending moves t's destination count and the total by d.
 func (tt *taskTable) addPending(t *Task, d int) {
-	k := destinationKey(t.NamespaceID, t.destination())
-	n, _ := tt.pendingBy.Get(k)
-	if n += d; n <= 0 {
+	k := pendingCount{namespace: t.NamespaceID, destination: t.destination()}
+	if c, ok := tt.pendingBy.Get(k); ok {
+		k.n = c.n
+	}
+	if k.n += d; k.n <= 0 {
 		tt.pendingBy.Delete(k)
 	} else {
-		tt.pendingBy.Set(k, n)
+		tt.pendingBy.Set(k)
 	}
 	tt.pendingTotal += d
 }
@@ -253,14 +271,9 @@ func (tt *taskTable) addPending(t *Task, d int) {
 // destinationBacklog is the number of pending tasks of namespace for
 // destination (a breaker destination: Task.destination).
 func (tt *taskTable) destinationBacklog(namespace, destination string) int {
-	n, _ := tt.pendingBy.Get(destinationKey(namespace, destination))
-	return n
+	c, _ := tt.pendingBy.Get(pendingCount{namespace: namespace, destination: destination})
+	return c.n
 }
-
-// destinationKey joins a namespace and a breaker destination. Neither may
-// contain control characters (CheckName, checkDestination), so NUL cannot
-// be part of either.
-func destinationKey(namespace, destination string) string { return namespace + "\x00" + destination }
 
 // reindex moves one index from old to t (either may be nil). An entry whose
 // key did not change is replaced in place by Set, one tree write. hint, when
