@@ -45,9 +45,14 @@ var (
 //	workflow_id, task_group, destination, request_id, destination_key,
 //	shard, max_destination_backlog, max_pending_tasks, deadline, request.
 func EncodeSubmitTasksBin(c *SubmitTasksCommand) ([]byte, error) {
+	// The buffer is sized once: 48 bytes a task cover its length prefixes,
+	// ints and deadline (a smaller guess than the strings made it grow by
+	// copying, at the size of a whole batch).
 	size := 64
 	for i := range c.Tasks {
-		size += 128 + len(c.Tasks[i].Request)
+		t := &c.Tasks[i]
+		size += 48 + len(t.ID) + len(t.NamespaceID) + len(t.WorkflowID) + len(t.TaskGroup) + len(t.Destination) +
+			len(t.RequestID) + len(t.DestinationKey) + len(t.Request)
 	}
 	b := append(make([]byte, 0, size), byte(MsgSubmitTasksBin))
 	b, err := appendMeta(b, c.CommandMeta)
@@ -107,9 +112,10 @@ func decodeSubmitTasksBin(p []byte) (SubmitTasksCommand, *Error) {
 //	4 dlq), attempts, blocked, unexpected, next_attempt_at, http_status,
 //	output, started.
 func EncodeCompleteTasksBin(c *CompleteTasksCommand) ([]byte, error) {
-	size := 64
+	size := 64 + len(c.Node)
 	for i := range c.Results {
-		size += 64 + len(c.Results[i].Message) + len(c.Results[i].OperationID) + len(c.Results[i].Output)
+		res := &c.Results[i]
+		size += 48 + len(res.TaskID) + len(res.Message) + len(res.OperationID) + len(res.Output)
 	}
 	b := append(make([]byte, 0, size), byte(MsgCompleteTasksBin))
 	b, err := appendMeta(b, c.CommandMeta)

@@ -189,6 +189,36 @@ func TestBinaryTaskCommandsRoundTrip(t *testing.T) {
 	}
 }
 
+// The binary encoders size their buffer once: a guess that fell short made
+// it grow by copying, at the size of a whole batch. (A request or output
+// that needs canonicalising allocates for that besides.)
+func TestBinaryTaskEncodersAllocateOnce(t *testing.T) {
+	var tasks []NewTask
+	var results []TaskResult
+	for i := range 500 {
+		id := NewTaskID(t0.Add(time.Duration(i)))
+		tasks = append(tasks, NewTask{ID: id, Shard: i % taskShards, NamespaceID: "namespace-of-the-bench",
+			WorkflowID: fmt.Sprintf("workflow-%d", i), TaskGroup: "callbacks.Invocation", Destination: "http://127.0.0.1:65535/callback/path",
+			DestinationKey: "http://127.0.0.1:65535", RequestID: fmt.Sprintf("request-%d", i), Deadline: t0.Add(time.Hour),
+			Request: json.RawMessage(`{"url":"http://127.0.0.1:65535/callback/path","body":"eyJyZXN1bHQiOiJvayJ9"}`)})
+		results = append(results, TaskResult{TaskID: id, Status: TaskPending, Attempts: 3, Blocked: 1, Unexpected: 2,
+			NextAttemptAt: t0.Add(time.Minute), Message: "503 Service Unavailable: the destination is overloaded", HTTPStatus: 503,
+			OperationID: "operation-id-from-the-handler", Output: json.RawMessage(`{"answer":"forty-two","unit":"words"}`), Started: true})
+	}
+	submit := SubmitTasksCommand{CommandMeta: CommandMeta{At: t0, Author: "node-with-a-long-name"}, MaxShardBacklog: 100_000, Tasks: tasks}
+	complete := CompleteTasksCommand{CommandMeta: CommandMeta{At: t0, Author: "node-with-a-long-name"}, Shard: 3, Epoch: 1 << 40,
+		Node: "node-with-a-long-name", Results: results}
+	for name, encode := range map[string]func() error{
+		"submit":   func() error { _, err := EncodeSubmitTasksBin(&submit); return err },
+		"complete": func() error { _, err := EncodeCompleteTasksBin(&complete); return err },
+	} {
+		var err error
+		if n := testing.AllocsPerRun(5, func() { err = encode() }); err != nil || n != 1 {
+			t.Errorf("%s: %v allocations (%v), want 1", name, n, err)
+		}
+	}
+}
+
 // Every cut of a valid payload, and every single-byte change of one, is
 // refused or decodes to a command that encodes back to itself; none panics.
 func TestBinaryTaskCommandsRefuseDamage(t *testing.T) {
