@@ -22,25 +22,20 @@ var errRateRace = fmt.Errorf("queue: rate token vanished after breaker admission
 var errClosing = errors.New("queue: closing")
 
 // acquireToken takes g's gate and waits, without consuming anything, until
-// the rate limiter holds a whole token. The gate stays held: the caller asks
-// the breaker next and, only if admitted, takes the token (which nobody
-// else can take meanwhile), then releases the gate. So a breaker rejection
-// never consumes a token, and an admitted call — a half-open probe included —
-// never holds its breaker permit while waiting for the rate limiter.
-func (g *group) acquireToken(ctx context.Context, closing <-chan struct{}) (release func(), err error) {
+// the rate limiter holds a whole token. The gate stays held (the caller
+// gives it back with releaseToken; on an error it is not held): the caller
+// asks the breaker next and, only if admitted, takes the token (which
+// nobody else can take meanwhile), then releases the gate. So a breaker
+// rejection never consumes a token, and an admitted call — a half-open
+// probe included — never holds its breaker permit while waiting for the
+// rate limiter.
+func (g *group) acquireToken(ctx context.Context, closing <-chan struct{}) error {
 	select {
 	case g.gate <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-closing:
-		return nil, errClosing
-	}
-	released := false
-	release = func() {
-		if !released {
-			released = true
-			<-g.gate
-		}
+		return errClosing
 	}
 	var timer *time.Timer
 	defer func() {
@@ -56,7 +51,7 @@ func (g *group) acquireToken(ctx context.Context, closing <-chan struct{}) (rele
 		tokens := g.lim.TokensAt(now)
 		l := g.lim.Limit()
 		if l == rate.Inf || tokens >= 1 {
-			return release, nil
+			return nil
 		}
 		var tc <-chan time.Time
 		if l > 0 {
@@ -72,14 +67,17 @@ func (g *group) acquireToken(ctx context.Context, closing <-chan struct{}) (rele
 		case <-tc:
 		case <-changed:
 		case <-ctx.Done():
-			release()
-			return nil, ctx.Err()
+			<-g.gate
+			return ctx.Err()
 		case <-closing:
-			release()
-			return nil, errClosing
+			<-g.gate
+			return errClosing
 		}
 	}
 }
+
+// releaseToken gives back the gate acquireToken took.
+func (g *group) releaseToken() { <-g.gate }
 
 // process runs one item through the group's pipeline and records its
 // disposition. It never panics: a panicking executor is an unexpected error.
@@ -152,60 +150,90 @@ func (q *Queue) process(g *group, it *item) {
 
 // attempt: rate gate → breaker → executor, then the disposition.
 func (q *Queue) attempt(g *group, it *item, req transport.Request) {
-	sh, t := it.sh, &it.task
-	waitStart := time.Now()
-	release, err := g.acquireToken(sh.ctx, q.closingCh)
-	if err != nil {
+	sh := it.sh
+	c := &call{q: q, g: g, it: it, req: req, waitStart: time.Now()}
+	if err := g.acquireToken(sh.ctx, q.closingCh); err != nil {
 		sh.release(it, 0) // shard lost or closing
 		return
 	}
+	c.gated = true
 	if !q.current() {
 		// Out of contact with the cluster: this node may have lost the
 		// shard. No call; the task stays pending (the next owner, or this
 		// node once current again, delivers it).
-		release()
+		c.release()
 		q.m.rejections.WithLabelValues("stale_ownership").Inc()
 		sh.release(it, q.cfg.RejectRetry)
 		return
 	}
-	var (
-		called bool
-		res    transport.Result
-		xerr   error
-	)
-	exec := breakerpool.ExecutableFunc(func(ctx context.Context) error {
-		ok := g.lim.AllowN(time.Now(), 1)
-		release()
-		if !ok {
-			return errRateRace
-		}
-		q.m.rateWait.Observe(time.Since(waitStart).Seconds())
-		called = true
-		it.called = true
-		if t.Attempts == 0 {
-			q.m.firstAttempt.WithLabelValues(t.TaskGroup).Observe(time.Since(t.CreatedAt).Seconds())
-		}
-		it.calling.Store(true)
-		defer it.calling.Store(false)
-		sh.markStarted(it) // redelivery.go
-		res, xerr = q.exec.Execute(ctx, req)
-		return xerr
-	})
-	err = q.guarded(sh.ctx, breakerpool.NewCircuitBreakerExecutable(q.breakers.Breaker(g.key), exec))
-	release()
+	c.cb = breakerpool.CircuitBreakerExecutable{Breaker: q.breakers.Breaker(g.key), Executable: c}
+	err := q.guarded(sh.ctx, &c.cb)
+	c.release()
+	c.done(err)
+}
 
-	var perr *panicError
+// call is one attempt's state, one allocation: the executable the breaker
+// runs (Execute), the breaker's wrapper of it, and what the call returned.
+// (As closures over locals, an attempt cost eight allocations here.)
+type call struct {
+	q         *Queue
+	g         *group
+	it        *item
+	req       transport.Request
+	waitStart time.Time
+	gated     bool // holds g's gate (acquireToken)
+	cb        breakerpool.CircuitBreakerExecutable
+
+	called bool
+	res    transport.Result
+	xerr   error
+	perr   *panicError
+}
+
+// release gives back the group's gate once.
+func (c *call) release() {
+	if c.gated {
+		c.gated = false
+		c.g.releaseToken()
+	}
+}
+
+// Execute is the call the breaker admitted: it takes the rate token the
+// gate kept for it, then calls the destination.
+func (c *call) Execute(ctx context.Context) error {
+	q, it, t := c.q, c.it, &c.it.task
+	ok := c.g.lim.AllowN(time.Now(), 1)
+	c.release()
+	if !ok {
+		return errRateRace
+	}
+	q.m.rateWait.Observe(time.Since(c.waitStart).Seconds())
+	c.called = true
+	it.called = true
+	if t.Attempts == 0 {
+		q.m.firstAttempt.WithLabelValues(t.TaskGroup).Observe(time.Since(t.CreatedAt).Seconds())
+	}
+	it.calling.Store(true)
+	defer it.calling.Store(false)
+	it.sh.markStarted(it) // redelivery.go
+	c.res, c.xerr = q.exec.Execute(ctx, c.req)
+	return c.xerr
+}
+
+// done records the attempt's disposition from the breaker's answer err.
+func (c *call) done(err error) {
+	q, it, sh, t := c.q, c.it, c.it.sh, &c.it.task
 	switch {
-	case errors.As(err, &perr):
-		sh.finish(it, q.unexpected(t, t.Attempts+boolInt(called), perr.Error()))
-	case !called && errors.Is(err, errRateRace):
+	case errors.As(err, &c.perr):
+		sh.finish(it, q.unexpected(t, t.Attempts+boolInt(c.called), c.perr.Error()))
+	case !c.called && errors.Is(err, errRateRace):
 		sh.release(it, q.cfg.RejectRetry)
-	case !called && breakerpool.IsCircuitBreakerOpen(err):
+	case !c.called && breakerpool.IsCircuitBreakerOpen(err):
 		q.blocked(it)
-	case !called:
+	case !c.called:
 		sh.finish(it, q.unexpected(t, t.Attempts, "breaker: "+err.Error()))
 	default:
-		if r, ok := q.classify(t, res, xerr); ok {
+		if r, ok := q.classify(t, c.res, c.xerr); ok {
 			sh.finish(it, r)
 		} else {
 			sh.release(it, q.cfg.RejectRetry) // aborted: no attempt counted
