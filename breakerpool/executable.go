@@ -64,7 +64,11 @@ func (e *CircuitBreakerExecutable) Execute(ctx context.Context) (err error) {
 	}()
 	err = e.Executable.Execute(ctx)
 	finished = true
-	var down *DestinationDownError
+	if err == nil {
+		done(VerdictSuccess)
+		return nil
+	}
+	var down *DestinationDownError // declared here: a success does not allocate it
 	switch {
 	case errors.As(err, &down):
 		if !down.RetryAfter.IsZero() {

@@ -251,12 +251,13 @@ func (q *Queue) current() bool {
 // classify turns an executor answer into a result; ok false means release.
 func (q *Queue) classify(t *Task, res transport.Result, err error) (Result, bool) {
 	attempts := t.Attempts + 1
-	var failed *transport.FailedError
-	switch {
-	case err == nil:
+	if err == nil {
 		r := q.terminal(t, StatusSucceeded, attempts, res.Message, res.Status)
 		r.OperationID, r.Output = res.OperationID, res.Output
 		return r, true
+	}
+	var failed *transport.FailedError // declared here: a success does not allocate it
+	switch {
 	case breakerpool.IsDestinationDown(err):
 		if q.cfg.MaxAttempts > 0 && attempts >= q.cfg.MaxAttempts {
 			return q.terminal(t, StatusFailed, attempts, fmt.Sprintf("gave up after %d attempts: %s", attempts, res.Message), res.Status), true
