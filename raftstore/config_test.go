@@ -24,3 +24,20 @@ func TestRaftConfigCommitTimeout(t *testing.T) {
 		}
 	}
 }
+
+// FreshLag is twice the preset's heartbeat timeout, fixed when the store is
+// built: the queue asks for it before every call, and it must not build a
+// raft.Config each time (it did: an allocation per delivered task).
+func TestFreshLagIsFixedPerPreset(t *testing.T) {
+	for preset, want := range map[string]time.Duration{PresetLAN: 2 * time.Second, PresetFast: 500 * time.Millisecond} {
+		c := newTestCluster(t, func(cfg *Config) { cfg.Preset = preset })
+		s := c.add("n1", 1)
+		var got time.Duration
+		if n := testing.AllocsPerRun(100, func() { got = s.FreshLag() }); n != 0 {
+			t.Errorf("%s: FreshLag allocates %v times", preset, n)
+		}
+		if got != want {
+			t.Errorf("%s: FreshLag %v, want %v", preset, got, want)
+		}
+	}
+}

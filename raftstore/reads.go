@@ -188,7 +188,7 @@ func (s *Store) CaughtUp(maxLag time.Duration) bool {
 // freshness before it must assume it was stopped and re-sync: twice the
 // heartbeat timeout, well under failure detection, so a node paused long
 // enough for its shards to move always notices.
-func (s *Store) FreshLag() time.Duration { return 2 * s.cfg.raftConfig().HeartbeatTimeout }
+func (s *Store) FreshLag() time.Duration { return s.freshLag }
 
 // Sync is a read barrier: it commits a no-op through the leader (forwarded
 // from a follower) and waits until this replica has applied it, so every

@@ -41,6 +41,10 @@ type Store struct {
 
 	pushKick chan struct{} // a write committed here as leader; Config.PushCommits (push.go)
 
+	// freshLag is FreshLag, fixed by the config: the queue asks for it
+	// before every call, and raftConfig builds a whole raft.Config.
+	freshLag time.Duration
+
 	submits   submitBatcher   // group commit of single-task submits
 	completes completeBatcher // group commit of completes (complete_batch.go)
 
@@ -67,6 +71,7 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	}
 	s := &Store{cfg: cfg, deps: deps, logger: cfg.Logger.With("component", "raftstore", "node", cfg.NodeID), notifyCh: make(chan bool, 16), pushKick: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.freshLag = 2 * cfg.raftConfig().HeartbeatTimeout
 	s.state, err = state.NewState(state.StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow, LogVersion: cfg.LogVersion})
 	if err != nil {
 		return nil, err
