@@ -135,10 +135,17 @@ func (tt *taskTable) clone() *taskTable {
 }
 
 // get returns the row with id, or nil.
-func (tt *taskTable) get(id string) *Task {
+func (tt *taskTable) get(id string) *Task { return tt.findID(id, nil) }
+
+// lookup is get for the table's writer (the FSM, on its clone): it
+// searches with the writer's path hint (hintID).
+func (tt *taskTable) lookup(id string) *Task { return tt.findID(id, &tt.hintID) }
+
+// findID searches byID for id, with hint when it is not nil.
+func (tt *taskTable) findID(id string, hint *btree.PathHint) *Task {
 	p := takePivot()
 	p.ID = id
-	t, _ := tt.byID.Get(p)
+	t, _ := tt.byID.GetHint(p, hint)
 	putPivot(p)
 	return t
 }
@@ -165,16 +172,6 @@ func takePivot() *Task { return pivots.Get().(*Task) }
 func putPivot(p *Task) {
 	*p = Task{}
 	pivots.Put(p)
-}
-
-// lookup is get for the table's writer (the FSM, on its clone): it
-// searches with the writer's path hint (hintID).
-func (tt *taskTable) lookup(id string) *Task {
-	p := takePivot()
-	p.ID = id
-	t, _ := tt.byID.GetHint(p, &tt.hintID)
-	putPivot(p)
-	return t
 }
 
 // put stores t, replacing old (nil for a new row; old.ID == t.ID). Rows are
