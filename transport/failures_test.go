@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -200,15 +199,7 @@ func TestNonJSONSyncOutput(t *testing.T) {
 }
 
 func TestConnectionsAreReused(t *testing.T) {
-	var conns atomic.Int32
-	srv := httptest.NewUnstartedServer(statusHandler(503, ""))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
+	srv, conns := newCountingServer(t, statusHandler(503, ""))
 	e := newExecutor(t, transport.Options{})
 	for _, k := range kinds {
 		for range 5 {

@@ -2,8 +2,10 @@ package transport_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -31,6 +33,21 @@ func newServer(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// newCountingServer is newServer counting the connections it accepts.
+func newCountingServer(t testing.TB, h http.Handler) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &opened
 }
 
 // kind is one of the three executors, with a valid request against base.

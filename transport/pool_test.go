@@ -1,11 +1,8 @@
 package transport_test
 
 import (
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,9 +23,8 @@ func TestExecutorKeepsConnectionsForEveryCallInFlight(t *testing.T) {
 		mu      sync.Mutex
 		waiting int
 		release chan struct{}
-		opened  atomic.Int64
 	)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, opened := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Answer only once every call of the round is here, so all of them
 		// hold a connection at the same time.
 		mu.Lock()
@@ -43,13 +39,6 @@ func TestExecutorKeepsConnectionsForEveryCallInFlight(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			opened.Add(1)
-		}
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
 	e := newExecutor(t, transport.Options{})
 
 	round := func(n int) {
