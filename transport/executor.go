@@ -24,9 +24,9 @@ const DefaultMaxResponseBytes = 1 << 20
 // Options configure an Executor. The zero value is usable.
 type Options struct {
 	// HTTPClient makes every request. Nil means a client owned by the
-	// executor: pooled keep-alive transport (MaxIdleConnsPerHost
-	// maxIdleConnsPerHost), no redirects followed. A caller-supplied client is used as is and never
-	// closed by the executor.
+	// executor: pooled keep-alive transport (up to 1,000 idle connections
+	// per host), no redirects followed. A caller-supplied client is used as
+	// is and never closed by the executor.
 	HTTPClient *http.Client
 	// MaxResponseBytes bounds each response body read; 0 means
 	// DefaultMaxResponseBytes. A larger body fails the attempt (not down).
