@@ -49,7 +49,8 @@ type Config struct {
 	// QueryTimeout bounds each read the queue makes (its reads have no
 	// context); default 5s.
 	QueryTimeout time.Duration
-	// MaxConns is the pool's size; 0: pgxpool's default.
+	// MaxConns is the pool's size; 0: the URL's pool_max_conns when it
+	// has one, else DefaultMaxConns (poolConfig).
 	MaxConns int32
 	Logger   *slog.Logger
 }
@@ -130,13 +131,9 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	pc, err := pgxpool.ParseConfig(cfg.URL)
+	pc, err := poolConfig(cfg)
 	if err != nil {
-		// pgx's parse errors can quote the URL: never echo it.
-		return nil, fmt.Errorf("pgstore: invalid postgres URL %s", RedactURL(cfg.URL))
-	}
-	if cfg.MaxConns > 0 {
-		pc.MaxConns = cfg.MaxConns
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
