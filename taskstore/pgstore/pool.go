@@ -18,9 +18,10 @@ import (
 // writes are two group commits with one transaction in flight each, and
 // its reads are short; more connections than that add statements running
 // at once on the database, not throughput. On the 2-core test machine, five
-// processes on one PostgreSQL delivered 6.6k–8.0k tasks/s with 4
-// connections each and 9.5k–10.2k with 2 (one process: 10.9k–12.7k against
-// 9.4k–12.4k), and the database's CPU per task fell by a third.
+// processes on one PostgreSQL delivered a median 7.8k tasks/s (6.6k–9.6k)
+// with 4 connections each and 10.1k (8.0k–10.3k) with 2, six alternated
+// runs each (one process: 10.9k–12.7k against 9.4k–12.4k), and the
+// database's CPU per task fell from 85–98 µs to 62–85.
 const DefaultMaxConns = 2
 
 // poolConfig parses cfg.URL into the pool's configuration and sizes the
