@@ -37,3 +37,27 @@ func TestPoolSize(t *testing.T) {
 		t.Error("pool_max_conns=x accepted")
 	}
 }
+
+// FuzzPoolConfig: any connection string is parsed or refused, never a
+// panic, and a parsed one's pool has at least one connection.
+func FuzzPoolConfig(f *testing.F) {
+	for _, s := range []string{
+		"postgres://fusebox@127.0.0.1:5432/fusebox?sslmode=disable",
+		"postgres://u:secret@h/db?pool_max_conns=3",
+		"postgresql://h/db?pool_max_conns=",
+		"host=h dbname=d pool_max_conns = 5",
+		"pool_max_conns=0",
+		"",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		pc, err := poolConfig(Config{URL: s})
+		if err != nil {
+			return
+		}
+		if pc.MaxConns < 1 {
+			t.Fatalf("%q: MaxConns %d", s, pc.MaxConns)
+		}
+	})
+}
