@@ -50,12 +50,7 @@ type Options struct {
 // for concurrent use. It owns no goroutines; Close releases idle connections.
 type Executor struct {
 	client   *http.Client
-	ownsHTTP bool
-	// rt is the executor-owned client's transport, called directly (do):
-	// that client follows no redirects and has no cookie jar or timeout,
-	// so http.Client.Do added only its bookkeeping for redirects, a copy
-	// of every request's header among it. Nil with a caller's client.
-	rt       http.RoundTripper
+	ownsHTTP bool // client is newHTTPClient's: do calls its transport directly
 	maxBody  int64
 	log      *slog.Logger
 	metrics  *metrics
@@ -82,7 +77,6 @@ func New(opts Options) (*Executor, error) {
 	if e.client == nil {
 		e.client = newHTTPClient(opts.Policy)
 		e.ownsHTTP = true
-		e.rt = e.client.Transport
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
@@ -252,12 +246,14 @@ func (e *Executor) do(req *http.Request) (*http.Response, error) {
 	c.sent = true
 	var resp *http.Response
 	var err error
-	if e.rt != nil && req.URL.User == nil {
-		// What Client.Do would do with this client: no redirect to follow
-		// (CheckRedirect keeps the 3xx), no jar, no timeout but the
-		// context's. A URL with credentials (Validate refuses them) would
-		// need Do's basic auth.
-		resp, err = e.rt.RoundTrip(req)
+	if e.ownsHTTP && req.URL.User == nil {
+		// What Client.Do would do with the executor's own client: no
+		// redirect to follow (CheckRedirect keeps the 3xx), no jar, no
+		// timeout but the context's. Do added only its redirect
+		// bookkeeping, a copy of every request's header among it. A URL
+		// with credentials (Validate refuses them) would need Do's basic
+		// auth; a caller's client goes through Do as it is.
+		resp, err = e.client.Transport.RoundTrip(req)
 	} else {
 		resp, err = e.client.Do(req)
 	}
