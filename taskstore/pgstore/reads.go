@@ -105,6 +105,11 @@ func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(id stri
 		return nil, time.Time{}, false
 	}
 	s.noteSkips(shard, w.skipped > 0)
+	if w.more {
+		// Cut short by the limit: the reader must read again (from its
+		// cursor, or from where this read began when that is behind it).
+		return append(w.out, rest...), time.Time{}, false
+	}
 	return append(w.out, rest...), w.next, w.known
 }
 
@@ -121,16 +126,23 @@ type dueWalk struct {
 	skipped int
 	next    time.Time
 	known   bool
+	// more: the walk passed a due task it had no room for. Its page's
+	// end then says nothing about the shard's end: the read is not known
+	// to have reached the last due task (a reader told so took it for
+	// "nothing more due" and left the tasks passed, when behind its
+	// cursor, to the backstop full read).
+	more bool
 }
 
 // take records a due task the walk passed; it reports whether it is taken.
 func (w *dueWalk) take(at time.Time, id string) bool {
 	w.afterAt, w.afterID = at, id
-	if len(w.out)+len(w.ids) >= w.limit {
-		return false
-	}
 	if w.skip != nil && w.skip(id) {
 		w.skipped++
+		return false
+	}
+	if len(w.out)+len(w.ids) >= w.limit {
+		w.more = true
 		return false
 	}
 	return true
