@@ -34,8 +34,9 @@ const (
 func (s *shard) readFrom(now time.Time) time.Time {
 	var low time.Time
 	lowSet := false
-	if s.lows != nil {
-		low, lowSet = s.lows.TakeDueLow(s.id) // taken by every read, a full one included
+	lows := s.lowsNow()
+	if lows != nil {
+		low, lowSet = lows.TakeDueLow(s.id) // taken by every read, a full one included
 	}
 	if s.rescan.Swap(false) || s.cursor.IsZero() || now.Sub(s.lastFull) >= s.fullEvery() {
 		s.lastFull = now
@@ -43,7 +44,7 @@ func (s *shard) readFrom(now time.Time) time.Time {
 		return time.Time{}
 	}
 	from := s.cursor
-	if s.lows == nil {
+	if lows == nil {
 		from = from.Add(-cursorLag)
 	} else if lowSet && low.Before(from) {
 		from = low
@@ -65,8 +66,17 @@ func (s *shard) readAgainFrom(at time.Time) {
 
 // fullEvery is the period of the backstop full read.
 func (s *shard) fullEvery() time.Duration {
-	if s.lows != nil {
+	if s.lowsNow() != nil {
 		return s.q.cfg.FullReadBackstop
 	}
 	return fullReadEvery
+}
+
+// lowsNow is the store's reports of tasks committed behind the cursor, nil
+// when it has none or its tracking has lapsed (DueLowTracker).
+func (s *shard) lowsNow() DueLowStore {
+	if s.lows == nil || (s.lowsTracker != nil && !s.lowsTracker.DueLowsTracked()) {
+		return nil
+	}
+	return s.lows
 }

@@ -61,6 +61,18 @@ type DueLowStore interface {
 	TakeDueLow(shard int) (low time.Time, ok bool)
 }
 
+// DueLowTracker is an optional DueLowStore interface for a store whose
+// reports can lapse: a database store hears of the other nodes' writes
+// through notifications, and hears nothing while its listening
+// connection is down. While DueLowsTracked is false a reader reads as
+// with a store that has no reports (from cursorLag before its cursor,
+// and the whole shard every 100 ms). A store whose tracking resumes
+// makes each shard's next report a full read (a zero low, ok), which
+// finds what was committed while it did not track.
+type DueLowTracker interface {
+	DueLowsTracked() bool
+}
+
 // Ownership tells which shards this node owns, from the committed shard map.
 type Ownership interface {
 	// Watch returns shard → epoch for every shard this node owns, and a

@@ -70,13 +70,14 @@ type shard struct {
 	// stopped at its limit, or a written result that made a task pending
 	// behind the cursor, leaves carry: the next read starts there (or
 	// before). Written under s.mu, as the cursor is.
-	cursor     time.Time
-	lastFull   time.Time
-	cursorRead bool // the last read started at the cursor: a full read is due by lastFull+fullEvery
-	rescan     atomic.Bool
-	lows       DueLowStore // the store's, or nil
-	carry      time.Time
-	carrySet   bool
+	cursor      time.Time
+	lastFull    time.Time
+	cursorRead  bool // the last read started at the cursor: a full read is due by lastFull+fullEvery
+	rescan      atomic.Bool
+	lows        DueLowStore   // the store's, or nil
+	lowsTracker DueLowTracker // the store's, when its reports can lapse, or nil
+	carry       time.Time
+	carrySet    bool
 	// nextDue is the shard's first due time after the last read's now, when
 	// that read's walk reached it (nextKnown); nextWake then needs no
 	// lookup of its own. Reader goroutine only.
@@ -110,6 +111,7 @@ func newShard(q *Queue, id int, epoch uint64) *shard {
 		depth:    q.m.depth.WithLabelValues(strconv.Itoa(id)),
 	}
 	s.lows, _ = q.store.(DueLowStore)
+	s.lowsTracker, _ = q.store.(DueLowTracker)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.fctx, s.fstop = context.WithCancel(context.Background())
 	go s.readLoop()

@@ -199,6 +199,54 @@ func TestTrackedReadCutShortStartsThereAgain(t *testing.T) {
 	testwait.For(t, 10*time.Second, "all succeeded", func() bool { return e.allStatus(append(first, early...), queue.StatusSucceeded) })
 }
 
+// lapsingStore is a TrackedStore whose reports can lapse
+// (queue.DueLowTracker): while not tracked, it loses every low, as a
+// database store loses the notifications sent while it is not listening.
+type lapsingStore struct {
+	queuetest.TrackedStore
+	tracked atomic.Bool
+}
+
+func (l *lapsingStore) DueLowsTracked() bool { return l.tracked.Load() }
+
+func (l *lapsingStore) TakeDueLow(shard int) (time.Time, bool) {
+	at, ok := l.TrackedStore.TakeDueLow(shard)
+	if !l.tracked.Load() {
+		return time.Time{}, false
+	}
+	return at, ok
+}
+
+// TestLapsedTrackingReadsAsUntracked: while the store's reports lapse
+// (DueLowsTracked false), a reader reads as with a store without them, so
+// a task committed behind its cursor, whose low the store lost, is found
+// by the frequent full read; the tracked backstop is an hour away here.
+// A reader that kept reading from its cursor would never see it.
+func TestLapsedTrackingReadsAsUntracked(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	exec := newFakeExec(true)
+	cfg := fastCfg()
+	cfg.FullReadBackstop = time.Hour
+	store := &lapsingStore{TrackedStore: e.store.Tracked()}
+	store.tracked.Store(true)
+	d := e.deps("a", exec)
+	d.Store = store
+	launch(t, cfg, d)
+	first := callbacks(2, 1, "now", "d")
+	e.add(t, first...)
+	testwait.For(t, 10*time.Second, "two tasks in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 2 })
+	store.tracked.Store(false)
+	early := callback("early", 0, "d", "http://127.0.0.1:9/cb")
+	early.NextAttemptAt = time.Now().Add(-time.Minute) // behind the cursor, and far behind any lag
+	e.add(t, early)
+	testwait.For(t, 10*time.Second, "the task behind the cursor read", func() bool {
+		_, inflight, _ := exec.stats()
+		return inflight == 3
+	})
+	close(exec.release)
+	testwait.For(t, 10*time.Second, "all succeeded", func() bool { return e.allStatus(append(first, early), queue.StatusSucceeded) })
+}
+
 // A reader at its in-flight bound has nothing to read until a result or a
 // release frees room (both signal it). It must sleep, not loop: with the
 // read-cursor backstop still armed from its last read, its timer came due

@@ -114,8 +114,7 @@ RETURNING id`, pick, at)
 	}
 	if len(out.Redriven) > 0 {
 		s.pending.drop()
-		s.notify()
-		s.wakeOthers(nil)
+		s.wroteLows(nil) // every shard read whole: redrives are rare
 	}
 	return out, nil
 }

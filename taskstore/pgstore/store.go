@@ -70,6 +70,7 @@ type Store struct {
 	group     submitGroup   // group.go: concurrent submits committed together
 	completes completeGroup // complete_group.go: concurrent result writes committed together
 
+	lows         *dueLows // lows.go
 	dueMu        sync.Mutex
 	dueSkipHeavy map[int]bool // shards whose last Due skipped more than it took (reads.go)
 
@@ -81,9 +82,10 @@ type Store struct {
 	listening  atomic.Bool // this store's listener is connected and listening
 	badNotices atomic.Int64
 	wakeWarn   rate.Sometimes
-	// The shards written since the notifier's last notification.
+	// The shards written since the notifier's last notification, each
+	// with the earliest due time written there (zero: unknown).
 	outMu        sync.Mutex
-	outSet       map[int]bool
+	outSet       map[int]time.Time
 	outAll       bool
 	outKick      chan struct{}
 	notifierDone chan struct{}
@@ -139,7 +141,7 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s := &Store{cfg: cfg, pool: pool, log: cfg.Logger, subs: make(map[chan struct{}]int), dueSkipHeavy: make(map[int]bool),
+	s := &Store{cfg: cfg, pool: pool, log: cfg.Logger, subs: make(map[chan struct{}]int), dueSkipHeavy: make(map[int]bool), lows: newDueLows(),
 		stop: make(chan struct{}), done: make(chan struct{}), listenDone: make(chan struct{}),
 		outKick: make(chan struct{}, 1), notifierDone: make(chan struct{}), readWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second},
 		wakeWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second}}

@@ -73,14 +73,17 @@ func (s *Store) submitNow(ctx context.Context, tasks []state.NewTask, ats []time
 		}
 	}
 	if accepted > 0 {
-		set := make(map[int]bool)
-		for _, t := range tasks {
-			if inserted[t.ID] {
-				set[t.Shard] = true
+		lows := make(map[int]time.Time)
+		for i, t := range tasks {
+			if !inserted[t.ID] {
+				continue
+			}
+			at := micro(ats[i]) // as stored
+			if cur, ok := lows[t.Shard]; !ok || at.Before(cur) {
+				lows[t.Shard] = at
 			}
 		}
-		s.wakeShards(set)
-		s.wakeOthers(set)
+		s.wroteLows(lows)
 	}
 	return out, nil
 }

@@ -35,8 +35,9 @@ const (
 	// allShards is the shard of a subscription woken for every shard.
 	allShards = -1
 	// maxNotifyPayload bounds a notification's shard list (PostgreSQL's
-	// limit is 8,000 bytes); a longer one is sent empty: every shard.
-	maxNotifyPayload = 4000
+	// limit is 8,000 bytes, channel name included); a longer one is sent
+	// empty: every shard. 256 shards with their times take about 4,800.
+	maxNotifyPayload = 7000
 	// listenPollEvery: while listening, the backstop wake is every
 	// listenPollEvery PollIntervals.
 	listenPollEvery = 5
@@ -73,11 +74,11 @@ func (s *Store) notify() { s.wakeShards(nil) }
 
 // wakeShards wakes the subscribers of the shards in set and every
 // all-shard subscriber; a nil set wakes every subscriber.
-func (s *Store) wakeShards(set map[int]bool) {
+func (s *Store) wakeShards(set map[int]time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ch, shard := range s.subs {
-		if set != nil && shard != allShards && !set[shard] {
+		if _, in := set[shard]; set != nil && shard != allShards && !in {
 			continue
 		}
 		select {
@@ -87,11 +88,17 @@ func (s *Store) wakeShards(set map[int]bool) {
 	}
 }
 
-// notifyPayload is the notification of a write to shards: their numbers,
-// sorted, comma-separated; empty (every shard) when that would be long.
-func notifyPayload(set map[int]bool) string {
-	shards := make([]int, 0, len(set))
-	for sh := range set {
+// notifyPayload is the notification of a write to shards: for each, its
+// number and the earliest due time written there in Unix milliseconds,
+// rounded down ("3@1733240000123"; a zero time is sent as the number
+// alone: unknown), sorted by shard and comma-separated; empty (every
+// shard, times unknown) when that would be long. Nodes built before the
+// times were sent read only numbers: they take such a payload as
+// malformed and wake every reader, as for an empty one (DESIGN.md,
+// "Reported lows").
+func notifyPayload(lows map[int]time.Time) string {
+	shards := make([]int, 0, len(lows))
+	for sh := range lows {
 		shards = append(shards, sh)
 	}
 	slices.Sort(shards)
@@ -101,6 +108,10 @@ func notifyPayload(set map[int]bool) string {
 			b.WriteByte(',')
 		}
 		b.WriteString(strconv.Itoa(sh))
+		if at := lows[sh]; !at.IsZero() {
+			b.WriteByte('@')
+			b.WriteString(strconv.FormatInt(at.UnixMilli(), 10))
+		}
 		if b.Len() > maxNotifyPayload {
 			return ""
 		}
@@ -109,26 +120,43 @@ func notifyPayload(set map[int]bool) string {
 }
 
 // parseNotifyPayload reads a notification's payload: "" is every shard
-// (nil), else shard numbers separated by commas. Any node (or anyone with
-// access to the database) can notify, so a malformed payload is an error
-// naming the bad part; the caller then wakes every shard.
-func parseNotifyPayload(p string) (map[int]bool, error) {
+// (nil), else shard numbers, each with an optional "@" and a due time in
+// Unix milliseconds, separated by commas (a shard without a time has the
+// zero time: read it whole). Any node (or anyone with access to the
+// database) can notify, so a malformed payload is an error naming the bad
+// part; the caller then wakes every shard and reads each whole.
+func parseNotifyPayload(p string) (map[int]time.Time, error) {
 	if p == "" {
 		return nil, nil
 	}
-	if len(p) > maxNotifyPayload+16 {
-		return nil, fmt.Errorf("payload: %d bytes, more than %d", len(p), maxNotifyPayload+16)
+	if len(p) > maxNotifyPayload+32 {
+		return nil, fmt.Errorf("payload: %d bytes, more than %d", len(p), maxNotifyPayload+32)
 	}
-	set := make(map[int]bool)
+	lows := make(map[int]time.Time)
 	for part := range strings.SplitSeq(p, ",") {
-		sh, err := strconv.Atoi(part)
+		num, ms, timed := strings.Cut(part, "@")
+		sh, err := strconv.Atoi(num)
 		if err != nil || sh < 0 || sh > 1<<20 {
 			return nil, fmt.Errorf("payload: shard %.20q: not a shard number", part)
 		}
-		set[sh] = true
+		var at time.Time
+		if timed {
+			v, err := strconv.ParseInt(ms, 10, 64)
+			if err != nil || v <= 0 || v > maxNotifyMillis {
+				return nil, fmt.Errorf("payload: shard %d: due time %.20q: not Unix milliseconds", sh, ms)
+			}
+			at = time.UnixMilli(v).UTC()
+		}
+		if cur, seen := lows[sh]; seen && (cur.IsZero() || (!at.IsZero() && cur.Before(at))) {
+			continue // the earliest of a shard named twice; unknown is earliest
+		}
+		lows[sh] = at
 	}
-	return set, nil
+	return lows, nil
 }
+
+// maxNotifyMillis bounds a payload's due time: the year 9999.
+const maxNotifyMillis = 253402300799999
 
 // probeNotify finds whether the database has pg_notify (Init): only then
 // do writers send notifications.
@@ -145,30 +173,37 @@ func (s *Store) probeNotify(ctx context.Context) {
 }
 
 // wakeOthers tells the other nodes' readers of shards (nil: every shard)
-// that tasks were written there, after the write committed: it hands the
-// shards to the notifier and returns, so a submit's answer does not wait
-// for the notification, and the writes of one moment share one. Best
-// effort: a lost notification costs latency (the backstop poll), not a
-// task.
-func (s *Store) wakeOthers(set map[int]bool) {
-	if !s.sendNotify.Load() || (set != nil && len(set) == 0) {
+// that tasks were written there, due from the shard's time on, after the
+// write committed: it hands the shards to the notifier and returns, so a
+// submit's answer does not wait for the notification, and the writes of
+// one moment share one. Best effort: a lost notification costs latency
+// (the backstop poll, the backstop full read), not a task.
+func (s *Store) wakeOthers(lows map[int]time.Time) {
+	if !s.sendNotify.Load() || (lows != nil && len(lows) == 0) {
 		return
 	}
 	s.outMu.Lock()
-	if set == nil {
-		s.outAll = true
-	} else {
-		if s.outSet == nil {
-			s.outSet = make(map[int]bool)
-		}
-		for sh := range set {
-			s.outSet[sh] = true
-		}
-	}
+	s.addOutLocked(lows)
 	s.outMu.Unlock()
 	select {
 	case s.outKick <- struct{}{}:
 	default:
+	}
+}
+
+// addOutLocked merges lows into the next notification (s.outMu held).
+func (s *Store) addOutLocked(lows map[int]time.Time) {
+	if lows == nil {
+		s.outAll = true
+		return
+	}
+	if s.outSet == nil {
+		s.outSet = make(map[int]time.Time)
+	}
+	for sh, at := range lows {
+		if cur, ok := s.outSet[sh]; !ok || at.Before(cur) {
+			s.outSet[sh] = at
+		}
 	}
 }
 
@@ -197,6 +232,12 @@ func (s *Store) notifier() {
 		set, all := s.outSet, s.outAll
 		s.outSet, s.outAll = nil, false
 		s.outMu.Unlock()
+		if len(set) == 0 && !all {
+			// A kick whose shards the previous notification took (a
+			// writer's kick lands after the notifier took its shards):
+			// an empty payload would mean every shard, each read whole.
+			continue
+		}
 		payload := ""
 		if !all {
 			payload = notifyPayload(set)
@@ -204,6 +245,14 @@ func (s *Store) notifier() {
 		ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.QueryTimeout)
 		if _, err := s.pool.Exec(ctx, notifySQL, notifyChannel, payload); err != nil && s.stopCtx.Err() == nil {
 			s.wakeFailed("notify", err)
+			// Sent with the next notification, if there is one soon;
+			// the others' backstop reads find the tasks otherwise.
+			s.outMu.Lock()
+			if all {
+				set = nil
+			}
+			s.addOutLocked(set)
+			s.outMu.Unlock()
 		}
 		cancel()
 	}
@@ -266,21 +315,24 @@ func (s *Store) listenOnce() (listened bool, err error) {
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return false, err
 	}
-	s.notify() // what other nodes submitted while this store was not listening
+	// What other nodes submitted while this store was not listening: read
+	// every shard whole (the lows were not heard), then track.
+	s.lows.lowerAll()
 	s.listening.Store(true)
+	s.notify()
 	defer s.listening.Store(false)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return true, err
 		}
-		set, err := parseNotifyPayload(n.Payload)
+		lows, err := parseNotifyPayload(n.Payload)
 		if err != nil {
 			s.badNotices.Add(1)
 			s.wakeFailed("notification dropped", err)
-			set = nil
+			lows = nil
 		}
-		s.wakeShards(set)
+		s.heardLows(lows)
 	}
 }
 

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -118,24 +119,43 @@ func TestNotificationWakesOnlyItsShards(t *testing.T) {
 }
 
 func TestNotifyPayload(t *testing.T) {
-	if p := notifyPayload(map[int]bool{7: true, 0: true, 12: true}); p != "0,7,12" {
-		t.Fatalf("payload %q", p)
+	at := time.UnixMilli(1733240000123).UTC()
+	lows := map[int]time.Time{7: at, 0: {}, 12: at.Add(time.Millisecond + 999*time.Microsecond)}
+	if p := notifyPayload(lows); p != "0,7@1733240000123,12@1733240000124" {
+		t.Fatalf("payload %q (a time is sent in milliseconds, rounded down: never after the task's)", p)
 	}
-	set, err := parseNotifyPayload("0,7,12")
-	if err != nil || len(set) != 3 || !set[0] || !set[7] || !set[12] {
-		t.Fatalf("parse: %v %v", set, err)
+	got, err := parseNotifyPayload("0,7@1733240000123,12@1733240000124")
+	if err != nil || len(got) != 3 || !got[0].IsZero() || !got[7].Equal(at) || !got[12].Equal(at.Add(time.Millisecond)) {
+		t.Fatalf("parse: %v %v", got, err)
+	}
+	// What nodes built before the times were sent notify: shards, no times
+	// (read whole).
+	if got, err := parseNotifyPayload("0,7,12"); err != nil || len(got) != 3 || !got[7].IsZero() {
+		t.Fatalf("parse of shard numbers alone: %v %v", got, err)
+	}
+	// A shard named twice keeps its earliest time; unknown is earliest.
+	if got, err := parseNotifyPayload("3@2000,3@1000,4@1000,4"); err != nil || got[3].UnixMilli() != 1000 || !got[4].IsZero() {
+		t.Fatalf("shards named twice: %v %v", got, err)
 	}
 	if set, err := parseNotifyPayload(""); err != nil || set != nil {
 		t.Fatalf("empty payload: %v %v, want every shard (nil)", set, err)
 	}
-	big := make(map[int]bool)
+	big := make(map[int]time.Time)
 	for i := range 2000 {
-		big[i] = true
+		big[i] = at
 	}
 	if p := notifyPayload(big); p != "" {
 		t.Fatalf("a long shard list is sent as every shard, got %d bytes", len(p))
 	}
-	for _, bad := range []string{"x", "1,,2", "-1", "1,2,", "99999999999999999999"} {
+	all := make(map[int]time.Time) // 256 shards, each with a time, fit in one notification
+	for i := range 256 {
+		all[i] = at
+	}
+	if p := notifyPayload(all); p == "" || len(p) > 8000-len(notifyChannel) {
+		t.Fatalf("256 timed shards: %d bytes", len(p))
+	}
+	for _, bad := range []string{"x", "1,,2", "-1", "1,2,", "99999999999999999999", "1@", "1@x", "1@-5", "1@0",
+		"1@99999999999999999", "@5", "1@2@3"} {
 		if _, err := parseNotifyPayload(bad); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}
@@ -144,27 +164,27 @@ func TestNotifyPayload(t *testing.T) {
 
 // FuzzParseNotifyPayload: a notification's payload comes from anyone who
 // can notify on the database: never a panic, and what is accepted is
-// printed back the same.
+// printed back the same (each shard at its earliest time).
 func FuzzParseNotifyPayload(f *testing.F) {
-	for _, s := range []string{"", "0", "1,2,3", "x", "1,,2", "-5", "4095,0"} {
+	for _, s := range []string{"", "0", "1,2,3", "x", "1,,2", "-5", "4095,0", "3@1733240000123,4", "1@0", "2@5,2"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		set, err := parseNotifyPayload(p)
-		if err != nil || set == nil {
+		lows, err := parseNotifyPayload(p)
+		if err != nil || lows == nil {
 			return
 		}
-		for sh := range set {
-			if sh < 0 {
-				t.Fatalf("%q: shard %d", p, sh)
+		for sh, at := range lows {
+			if sh < 0 || (!at.IsZero() && at.UnixMilli() <= 0) {
+				t.Fatalf("%q: shard %d at %v", p, sh, at)
 			}
 		}
-		back := notifyPayload(set)
+		back := notifyPayload(lows)
 		if back == "" {
 			return // too long to send: every shard
 		}
 		again, err := parseNotifyPayload(back)
-		if err != nil || len(again) != len(set) {
+		if err != nil || !maps.EqualFunc(again, lows, time.Time.Equal) {
 			t.Fatalf("%q: round trip %v %v", p, again, err)
 		}
 	})
@@ -191,7 +211,7 @@ func TestNotifyLeavesSynchronousCommitOn(t *testing.T) {
 	if _, err := writer.pool.Exec(t.Context(), `SET synchronous_commit = on`); err != nil {
 		t.Fatal(err)
 	}
-	writer.wakeOthers(map[int]bool{4: true})
+	writer.wakeOthers(map[int]time.Time{4: time.Now()})
 	testwait.For(t, 10*time.Second, "the notification to wake shard 4's reader", func() bool {
 		select {
 		case <-ch:
