@@ -332,8 +332,17 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	s.nextDue, s.nextKnown = next, known
 	if !known && (from.IsZero() || from.Before(s.cursor)) {
 		// Stopped at the limit before the cursor: what it did not reach
-		// may all be behind the cursor, where a read from it would not look.
-		s.readAgainFrom(from)
+		// may all be behind the cursor, where a read from it would not
+		// look. The next read starts where this one stopped: the tasks
+		// come in due order, and every task due before the last of them
+		// was taken or passed over as in flight. (Starting again at from
+		// walked this read's tasks, in flight by then, once more: with a
+		// store that reports lows, about two rows per delivered task.)
+		again := from
+		if n := len(tasks); n > 0 && tasks[n-1].NextAttemptAt.After(again) {
+			again = tasks[n-1].NextAttemptAt
+		}
+		s.readAgainFrom(again)
 	}
 	items := make([]*item, len(tasks))
 	for i := range tasks {

@@ -199,6 +199,35 @@ func TestTrackedReadCutShortStartsThereAgain(t *testing.T) {
 	testwait.For(t, 10*time.Second, "all succeeded", func() bool { return e.allStatus(append(first, early...), queue.StatusSucceeded) })
 }
 
+// TestTrackedReadCutShortResumesWhereItStopped: reads from a low behind
+// the cursor that each stop at the batch size go on from where the last
+// stopped, not from the low again: the tasks the earlier reads took, in
+// flight by then, are not walked again by each later read.
+func TestTrackedReadCutShortResumesWhereItStopped(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.BatchSize = 4
+	e := newEnv(t, 1, lim)
+	exec := newFakeExec(true)
+	e.startTracked(t, fastCfg(), exec)
+	first := callbacks(1, 1, "now", "d")
+	e.add(t, first...)
+	testwait.For(t, 10*time.Second, "one task in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 1 })
+	early := callbacks(40, 1, "early", "d")
+	for i := range early {
+		early[i].NextAttemptAt = time.Now().Add(-time.Minute + time.Duration(i)*time.Millisecond)
+	}
+	before := e.store.Passed()
+	e.add(t, early...) // ten reads of four, each from behind the cursor
+	testwait.For(t, 10*time.Second, "every task in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 1+len(early) })
+	// Starting again from the low, the reads passed 4+8+…+36 = 180 tasks
+	// in flight; resuming, a few per read at most.
+	if n := e.store.Passed() - before; n > 2*len(early) {
+		t.Fatalf("the reads walked past tasks in flight %d times for %d tasks", n, len(early))
+	}
+	close(exec.release)
+	testwait.For(t, 10*time.Second, "all succeeded", func() bool { return e.allStatus(append(first, early...), queue.StatusSucceeded) })
+}
+
 // lapsingStore is a TrackedStore whose reports can lapse
 // (queue.DueLowTracker): while not tracked, it loses every low, as a
 // database store loses the notifications sent while it is not listening.
