@@ -189,14 +189,21 @@ func TestTrackedReadCutShortStartsThereAgain(t *testing.T) {
 	first := callbacks(2, 1, "now", "d")
 	e.add(t, first...)
 	testwait.For(t, 10*time.Second, "two tasks in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 2 })
-	early := callbacks(5, 1, "early", "d")
-	for i := range early {
-		early[i].NextAttemptAt = time.Now().Add(-time.Minute + time.Duration(i)*time.Millisecond)
-	}
+	early := earlyCallbacks(5)
 	e.add(t, early...) // two fit under the bound; three wait behind the cursor
 	testwait.For(t, 10*time.Second, "the shard at its bound", func() bool { _, inflight, _ := exec.stats(); return inflight == 4 })
 	close(exec.release)
 	testwait.For(t, 10*time.Second, "all succeeded", func() bool { return e.allStatus(append(first, early...), queue.StatusSucceeded) })
+}
+
+// earlyCallbacks is n callbacks to d due a minute ago, a millisecond
+// apart: behind any reader's cursor, in due order.
+func earlyCallbacks(n int) []queue.Task {
+	early := callbacks(n, 1, "early", "d")
+	for i := range early {
+		early[i].NextAttemptAt = time.Now().Add(-time.Minute + time.Duration(i)*time.Millisecond)
+	}
+	return early
 }
 
 // TestTrackedReadCutShortResumesWhereItStopped: reads from a low behind
@@ -212,10 +219,7 @@ func TestTrackedReadCutShortResumesWhereItStopped(t *testing.T) {
 	first := callbacks(1, 1, "now", "d")
 	e.add(t, first...)
 	testwait.For(t, 10*time.Second, "one task in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 1 })
-	early := callbacks(40, 1, "early", "d")
-	for i := range early {
-		early[i].NextAttemptAt = time.Now().Add(-time.Minute + time.Duration(i)*time.Millisecond)
-	}
+	early := earlyCallbacks(40)
 	before := e.store.Passed()
 	e.add(t, early...) // ten reads of four, each from behind the cursor
 	testwait.For(t, 10*time.Second, "every task in flight", func() bool { _, inflight, _ := exec.stats(); return inflight == 1+len(early) })
