@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"fusebox/internal/localproc"
 	"net"
 	"os"
 	"os/exec"
@@ -187,11 +188,16 @@ func chownTo(dir, name string) error {
 	return os.Chown(dir, uid, gid)
 }
 
+// freePort is a free loopback port below the ephemeral range: a server
+// restarted on its port (the restart tests) must find it still free.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := localproc.FreeAddr("127.0.0.1", false)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(port)
 }

@@ -14,7 +14,7 @@ import (
 // as a backstop every queue.Config.FullReadBackstop instead of every 100 ms.
 // Each of those reads walked the shard's tasks in flight (they stay
 // pending here until their result is written): about 15 rows walked per
-// delivered task, all read from the heap (DESIGN.md, "Reported lows").
+// delivered task (DESIGN.md, "Reported lows").
 //
 // Other nodes insert rows directly, so this store knows their lows only
 // from their notifications: a submit's names each shard it wrote with the
