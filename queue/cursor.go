@@ -38,7 +38,7 @@ func (s *shard) readFrom(now time.Time) time.Time {
 	if lows != nil {
 		low, lowSet = lows.TakeDueLow(s.id) // taken by every read, a full one included
 	}
-	if s.rescan.Swap(false) || s.cursor.IsZero() || now.Sub(s.lastFull) >= s.fullEvery() {
+	if s.rescan.Swap(false) || s.cursor.IsZero() || now.Sub(s.lastFull) >= fullPeriod(lows, s.q.cfg) {
 		s.lastFull = now
 		s.carrySet = false
 		return time.Time{}
@@ -65,9 +65,13 @@ func (s *shard) readAgainFrom(at time.Time) {
 }
 
 // fullEvery is the period of the backstop full read.
-func (s *shard) fullEvery() time.Duration {
-	if s.lowsNow() != nil {
-		return s.q.cfg.FullReadBackstop
+func (s *shard) fullEvery() time.Duration { return fullPeriod(s.lowsNow(), s.q.cfg) }
+
+// fullPeriod is the backstop full read's period for a reader whose store's
+// reports are lows (nil: none, or lapsed).
+func fullPeriod(lows DueLowStore, cfg Config) time.Duration {
+	if lows != nil {
+		return cfg.FullReadBackstop
 	}
 	return fullReadEvery
 }

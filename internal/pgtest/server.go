@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"fusebox/internal/localproc"
 	"net"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"fusebox/internal/localproc"
 )
 
 // Server is one running throwaway PostgreSQL server.

@@ -88,26 +88,19 @@ func (s *Store) TakeDueLow(shard int) (time.Time, bool) { return s.lows.take(sha
 func (s *Store) DueLowsTracked() bool { return s.listening.Load() }
 
 // wroteLows records this node's own writes' lows and wakes their shards'
-// readers here, then has the notifier tell the other nodes: the low is
-// recorded before the wake, as queue.DueLowStore asks. A nil lows is a
-// write to shards and times not known (every shard is read whole).
+// readers here (recordLows), then has the notifier tell the other nodes.
+// A nil lows is a write to shards and times not known (every shard is read
+// whole).
 func (s *Store) wroteLows(lows map[int]time.Time) {
-	if lows == nil {
-		s.lows.lowerAll()
-		s.notify()
-		s.wakeOthers(nil)
-		return
-	}
-	for sh, at := range lows {
-		s.lows.lower(sh, at)
-	}
-	s.wakeShards(lows)
+	s.recordLows(lows)
 	s.wakeOthers(lows)
 }
 
-// heardLows records the lows of another node's notification, then wakes
-// their readers (nil: every shard, read whole).
-func (s *Store) heardLows(lows map[int]time.Time) {
+// recordLows records lows (this node's writes', or another node's from its
+// notification), then wakes their shards' readers: the low is recorded
+// before the wake, as queue.DueLowStore asks. nil: every shard, read
+// whole.
+func (s *Store) recordLows(lows map[int]time.Time) {
 	if lows == nil {
 		s.lows.lowerAll()
 		s.notify()

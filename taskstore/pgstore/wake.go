@@ -332,7 +332,7 @@ func (s *Store) listenOnce() (listened bool, err error) {
 			s.wakeFailed("notification dropped", err)
 			lows = nil
 		}
-		s.heardLows(lows)
+		s.recordLows(lows)
 	}
 }
 
