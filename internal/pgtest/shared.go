@@ -61,20 +61,23 @@ func NewDatabase(tb testing.TB) string {
 	tb.Helper()
 	s := SharedServer(tb)
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, s.URL("postgres"))
-		if err != nil {
-			return err
-		}
-		defer c.Close(ctx)
-		_, err = c.Exec(ctx, sql)
-		return err
-	}
-	if err := exec("CREATE DATABASE " + name); err != nil {
+	if err := s.Exec("CREATE DATABASE " + name); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)") })
+	tb.Cleanup(func() { _ = s.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)") })
 	return s.URL(name)
+}
+
+// Exec runs one statement on the server's postgres database over a
+// connection of its own (CREATE DATABASE cannot run in a transaction).
+func (s *Server) Exec(sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, sql)
+	return err
 }

@@ -54,6 +54,9 @@ func startBenchProcs(b *testing.B, owner testing.TB, n int, opts ClusterOptions)
 	if os.Getenv("FUSEBOX_BENCH_PPROF") != "" { // profileProcs reads /debug/pprof
 		opts.ExtraArgs = append(slices.Clone(opts.ExtraArgs), "--enable-pprof")
 	}
+	if a := os.Getenv("FUSEBOX_BENCH_ARGS"); a != "" { // experiments: more flags for every node, e.g. --gc-heap-floor-mb 32
+		opts.ExtraArgs = append(slices.Clone(opts.ExtraArgs), strings.Fields(a)...)
+	}
 	c := NewCluster(owner, n, opts)
 	owner.Cleanup(func() { c.StopAll(owner) })
 	bp := &benchProcs{c: c}
@@ -79,7 +82,12 @@ func startBenchProcs(b *testing.B, owner testing.TB, n int, opts ClusterOptions)
 // node-idle-cores is the same cluster's CPU while idle, measured for 2 s
 // just before the load, and node-work-cpu-us/task the CPU per task beyond
 // that idle cost over the run's time: whether the work per task grows with
-// the node count, or only the fixed cost of more processes.
+// the node count, or only the fixed cost of more processes. node-faults/task
+// and node-sys-us/task are the processes' minor page faults and system CPU
+// per task: a fresh process's heap grows to the collector's floor
+// (--gc-heap-floor-mb) in its first tens of thousands of tasks, and on one
+// run five fresh processes pay that five times
+// (BenchmarkProcessPostgresNodesInterleaved compares warm clusters).
 func BenchmarkProcessPostgresNodes(b *testing.B) {
 	dest := transporttest.NewDestination(b)
 	run := 0
@@ -109,7 +117,7 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 			}
 			idleCores := idleCPU(b, bp.c)
 			idleProfiled()
-			cpu0, db0 := clusterCPU(b, bp.c), pgtest.CPUOf(b, srv)
+			st0, db0 := clusterStat(b, bp.c), pgtest.CPUOf(b, srv)
 			profiled := func() {}
 			if os.Getenv("FUSEBOX_BENCH_PPROF_IDLE") == "" {
 				profiled = profileProcs(b, bp.c, b.N)
@@ -121,12 +129,15 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 			took := time.Since(start)
 			b.StopTimer()
 			profiled()
-			cpu, db := clusterCPU(b, bp.c)-cpu0, pgtest.CPUOf(b, srv)-db0
+			st, db := clusterStat(b, bp.c), pgtest.CPUOf(b, srv)-db0
+			cpu := ticks(st.utime + st.stime - st0.utime - st0.stime)
 			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
 			b.ReportMetric(db.Seconds()*1e6/float64(b.N), "db-cpu-us/task")
 			b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
 			b.ReportMetric(cpu.Seconds()*1e6/float64(b.N), "node-cpu-us/task")
 			b.ReportMetric(cpu.Seconds()/took.Seconds(), "node-cpu-cores")
+			b.ReportMetric(float64(st.minflt-st0.minflt)/float64(b.N), "node-faults/task")
+			b.ReportMetric(ticks(st.stime-st0.stime).Seconds()*1e6/float64(b.N), "node-sys-us/task")
 			if b.N > 1 {
 				b.ReportMetric(idleCores, "node-idle-cores")
 				work := cpu.Seconds() - idleCores*took.Seconds()
@@ -307,6 +318,11 @@ func logStatements(b *testing.B, srv *pgtest.Server, tasks int) {
 // which waits for them (FUSEBOX_BENCH_PPROF_IDLE=1: of the idle window
 // before the load instead). For finding where the CPU goes, not a figure.
 func profileProcs(b *testing.B, c *Cluster, n int) func() {
+	return profileProcsAs(b, c, n, b.Name())
+}
+
+// profileProcsAs is profileProcs with the files named <dir>/<name>-<process>.pprof.
+func profileProcsAs(b *testing.B, c *Cluster, n int, name string) func() {
 	dir := os.Getenv("FUSEBOX_BENCH_PPROF")
 	if dir == "" || n <= 1 {
 		return func() {}
@@ -317,7 +333,7 @@ func profileProcs(b *testing.B, c *Cluster, n int) func() {
 	}
 	errs := make(chan error, len(c.Procs))
 	for _, p := range c.Procs {
-		file := filepath.Join(dir, strings.ReplaceAll(b.Name(), "/", "_")+"-"+p.Name()+".pprof")
+		file := filepath.Join(dir, strings.ReplaceAll(name, "/", "_")+"-"+p.Name()+".pprof")
 		go func() {
 			req, err := http.NewRequest(http.MethodGet, "http://"+p.HTTPAddr()+"/debug/pprof/profile?seconds="+secs, nil)
 			if err != nil {
@@ -366,28 +382,48 @@ func idleCPU(b *testing.B, c *Cluster) float64 {
 	return (clusterCPU(b, c) - cpu0).Seconds() / time.Since(start).Seconds()
 }
 
-// clusterCPU is the CPU time (user + system) the cluster's processes
-// have used, from /proc/<pid>/stat (the database's is not included).
-func clusterCPU(b *testing.B, c *Cluster) time.Duration {
+// procStat is one sample of the cluster's processes' /proc/<pid>/stat
+// counters, summed over the processes.
+type procStat struct {
+	minflt       int64 // minor page faults
+	utime, stime int64 // clock ticks (USER_HZ) in user and system mode
+}
+
+// clusterStat reads c's processes' counters from /proc/<pid>/stat.
+func clusterStat(b *testing.B, c *Cluster) procStat {
 	b.Helper()
-	var ticks int64
+	var st procStat
 	for _, p := range c.Procs {
 		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
 		if err != nil {
 			b.Fatalf("%s: %v", p.Name(), err)
 		}
-		// Fields after the command's closing parenthesis: state is 3rd,
-		// utime 14th and stime 15th of the whole line.
+		// Fields after the command's closing parenthesis: state is the 3rd
+		// of the whole line, minflt the 10th, utime the 14th, stime the 15th.
 		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
-		for _, i := range []int{11, 12} {
-			v, err := strconv.ParseInt(f[i], 10, 64)
+		for _, x := range []struct {
+			i   int
+			sum *int64
+		}{{7, &st.minflt}, {11, &st.utime}, {12, &st.stime}} {
+			v, err := strconv.ParseInt(f[x.i], 10, 64)
 			if err != nil {
-				b.Fatalf("%s: /proc stat field %d: %v", p.Name(), i+3, err)
+				b.Fatalf("%s: /proc stat field %d: %v", p.Name(), x.i+3, err)
 			}
-			ticks += v
+			*x.sum += v
 		}
 	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+	return st
+}
+
+// ticks is a count of USER_HZ clock ticks as a duration.
+func ticks(n int64) time.Duration { return time.Duration(n) * time.Second / 100 }
+
+// clusterCPU is the CPU time (user + system) the cluster's processes
+// have used.
+func clusterCPU(b *testing.B, c *Cluster) time.Duration {
+	b.Helper()
+	st := clusterStat(b, c)
+	return ticks(st.utime + st.stime)
 }
 
 // maxRSS is the largest of the cluster's processes' field (VmRSS, VmHWM)
