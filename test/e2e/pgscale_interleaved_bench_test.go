@@ -44,14 +44,14 @@ func (s nodesSide) name() string { return fmt.Sprintf("nodes%d-conc%d", s.nodes,
 // run one after the other, the same binary's 5-against-1 ratio moved
 // 0.64–1.01 within an hour.
 //
-// The sides: each cluster at the default concurrency (100 calls in flight
-// per node and destination, as Temporal's per-host limiter: five nodes open
-// five times the calls and connections to the destination), and the five
-// nodes allowing 20 each — the cluster's calls in flight those of one
-// default node. All of them share this machine's two cores with the
-// destination, so calls in flight cost CPU per call on both ends (raw HTTP
-// here: 33k calls/s with 300 callers against 46k with 100); on separate
-// hosts they would not.
+// Every node allows the default calls in flight (100 per destination, as
+// Temporal's per-host limiter), so five nodes open five times one node's
+// calls and connections, on the two cores the destination shares. A fourth
+// side, the five nodes at 20 each (the cluster's calls in flight one default
+// node's), came out at 0.76–1.11 of one node over single runs and 0.99 and
+// 0.84 as the medians of two benchreport runs: no steady effect, not kept
+// (docs/benchmarks.md, "Twenty-second session"). A side's concurrency stays
+// a field, for such experiments.
 //
 // While one cluster takes its turn the others are stopped (SIGSTOP), so none
 // pays another's idle cost; after it is continued, its turn starts only once
@@ -63,14 +63,13 @@ func (s nodesSide) name() string { return fmt.Sprintf("nodes%d-conc%d", s.nodes,
 // counts 3.9 page faults per task at five nodes against 1.0 at one.
 //
 // Metrics: ratio (five nodes over one, both at the default concurrency),
-// ratio-3v1, ratio-5v3, ratio-conc20 (five nodes at 20 over one at the default), and
-// each side's tasks/s, fusebox CPU per task (user + system, from /proc) and
+// ratio-3v1, ratio-5v3, and each side's tasks/s, fusebox CPU per task (user + system, from /proc) and
 // database server CPU per task during its blocks.
 func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 	dest := transporttest.NewDestination(b)
 	sizes := [3]int{1, 3, 5}
 	def := dynconfig.DefaultGroupLimiterConcurrency
-	sides := []nodesSide{{0, 1, def}, {1, 3, def}, {2, 5, def}, {2, 5, 20}}
+	sides := []nodesSide{{0, 1, def}, {1, 3, def}, {2, 5, def}}
 	var clusters [3]*benchProcs
 	conc := [3]int{def, def, def} // each cluster's concurrency now
 	var srv *pgtest.Server
@@ -143,7 +142,6 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 		b.ReportMetric(wall[0].Seconds()/wall[2].Seconds(), "ratio")
 		b.ReportMetric(wall[0].Seconds()/wall[1].Seconds(), "ratio-3v1")
 		b.ReportMetric(wall[1].Seconds()/wall[2].Seconds(), "ratio-5v3")
-		b.ReportMetric(wall[0].Seconds()/wall[3].Seconds(), "ratio-conc20")
 		for i, sd := range sides {
 			b.ReportMetric(n/wall[i].Seconds(), sd.name()+"-tasks/s")
 			b.ReportMetric(cpu[i].Seconds()*1e6/n, sd.name()+"-cpu-us/task")

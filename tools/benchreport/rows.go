@@ -81,8 +81,7 @@ const preamble = `## Reading the baselines
   server and cluster per size, one after the other. ` + "`BenchmarkProcessPostgresNodesInterleaved`" + ` holds the
   targets: clusters of one, three and five processes on one server (a database each) take turns in
   blocks of 20,000 tasks, the others stopped (SIGSTOP) during a turn, every side warmed by one uncounted
-  turn first; each side's rate is over its own blocks' wall time. Its fourth side is the five processes
-  allowing 20 calls in flight each (the cluster's calls in flight one default node's).
+  turn first; each side's rate is over its own blocks' wall time.
 - **Beside a dead destination**: the same run with both destinations healthy; the ratio is the
   healthy destination's throughput kept. Each mode runs on a fresh cluster (a cluster slows as it
   retains tasks, which would favour whichever mode ran first).
@@ -427,8 +426,6 @@ var rows = []row{
 		Target: "value>=0.9", Time: "3x", QuickTime: "1x", Runs: 3},
 	{Issue: "#18", What: "  the same, 5 processes vs 3 (ratio)", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresNodesInterleaved/nodes=1-3-5", Metric: "ratio-5v3",
 		Target: "value>=0.9", Time: "3x", QuickTime: "1x", Runs: 3},
-	{Issue: "#18", What: "  the same, 5 processes allowing 20 calls in flight each vs 1 at the default 100 (ratio)", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresNodesInterleaved/nodes=1-3-5", Metric: "ratio-conc20",
-		Time: "3x", QuickTime: "1x", Runs: 3},
 	{Issue: "#18", What: "  the same, fusebox CPU per task, 1 process (µs)", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresNodesInterleaved/nodes=1-3-5", Metric: "nodes1-conc100-cpu-us/task",
 		Time: "3x", QuickTime: "1x", Runs: 3},
 	{Issue: "#18", What: "  the same, fusebox CPU per task, 5 processes (µs)", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresNodesInterleaved/nodes=1-3-5", Metric: "nodes5-conc100-cpu-us/task",
