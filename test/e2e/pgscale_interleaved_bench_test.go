@@ -62,9 +62,11 @@ func (s nodesSide) name() string { return fmt.Sprintf("nodes%d-conc%d", s.nodes,
 // tasks five processes pay them five times: BenchmarkProcessPostgresNodes
 // counts 3.9 page faults per task at five nodes against 1.0 at one.
 //
-// Metrics: ratio (five nodes over one, both at the default concurrency),
-// ratio-3v1, ratio-5v3, and each side's tasks/s, fusebox CPU per task (user + system, from /proc) and
-// database server CPU per task during its blocks.
+// Metrics: ratio (five nodes over one), ratio-3v1, ratio-5v3, and each
+// side's tasks/s, fusebox CPU per task (user + system, from /proc), database
+// server CPU per task, and cores: the CPU of the nodes, the server and this
+// process (load and destination) over the side's wall time, which says
+// whether a side kept the box's two cores busy.
 func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 	dest := transporttest.NewDestination(b)
 	sizes := [3]int{1, 3, 5}
@@ -91,7 +93,7 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 				pauseCluster(b, clusters[i].c)
 			}
 		}
-		wall, cpu, dbCPU := make([]time.Duration, len(sides)), make([]time.Duration, len(sides)), make([]time.Duration, len(sides))
+		wall, cpu, dbCPU, own := make([]time.Duration, len(sides)), make([]time.Duration, len(sides)), make([]time.Duration, len(sides)), make([]time.Duration, len(sides))
 		last := false // profile the last round's blocks (FUSEBOX_BENCH_PPROF, profileProcs)
 		turn := func(i int) {
 			run++
@@ -107,7 +109,7 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 				tasks[j] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pi%d-%d", run, j), true)
 			}
 			before := dest.Count("")
-			cpu0, db0 := clusterCPU(b, bp.c), pgtest.CPUOf(b, srv)
+			cpu0, db0, own0 := clusterCPU(b, bp.c), pgtest.CPUOf(b, srv), deliverybench.CPUClock()
 			profiled := func() {}
 			if last {
 				profiled = profileProcsAs(b, bp.c, b.N, b.Name()+"-"+sd.name())
@@ -118,6 +120,7 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			wall[i] += time.Since(start)
 			cpu[i] += clusterCPU(b, bp.c) - cpu0
 			dbCPU[i] += pgtest.CPUOf(b, srv) - db0
+			own[i] += deliverybench.CPUClock() - own0
 			profiled() // before the pause: its answer comes from the running processes
 			pauseCluster(b, bp.c)
 		}
@@ -130,6 +133,7 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 		clear(wall)
 		clear(cpu)
 		clear(dbCPU)
+		clear(own)
 		b.ResetTimer()
 		for r := range b.N {
 			last = r == b.N-1
@@ -146,6 +150,7 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			b.ReportMetric(n/wall[i].Seconds(), sd.name()+"-tasks/s")
 			b.ReportMetric(cpu[i].Seconds()*1e6/n, sd.name()+"-cpu-us/task")
 			b.ReportMetric(dbCPU[i].Seconds()*1e6/n, sd.name()+"-db-cpu-us/task")
+			b.ReportMetric((cpu[i]+dbCPU[i]+own[i]).Seconds()/wall[i].Seconds(), sd.name()+"-cores")
 		}
 	})
 }
