@@ -419,7 +419,7 @@ func clusterStat(b *testing.B, c *Cluster) procStat {
 func ticks(n int64) time.Duration { return time.Duration(n) * time.Second / 100 }
 
 // clusterCPU is the CPU time (user + system) the cluster's processes
-// have used.
+// have used, from /proc/<pid>/stat (the database's is not included).
 func clusterCPU(b *testing.B, c *Cluster) time.Duration {
 	b.Helper()
 	st := clusterStat(b, c)
