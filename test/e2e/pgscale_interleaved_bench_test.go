@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"fusebox/api"
-	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
@@ -21,28 +19,17 @@ import (
 // (as in BenchmarkProcessPostgresNodes, whose run is 20,000).
 const nodesBlock = 20000
 
-// nodesSide is one side of BenchmarkProcessPostgresNodesInterleaved: a
-// cluster of nodes processes, each allowing conc calls in flight per
-// destination (history.outboundQueue.groupLimiter.concurrency).
-type nodesSide struct {
-	cluster int // index into the benchmark's clusters
-	nodes   int
-	conc    int
-}
-
-func (s nodesSide) name() string { return fmt.Sprintf("nodes%d-conc%d", s.nodes, s.conc) }
-
 // BenchmarkProcessPostgresNodesInterleaved holds BenchmarkProcessPostgresNodes'
 // figures (throughput must not fall as nodes are added) the way
 // BenchmarkDeliveryInterleaved holds the cluster against raw HTTP. Clusters of
 // one, three and five processes run side by side on one PostgreSQL server,
 // each on a database of its own, and take turns in blocks of nodesBlock tasks
 // (submitted in batches of 500 through every node's API, waited on until
-// delivered and acknowledged): b.N rounds of the sides below, the order
-// rotated every round. Each side's rate is its tasks over its blocks' summed
+// delivered and acknowledged): b.N rounds of a turn each, the order rotated
+// every round. Each side's rate is its tasks over its blocks' summed
 // wall time, so a slow minute of this shared machine costs every side alike;
-// run one after the other, the same binary's 5-against-1 ratio moved
-// 0.64–1.01 within an hour.
+// run one after the other (BenchmarkProcessPostgresNodes), the 5-against-1
+// ratio moved 0.56–1.01 between runs (docs/benchmarks.md).
 //
 // Every node allows the default calls in flight (100 per destination, as
 // Temporal's per-host limiter), so five nodes open five times one node's
@@ -50,8 +37,7 @@ func (s nodesSide) name() string { return fmt.Sprintf("nodes%d-conc%d", s.nodes,
 // side, the five nodes at 20 each (the cluster's calls in flight one default
 // node's), came out at 0.76–1.11 of one node over single runs and 0.99 and
 // 0.84 as the medians of two benchreport runs: no steady effect, not kept
-// (docs/benchmarks.md, "Twenty-second session"). A side's concurrency stays
-// a field, for such experiments.
+// (docs/benchmarks.md, "Twenty-second session").
 //
 // While one cluster takes its turn the others are stopped (SIGSTOP), so none
 // pays another's idle cost; after it is continued, its turn starts only once
@@ -59,10 +45,10 @@ func (s nodesSide) name() string { return fmt.Sprintf("nodes%d-conc%d", s.nodes,
 // still makes no calls until its freshness check has run and caught up
 // (ownership.Manager: up to FreshLag/4 and a read barrier, 125 ms and a round
 // trip on `fast`); /readyz shows that latch, not the check's age, so each
-// turn may begin with that pause inside its time (every side alike). A first round,
-// not counted, warms every side: every node's heap grows to the collector's
-// floor (--gc-heap-floor-mb), its connections are dialled and its statements
-// prepared. Those costs are paid once per process, and on a run of 20,000
+// turn may begin with that pause inside its time (every side alike). A first
+// round, not counted, warms every side: every node's heap grows to the
+// collector's floor (--gc-heap-floor-mb), its connections are dialled and its
+// statements prepared. Those costs are paid once per process, and on a run of 20,000
 // tasks five processes pay them five times: BenchmarkProcessPostgresNodes
 // counts 3.9 page faults per task at five nodes against 1.0 at one.
 //
@@ -74,10 +60,7 @@ func (s nodesSide) name() string { return fmt.Sprintf("nodes%d-conc%d", s.nodes,
 func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 	dest := transporttest.NewDestination(b)
 	sizes := [3]int{1, 3, 5}
-	def := dynconfig.DefaultGroupLimiterConcurrency
-	sides := []nodesSide{{0, 1, def}, {1, 3, def}, {2, 5, def}}
 	var clusters [3]*benchProcs
-	conc := [3]int{def, def, def} // each cluster's concurrency now
 	var srv *pgtest.Server
 	owner := &cleanups{TB: b}
 	defer owner.run()
@@ -97,17 +80,12 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 				pauseCluster(b, clusters[i].c)
 			}
 		}
-		wall, cpu, dbCPU, own := make([]time.Duration, len(sides)), make([]time.Duration, len(sides)), make([]time.Duration, len(sides)), make([]time.Duration, len(sides))
+		var wall, cpu, dbCPU, own [len(sizes)]time.Duration
 		last := false // profile the last round's blocks (FUSEBOX_BENCH_PPROF, profileProcs)
 		turn := func(i int) {
 			run++
-			sd := sides[i]
-			bp := clusters[sd.cluster]
+			bp := clusters[i]
 			resumeCluster(b, bp.c)
-			if conc[sd.cluster] != sd.conc {
-				bp.setConfig(b, dynconfig.KeyGroupLimiterConcurrency, strconv.Itoa(sd.conc))
-				conc[sd.cluster] = sd.conc
-			}
 			tasks := make([]api.TaskSubmit, nodesBlock)
 			for j := range tasks {
 				tasks[j] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pi%d-%d", run, j), true)
@@ -116,7 +94,7 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			cpu0, db0, own0 := clusterCPU(b, bp.c), pgtest.CPUOf(b, srv), deliverybench.CPUClock()
 			profiled := func() {}
 			if last {
-				profiled = profileProcsAs(b, bp.c, b.N, b.Name()+"-"+sd.name())
+				profiled = profileProcsAs(b, bp.c, b.N, fmt.Sprintf("%s-nodes%d", b.Name(), sizes[i]))
 			}
 			start := time.Now()
 			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
@@ -129,20 +107,18 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			pauseCluster(b, bp.c)
 		}
 		if !warmed { // warm every side up once, uncounted
-			for i := range sides {
+			for i := range sizes {
 				turn(i)
 			}
 			warmed = true
 		}
-		clear(wall)
-		clear(cpu)
-		clear(dbCPU)
-		clear(own)
+		var zero [len(sizes)]time.Duration
+		wall, cpu, dbCPU, own = zero, zero, zero, zero
 		b.ResetTimer()
 		for r := range b.N {
 			last = r == b.N-1
-			for k := range sides {
-				turn((r + k) % len(sides))
+			for k := range sizes {
+				turn((r + k) % len(sizes))
 			}
 		}
 		b.StopTimer()
@@ -150,11 +126,12 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 		b.ReportMetric(wall[0].Seconds()/wall[2].Seconds(), "ratio")
 		b.ReportMetric(wall[0].Seconds()/wall[1].Seconds(), "ratio-3v1")
 		b.ReportMetric(wall[1].Seconds()/wall[2].Seconds(), "ratio-5v3")
-		for i, sd := range sides {
-			b.ReportMetric(n/wall[i].Seconds(), sd.name()+"-tasks/s")
-			b.ReportMetric(cpu[i].Seconds()*1e6/n, sd.name()+"-cpu-us/task")
-			b.ReportMetric(dbCPU[i].Seconds()*1e6/n, sd.name()+"-db-cpu-us/task")
-			b.ReportMetric((cpu[i]+dbCPU[i]+own[i]).Seconds()/wall[i].Seconds(), sd.name()+"-cores")
+		for i, size := range sizes {
+			name := fmt.Sprintf("nodes%d", size)
+			b.ReportMetric(n/wall[i].Seconds(), name+"-tasks/s")
+			b.ReportMetric(cpu[i].Seconds()*1e6/n, name+"-cpu-us/task")
+			b.ReportMetric(dbCPU[i].Seconds()*1e6/n, name+"-db-cpu-us/task")
+			b.ReportMetric((cpu[i]+dbCPU[i]+own[i]).Seconds()/wall[i].Seconds(), name+"-cores")
 		}
 	})
 }
