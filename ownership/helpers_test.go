@@ -105,6 +105,9 @@ type cluster struct {
 	nodes   map[string]*node
 	dirs    map[string]string
 	addrs   map[string]string // raft address, reused on restart as a real node does
+	// freshCheck and backstop, when set, replace the managers' 50 ms and
+	// 500 ms: a test of what happens between two ticks makes them long.
+	freshCheck, backstop time.Duration
 }
 
 func newCluster(t testing.TB) *cluster {
@@ -138,7 +141,11 @@ func (c *cluster) start(id string, expect, shards int) *node {
 		c.t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	own, err := New(Config{NodeID: id, Shards: shards, Backstop: 500 * time.Millisecond, DrainTimeout: 10 * time.Second,
+	backstop := c.backstop
+	if backstop == 0 {
+		backstop = 500 * time.Millisecond
+	}
+	own, err := New(Config{NodeID: id, Shards: shards, Backstop: backstop, FreshCheck: c.freshCheck, DrainTimeout: 10 * time.Second,
 		AdminWait: 5 * time.Second, Registerer: reg}, s, s.Reader(), c.members)
 	if err != nil {
 		c.t.Fatal(err)

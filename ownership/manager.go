@@ -44,6 +44,10 @@ type Manager struct {
 	// its map may be old even though the leader's heartbeats, buffered in
 	// the socket, make contact look fine the moment it resumes.
 	lastCheck atomic.Int64
+	// overdue wakes the watch goroutine when Fresh finds the check overdue
+	// (size 1: a burst of calls after a pause is one wake-up), so a resumed
+	// process re-syncs at once instead of at its next tick.
+	overdue chan struct{}
 	// changed is closed (and replaced) whenever Owned may have changed; the
 	// watch goroutine alone compares against lastOwned.
 	chMu      sync.Mutex
@@ -79,7 +83,7 @@ func New(cfg Config, store Store, shards ShardState, members Members) (*Manager,
 		return nil, errors.New("ownership: store, shard state and members are required")
 	}
 	m := &Manager{cfg: cfg, store: store, state: shards, members: members, log: cfg.Logger.With("component", "ownership"),
-		changed: make(chan struct{})}
+		changed: make(chan struct{}), overdue: make(chan struct{}, 1)}
 	met, err := newMetrics(cfg.Registerer, m.unownedShards)
 	if err != nil {
 		return nil, err
@@ -153,9 +157,20 @@ func (m *Manager) Owned() map[int]uint64 {
 // Fresh reports whether this node works from its copy of the shard map (see
 // the fresh field), checking contact with the leader at the moment of the
 // call: the queue asks right before each call, so a node resumed after a
-// pause makes none before this goroutine has even noticed.
+// pause makes none before the watch goroutine has even noticed. Finding the
+// check overdue, it wakes that goroutine, which re-syncs at once.
 func (m *Manager) Fresh() bool {
-	return m.fresh.Load() && m.store.InContact(0) && time.Since(time.Unix(0, m.lastCheck.Load())) <= m.store.FreshLag()
+	if !m.fresh.Load() || !m.store.InContact(0) {
+		return false
+	}
+	if time.Since(time.Unix(0, m.lastCheck.Load())) > m.store.FreshLag() {
+		select {
+		case m.overdue <- struct{}{}:
+		default:
+		}
+		return false
+	}
+	return true
 }
 
 // Watch returns Owned together with a channel closed by the next change of
@@ -184,7 +199,11 @@ func (m *Manager) sync() bool {
 }
 
 // checkFresh latches freshness; on catching up it re-reads the committed
-// map. Only the watch goroutine calls it, every FreshCheck.
+// map. Only the watch goroutine calls it (each wake-up, and every
+// freshPeriod). A check that finds a gap (this process was stopped) tries to
+// catch up in the same call: the read barrier, not the leader's heartbeats
+// buffered while stopped, is what makes the map current again, so there is
+// no reason to wait for the next tick first.
 func (m *Manager) checkFresh() {
 	now := time.Now()
 	gap := now.Sub(time.Unix(0, m.lastCheck.Swap(now.UnixNano())))
@@ -193,8 +212,11 @@ func (m *Manager) checkFresh() {
 		m.log.Warn("lost contact with the raft leader (or this process was stopped); making no calls until caught up",
 			"since_last_check", gap.Round(time.Millisecond))
 		m.fresh.Store(false)
-	} else if !fresh && m.store.CaughtUp(0) && m.sync() {
+		fresh = false
+	}
+	if !fresh && m.store.CaughtUp(0) && m.sync() {
 		m.log.Info("caught up with the raft leader; working from the committed shard map")
+		m.lastCheck.Store(time.Now().UnixNano()) // the barrier is the check: a slow one is no gap
 		m.fresh.Store(true)
 		m.refresh() // the barrier may have brought a newer map
 	}
@@ -286,6 +308,7 @@ func (m *Manager) watch() {
 		case <-t.C:
 			m.refresh()
 		case <-fresh.C:
+		case <-m.overdue:
 		}
 	}
 }

@@ -42,10 +42,10 @@ const nodesBlock = 20000
 // While one cluster takes its turn the others are stopped (SIGSTOP), so none
 // pays another's idle cost; after it is continued, its turn starts only once
 // every node is ready again and they agree on one shard map. A resumed node
-// still makes no calls until its freshness check has run and caught up
-// (ownership.Manager: up to FreshLag/4 and a read barrier, 125 ms and a round
-// trip on `fast`); /readyz shows that latch, not the check's age, so each
-// turn may begin with that pause inside its time (every side alike). A first
+// makes no calls until it has caught up through a read barrier, which it
+// takes as soon as its first call finds its freshness check overdue
+// (ownership.Manager.Fresh); each turn's time includes that round trip, every
+// side's alike. A first
 // round, not counted, warms every side: every node's heap grows to the
 // collector's floor (--gc-heap-floor-mb), its connections are dialled and its
 // statements prepared. Those costs are paid once per process, and on a run of 20,000
