@@ -53,7 +53,8 @@ const nodesBlock = 20000
 // counts 3.9 page faults per task at five nodes against 1.0 at one.
 //
 // Metrics: ratio (five nodes over one), ratio-3v1, ratio-5v3, and each
-// side's tasks/s, fusebox CPU per task (user + system, from /proc), database
+// side's tasks/s, fusebox CPU per task (user + system, from /proc; its system
+// part and minor page faults per task also apart), database
 // server CPU per task, and cores: the CPU of the nodes, the server and this
 // process (load and destination) over the side's wall time, which says
 // whether a side kept the box's two cores busy.
@@ -80,7 +81,8 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 				pauseCluster(b, clusters[i].c)
 			}
 		}
-		var wall, cpu, dbCPU, own [len(sizes)]time.Duration
+		var wall, cpu, sys, dbCPU, own [len(sizes)]time.Duration
+		var faults [len(sizes)]int64
 		last := false // profile the last round's blocks (FUSEBOX_BENCH_PPROF, profileProcs)
 		turn := func(i int) {
 			run++
@@ -91,7 +93,7 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 				tasks[j] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pi%d-%d", run, j), true)
 			}
 			before := dest.Count("")
-			cpu0, db0, own0 := clusterCPU(b, bp.c), pgtest.CPUOf(b, srv), deliverybench.CPUClock()
+			st0, db0, own0 := clusterStat(b, bp.c), pgtest.CPUOf(b, srv), deliverybench.CPUClock()
 			profiled := func() {}
 			if last {
 				profiled = profileProcsAs(b, bp.c, b.N, fmt.Sprintf("%s-nodes%d", b.Name(), sizes[i]))
@@ -100,7 +102,10 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
 			bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before })
 			wall[i] += time.Since(start)
-			cpu[i] += clusterCPU(b, bp.c) - cpu0
+			st := clusterStat(b, bp.c)
+			cpu[i] += ticks(st.utime + st.stime - st0.utime - st0.stime)
+			sys[i] += ticks(st.stime - st0.stime)
+			faults[i] += st.minflt - st0.minflt
 			dbCPU[i] += pgtest.CPUOf(b, srv) - db0
 			own[i] += deliverybench.CPUClock() - own0
 			profiled() // before the pause: its answer comes from the running processes
@@ -113,7 +118,8 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			warmed = true
 		}
 		var zero [len(sizes)]time.Duration
-		wall, cpu, dbCPU, own = zero, zero, zero, zero
+		wall, cpu, sys, dbCPU, own = zero, zero, zero, zero, zero
+		faults = [len(sizes)]int64{}
 		b.ResetTimer()
 		for r := range b.N {
 			last = r == b.N-1
@@ -130,6 +136,8 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			name := fmt.Sprintf("nodes%d", size)
 			b.ReportMetric(n/wall[i].Seconds(), name+"-tasks/s")
 			b.ReportMetric(cpu[i].Seconds()*1e6/n, name+"-cpu-us/task")
+			b.ReportMetric(sys[i].Seconds()*1e6/n, name+"-sys-us/task")
+			b.ReportMetric(float64(faults[i])/n, name+"-faults/task")
 			b.ReportMetric(dbCPU[i].Seconds()*1e6/n, name+"-db-cpu-us/task")
 			b.ReportMetric((cpu[i]+dbCPU[i]+own[i]).Seconds()/wall[i].Seconds(), name+"-cores")
 		}
