@@ -143,9 +143,8 @@ func (a *completeArgs) params(shard int, epoch uint64) []any {
 // (left pending). One UPDATE of the task table, not two: CockroachDB refuses a
 // statement that modifies a table twice.
 //
-// The pending test is written `status IN ('pending', '')` ('' is never a
-// status) so that it does not imply the partial indexes' predicate (status =
-// 'pending'). With `status = 'pending'` the planner could read the shard's
+// The pending test also admits the empty string, which is never a status, so
+// that it does not imply the partial indexes' predicate (status = 'pending'). With `status = 'pending'` the planner could read the shard's
 // pending tasks through the due index and hash-join them with the results,
 // and on a table not yet analyzed (every table's first minute, before
 // autovacuum's first ANALYZE) it did: every flush read the whole backlog of

@@ -27,20 +27,7 @@ FROM generate_series(1, 60000) g`); err != nil {
 		nss[i], rids[i] = "ns", fmt.Sprintf("rid-%d", i*7)
 	}
 	for name, q := range map[string]string{"stored": storedRequestsSQL, "duplicates": duplicateRequestsSQL} {
-		rows, err := s.pool.Query(ctx, "EXPLAIN "+q, nss, rids)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan strings.Builder
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan.WriteString(line + "\n")
-		}
-		rows.Close()
-		if p := plan.String(); !strings.Contains(p, "fusebox_tasks_request") || strings.Contains(p, "Seq Scan on fusebox_tasks") {
+		if p := explain(t, s.pool, q, nss, rids); !strings.Contains(p, "fusebox_tasks_request") || strings.Contains(p, "Seq Scan on fusebox_tasks") {
 			t.Errorf("%s: the plan does not probe the request index per pair:\n%s", name, p)
 		}
 	}
@@ -86,25 +73,35 @@ FROM generate_series(1, 60000) g`); err != nil {
 		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
 			t.Fatal(err)
 		}
-		rows, err := tx.Query(ctx, "EXPLAIN "+completeSQL, a.params(3, 1)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan strings.Builder
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan.WriteString(line + "\n")
-		}
-		rows.Close()
+		p := explain(t, tx, completeSQL, a.params(3, 1)...)
 		if err := tx.Rollback(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if p := plan.String(); !strings.Contains(p, "Index Scan using fusebox_tasks_pkey on fusebox_tasks t") ||
+		if !strings.Contains(p, "Index Scan using fusebox_tasks_pkey on fusebox_tasks t") ||
 			strings.Contains(p, "fusebox_tasks_due") || strings.Contains(p, "Seq Scan on fusebox_tasks") {
 			t.Errorf("%s: the result write does not probe the primary key per result:\n%s", mode, p)
 		}
 	}
+}
+
+// explain is sql's plan (EXPLAIN) with args, a line a row.
+func explain(t *testing.T, q queryer, sql string, args ...any) string {
+	t.Helper()
+	rows, err := q.Query(t.Context(), "EXPLAIN "+sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan.String()
 }
