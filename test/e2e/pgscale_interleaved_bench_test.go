@@ -45,12 +45,12 @@ const nodesBlock = 20000
 // makes no calls until it has caught up through a read barrier, which it
 // takes as soon as its first call finds its freshness check overdue
 // (ownership.Manager.Fresh); each turn's time includes that round trip, every
-// side's alike. A first
-// round, not counted, warms every side: every node's heap grows to the
-// collector's floor (--gc-heap-floor-mb), its connections are dialled and its
-// statements prepared. Those costs are paid once per process, and on a run of 20,000
-// tasks five processes pay them five times: BenchmarkProcessPostgresNodes
-// counts 3.9 page faults per task at five nodes against 1.0 at one.
+// side's alike. A first round, not counted, warms every side: every node's
+// heap grows to the collector's floor (--gc-heap-floor-mb), its connections
+// are dialled and its statements prepared. Those costs are paid once per
+// process, and on a run of 20,000 tasks five processes pay them five times:
+// BenchmarkProcessPostgresNodes counts 3.9 page faults per task at five nodes
+// against 1.0 at one.
 //
 // Metrics: ratio (five nodes over one), ratio-3v1, ratio-5v3, and each
 // side's tasks/s, fusebox CPU per task (user + system, from /proc; its system
