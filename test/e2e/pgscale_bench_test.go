@@ -129,15 +129,15 @@ func BenchmarkProcessPostgresNodes(b *testing.B) {
 			took := time.Since(start)
 			b.StopTimer()
 			profiled()
-			st, db := clusterStat(b, bp.c), pgtest.CPUOf(b, srv)-db0
-			cpu := ticks(st.utime + st.stime - st0.utime - st0.stime)
+			st, db := clusterStat(b, bp.c).minus(st0), pgtest.CPUOf(b, srv)-db0
+			cpu := st.cpu()
 			b.ReportMetric(float64(b.N)/took.Seconds(), "tasks/s")
 			b.ReportMetric(db.Seconds()*1e6/float64(b.N), "db-cpu-us/task")
 			b.ReportMetric(float64(dest.Count("")-before)/float64(b.N), "calls/task")
 			b.ReportMetric(cpu.Seconds()*1e6/float64(b.N), "node-cpu-us/task")
 			b.ReportMetric(cpu.Seconds()/took.Seconds(), "node-cpu-cores")
-			b.ReportMetric(float64(st.minflt-st0.minflt)/float64(b.N), "node-faults/task")
-			b.ReportMetric(ticks(st.stime-st0.stime).Seconds()*1e6/float64(b.N), "node-sys-us/task")
+			b.ReportMetric(float64(st.minflt)/float64(b.N), "node-faults/task")
+			b.ReportMetric(ticks(st.stime).Seconds()*1e6/float64(b.N), "node-sys-us/task")
 			if b.N > 1 {
 				b.ReportMetric(idleCores, "node-idle-cores")
 				work := cpu.Seconds() - idleCores*took.Seconds()
@@ -415,6 +415,19 @@ func clusterStat(b *testing.B, c *Cluster) procStat {
 	return st
 }
 
+// minus is the counters' growth since an earlier sample.
+func (s procStat) minus(o procStat) procStat {
+	return procStat{minflt: s.minflt - o.minflt, utime: s.utime - o.utime, stime: s.stime - o.stime}
+}
+
+// plus adds two samples' (or two growths') counters.
+func (s procStat) plus(o procStat) procStat {
+	return procStat{minflt: s.minflt + o.minflt, utime: s.utime + o.utime, stime: s.stime + o.stime}
+}
+
+// cpu is the user and system time the counters hold.
+func (s procStat) cpu() time.Duration { return ticks(s.utime + s.stime) }
+
 // ticks is a count of USER_HZ clock ticks as a duration.
 func ticks(n int64) time.Duration { return time.Duration(n) * time.Second / 100 }
 
@@ -422,8 +435,7 @@ func ticks(n int64) time.Duration { return time.Duration(n) * time.Second / 100 
 // have used, from /proc/<pid>/stat (the database's is not included).
 func clusterCPU(b *testing.B, c *Cluster) time.Duration {
 	b.Helper()
-	st := clusterStat(b, c)
-	return ticks(st.utime + st.stime)
+	return clusterStat(b, c).cpu()
 }
 
 // maxRSS is the largest of the cluster's processes' field (VmRSS, VmHWM)

@@ -81,8 +81,13 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 				pauseCluster(b, clusters[i].c)
 			}
 		}
-		var wall, cpu, sys, dbCPU, own [len(sizes)]time.Duration
-		var faults [len(sizes)]int64
+		// Each side's sums over its blocks: wall time, the nodes' /proc
+		// counters, the database server's CPU and this process's.
+		type totals struct {
+			wall, db, own time.Duration
+			nodes         procStat
+		}
+		var sum [len(sizes)]totals
 		last := false // profile the last round's blocks (FUSEBOX_BENCH_PPROF, profileProcs)
 		turn := func(i int) {
 			run++
@@ -101,13 +106,11 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			start := time.Now()
 			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
 			bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before })
-			wall[i] += time.Since(start)
-			st := clusterStat(b, bp.c)
-			cpu[i] += ticks(st.utime + st.stime - st0.utime - st0.stime)
-			sys[i] += ticks(st.stime - st0.stime)
-			faults[i] += st.minflt - st0.minflt
-			dbCPU[i] += pgtest.CPUOf(b, srv) - db0
-			own[i] += deliverybench.CPUClock() - own0
+			t := &sum[i]
+			t.wall += time.Since(start)
+			t.nodes = t.nodes.plus(clusterStat(b, bp.c).minus(st0))
+			t.db += pgtest.CPUOf(b, srv) - db0
+			t.own += deliverybench.CPUClock() - own0
 			profiled() // before the pause: its answer comes from the running processes
 			pauseCluster(b, bp.c)
 		}
@@ -117,9 +120,7 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			}
 			warmed = true
 		}
-		var zero [len(sizes)]time.Duration
-		wall, cpu, sys, dbCPU, own = zero, zero, zero, zero, zero
-		faults = [len(sizes)]int64{}
+		sum = [len(sizes)]totals{}
 		b.ResetTimer()
 		for r := range b.N {
 			last = r == b.N-1
@@ -129,17 +130,18 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 		}
 		b.StopTimer()
 		n := float64(b.N * nodesBlock)
-		b.ReportMetric(wall[0].Seconds()/wall[2].Seconds(), "ratio")
-		b.ReportMetric(wall[0].Seconds()/wall[1].Seconds(), "ratio-3v1")
-		b.ReportMetric(wall[1].Seconds()/wall[2].Seconds(), "ratio-5v3")
+		b.ReportMetric(sum[0].wall.Seconds()/sum[2].wall.Seconds(), "ratio")
+		b.ReportMetric(sum[0].wall.Seconds()/sum[1].wall.Seconds(), "ratio-3v1")
+		b.ReportMetric(sum[1].wall.Seconds()/sum[2].wall.Seconds(), "ratio-5v3")
 		for i, size := range sizes {
-			name := fmt.Sprintf("nodes%d", size)
-			b.ReportMetric(n/wall[i].Seconds(), name+"-tasks/s")
-			b.ReportMetric(cpu[i].Seconds()*1e6/n, name+"-cpu-us/task")
-			b.ReportMetric(sys[i].Seconds()*1e6/n, name+"-sys-us/task")
-			b.ReportMetric(float64(faults[i])/n, name+"-faults/task")
-			b.ReportMetric(dbCPU[i].Seconds()*1e6/n, name+"-db-cpu-us/task")
-			b.ReportMetric((cpu[i]+dbCPU[i]+own[i]).Seconds()/wall[i].Seconds(), name+"-cores")
+			t, name := sum[i], fmt.Sprintf("nodes%d", size)
+			cpu := t.nodes.cpu()
+			b.ReportMetric(n/t.wall.Seconds(), name+"-tasks/s")
+			b.ReportMetric(cpu.Seconds()*1e6/n, name+"-cpu-us/task")
+			b.ReportMetric(ticks(t.nodes.stime).Seconds()*1e6/n, name+"-sys-us/task")
+			b.ReportMetric(float64(t.nodes.minflt)/n, name+"-faults/task")
+			b.ReportMetric(t.db.Seconds()*1e6/n, name+"-db-cpu-us/task")
+			b.ReportMetric((cpu+t.db+t.own).Seconds()/t.wall.Seconds(), name+"-cores")
 		}
 	})
 }
