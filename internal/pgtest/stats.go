@@ -65,7 +65,7 @@ func (s *Server) StatementsReport(ctx context.Context, tasks int) (string, error
 		return "", err
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT calls, rows, total_exec_time, mean_exec_time, query
+	rows, err := conn.Query(ctx, `SELECT calls, rows, total_exec_time, mean_exec_time, total_plan_time, query
 FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY calls DESC LIMIT 25`)
 	if err != nil {
 		return "", err
@@ -73,27 +73,29 @@ FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY cal
 	defer rows.Close()
 	var b strings.Builder
 	var allCalls int64
-	var allMs float64
-	fmt.Fprintf(&b, "%10s %9s %10s %10s %8s  %s\n", "calls", "per-task", "rows", "total-ms", "mean-ms", "query")
+	var allMs, allPlanMs float64
+	fmt.Fprintf(&b, "%10s %9s %10s %10s %8s %8s  %s\n", "calls", "per-task", "rows", "total-ms", "mean-ms", "plan-ms", "query")
 	for rows.Next() {
 		var calls, nrows int64
-		var total, mean float64
+		var total, mean, plan float64
 		var q string
-		if err := rows.Scan(&calls, &nrows, &total, &mean, &q); err != nil {
+		if err := rows.Scan(&calls, &nrows, &total, &mean, &plan, &q); err != nil {
 			return "", err
 		}
 		allCalls += calls
 		allMs += total
+		allPlanMs += plan
 		q = strings.Join(strings.Fields(q), " ")
 		if len(q) > 90 {
 			q = q[:90]
 		}
-		fmt.Fprintf(&b, "%10d %9.3f %10d %10.1f %8.3f  %s\n", calls, float64(calls)/float64(max(tasks, 1)), nrows, total, mean, q)
+		fmt.Fprintf(&b, "%10d %9.3f %10d %10.1f %8.3f %8.1f  %s\n", calls, float64(calls)/float64(max(tasks, 1)), nrows, total, mean, plan, q)
 	}
 	if err := rows.Err(); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(&b, "top statements: %d calls (%.3f per task), %.0f ms\n", allCalls, float64(allCalls)/float64(max(tasks, 1)), allMs)
+	fmt.Fprintf(&b, "top statements: %d calls (%.3f per task), %.0f ms executing, %.0f ms planning (0 unless -c pg_stat_statements.track_planning=on)\n",
+		allCalls, float64(allCalls)/float64(max(tasks, 1)), allMs, allPlanMs)
 	// WAL flushes: with synchronous_commit on, a commit that wrote waits
 	// for one (concurrent commits share one).
 	var records, syncs int64

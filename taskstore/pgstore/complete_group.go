@@ -128,38 +128,38 @@ func (s *Store) runCompletes(ctx context.Context, calls []*completeCall) {
 // alone: its own), retrying serialization failures and deadlocks, and sets
 // each call's fenced and ended.
 func (s *Store) writeCompletes(ctx context.Context, calls []*completeCall) error {
-	var err error
-	if len(calls) == 1 {
-		c := calls[0]
-		err = s.retry(ctx, func() error {
-			var fenced int
-			err := s.pool.QueryRow(ctx, completeSQL, c.args.params(c.shard, c.epoch)...).Scan(&fenced, &c.ended)
-			c.fenced = fenced == 1
-			return err
-		})
-	} else {
-		order := slices.Clone(calls)
+	order := calls
+	if len(calls) > 1 {
+		order = slices.Clone(calls)
 		slices.SortStableFunc(order, func(a, b *completeCall) int { return a.shard - b.shard })
-		err = s.retry(ctx, func() error {
-			b := &pgx.Batch{}
+	}
+	err := s.retry(ctx, func() error {
+		b := &pgx.Batch{}
+		wrapped := s.queueCustomPlans(b, func() {
 			for _, c := range order {
 				b.Queue(completeSQL, c.args.params(c.shard, c.epoch)...)
 			}
-			// No BEGIN: the batch's statements before its one Sync are one
-			// implicit transaction, committed at the Sync; Close reads to
-			// it, so a failed commit is reported there.
-			br := s.pool.SendBatch(ctx, b)
-			for _, c := range order {
-				var fenced int
-				if err := br.QueryRow().Scan(&fenced, &c.ended); err != nil {
-					_ = br.Close()
-					return err
-				}
-				c.fenced = fenced == 1
-			}
-			return br.Close()
 		})
-	}
+		// No BEGIN: the batch's statements before its one Sync are one
+		// implicit transaction, committed at the Sync; Close reads to
+		// it, so a failed commit is reported there.
+		br := s.pool.SendBatch(ctx, b)
+		if wrapped {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return err
+			}
+		}
+		for _, c := range order {
+			var fenced int
+			if err := br.QueryRow().Scan(&fenced, &c.ended); err != nil {
+				_ = br.Close()
+				return err
+			}
+			c.fenced = fenced == 1
+		}
+		return br.Close()
+	})
 	if err == nil {
 		s.completes.txs.Add(1)
 		s.completes.txCalls.Add(int64(len(calls)))

@@ -78,10 +78,11 @@ type Store struct {
 	readFails atomic.Int64
 
 	// wake.go: the database's wake-ups (LISTEN/NOTIFY where it has them).
-	sendNotify atomic.Bool // pg_notify works here (probed by Init): writers send
-	listening  atomic.Bool // this store's listener is connected and listening
-	badNotices atomic.Int64
-	wakeWarn   rate.Sometimes
+	customPlans atomic.Bool // result writes plan for their results (plans.go; probed by Init)
+	sendNotify  atomic.Bool // pg_notify works here (probed by Init): writers send
+	listening   atomic.Bool // this store's listener is connected and listening
+	badNotices  atomic.Int64
+	wakeWarn    rate.Sometimes
 	// The shards written since the notifier's last notification, each
 	// with the earliest due time written there (zero: unknown).
 	outMu        sync.Mutex
@@ -172,6 +173,7 @@ func (s *Store) Init(ctx context.Context) error {
 		return err
 	}
 	s.probeNotify(ctx)
+	s.probeCustomPlans(ctx)
 	s.ready.Store(true)
 	s.log.Info("postgres task store open", "url", RedactURL(s.cfg.URL), "schema_version", v)
 	return nil

@@ -58,6 +58,12 @@ const nodesBlock = 20000
 // server CPU per task, and cores: the CPU of the nodes, the server and this
 // process (load and destination) over the side's wall time, which says
 // whether a side kept the box's two cores busy.
+//
+// FUSEBOX_BENCH_TURNS=1 writes each turn's wall time and CPU per task to
+// stderr, and with FUSEBOX_PGTEST_STATS=1 the turn's statements: a side
+// whose turns all cost more than its neighbours' is a plan or a process of
+// its own, not the machine (how the twenty-fourth session found the result
+// writes' generic plans, taskstore/pgstore/plans.go).
 func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 	dest := transporttest.NewDestination(b)
 	sizes := [3]int{1, 3, 5}
@@ -93,6 +99,7 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			run++
 			bp := clusters[i]
 			resumeCluster(b, bp.c)
+			resetStatements(b, srv) // FUSEBOX_PGTEST_STATS: each turn's statements apart
 			tasks := make([]api.TaskSubmit, nodesBlock)
 			for j := range tasks {
 				tasks[j] = deliverybench.Task(dest.CallbackURL(), fmt.Sprintf("pi%d-%d", run, j), true)
@@ -106,11 +113,17 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			start := time.Now()
 			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
 			bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before })
+			wall, nodes, db := time.Since(start), clusterStat(b, bp.c).minus(st0), pgtest.CPUOf(b, srv)-db0
 			t := &sum[i]
-			t.wall += time.Since(start)
-			t.nodes = t.nodes.plus(clusterStat(b, bp.c).minus(st0))
-			t.db += pgtest.CPUOf(b, srv) - db0
+			t.wall += wall
+			t.nodes = t.nodes.plus(nodes)
+			t.db += db
 			t.own += deliverybench.CPUClock() - own0
+			if os.Getenv("FUSEBOX_BENCH_TURNS") != "" {
+				fmt.Fprintf(os.Stderr, "turn %d, %d nodes: %v, database %.0f µs/task, nodes %.0f µs/task\n", run, sizes[i],
+					wall.Round(time.Millisecond), db.Seconds()*1e6/nodesBlock, nodes.cpu().Seconds()*1e6/nodesBlock)
+				logStatements(b, srv, nodesBlock)
+			}
 			profiled() // before the pause: its answer comes from the running processes
 			pauseCluster(b, bp.c)
 		}
