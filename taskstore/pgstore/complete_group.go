@@ -124,9 +124,10 @@ func (s *Store) runCompletes(ctx context.Context, calls []*completeCall) {
 	}
 }
 
-// writeCompletes runs calls' statements in one transaction (one statement
-// alone: its own), retrying serialization failures and deadlocks, and sets
-// each call's fenced and ended.
+// writeCompletes runs calls' statements as one pgx batch, one implicit
+// transaction (one call or many), planned for their own results
+// (queueCustomPlans, plans.go), retrying serialization failures and
+// deadlocks, and sets each call's fenced and ended.
 func (s *Store) writeCompletes(ctx context.Context, calls []*completeCall) error {
 	order := calls
 	if len(calls) > 1 {

@@ -183,3 +183,34 @@ func seqScans(t *testing.T, s *Store) int64 {
 	}
 	return n
 }
+
+// A URL that sets plan_cache_mode (as a parameter or in options) keeps the
+// operator's choice for every statement: result writes are not wrapped.
+func TestURLPlanCacheModeIsTheOperators(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	for _, tc := range []struct {
+		param string
+		want  bool
+	}{
+		{"", true},
+		{"plan_cache_mode=force_generic_plan&", false},
+		{"options=-c%20plan_cache_mode%3Dauto&", false},
+	} {
+		s, err := Open(t.Context(), Config{URL: strings.Replace(url, "?", "?"+tc.param, 1), PollInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.customPlans.Load()
+		// The write works either way.
+		if err := s.Acquire(t.Context(), 5, "n1", 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(t.Context(), 5, 1, []queue.Result{{TaskID: "missing", Status: state.TaskSucceeded}}); err != nil {
+			t.Fatalf("%q: %v", tc.param, err)
+		}
+		s.Close()
+		if got != tc.want {
+			t.Errorf("URL %q: result writes custom-planned %v, want %v", tc.param, got, tc.want)
+		}
+	}
+}

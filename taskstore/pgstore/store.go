@@ -77,12 +77,15 @@ type Store struct {
 	readWarn  rate.Sometimes // readFailed (reads.go)
 	readFails atomic.Int64
 
+	// plans.go: result writes are planned for their own results (the
+	// database has plan_cache_mode and the URL leaves it; probed by Init).
+	customPlans atomic.Bool
+
 	// wake.go: the database's wake-ups (LISTEN/NOTIFY where it has them).
-	customPlans atomic.Bool // result writes plan for their results (plans.go; probed by Init)
-	sendNotify  atomic.Bool // pg_notify works here (probed by Init): writers send
-	listening   atomic.Bool // this store's listener is connected and listening
-	badNotices  atomic.Int64
-	wakeWarn    rate.Sometimes
+	sendNotify atomic.Bool // pg_notify works here (probed by Init): writers send
+	listening  atomic.Bool // this store's listener is connected and listening
+	badNotices atomic.Int64
+	wakeWarn   rate.Sometimes
 	// The shards written since the notifier's last notification, each
 	// with the earliest due time written there (zero: unknown).
 	outMu        sync.Mutex
