@@ -25,23 +25,7 @@ func (s *Store) ListTasksPage(ctx context.Context, q state.TaskQuery) ([]state.T
 	if q.Limit <= 0 {
 		return nil, "", nil
 	}
-	where := []string{"id > $1"}
-	args := []any{q.After}
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	switch q.Status {
-	case "":
-	case state.TaskStatusBlocked:
-		where = append(where, "status = 'pending' AND blocked > 0")
-	default:
-		where = append(where, "status = "+arg(q.Status))
-	}
-	if q.Shard != nil {
-		where = append(where, "shard = "+arg(int32(*q.Shard)))
-	}
-	sql := `SELECT ` + taskCols + ` FROM fusebox_tasks WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id LIMIT ` + arg(q.Limit)
+	sql, args := listSQL(q)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, "", err
@@ -62,6 +46,34 @@ func (s *Store) ListTasksPage(ctx context.Context, q state.TaskQuery) ([]state.T
 		return out, out[len(out)-1].ID, nil
 	}
 	return out, "", nil
+}
+
+// listSQL is ListTasksPage's statement for q and its arguments.
+func listSQL(q state.TaskQuery) (string, []any) {
+	where := []string{"id > $1"}
+	args := []any{q.After}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	switch q.Status {
+	case "":
+	case state.TaskStatusBlocked:
+		where = append(where, "status = 'pending' AND blocked > 0")
+	case state.TaskPending, state.TaskSucceeded, state.TaskFailed, state.TaskDLQ:
+		// A known status is written into the statement (one of these
+		// constants, never the caller's text), so each status has its own
+		// prepared statement and plan: a generic plan of `status = $2`
+		// cannot use the partial status indexes and walks every task in
+		// id order to find a sparse status.
+		where = append(where, "status = '"+q.Status+"'")
+	default:
+		where = append(where, "status = "+arg(q.Status))
+	}
+	if q.Shard != nil {
+		where = append(where, "shard = "+arg(int32(*q.Shard)))
+	}
+	return `SELECT ` + taskCols + ` FROM fusebox_tasks WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id LIMIT ` + arg(q.Limit), args
 }
 
 // Redrive moves dead-lettered tasks back to pending, due at `at`, with

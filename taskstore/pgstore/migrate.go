@@ -19,31 +19,20 @@ var migrations embed.FS
 const MigrationsTable = "schema_migrations_fusebox"
 
 // SchemaVersion is the newest migration this build carries.
-const SchemaVersion = 2
+const SchemaVersion = 4
 
 // migrateUp brings the schema to SchemaVersion with golang-migrate (its
 // pgx/v5 driver, embedded migrations). A database at a newer version (a
 // newer fusebox migrated it) is accepted: migrations are additive (see
 // docs/scaling.md, online migrations), so this build's statements still run.
 func migrateUp(pool *pgxpool.Pool) (version uint, err error) {
-	src, err := iofs.New(migrations, "migrations")
+	m, closeMigrate, err := openMigrate(pool)
 	if err != nil {
 		return 0, err
 	}
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	drv, err := migratepgx.WithInstance(db, &migratepgx.Config{MigrationsTable: MigrationsTable})
-	if err != nil {
-		return 0, fmt.Errorf("pgstore: migrations: %w", err)
-	}
-	m, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)
-	if err != nil {
-		_ = drv.Close()
-		return 0, fmt.Errorf("pgstore: migrations: %w", err)
-	}
-	// Close returns the driver's connection to the pool (pgxpool's Close
+	// Closing returns the driver's connection to the pool (pgxpool's Close
 	// waits for every connection).
-	defer m.Close()
+	defer closeMigrate()
 	cur, dirty, verr := m.Version()
 	if verr == nil && cur > SchemaVersion && !dirty {
 		return cur, nil
@@ -59,4 +48,26 @@ func migrateUp(pool *pgxpool.Pool) (version uint, err error) {
 		return v, fmt.Errorf("pgstore: schema version %d is dirty (a migration failed half-way); fix it by hand, then force the version", v)
 	}
 	return v, nil
+}
+
+// openMigrate is golang-migrate over pool with the embedded migrations,
+// and the func that closes it, returning its connection to the pool.
+func openMigrate(pool *pgxpool.Pool) (*migrate.Migrate, func(), error) {
+	src, err := iofs.New(migrations, "migrations")
+	if err != nil {
+		return nil, nil, err
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	drv, err := migratepgx.WithInstance(db, &migratepgx.Config{MigrationsTable: MigrationsTable})
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("pgstore: migrations: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)
+	if err != nil {
+		_ = drv.Close()
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("pgstore: migrations: %w", err)
+	}
+	return m, func() { _, _ = m.Close(); _ = db.Close() }, nil
 }

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS fusebox_tasks_status_rare;

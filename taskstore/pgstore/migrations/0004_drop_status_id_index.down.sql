@@ -1,0 +1,1 @@
+CREATE INDEX CONCURRENTLY IF NOT EXISTS fusebox_tasks_status_id ON fusebox_tasks (status, id) WHERE status <> 'pending';
