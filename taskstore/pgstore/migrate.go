@@ -4,6 +4,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -19,7 +20,7 @@ var migrations embed.FS
 const MigrationsTable = "schema_migrations_fusebox"
 
 // SchemaVersion is the newest migration this build carries.
-const SchemaVersion = 4
+const SchemaVersion = 3
 
 // migrateUp brings the schema to SchemaVersion with golang-migrate (its
 // pgx/v5 driver, embedded migrations). A database at a newer version (a
@@ -33,6 +34,7 @@ func migrateUp(pool *pgxpool.Pool) (version uint, err error) {
 	// Closing returns the driver's connection to the pool (pgxpool's Close
 	// waits for every connection).
 	defer closeMigrate()
+	m.LockTimeout = migrateLockWait
 	cur, dirty, verr := m.Version()
 	if verr == nil && cur > SchemaVersion && !dirty {
 		return cur, nil
@@ -49,6 +51,16 @@ func migrateUp(pool *pgxpool.Pool) (version uint, err error) {
 	}
 	return v, nil
 }
+
+// migrateLockWait bounds how long Open waits for another node's migration
+// (golang-migrate's advisory lock). golang-migrate's default, 15 s, is not a
+// bound: on its timeout it returns an error while the lock call goes on in
+// a goroutine on the driver's connection, and closing the driver waits for
+// that call, so Open waits for the lock either way; the lock, once granted,
+// is then never released, and that connection goes back to the pool holding
+// it, so the next migration waits for it until the connection is closed.
+// A node that starts while another migrates a large table waits for it.
+const migrateLockWait = time.Hour
 
 // openMigrate is golang-migrate over pool with the embedded migrations,
 // and the func that closes it, returning its connection to the pool.

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,10 +14,10 @@ import (
 )
 
 // A database at schema version 2 holding tasks of every status is
-// migrated at Open: the rare-status index is built (valid, CONCURRENTLY
-// outside a transaction), the all-terminal one dropped, and the listings
-// it served answer as before, the rare statuses through the new index.
-// Down (4 → 2) restores the old index, and up again works.
+// migrated at Open: the rare-status index is built, the all-terminal one
+// dropped, and the listings it served answer as before, the rare statuses
+// through the new index. Down (3 → 2) restores the old index, and up again
+// works.
 func TestMigrationsReplaceTheStatusIndex(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	ctx := t.Context()
@@ -122,5 +123,40 @@ WHERE i.indrelid = 'fusebox_tasks'::regclass AND i.indisvalid AND c.relname LIKE
 	step(func(m interface{ Migrate(uint) error }) error { return m.Migrate(SchemaVersion) })
 	if got := indexes(); !slices.Equal(got, []string{"fusebox_tasks_status_rare"}) {
 		t.Fatalf("up again: status indexes %v", got)
+	}
+}
+
+// Every node of a cluster opens the store at once on a new database (a
+// cluster's first start, or a rolling upgrade's), so they meet at the
+// migration lock: one migrates while the others wait, then all run, and
+// all close (every connection back in its pool).
+func TestConcurrentOpensMigrateOnce(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	const nodes = 3
+	stores := make([]*Store, nodes)
+	errs := make([]error, nodes)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() {
+			stores[i], errs[i] = Open(t.Context(), Config{URL: url, PollInterval: time.Hour})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		for _, s := range stores {
+			s.Close()
+		}
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("closing the stores did not return within 30 s: a connection was not given back")
 	}
 }

@@ -1,1 +1,0 @@
-CREATE INDEX CONCURRENTLY IF NOT EXISTS fusebox_tasks_status_id ON fusebox_tasks (status, id) WHERE status <> 'pending';
