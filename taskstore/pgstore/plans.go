@@ -40,8 +40,8 @@ const (
 )
 
 // probeCustomPlans finds whether the database has plan_cache_mode
-// (PostgreSQL 12 and later) and the URL leaves it to the store (Init); only
-// then are result writes wrapped in setCustomPlans.
+// (PostgreSQL 12 and later) at its default, auto, and the URL leaves it to
+// the store (Init); only then are result writes wrapped in setCustomPlans.
 func (s *Store) probeCustomPlans(ctx context.Context) {
 	if setsPlanCacheMode(s.pool.Config().ConnConfig.RuntimeParams) {
 		return // the operator's choice, for every statement
@@ -49,6 +49,12 @@ func (s *Store) probeCustomPlans(ctx context.Context) {
 	var mode *string
 	if err := s.pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode', true)`).Scan(&mode); err != nil || mode == nil {
 		s.log.Info("the database has no plan_cache_mode: result writes use its own plan caching", "err", err)
+		return
+	}
+	if *mode != "auto" {
+		// Set for the server, the database or the role: also the
+		// operator's choice.
+		s.log.Info("plan_cache_mode is set on the database: result writes keep it", "plan_cache_mode", *mode)
 		return
 	}
 	s.customPlans.Store(true)

@@ -184,9 +184,10 @@ func seqScans(t *testing.T, s *Store) int64 {
 	return n
 }
 
-// A URL that sets plan_cache_mode (as a parameter or in options) keeps the
-// operator's choice for every statement: result writes are not wrapped.
-func TestURLPlanCacheModeIsTheOperators(t *testing.T) {
+// A URL that sets plan_cache_mode (as a parameter or in options), or a
+// database set to one, keeps the operator's choice for every statement:
+// result writes are not wrapped.
+func TestOperatorsPlanCacheModeIsKept(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	for _, tc := range []struct {
 		param string
@@ -195,7 +196,14 @@ func TestURLPlanCacheModeIsTheOperators(t *testing.T) {
 		{"", true},
 		{"plan_cache_mode=force_generic_plan&", false},
 		{"options=-c%20plan_cache_mode%3Dauto&", false},
+		{"database", false}, // ALTER DATABASE … SET plan_cache_mode
 	} {
+		if tc.param == "database" {
+			if err := pgtest.SharedServer(t).Exec(`ALTER DATABASE ` + dbName(t, url) + ` SET plan_cache_mode = force_generic_plan`); err != nil {
+				t.Fatal(err)
+			}
+			tc.param = ""
+		}
 		s, err := Open(t.Context(), Config{URL: strings.Replace(url, "?", "?"+tc.param, 1), PollInterval: time.Hour})
 		if err != nil {
 			t.Fatal(err)
@@ -213,4 +221,14 @@ func TestURLPlanCacheModeIsTheOperators(t *testing.T) {
 			t.Errorf("URL %q: result writes custom-planned %v, want %v", tc.param, got, tc.want)
 		}
 	}
+}
+
+// dbName is the database name of a pgtest URL.
+func dbName(t *testing.T, url string) string {
+	t.Helper()
+	path := url[strings.LastIndex(url, "/")+1:]
+	if i := strings.Index(path, "?"); i >= 0 {
+		path = path[:i]
+	}
+	return path
 }
