@@ -26,28 +26,21 @@ func TestMigrationsReplaceTheStatusIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	step := func(fn func(m interface{ Migrate(uint) error }) error) {
+	migrateTo := func(version uint) {
 		t.Helper()
 		m, closeMigrate, err := openMigrate(pool)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer closeMigrate()
-		if err := fn(m); err != nil {
+		if err := m.Migrate(version); err != nil {
 			t.Fatal(err)
 		}
 	}
-	step(func(m interface{ Migrate(uint) error }) error { return m.Migrate(2) })
+	migrateTo(2)
 	// 60,000 tasks: 3,000 in the dead-letter queue, 20 failed, the rest
 	// succeeded.
-	statusOf := `CASE WHEN g % 20 = 7 THEN 'dlq' WHEN g % 3000 = 11 THEN 'failed' ELSE 'succeeded' END`
-	if _, err := pool.Exec(ctx, `INSERT INTO fusebox_tasks (id, shard, namespace_id, workflow_id, task_group, destination,
-    destination_key, request, status, next_attempt_at, created_at, completed_at)
-SELECT lpad(g::text, 32, '0'), g % 16, 'ns', 'wf' || g, 'callbacks.Invocation', 'http://x', 'http://x',
-    '{}'::bytea, `+statusOf+`, now(), now(), now()
-FROM generate_series(1, 60000) g`); err != nil {
-		t.Fatal(err)
-	}
+	seedTasks(t, pool, 1, 60000, "g % 16", `CASE WHEN g % 20 = 7 THEN 'dlq' WHEN g % 3000 = 11 THEN 'failed' ELSE 'succeeded' END`, 0)
 	indexes := func() []string {
 		t.Helper()
 		rows, err := pool.Query(ctx, `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
@@ -116,11 +109,11 @@ WHERE i.indrelid = 'fusebox_tasks'::regclass AND i.indisvalid AND c.relname LIKE
 	}
 	s.Close()
 
-	step(func(m interface{ Migrate(uint) error }) error { return m.Migrate(2) })
+	migrateTo(2)
 	if got := indexes(); !slices.Equal(got, []string{"fusebox_tasks_status_id"}) {
 		t.Fatalf("down to version 2: status indexes %v", got)
 	}
-	step(func(m interface{ Migrate(uint) error }) error { return m.Migrate(SchemaVersion) })
+	migrateTo(SchemaVersion)
 	if got := indexes(); !slices.Equal(got, []string{"fusebox_tasks_status_rare"}) {
 		t.Fatalf("up again: status indexes %v", got)
 	}

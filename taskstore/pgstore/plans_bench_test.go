@@ -47,13 +47,7 @@ func BenchmarkResultWritePlans(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if _, err := s.pool.Exec(b.Context(), `INSERT INTO fusebox_tasks (id, shard, namespace_id, workflow_id, task_group, destination,
-    destination_key, request_id, request, status, next_attempt_at, created_at)
-SELECT lpad(g::text, 32, '0'), g % 16, 'ns', 'wf' || g, 'callbacks.Invocation', 'http://x', 'http://x', 'rid-' || g,
-    convert_to(repeat('x', 100), 'UTF8'), 'succeeded', now(), now()
-FROM generate_series(1, 60000) g`); err != nil {
-			b.Fatal(err)
-		}
+		seedTasks(b, s.pool, 1, 60000, "g % 16", "'succeeded'", 100)
 		if _, err := s.pool.Exec(b.Context(), `ANALYZE fusebox_tasks`); err != nil {
 			b.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"fusebox/internal/pgtest"
 	"fusebox/queue"
 	"fusebox/raftstore/state"
@@ -17,13 +19,7 @@ import (
 func TestRequestLookupsProbeTheIndex(t *testing.T) {
 	s := openTest(t)
 	ctx := t.Context()
-	if _, err := s.pool.Exec(ctx, `INSERT INTO fusebox_tasks (id, shard, namespace_id, workflow_id, task_group, destination,
-    destination_key, request_id, request, status, next_attempt_at, created_at)
-SELECT lpad(g::text, 32, '0'), g % 16, 'ns', 'wf' || g, 'callbacks.Invocation', 'http://x', 'http://x', 'rid-' || g,
-    '{}'::bytea, CASE WHEN g % 2 = 0 THEN 'succeeded' ELSE 'pending' END, now(), now()
-FROM generate_series(1, 60000) g`); err != nil {
-		t.Fatal(err)
-	}
+	seedTasks(t, s.pool, 1, 60000, "g % 16", "CASE WHEN g % 2 = 0 THEN 'succeeded' ELSE 'pending' END", 0)
 	nss, rids := make([]string, 500), make([]string, 500)
 	for i := range nss {
 		nss[i], rids[i] = "ns", fmt.Sprintf("rid-%d", i*7)
@@ -55,13 +51,7 @@ FROM generate_series(1, 60000) g`); err != nil {
 func TestCompleteProbesThePrimaryKey(t *testing.T) {
 	s := openTest(t)
 	ctx := t.Context()
-	if _, err := s.pool.Exec(ctx, `INSERT INTO fusebox_tasks (id, shard, namespace_id, workflow_id, task_group, destination,
-    destination_key, request_id, request, status, next_attempt_at, created_at)
-SELECT lpad(g::text, 32, '0'), g % 16, 'ns', 'wf' || g, 'callbacks.Invocation', 'http://x', 'http://x', 'rid-' || g,
-    convert_to(repeat('x', 400), 'UTF8'), 'pending', now(), now()
-FROM generate_series(1, 60000) g`); err != nil {
-		t.Fatal(err)
-	}
+	seedTasks(t, s.pool, 1, 60000, "g % 16", "'pending'", 400)
 	var res []queue.Result
 	for g := 3; len(res) < 80; g += 16 {
 		res = append(res, queue.Result{TaskID: fmt.Sprintf("%032d", g), Status: state.TaskSucceeded, Attempts: 1, HTTPStatus: 200})
@@ -115,9 +105,8 @@ func explain(t *testing.T, q queryer, sql string, args ...any) string {
 // first minutes of a new cluster, before autovacuum's next ANALYZE), every
 // result write scanned every task of every shard. Measured: 39 ms per
 // write of 128 results at 40,000 tasks against 6 ms (the benchmark of 1, 3
-// and 5 processes, whose one-process side paid it in every turn). Each
-// statement is now planned for its parameters and the table as it is
-// (plan_cache_mode, pool.go).
+// and 5 processes, whose one-process side paid it in every turn). A result
+// write is now planned for its results and the table as it is (plans.go).
 func TestResultWritePlansFollowTheTableAsItGrows(t *testing.T) {
 	s, err := Open(t.Context(), Config{URL: pgtest.NewDatabase(t), PollInterval: 50 * time.Millisecond, MaxConns: 1})
 	if err != nil {
@@ -132,16 +121,6 @@ func TestResultWritePlansFollowTheTableAsItGrows(t *testing.T) {
 	if err := s.Acquire(ctx, 3, "n1", 1); err != nil {
 		t.Fatal(err)
 	}
-	seed := func(from, to int) {
-		t.Helper()
-		if _, err := s.pool.Exec(ctx, `INSERT INTO fusebox_tasks (id, shard, namespace_id, workflow_id, task_group, destination,
-    destination_key, request_id, request, status, next_attempt_at, created_at)
-SELECT lpad(g::text, 32, '0'), 3, 'ns', 'wf' || g, 'callbacks.Invocation', 'http://x', 'http://x', 'rid-' || g,
-    convert_to(repeat('x', 200), 'UTF8'), 'pending', now(), now()
-FROM generate_series($1::int, $2::int) g`, from, to); err != nil {
-			t.Fatal(err)
-		}
-	}
 	done := func(from, n int) []queue.Result {
 		res := make([]queue.Result, n)
 		for i := range res {
@@ -151,13 +130,13 @@ FROM generate_series($1::int, $2::int) g`, from, to); err != nil {
 	}
 	// While the table is small, enough writes that PostgreSQL would settle
 	// on a generic plan (it tries one after five custom plans).
-	seed(1, 40)
+	seedTasks(t, s.pool, 1, 40, "3", "'pending'", 200)
 	for i := range 10 {
 		if err := s.Complete(ctx, 3, 1, done(1+2*i, 2)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	seed(1000, 40000)
+	seedTasks(t, s.pool, 1000, 40000, "3", "'pending'", 200)
 	before := seqScans(t, s)
 	if err := s.Complete(ctx, 3, 1, done(1000, 128)); err != nil {
 		t.Fatal(err)
@@ -190,19 +169,19 @@ func seqScans(t *testing.T, s *Store) int64 {
 func TestOperatorsPlanCacheModeIsKept(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	for _, tc := range []struct {
-		param string
-		want  bool
+		param   string
+		alterDB bool // ALTER DATABASE … SET plan_cache_mode first
+		want    bool
 	}{
-		{"", true},
-		{"plan_cache_mode=force_generic_plan&", false},
-		{"options=-c%20plan_cache_mode%3Dauto&", false},
-		{"database", false}, // ALTER DATABASE … SET plan_cache_mode
+		{"", false, true},
+		{"plan_cache_mode=force_generic_plan&", false, false},
+		{"options=-c%20plan_cache_mode%3Dauto&", false, false},
+		{"", true, false},
 	} {
-		if tc.param == "database" {
+		if tc.alterDB {
 			if err := pgtest.SharedServer(t).Exec(`ALTER DATABASE ` + dbName(t, url) + ` SET plan_cache_mode = force_generic_plan`); err != nil {
 				t.Fatal(err)
 			}
-			tc.param = ""
 		}
 		s, err := Open(t.Context(), Config{URL: strings.Replace(url, "?", "?"+tc.param, 1), PollInterval: time.Hour})
 		if err != nil {
@@ -218,7 +197,7 @@ func TestOperatorsPlanCacheModeIsKept(t *testing.T) {
 		}
 		s.Close()
 		if got != tc.want {
-			t.Errorf("URL %q: result writes custom-planned %v, want %v", tc.param, got, tc.want)
+			t.Errorf("URL %q, database altered %v: result writes custom-planned %v, want %v", tc.param, tc.alterDB, got, tc.want)
 		}
 	}
 }
@@ -231,4 +210,20 @@ func dbName(t *testing.T, url string) string {
 		path = path[:i]
 	}
 	return path
+}
+
+// seedTasks inserts tasks from..to in one statement: ids lpad(g, 32, '0'),
+// request ids rid-<g>; shard and status are SQL expressions of g, and each
+// request is pad bytes ('{}' when 0). Tasks not pending get a completion
+// time.
+func seedTasks(tb testing.TB, pool *pgxpool.Pool, from, to int, shard, status string, pad int) {
+	tb.Helper()
+	if _, err := pool.Exec(tb.Context(), `INSERT INTO fusebox_tasks (id, shard, namespace_id, workflow_id, task_group, destination,
+    destination_key, request_id, request, status, next_attempt_at, created_at, completed_at)
+SELECT lpad(g::text, 32, '0'), `+shard+`, 'ns', 'wf' || g, 'callbacks.Invocation', 'http://x', 'http://x', 'rid-' || g,
+    CASE WHEN $3::int = 0 THEN '{}'::bytea ELSE convert_to(repeat('x', $3::int), 'UTF8') END,
+    st, now(), now(), CASE WHEN st <> 'pending' THEN now() END
+FROM (SELECT g, `+status+` AS st FROM generate_series($1::int, $2::int) g) AS s`, from, to, pad); err != nil {
+		tb.Fatal(err)
+	}
 }
