@@ -186,6 +186,7 @@ func (l *lazyCluster) get(b *testing.B, shards int) *benchCluster {
 // delivery concurrency (3 nodes × group concurrency), no queue.
 func BenchmarkDelivery(b *testing.B) {
 	dest := transporttest.NewDestination(b)
+	dest.CountOnly() // a receiver that answers and forgets (transporttest.Destination.CountOnly)
 	clusters := &lazyCluster{parent: b}
 	run := 0
 	b.Run("cluster", func(b *testing.B) {
@@ -219,6 +220,7 @@ func BenchmarkDelivery(b *testing.B) {
 func BenchmarkDeliveryInterleaved(b *testing.B) {
 	const interleaveBlock = 20000 // BenchmarkDelivery's run: the pipeline fills and drains once per block
 	dest := transporttest.NewDestination(b)
+	dest.CountOnly() // a receiver that answers and forgets (transporttest.Destination.CountOnly)
 	bc := startBenchCluster(b, b, DefaultShards)
 	client := transport.NewHTTPClient()
 	defer client.CloseIdleConnections()
@@ -325,6 +327,7 @@ func BenchmarkDeliveryBesideDead(b *testing.B) {
 // process's CPU per task; writes/task the result writes per task.
 func BenchmarkDeliveryShards(b *testing.B) {
 	dest := transporttest.NewDestination(b)
+	dest.CountOnly() // a receiver that answers and forgets (transporttest.Destination.CountOnly)
 	clusters := &lazyCluster{parent: b}
 	run := 0
 	for _, shards := range []int{16, 64, 256} {

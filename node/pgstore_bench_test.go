@@ -91,6 +91,7 @@ func processCPU(tb testing.TB) time.Duration {
 // plane). Issue 18's target: postgres ≥ 0.7× raft.
 func BenchmarkDeliveryStore(b *testing.B) {
 	dest := transporttest.NewDestination(b)
+	dest.CountOnly() // a receiver that answers and forgets (transporttest.Destination.CountOnly)
 	run := 0
 	for _, store := range []string{TaskStoreRaft, TaskStorePostgres} {
 		var mutate func(*Config)

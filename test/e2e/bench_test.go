@@ -195,6 +195,7 @@ func countStatus(b *testing.B, cl *api.Client, want map[string]bool, first, st s
 // (user + system) per task; FUSEBOX_BENCH_PPROF=dir profiles them.
 func BenchmarkProcessDelivery(b *testing.B) {
 	dest := transporttest.NewDestination(b)
+	dest.CountOnly() // a receiver that answers and forgets (transporttest.Destination.CountOnly)
 	procs := &lazyProcs{parent: b}
 	run := 0
 	b.Run("cluster", func(b *testing.B) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,9 +65,14 @@ const nodesBlock = 20000
 // stderr, and with FUSEBOX_PGTEST_STATS=1 the turn's statements: a side
 // whose turns all cost more than its neighbours' is a plan or a process of
 // its own, not the machine (how the twenty-fourth session found the result
-// writes' generic plans, taskstore/pgstore/plans.go).
+// writes' generic plans, taskstore/pgstore/plans.go). The turn's line
+// also has this process's CPU per task (the load and the destination), and
+// FUSEBOX_BENCH_OWNPROF=dir writes a CPU profile of this process per turn
+// (how the twenty-fifth session found the destination's kept calls costing
+// one side's turns more than another's: transporttest.Destination.CountOnly).
 func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 	dest := transporttest.NewDestination(b)
+	dest.CountOnly() // a receiver that answers and forgets (transporttest.Destination.CountOnly)
 	sizes := [3]int{1, 3, 5}
 	var clusters [3]*benchProcs
 	var srv *pgtest.Server
@@ -110,6 +117,7 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			if last {
 				profiled = profileProcsAs(b, bp.c, b.N, fmt.Sprintf("%s-nodes%d", b.Name(), sizes[i]))
 			}
+			ownProfiled := profileOwn(b, fmt.Sprintf("%s-nodes%d", b.Name(), sizes[i]))
 			start := time.Now()
 			ids := deliverybench.SubmitAll(b, bp.clients, tasks)
 			bp.waitSucceeded(b, ids, func() int { return dest.Count("") - before })
@@ -118,10 +126,12 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			t.wall += wall
 			t.nodes = t.nodes.plus(nodes)
 			t.db += db
-			t.own += deliverybench.CPUClock() - own0
+			own := deliverybench.CPUClock() - own0
+			ownProfiled()
+			t.own += own
 			if os.Getenv("FUSEBOX_BENCH_TURNS") != "" {
-				fmt.Fprintf(os.Stderr, "turn %d, %d nodes: %v, database %.0f µs/task, nodes %.0f µs/task\n", run, sizes[i],
-					wall.Round(time.Millisecond), db.Seconds()*1e6/nodesBlock, nodes.cpu().Seconds()*1e6/nodesBlock)
+				fmt.Fprintf(os.Stderr, "turn %d, %d nodes: %v, database %.0f µs/task, nodes %.0f µs/task, load and destination %.0f µs/task\n", run, sizes[i],
+					wall.Round(time.Millisecond), db.Seconds()*1e6/nodesBlock, nodes.cpu().Seconds()*1e6/nodesBlock, own.Seconds()*1e6/nodesBlock)
 				logStatements(b, srv, nodesBlock)
 			}
 			profiled() // before the pause: its answer comes from the running processes
@@ -186,4 +196,28 @@ func resumeCluster(b *testing.B, c *Cluster) {
 		}
 	}
 	testwait.ForErr(b, time.Minute, "one shard map, every shard owned, after SIGCONT", c.sameShardMap)
+}
+
+// profileOwn starts a CPU profile of this process (the load and the
+// destination) when FUSEBOX_BENCH_OWNPROF names a directory, appending to
+// one file per turn named after the side (pprof merges a side's files when
+// given all of them); the returned func stops it.
+func profileOwn(b *testing.B, name string) func() {
+	dir := os.Getenv("FUSEBOX_BENCH_OWNPROF")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.CreateTemp(dir, strings.ReplaceAll(name, "/", "_")+"-own-*.pprof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -118,6 +118,34 @@ func TestUp(t *testing.T) {
 	}
 }
 
+// TestCountOnly checks that a destination told to count only still answers
+// every kind of call as before and counts it, keeping only the calls made
+// before.
+func TestCountOnly(t *testing.T) {
+	d := transporttest.NewDestination(t)
+	e := newExecutor(t)
+	ctx := context.Background()
+	if res, err := e.Execute(ctx, rawCallback(d, "kept")); err != nil || res.Outcome != transport.OutcomeSucceeded {
+		t.Fatalf("raw callback: %+v, %v", res, err)
+	}
+	d.CountOnly()
+	if res, err := e.Execute(ctx, start(d, transporttest.OpEcho, "c1")); err != nil || string(res.Output) != `{"n":1}` {
+		t.Fatalf("echo: %+v, %v", res, err)
+	}
+	if res, err := e.Execute(ctx, completion(d, "c2")); err != nil || res.Outcome != transport.OutcomeSucceeded {
+		t.Fatalf("completion: %+v, %v", res, err)
+	}
+	if res, err := e.Execute(ctx, start(d, transporttest.OpFail, "c3")); res.Outcome != transport.OutcomeFailed || res.Status != 424 {
+		t.Fatalf("fail: %+v, %v", res, err)
+	}
+	if n, starts, callbacks := d.Count(""), d.Count(transporttest.KindStart), d.Count(transporttest.KindCallback); n != 4 || starts != 2 || callbacks != 2 {
+		t.Fatalf("counts: all %d, start %d, callback %d; want 4, 2, 2", n, starts, callbacks)
+	}
+	if calls := d.Calls(); len(calls) != 1 || calls[0].RequestID != "kept" {
+		t.Fatalf("calls kept: %+v, want the one before CountOnly", calls)
+	}
+}
+
 func TestFailureModes(t *testing.T) {
 	d := transporttest.NewDestination(t)
 	e := newExecutor(t)
