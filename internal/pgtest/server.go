@@ -33,6 +33,8 @@ type Server struct {
 	// xidAtReset is the next transaction id when ResetStatements ran
 	// (stats.go).
 	xidAtReset atomic.Int64
+	// lsnAtReset is the WAL insert position then (walLSN), in bytes.
+	lsnAtReset atomic.Int64
 }
 
 // Options change how a server runs.

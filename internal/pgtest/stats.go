@@ -44,8 +44,19 @@ func (s *Server) ResetStatements(ctx context.Context) error {
 		return err
 	}
 	s.xidAtReset.Store(xid)
+	var lsn int64
+	if err := conn.QueryRow(ctx, walLSN).Scan(&lsn); err != nil {
+		return err
+	}
+	s.lsnAtReset.Store(lsn)
 	return nil
 }
+
+// walLSN reads the server's WAL insert position in bytes: the difference
+// of two readings is the WAL written between them, exactly (pg_stat_wal's
+// counters are reported by each backend at intervals, so a short turn's
+// can miss a backend's last second).
+const walLSN = `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`
 
 // xidNext reads the next transaction id to be assigned: only a
 // transaction that writes (or notifies) takes one, so the ids assigned
@@ -98,12 +109,17 @@ FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY cal
 		allCalls, float64(allCalls)/float64(max(tasks, 1)), allMs, allPlanMs)
 	// WAL flushes: with synchronous_commit on, a commit that wrote waits
 	// for one (concurrent commits share one).
-	var records, syncs int64
+	var records, fpi, syncs, lsn int64
 	var syncMs float64
-	if err := conn.QueryRow(ctx, `SELECT wal_records, wal_sync, wal_sync_time FROM pg_stat_wal`).Scan(&records, &syncs, &syncMs); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT wal_records, wal_fpi, wal_sync, wal_sync_time FROM pg_stat_wal`).Scan(&records, &fpi, &syncs, &syncMs); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(&b, "WAL: %d records, %d flushes (%.3f per task), %.0f ms flushing\n", records, syncs, float64(syncs)/float64(max(tasks, 1)), syncMs)
+	if err := conn.QueryRow(ctx, walLSN).Scan(&lsn); err != nil {
+		return "", err
+	}
+	wal := lsn - s.lsnAtReset.Load()
+	fmt.Fprintf(&b, "WAL: %d bytes (%.0f per task), %d records and %d full-page images reported, %d flushes (%.3f per task), %.0f ms flushing\n",
+		wal, float64(wal)/float64(max(tasks, 1)), records, fpi, syncs, float64(syncs)/float64(max(tasks, 1)), syncMs)
 	var xid int64
 	if err := conn.QueryRow(ctx, xidNext).Scan(&xid); err != nil {
 		return "", err
