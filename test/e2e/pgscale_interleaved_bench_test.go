@@ -66,7 +66,8 @@ const nodesBlock = 20000
 // whose turns all cost more than its neighbours' is a plan or a process of
 // its own, not the machine (how the twenty-fourth session found the result
 // writes' generic plans, taskstore/pgstore/plans.go). The turn's line
-// also has this process's CPU per task (the load and the destination), and
+// also says when the last call reached the destination and has this
+// process's CPU per task (the load and the destination), and
 // FUSEBOX_BENCH_OWNPROF=dir writes a CPU profile of this process per turn
 // (how the twenty-fifth session found the destination's kept calls costing
 // one side's turns more than another's: transporttest.Destination.CountOnly).
