@@ -207,9 +207,9 @@ func resumeCluster(b *testing.B, c *Cluster) {
 }
 
 // profileOwn starts a CPU profile of this process (the load and the
-// destination) when FUSEBOX_BENCH_OWNPROF names a directory, appending to
-// one file per turn named after the side (pprof merges a side's files when
-// given all of them); the returned func stops it.
+// destination) when FUSEBOX_BENCH_OWNPROF names a directory, one file per
+// turn named after the side (pprof merges a side's files when given all of
+// them); the returned func stops it.
 func profileOwn(b *testing.B, name string) func() {
 	dir := os.Getenv("FUSEBOX_BENCH_OWNPROF")
 	if dir == "" {

@@ -456,9 +456,13 @@ func (l *callLog) count(k Kind) {
 	l.byKind[k]++
 }
 
-// all returns a copy of every call in arrival order.
+// all returns a copy of every kept call in arrival order.
 func (l *callLog) all() []Call {
-	out := make([]Call, 0, l.n)
+	kept := 0
+	for _, ch := range l.chunks {
+		kept += len(ch)
+	}
+	out := make([]Call, 0, kept)
 	for _, ch := range l.chunks {
 		out = append(out, ch...)
 	}
