@@ -76,7 +76,10 @@ const preamble = `## Reading the baselines
   the three nodes; process rows are the deployed shape, each node with its own runtime and GC. Since
   2026-12-03 a run ends when n1 shows none of its tasks pending, failed or dead-lettered; before, the
   test listed every task of the run (about 15 % of a 20,000-task run's time on three processes), and
-  rows measured before then include that cost.
+  rows measured before then include that cost. Since ` + "`a99f766`" + ` (2026-12-04) the destination of
+  the throughput rows counts its calls without keeping them (` + "`transporttest.Destination.CountOnly`" + `);
+  before, it kept each call with its headers and body, about 10 µs of the load process's CPU per
+  call, paid by the cluster and the raw-HTTP side alike (the twenty-fifth session's section).
 - **Postgres nodes rows** (#18): ` + "`BenchmarkProcessPostgresNodes`" + ` draws the 1 / 3 / 5-process curve, a fresh
   server and cluster per size, one after the other. ` + "`BenchmarkProcessPostgresNodesInterleaved`" + ` holds the
   targets: clusters of one, three and five processes on one server (a database each) take turns in
