@@ -28,10 +28,10 @@ import (
 // small-table plans scan the table once per call at worst, and in the slow
 // runs above they kept their usual cost (the shard's pending count 2.6 ms
 // against 1.0, the due reads no slower); the submit's INSERT has no plan to
-// choose. Planning costs about 170 µs of database CPU per write: BenchmarkResultWritePlans, which writes
-// about 31 results at a time, measures 5–6 µs per task over generic plans
-// (1.17–1.21×); a node writes 80–250 results at a time under load, so
-// about 1–2 µs per task. Every statement custom (the whole connection in
+// choose. Planning costs about 170 µs of database CPU per write:
+// BenchmarkResultWritePlans, which writes about 31 results at a time,
+// measures 5–6 µs per task over generic plans (1.17–1.21×); a node writes
+// 80–250 results at a time under load, so about 1–2 µs per task. Every statement custom (the whole connection in
 // that mode) cost 7 µs per task in the same benchmark's first form.
 
 const (
