@@ -3,14 +3,17 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -384,10 +387,17 @@ func idleCPU(b *testing.B, c *Cluster) float64 {
 }
 
 // procStat is one sample of the cluster's processes' /proc/<pid>/stat
-// counters, summed over the processes.
+// counters, summed over the processes, and of their threads'
+// /proc/<pid>/task/<tid>/schedstat, summed over every thread.
 type procStat struct {
 	minflt       int64 // minor page faults
 	utime, stime int64 // clock ticks (USER_HZ) in user and system mode
+	// slices is the times a thread was put on a CPU (about its context
+	// switches), waitNs the time threads were runnable but waiting for a
+	// CPU: what sharing the two cores with the other processes cost. A
+	// thread that exits takes its counts with it; a Go runtime's threads
+	// live as long as the process.
+	slices, waitNs int64
 }
 
 // clusterStat reads c's processes' counters from /proc/<pid>/stat.
@@ -412,18 +422,58 @@ func clusterStat(b *testing.B, c *Cluster) procStat {
 			}
 			*x.sum += v
 		}
+		slices, waitNs, err := schedStat(p.Pid())
+		if err != nil {
+			b.Fatalf("%s: %v", p.Name(), err)
+		}
+		st.slices += slices
+		st.waitNs += waitNs
 	}
 	return st
 }
 
+// schedStat sums pid's threads' /proc/<pid>/task/<tid>/schedstat (time on
+// a CPU, time waiting for one, and timeslices): the timeslices and the
+// wait in nanoseconds. A thread gone between the listing and the read is
+// skipped.
+func schedStat(pid int) (slices, waitNs int64, err error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, t := range tasks {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			continue
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		f := strings.Fields(string(raw))
+		if len(f) != 3 {
+			return 0, 0, fmt.Errorf("/proc/%d/task/%s/schedstat: %q", pid, t.Name(), raw)
+		}
+		w, err1 := strconv.ParseInt(f[1], 10, 64)
+		n, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/task/%s/schedstat: %w", pid, t.Name(), err)
+		}
+		waitNs += w
+		slices += n
+	}
+	return slices, waitNs, nil
+}
+
 // minus is the counters' growth since an earlier sample.
 func (s procStat) minus(o procStat) procStat {
-	return procStat{minflt: s.minflt - o.minflt, utime: s.utime - o.utime, stime: s.stime - o.stime}
+	return procStat{minflt: s.minflt - o.minflt, utime: s.utime - o.utime, stime: s.stime - o.stime,
+		slices: s.slices - o.slices, waitNs: s.waitNs - o.waitNs}
 }
 
 // plus adds two samples' (or two growths') counters.
 func (s procStat) plus(o procStat) procStat {
-	return procStat{minflt: s.minflt + o.minflt, utime: s.utime + o.utime, stime: s.stime + o.stime}
+	return procStat{minflt: s.minflt + o.minflt, utime: s.utime + o.utime, stime: s.stime + o.stime,
+		slices: s.slices + o.slices, waitNs: s.waitNs + o.waitNs}
 }
 
 // cpu is the user and system time the counters hold.

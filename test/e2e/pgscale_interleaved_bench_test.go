@@ -56,10 +56,12 @@ const nodesBlock = 20000
 //
 // Metrics: ratio (five nodes over one), ratio-3v1, ratio-5v3, and each
 // side's tasks/s, fusebox CPU per task (user + system, from /proc; its system
-// part and minor page faults per task also apart), database
-// server CPU per task, and cores: the CPU of the nodes, the server and this
-// process (load and destination) over the side's wall time, which says
-// whether a side kept the box's two cores busy.
+// part and minor page faults per task also apart), the fusebox threads'
+// timeslices per task (slices/task: how often a thread was put on a CPU,
+// about its context switches) and their time runnable but waiting for a CPU
+// (runq-us/task), database server CPU per task, and cores: the CPU of the
+// nodes, the server and this process (load and destination) over the side's
+// wall time, which says whether a side kept the box's two cores busy.
 //
 // FUSEBOX_BENCH_TURNS=1 writes each turn's wall time and CPU per task to
 // stderr, and with FUSEBOX_PGTEST_STATS=1 the turn's statements: a side
@@ -138,8 +140,9 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			ownProfiled()
 			t.own += own
 			if os.Getenv("FUSEBOX_BENCH_TURNS") != "" {
-				fmt.Fprintf(os.Stderr, "turn %d, %d nodes: %v (every call made by %v), database %.0f µs/task, nodes %.0f µs/task, load and destination %.0f µs/task\n", run, sizes[i],
-					wall.Round(time.Millisecond), allArrived.Round(time.Millisecond), db.Seconds()*1e6/nodesBlock, nodes.cpu().Seconds()*1e6/nodesBlock, own.Seconds()*1e6/nodesBlock)
+				fmt.Fprintf(os.Stderr, "turn %d, %d nodes: %v (every call made by %v), database %.0f µs/task, nodes %.0f µs/task (%.2f timeslices, %.1f µs waiting for a CPU), load and destination %.0f µs/task\n", run, sizes[i],
+					wall.Round(time.Millisecond), allArrived.Round(time.Millisecond), db.Seconds()*1e6/nodesBlock, nodes.cpu().Seconds()*1e6/nodesBlock,
+					float64(nodes.slices)/nodesBlock, float64(nodes.waitNs)/1e3/nodesBlock, own.Seconds()*1e6/nodesBlock)
 				logStatements(b, srv, nodesBlock)
 			}
 			profiled() // before the pause: its answer comes from the running processes
@@ -171,6 +174,8 @@ func BenchmarkProcessPostgresNodesInterleaved(b *testing.B) {
 			b.ReportMetric(cpu.Seconds()*1e6/n, name+"-cpu-us/task")
 			b.ReportMetric(ticks(t.nodes.stime).Seconds()*1e6/n, name+"-sys-us/task")
 			b.ReportMetric(float64(t.nodes.minflt)/n, name+"-faults/task")
+			b.ReportMetric(float64(t.nodes.slices)/n, name+"-slices/task")
+			b.ReportMetric(float64(t.nodes.waitNs)/1e3/n, name+"-runq-us/task")
 			b.ReportMetric(t.db.Seconds()*1e6/n, name+"-db-cpu-us/task")
 			b.ReportMetric((cpu+t.db+t.own).Seconds()/t.wall.Seconds(), name+"-cores")
 		}
