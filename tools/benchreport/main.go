@@ -65,6 +65,7 @@ func run(ctx context.Context, sel []row, quick bool) (results map[string]map[str
 		pkg, time string
 		runs      int
 		names     map[string]bool
+		targets   [][2]string // benchmark and metric of the rows with a target
 	}
 	groups := map[string]*group{}
 	var order []string
@@ -87,6 +88,9 @@ func run(ctx context.Context, sel []row, quick bool) (results map[string]map[str
 			order = append(order, k)
 		}
 		g.names[r.Bench] = true
+		if r.Target != "" {
+			g.targets = append(g.targets, [2]string{r.Bench, r.Metric})
+		}
 		if r.Runs > g.runs && !quick {
 			g.runs = r.Runs
 		}
@@ -122,9 +126,20 @@ func run(ctx context.Context, sel []row, quick bool) (results map[string]map[str
 			if sh := meter.measure(func() { err = c.Run() }); sh >= 0 {
 				fmt.Fprintf(os.Stderr, "  (hypervisor steal %.0f %% of the CPU time during it)\n", 100*sh)
 			}
+			had := map[[2]string]int{}
+			for _, t := range g.targets {
+				had[t] = len(samples[g.pkg+" "+t[0]][t[1]])
+			}
 			parse(g.pkg, buf.Bytes(), samples)
 			if g.runs > 1 {
 				cmd += fmt.Sprintf(" (median of %d runs)", g.runs)
+				// Each run's value of the rows with a target, so a median
+				// that meets one can be read with its spread.
+				for _, t := range g.targets {
+					if vs := samples[g.pkg+" "+t[0]][t[1]]; len(vs) > had[t] {
+						fmt.Fprintf(os.Stderr, "  this run: %s %s %.4g\n", t[0], t[1], vs[len(vs)-1])
+					}
+				}
 			}
 			for n := range g.names {
 				cmds[g.pkg+" "+n] = cmd
