@@ -84,7 +84,8 @@ const preamble = `## Reading the baselines
   server and cluster per size, one after the other. ` + "`BenchmarkProcessPostgresNodesInterleaved`" + ` holds the
   targets: clusters of one, three and five processes on one server (a database each) take turns in
   blocks of 20,000 tasks, the others stopped (SIGSTOP) during a turn, every side warmed by one uncounted
-  turn first; each side's rate is over its own blocks' wall time.
+  turn first; each side's rate is over its own blocks' wall time. Its ` + "`slices/task`" + ` rows count how
+  often the nodes' threads were put on a CPU (` + "`/proc/<pid>/task/*/schedstat`" + `), about their context switches.
 - **Beside a dead destination**: the same run with both destinations healthy; the ratio is the
   healthy destination's throughput kept. Each mode runs on a fresh cluster (a cluster slows as it
   retains tasks, which would favour whichever mode ran first).
@@ -437,7 +438,7 @@ var rows = []row{
 		Time: "3x", QuickTime: "1x", Runs: 3},
 	{Issue: "#18", What: "  the same, database server CPU per task, 5 processes (µs)", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresNodesInterleaved/nodes=1-3-5", Metric: "nodes5-db-cpu-us/task",
 		Time: "3x", QuickTime: "1x", Runs: 3},
-	{Issue: "#18", What: "  the same, fusebox threads' timeslices on a CPU per task (about their context switches), 1 process", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresNodesInterleaved/nodes=1-3-5", Metric: "nodes1-slices/task",
+	{Issue: "#18", What: "  warm clusters taking turns: fusebox threads' timeslices on a CPU per task (about their context switches), 1 process", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresNodesInterleaved/nodes=1-3-5", Metric: "nodes1-slices/task",
 		Time: "3x", QuickTime: "1x", Runs: 3},
 	{Issue: "#18", What: "  the same, 5 processes", Pkg: "./test/e2e", Bench: "BenchmarkProcessPostgresNodesInterleaved/nodes=1-3-5", Metric: "nodes5-slices/task",
 		Time: "3x", QuickTime: "1x", Runs: 3},
