@@ -400,7 +400,9 @@ type procStat struct {
 	slices, waitNs int64
 }
 
-// clusterStat reads c's processes' counters from /proc/<pid>/stat.
+// clusterStat reads c's processes' counters from /proc/<pid>/stat and
+// their threads' from /proc/<pid>/task/<tid>/schedstat (zero on a kernel
+// without scheduler statistics).
 func clusterStat(b *testing.B, c *Cluster) procStat {
 	b.Helper()
 	var st procStat
