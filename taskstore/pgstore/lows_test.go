@@ -23,7 +23,12 @@ func takeWhole(s *Store, shard int) bool {
 func TestLowsOfOwnAndOtherNodesSubmits(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	reader, writer := openWaker(t, url, false), openWaker(t, url, false)
-	testwait.For(t, 20*time.Second, "the reader to listen", reader.listening.Load)
+	// Both listen before any low is taken: a store that starts listening
+	// makes every shard's next low a full read (lows.go), which would
+	// undo the writer's take of shard 5 below.
+	testwait.For(t, 20*time.Second, "the reader and the writer to listen", func() bool {
+		return reader.listening.Load() && writer.listening.Load()
+	})
 	if !reader.DueLowsTracked() {
 		t.Fatal("a listening store does not track lows")
 	}
