@@ -99,12 +99,15 @@ type testCluster struct {
 	nodes   map[string]*Store
 	regs    map[string]*prometheus.Registry
 	dirs    map[string]string
-	tweak   func(*Config)
+	// addrs is each node's last Raft address: a node added again binds it
+	// (a restart in place keeps its address; see add).
+	addrs map[string]string
+	tweak func(*Config)
 }
 
 func newTestCluster(t testing.TB, tweak func(*Config)) *testCluster {
 	c := &testCluster{t: t, members: newFakeMembers(), fwd: &localForwarder{stores: map[string]*Store{}},
-		nodes: map[string]*Store{}, regs: map[string]*prometheus.Registry{}, dirs: map[string]string{}, tweak: tweak}
+		nodes: map[string]*Store{}, regs: map[string]*prometheus.Registry{}, dirs: map[string]string{}, addrs: map[string]string{}, tweak: tweak}
 	t.Cleanup(func() {
 		for _, s := range c.nodes {
 			_ = s.Close()
@@ -146,10 +149,31 @@ func (c *testCluster) add(id string, expect int) *Store {
 	if c.tweak != nil {
 		c.tweak(&cfg)
 	}
-	s, err := New(cfg, Deps{Members: c.members, Forwarder: c.fwd, Validator: fakeValidator{}})
+	// A node added again (a restart in place, an upgrade) binds the address
+	// it had, as a restarted server on its host does. On a new address the
+	// leader moves it (updateAddress), and hashicorp/raft v1.8.0 then reads
+	// the follower's peer without its lock after an append (updateLastAppended
+	// against startStopReplication; upstream hashicorp/raft#681, #471): a data
+	// race -race reports, harmless here since the server's ID is unchanged
+	// (DESIGN.md, "Address changes"). A new address only if the old one is
+	// taken.
+	deps := Deps{Members: c.members, Forwarder: c.fwd, Validator: fakeValidator{}}
+	var s *Store
+	var err error
+	if old, ok := c.addrs[id]; ok && cfg.RaftBindAddr == "127.0.0.1:0" {
+		again := cfg
+		again.RaftBindAddr = old
+		if s, err = New(again, deps); err != nil {
+			c.t.Logf("%s: %s taken (%v); a new address", id, old, err)
+		}
+	}
+	if s == nil {
+		s, err = New(cfg, deps)
+	}
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	c.addrs[id] = s.RaftAddr()
 	c.nodes[id], c.regs[id] = s, reg
 	c.fwd.mu.Lock()
 	c.fwd.stores[httpAddr(id)] = s

@@ -273,7 +273,8 @@ func TestRestartedServerOnNewAddressIsUpdated(t *testing.T) {
 	victim := c.follower().NodeID()
 	oldAddr := c.nodes[victim].RaftAddr()
 	c.kill(victim)
-	s := c.add(victim, 3) // same data dir, new port
+	delete(c.addrs, victim) // a new port: add rebinds a node's old address otherwise
+	s := c.add(victim, 3)   // same data dir
 	if s.RaftAddr() == oldAddr {
 		t.Fatalf("restart reused %s; the test needs a new address", oldAddr)
 	}
