@@ -95,6 +95,28 @@ func TestLowsOfOwnAndOtherNodesSubmits(t *testing.T) {
 	}
 }
 
+// A store hears its own notifications (it listens on the channel it
+// notifies) and drops them: its writes' lows were recorded exactly at the
+// write, and heard back, rounded down to the millisecond, they woke its
+// readers a second time to read rows they already held.
+func TestOwnNotificationsDropped(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	s := openWaker(t, url, false)
+	testwait.For(t, 20*time.Second, "the store to listen", s.listening.Load)
+	takeWhole(s, 5)
+	early := time.Now().Add(-time.Minute).Add(123456 * time.Nanosecond)
+	if _, err := s.submitNow(t.Context(), []state.NewTask{wakeTask(950, 5)}, []time.Time{early}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "the store's own notification heard and dropped", func() bool { return s.ownNotices.Load() >= 1 })
+	if at, ok := s.TakeDueLow(5); !ok || !at.Equal(micro(early)) {
+		t.Fatalf("own low of shard 5 after its notification came back: %v %v, want %v exactly", at, ok, micro(early))
+	}
+	if _, ok := s.TakeDueLow(5); ok {
+		t.Fatal("a low taken twice")
+	}
+}
+
 // A store that does not listen does not track lows: its readers read from
 // a lag window before their cursor, and the whole shard often.
 func TestLowsUntrackedWithoutListening(t *testing.T) {

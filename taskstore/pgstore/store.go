@@ -86,6 +86,12 @@ type Store struct {
 	listening  atomic.Bool // this store's listener is connected and listening
 	badNotices atomic.Int64
 	wakeWarn   rate.Sometimes
+	// ownPIDs holds the server process ids of this store's pool
+	// connections (pgxpool's AfterConnect and BeforeClose): the listener
+	// drops the notifications they sent, whose lows were recorded at the
+	// write (wake.go, ownNotice).
+	ownPIDs    *sync.Map    // uint32 → struct{}
+	ownNotices atomic.Int64 // notifications of its own dropped (tests)
 	// The shards written since the notifier's last notification, each
 	// with the earliest due time written there (zero: unknown).
 	outMu        sync.Mutex
@@ -141,11 +147,17 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	own := &sync.Map{}
+	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		own.Store(c.PgConn().PID(), struct{}{})
+		return nil
+	}
+	pc.BeforeClose = func(c *pgx.Conn) { own.Delete(c.PgConn().PID()) }
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s := &Store{cfg: cfg, pool: pool, log: cfg.Logger, subs: make(map[chan struct{}]int), dueSkipHeavy: make(map[int]bool), lows: newDueLows(),
+	s := &Store{cfg: cfg, pool: pool, ownPIDs: own, log: cfg.Logger, subs: make(map[chan struct{}]int), dueSkipHeavy: make(map[int]bool), lows: newDueLows(),
 		stop: make(chan struct{}), done: make(chan struct{}), listenDone: make(chan struct{}),
 		outKick: make(chan struct{}, 1), notifierDone: make(chan struct{}), readWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second},
 		wakeWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second}}

@@ -326,6 +326,10 @@ func (s *Store) listenOnce() (listened bool, err error) {
 		if err != nil {
 			return true, err
 		}
+		if s.ownNotice(n.PID) {
+			s.ownNotices.Add(1)
+			continue
+		}
 		lows, err := parseNotifyPayload(n.Payload)
 		if err != nil {
 			s.badNotices.Add(1)
@@ -393,4 +397,16 @@ func (s *Store) wakeFailed(what string, err error) {
 	s.wakeWarn.Do(func() {
 		s.log.Warn(what+" failed; readers wake by polling meanwhile", "err", err, "malformed_notifications", s.badNotices.Load())
 	})
+}
+
+// ownNotice reports whether a notification came from one of this store's
+// own connections. Its lows were recorded, exactly, when the write
+// committed (wroteLows); heard back, rounded down to the millisecond, they
+// only woke the same readers again to read rows they already held. A
+// process id recycled by another node's backend before this pool's
+// BeforeClose ran would drop that node's notification: its tasks are
+// found by the backstop read, as for a lost notification.
+func (s *Store) ownNotice(pid uint32) bool {
+	_, ok := s.ownPIDs.Load(pid)
+	return ok
 }
