@@ -31,8 +31,9 @@ import (
 // choose. Planning costs about 170 µs of database CPU per write:
 // BenchmarkResultWritePlans, which writes about 31 results at a time,
 // measures 5–6 µs per task over generic plans (1.17–1.21×); a node writes
-// 80–250 results at a time under load, so about 1–2 µs per task. Every statement custom (the whole connection in
-// that mode) cost 7 µs per task in the same benchmark's first form.
+// 80–250 results at a time under load, so about 1–2 µs per task. Every
+// statement custom (the whole connection in that mode) cost 7 µs per task
+// in the same benchmark's first form.
 
 const (
 	setCustomPlans   = `SET plan_cache_mode = force_custom_plan`

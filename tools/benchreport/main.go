@@ -126,17 +126,17 @@ func run(ctx context.Context, sel []row, quick bool) (results map[string]map[str
 			if sh := meter.measure(func() { err = c.Run() }); sh >= 0 {
 				fmt.Fprintf(os.Stderr, "  (hypervisor steal %.0f %% of the CPU time during it)\n", 100*sh)
 			}
-			had := map[[2]string]int{}
-			for _, t := range g.targets {
-				had[t] = len(samples[g.pkg+" "+t[0]][t[1]])
+			had := make([]int, len(g.targets)) // samples before this run: did it add one?
+			for i, t := range g.targets {
+				had[i] = len(samples[g.pkg+" "+t[0]][t[1]])
 			}
 			parse(g.pkg, buf.Bytes(), samples)
 			if g.runs > 1 {
 				cmd += fmt.Sprintf(" (median of %d runs)", g.runs)
 				// Each run's value of the rows with a target, so a median
 				// that meets one can be read with its spread.
-				for _, t := range g.targets {
-					if vs := samples[g.pkg+" "+t[0]][t[1]]; len(vs) > had[t] {
+				for i, t := range g.targets {
+					if vs := samples[g.pkg+" "+t[0]][t[1]]; len(vs) > had[i] {
 						fmt.Fprintf(os.Stderr, "  this run: %s %s %.4g\n", t[0], t[1], vs[len(vs)-1])
 					}
 				}
