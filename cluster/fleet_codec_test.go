@@ -69,6 +69,10 @@ func TestFleetReportInvalid(t *testing.T) {
 		"truncated":     {1, 1, 1, 'o', 0, 0, 1},
 		"count too big": {1, 65, 1, 'o'},
 		"zero backlog":  {1, 1, 1, 'o', 0, 0, 1, 'd', 0},
+		// A varint longer than its value needs: a second encoding of one
+		// report (found by FuzzDecodeFleetReport).
+		"non-minimal count":  {1, 0x80, 0x00, 1, '0'},
+		"non-minimal length": {1, 0, 0x81, 0x00, 'o'},
 	} {
 		if _, err := DecodeFleetReport(b); err == nil {
 			t.Errorf("%s: decoded % x", name, b)
@@ -113,6 +117,7 @@ func FuzzDecodeFleetReport(f *testing.F) {
 	f.Add([]byte{1, 1, 1, 'o', 0, 0, 1, 'd', 0xac, 0x02})
 	f.Add([]byte{1, 2, 1, 'o', 0, 0, 1, 'd', 1, 0, 0, 1, 'd', 2})
 	f.Add([]byte{1, 1, 1, 'o', 0, 0, 1, 'd', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Add([]byte{1, 0x80, 0x00, 1, '0'})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeFleetReport(b)
 		if err != nil {

@@ -220,7 +220,7 @@ func (r *reader) extensions(h *Hint) {
 			return
 		}
 		seen = true
-		ms, k := binary.Uvarint(val)
+		ms, k := canonicalUvarint(val)
 		if k <= 0 || k != len(val) {
 			r.err = errors.New("hint: bad RetryUntil")
 			return
@@ -243,17 +243,29 @@ func uvarintLen(v uint64) int {
 }
 
 // reader decodes uvarints and length-prefixed strings, keeping the first
-// error.
+// error. A varint must be minimal (as binary.AppendUvarint writes it), so
+// that every accepted message has one encoding: 0x80 0x00 is not a
+// second way to write 0.
 type reader struct {
 	b   []byte
 	err error
+}
+
+// canonicalUvarint is binary.Uvarint, with n ≤ 0 also for a varint longer
+// than its value needs.
+func canonicalUvarint(b []byte) (v uint64, n int) {
+	v, n = binary.Uvarint(b)
+	if n > 0 && n != uvarintLen(v) {
+		return 0, 0
+	}
+	return v, n
 }
 
 func (r *reader) uvarint(field string) uint64 {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(r.b)
+	v, n := canonicalUvarint(r.b)
 	if n <= 0 {
 		r.err = fmt.Errorf("hint: bad varint for %s", field)
 		return 0
@@ -266,7 +278,7 @@ func (r *reader) str(field string, max int) string {
 	if r.err != nil {
 		return ""
 	}
-	n, k := binary.Uvarint(r.b)
+	n, k := canonicalUvarint(r.b)
 	if k <= 0 { // as uvarint(field + " length"), without building the name for every string read
 		r.err = fmt.Errorf("hint: bad varint for %s length", field)
 		return ""

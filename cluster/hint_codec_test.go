@@ -99,6 +99,13 @@ func TestDecodeHintRejects(t *testing.T) {
 		"oversize":      make([]byte, MaxHintSize+1),
 		"bad varint":    {1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
 		"openFor > 24h": append([]byte{1, 2, 0, 1}, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01),
+		// The same Generation in two bytes: a second encoding of one hint.
+		"non-minimal varint": mut(func(b []byte) []byte {
+			return append(append(append([]byte(nil), b[:3]...), b[3]|0x80, 0), b[4:]...)
+		}),
+	}
+	if good[3] >= 0x80 {
+		t.Fatalf("sampleHint's Generation takes %#x: the non-minimal case needs a one-byte one", good[3])
 	}
 	for name, b := range cases {
 		if _, err := DecodeHint(b); err == nil {
