@@ -60,7 +60,34 @@ chaos: build
 # reporting 0 execs/s.
 FUZZTIME ?= 30s
 FUZZMINTIME ?= 2s
-FUZZ_TARGETS := ./cluster:FuzzDecodeHint ./cluster:FuzzDecodeFleetReport ./dynconfig:FuzzValidate ./shardmap:FuzzShardOf ./raftstore/state:FuzzRestoreSnapshot ./internal/authtoken:FuzzParse ./api:FuzzCheckJSONText ./dynconfig:FuzzAddressPattern ./transport:FuzzRedactURL ./raftstore:FuzzReadSnapshotFile ./dynconfig:FuzzParseFile ./ui:FuzzPeerHistory ./raftstore/state:FuzzDecodeTaskCommandsBin ./raftstore/state:FuzzDecodeCompleteTasksMulti ./api:FuzzImportTask ./tasks:FuzzNew ./taskstore/pgstore:FuzzParseNotifyPayload ./transport:FuzzBreakerDestination ./transport:FuzzParseRetryAfter ./raftstore/state:FuzzApplyImportTasks
+FUZZ_TARGETS := \
+	./cluster:FuzzDecodeHint \
+	./cluster:FuzzDecodeFleetReport \
+	./dynconfig:FuzzValidate \
+	./shardmap:FuzzShardOf \
+	./raftstore/state:FuzzRestoreSnapshot \
+	./internal/authtoken:FuzzParse \
+	./api:FuzzCheckJSONText \
+	./dynconfig:FuzzAddressPattern \
+	./transport:FuzzRedactURL \
+	./raftstore:FuzzReadSnapshotFile \
+	./dynconfig:FuzzParseFile \
+	./ui:FuzzPeerHistory \
+	./raftstore/state:FuzzDecodeTaskCommandsBin \
+	./raftstore/state:FuzzDecodeCompleteTasksMulti \
+	./api:FuzzImportTask \
+	./tasks:FuzzNew \
+	./taskstore/pgstore:FuzzParseNotifyPayload \
+	./transport:FuzzBreakerDestination \
+	./transport:FuzzParseRetryAfter \
+	./raftstore/state:FuzzApplyImportTasks \
+	./taskstore/pgstore:FuzzPoolConfig \
+	./transport:FuzzDecodeRequest \
+	./transport:FuzzMemberTarget \
+	./transport:FuzzPlainMediaType \
+	./transport:FuzzSchemeHost \
+	./transport:FuzzValidateURL
+
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; echo "» $$fn ($$pkg, $(FUZZTIME))"; \
