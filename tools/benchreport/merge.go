@@ -97,10 +97,27 @@ func mergeReport(prev, fresh string, partial bool, only, extra string, known map
 		}
 	}
 	pHead = strings.Replace(strings.Join(headLines, ""), "\n\n\n", "\n\n", -1)
+	// Rows measured on another machine than the full run's say which: a
+	// shared box is not always the same model, and ratios move with it.
+	if m := machine(fHead); m != "" && m != machine(pHead) {
+		extra = strings.TrimSuffix("on "+m+", "+extra, ", ")
+	}
 	if extra != "" {
 		extra = ", " + extra
 	}
 	note := fmt.Sprintf("Rows matching `-only '%s'` re-measured on %s (`go run ./tools/benchreport -only '%s'`%s); the others are from the run above.\n\n",
 		only, time.Now().UTC().Format("2006-01-02 15:04 MST"), only, extra)
 	return pHead + note + tableHeader + "\n|---|---|---|---|---|---|---|---|\n" + strings.Join(out, "") + pTail
+}
+
+// machine is the "- Machine:" line's machine of a report's head (its CPU
+// model, count and platform, before the note after ";"), or "".
+func machine(head string) string {
+	for _, l := range strings.Split(head, "\n") {
+		if m, ok := strings.CutPrefix(l, "- Machine: "); ok {
+			m, _, _ = strings.Cut(m, ";")
+			return strings.TrimSpace(m)
+		}
+	}
+	return ""
 }

@@ -92,3 +92,25 @@ func TestReportRowsAreKnown(t *testing.T) {
 		seen[k] = true
 	}
 }
+
+// A partial run on another machine than the full run's names it in its
+// note; on the same machine the note says nothing of it.
+func TestMergePartialRunNamesAnotherMachine(t *testing.T) {
+	head := func(m string) string {
+		return "# Benchmarks\n\n- Machine: " + m + ", 2 CPUs (linux/amd64); shared and noisy, so read ratios, not absolute figures.\n\n" +
+			tableHeader + "\n|---|---|---|---|---|---|---|---|\n"
+	}
+	prev := head("Intel Xeon") + "| #1 | a | 1 x | - | - | - |  | `cmd a` |\n"
+	fresh := head("AMD EPYC") + "| #1 | a | 2 x | - | - | - |  | `cmd a` |\n"
+	got := mergeReport(prev, fresh, true, "A", "hypervisor steal 0 % of the CPU time", nil)
+	if !strings.Contains(got, "`go run ./tools/benchreport -only 'A'`, on AMD EPYC, 2 CPUs (linux/amd64), hypervisor steal 0 % of the CPU time); the others") {
+		t.Fatalf("the note does not name the other machine:\n%s", got)
+	}
+	if !strings.Contains(got, "- Machine: Intel Xeon") {
+		t.Fatalf("the full run's machine line was not kept:\n%s", got)
+	}
+	same := mergeReport(prev, head("Intel Xeon")+"| #1 | a | 2 x | - | - | - |  | `cmd a` |\n", true, "A", "", nil)
+	if strings.Contains(same, ", on ") || !strings.Contains(same, "`go run ./tools/benchreport -only 'A'`); the others") {
+		t.Fatalf("a run on the full run's machine named it:\n%s", same)
+	}
+}
