@@ -54,6 +54,12 @@ type Node struct {
 	api       *api.Server
 	tokens    *authtoken.Store // the API tokens in force (nil set: no authorisation)
 
+	// configMu and forcedMu serialize syncConfig and syncForced (watch.go):
+	// the watchers and the ownership manager's CaughtUp both call them.
+	configMu      sync.Mutex
+	forcedMu      sync.Mutex
+	forcedApplied map[breakerpool.Key]uint64 // forced rows applied: key → raft index (forcedMu)
+
 	// pg is the postgres task store; nil with --task-store raft
 	// (pgtasks.go).
 	pg *pgTasks

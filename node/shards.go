@@ -14,7 +14,8 @@ import (
 // raftstore.New and cluster.New and before n.store.Start: the manager
 // registers its leader placement loop with the store.
 func (n *Node) startShards() (*ownership.Manager, error) {
-	cfg := ownership.Config{NodeID: n.cfg.NodeID, Shards: n.cfg.Shards, Logger: n.log, Registerer: n.reg, Stats: n.shardStats}
+	cfg := ownership.Config{NodeID: n.cfg.NodeID, Shards: n.cfg.Shards, Logger: n.log, Registerer: n.reg, Stats: n.shardStats,
+		CaughtUp: n.syncDerived}
 	if n.cfg.Timing == "fast" {
 		cfg.Backstop = time.Second
 		cfg.DrainTimeout = 5 * time.Second

@@ -15,12 +15,12 @@ import (
 const forcedRecheck = 5 * time.Second
 
 // watchConfig feeds the replicated config table into the live collection
-// that the breaker pool (and later the queue's limiters) subscribe to.
+// that the breaker pool and the queue's limiters subscribe to.
 func (n *Node) watchConfig(ctx context.Context) {
 	ch, cancel := n.state.Subscribe(state.TableConfig)
 	defer cancel()
 	for {
-		n.config.Update(configEntries(n.state.Config()))
+		n.syncConfig()
 		select {
 		case <-ctx.Done():
 			return
@@ -37,9 +37,8 @@ func (n *Node) watchForcedBreakers(ctx context.Context) {
 	defer cancel()
 	t := time.NewTicker(forcedRecheck)
 	defer t.Stop()
-	applied := map[breakerpool.Key]uint64{} // key → raft index applied
 	for {
-		applied = n.applyForced(applied)
+		n.syncForced()
 		select {
 		case <-ctx.Done():
 			return
@@ -47,6 +46,36 @@ func (n *Node) watchForcedBreakers(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// syncDerived brings what this node derives from the replicated state up
+// to it: ownership.Config.CaughtUp, called after a read barrier and before
+// the node makes calls again. The watchers above do the same a few
+// milliseconds after each change; without this, a node that had just
+// caught up dispatched its first calls on the config it had before
+// (nothing, for a process restarted on a log with no snapshot).
+func (n *Node) syncDerived() {
+	n.syncConfig()
+	n.syncForced()
+}
+
+// syncConfig sets the config collection from the replicated table. The
+// lock keeps one caller's older read from landing after another's newer
+// one (the watcher and syncDerived run on different goroutines).
+func (n *Node) syncConfig() {
+	n.configMu.Lock()
+	defer n.configMu.Unlock()
+	n.config.Update(configEntries(n.state.Config()))
+}
+
+// syncForced applies the forced-breaker rows not yet applied here.
+func (n *Node) syncForced() {
+	n.forcedMu.Lock()
+	defer n.forcedMu.Unlock()
+	if n.forcedApplied == nil {
+		n.forcedApplied = map[breakerpool.Key]uint64{} // key → raft index applied
+	}
+	n.forcedApplied = n.applyForced(n.forcedApplied)
 }
 
 func (n *Node) applyForced(prev map[breakerpool.Key]uint64) map[breakerpool.Key]uint64 {

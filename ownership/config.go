@@ -55,6 +55,16 @@ type Config struct {
 	// Stats, if set, reports a shard's task backlog and ack level for
 	// describe; without it they are reported as not tracked.
 	Stats func(shard int) (backlog int, ackLevel uint64, ok bool)
+	// CaughtUp, if set, is called by the watch goroutine after a read
+	// barrier succeeded and before the node counts as fresh again (and so
+	// before any call): the node brings what it derives from the replicated
+	// state — the dynamic config, the forced breakers — up to that state.
+	// Their watchers follow it asynchronously, and a node (re)started on a
+	// log with no snapshot applies the config only while it catches up: a
+	// few milliseconds behind, its first calls ran with no rate limit and no
+	// fleet budget (TestChaosFleetBudgetNodeDies, 59 calls in a second
+	// against a budget of 40). It must not block for long.
+	CaughtUp func()
 	// Logger nil discards; Registerer nil registers no metrics.
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

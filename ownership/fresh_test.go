@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -47,5 +48,56 @@ func TestResumedFollowerResyncsWithoutWaitingForATick(t *testing.T) {
 	}
 	if ok, reason := f.own.Ready(); !ok {
 		t.Fatalf("not ready after catching up: %s", reason)
+	}
+}
+
+// Config.CaughtUp runs after the read barrier and before the node counts as
+// fresh, at its first catch-up and after every gap: what node/ derives from
+// the replicated state (the dynamic config) is current before the node's
+// first call. A restarted node once made 20 calls with no rate limit in
+// the few milliseconds its config watcher lagged (Config.CaughtUp).
+func TestCaughtUpRunsBeforeTheNodeIsFresh(t *testing.T) {
+	c := newCluster(t)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	var whileFresh []string
+	c.caughtUp = func(id string, m *Manager) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[id]++
+		if m == nil || m.fresh.Load() {
+			whileFresh = append(whileFresh, id)
+		}
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		c.start(id, 3, 8)
+	}
+	testwait.For(t, 20*time.Second, "every node fresh on one map", func() bool {
+		for _, n := range c.nodes {
+			if !n.own.Fresh() {
+				return false
+			}
+		}
+		return c.converged("a", "b", "c")
+	})
+	mu.Lock()
+	for _, id := range []string{"a", "b", "c"} {
+		if calls[id] == 0 {
+			t.Errorf("%s is fresh and CaughtUp never ran", id)
+		}
+	}
+	before := calls["b"]
+	mu.Unlock()
+
+	// A gap (a stopped process): fresh again only after CaughtUp ran again.
+	c.nodes["b"].own.lastCheck.Store(time.Now().Add(-time.Minute).UnixNano())
+	testwait.For(t, 20*time.Second, "b fresh again", c.nodes["b"].own.Fresh)
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["b"] <= before {
+		t.Errorf("b fresh again after a gap without CaughtUp (%d calls, %d before)", calls["b"], before)
+	}
+	if len(whileFresh) > 0 {
+		t.Errorf("CaughtUp ran on a node already fresh: %v", whileFresh)
 	}
 }

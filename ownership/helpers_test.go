@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,6 +109,9 @@ type cluster struct {
 	// freshCheck and backstop, when set, replace the managers' 50 ms and
 	// 500 ms: a test of what happens between two ticks makes them long.
 	freshCheck, backstop time.Duration
+	// caughtUp, when set, is every manager's Config.CaughtUp, told which
+	// node's manager calls it.
+	caughtUp func(id string, m *Manager)
 }
 
 func newCluster(t testing.TB) *cluster {
@@ -145,11 +149,17 @@ func (c *cluster) start(id string, expect, shards int) *node {
 	if backstop == 0 {
 		backstop = 500 * time.Millisecond
 	}
+	var self atomic.Pointer[Manager]
+	var caughtUp func()
+	if hook := c.caughtUp; hook != nil {
+		caughtUp = func() { hook(id, self.Load()) }
+	}
 	own, err := New(Config{NodeID: id, Shards: shards, Backstop: backstop, FreshCheck: c.freshCheck, DrainTimeout: 10 * time.Second,
-		AdminWait: 5 * time.Second, Registerer: reg}, s, s.Reader(), c.members)
+		AdminWait: 5 * time.Second, Registerer: reg, CaughtUp: caughtUp}, s, s.Reader(), c.members)
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	self.Store(own)
 	if err := own.Start(); err != nil {
 		c.t.Fatal(err)
 	}

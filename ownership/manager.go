@@ -215,6 +215,9 @@ func (m *Manager) checkFresh() {
 		fresh = false
 	}
 	if !fresh && m.store.CaughtUp(0) && m.sync() {
+		if m.cfg.CaughtUp != nil {
+			m.cfg.CaughtUp() // the node's derived views before its first call (Config.CaughtUp)
+		}
 		m.log.Info("caught up with the raft leader; working from the committed shard map")
 		m.lastCheck.Store(time.Now().UnixNano()) // the barrier is the check: a slow one is no gap
 		m.fresh.Store(true)
