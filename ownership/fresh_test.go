@@ -16,17 +16,7 @@ import (
 func TestResumedFollowerResyncsWithoutWaitingForATick(t *testing.T) {
 	c := newCluster(t)
 	c.freshCheck, c.backstop = time.Minute, time.Minute
-	for _, id := range []string{"a", "b", "c"} {
-		c.start(id, 3, 8)
-	}
-	testwait.For(t, 20*time.Second, "every node fresh on one map", func() bool {
-		for _, n := range c.nodes {
-			if !n.own.Fresh() {
-				return false
-			}
-		}
-		return c.converged("a", "b", "c")
-	})
+	startFreshABC(t, c)
 	leader, _ := c.nodes["a"].store.Leader()
 	var f *node
 	for id, n := range c.nodes {
@@ -69,17 +59,7 @@ func TestCaughtUpRunsBeforeTheNodeIsFresh(t *testing.T) {
 			whileFresh = append(whileFresh, id)
 		}
 	}
-	for _, id := range []string{"a", "b", "c"} {
-		c.start(id, 3, 8)
-	}
-	testwait.For(t, 20*time.Second, "every node fresh on one map", func() bool {
-		for _, n := range c.nodes {
-			if !n.own.Fresh() {
-				return false
-			}
-		}
-		return c.converged("a", "b", "c")
-	})
+	startFreshABC(t, c)
 	mu.Lock()
 	for _, id := range []string{"a", "b", "c"} {
 		if calls[id] == 0 {
@@ -100,4 +80,21 @@ func TestCaughtUpRunsBeforeTheNodeIsFresh(t *testing.T) {
 	if len(whileFresh) > 0 {
 		t.Errorf("CaughtUp ran on a node already fresh: %v", whileFresh)
 	}
+}
+
+// startFreshABC starts nodes a, b and c (3 expected, 8 shards) and waits
+// until every one is fresh on one committed map.
+func startFreshABC(t *testing.T, c *cluster) {
+	t.Helper()
+	for _, id := range []string{"a", "b", "c"} {
+		c.start(id, 3, 8)
+	}
+	testwait.For(t, 20*time.Second, "every node fresh on one map", func() bool {
+		for _, n := range c.nodes {
+			if !n.own.Fresh() {
+				return false
+			}
+		}
+		return c.converged("a", "b", "c")
+	})
 }
