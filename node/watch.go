@@ -68,13 +68,12 @@ func (n *Node) syncConfig() {
 	n.config.Update(configEntries(n.state.Config()))
 }
 
-// syncForced applies the forced-breaker rows not yet applied here.
+// syncForced applies the forced-breaker rows not yet applied here
+// (applyForced only reads its argument, so the first call's nil map is
+// "nothing applied yet").
 func (n *Node) syncForced() {
 	n.forcedMu.Lock()
 	defer n.forcedMu.Unlock()
-	if n.forcedApplied == nil {
-		n.forcedApplied = map[breakerpool.Key]uint64{} // key → raft index applied
-	}
 	n.forcedApplied = n.applyForced(n.forcedApplied)
 }
 
