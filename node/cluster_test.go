@@ -19,14 +19,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(pgMain{m})
+	goleak.VerifyTestMain(pgtest.Runner(m))
 }
-
-// pgMain runs the tests through pgtest.Main, which stops the package's
-// shared PostgreSQL server (postgres task store tests) after them.
-type pgMain struct{ *testing.M }
-
-func (p pgMain) Run() int { return pgtest.Main(p.M) }
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

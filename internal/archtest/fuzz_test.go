@@ -2,9 +2,6 @@ package archtest
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,45 +15,22 @@ import (
 // and none that is gone. Six targets had been written without being added
 // to the list, so `make fuzz` never ran them.
 func TestMakeFuzzRunsEveryTarget(t *testing.T) {
-	root := "../.."
 	var want []string
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || name == "data") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, filepath.Dir(path))
-		if err != nil {
-			return err
+	walkGoFiles(t, func(dir string, test bool, f *ast.File) {
+		if !test {
+			return
 		}
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Fuzz") {
-				want = append(want, "./"+filepath.ToSlash(rel)+":"+fn.Name.Name)
+				want = append(want, dir+":"+fn.Name.Name)
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(want) < 10 {
 		t.Fatalf("found only %v: the walk is not reading the tree", want)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	b, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
 	if err != nil {
 		t.Fatal(err)
 	}

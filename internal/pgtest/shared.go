@@ -34,6 +34,15 @@ func Main(m *testing.M) int {
 	return code
 }
 
+// Runner wraps m so that its Run is Main's, for goleak.VerifyTestMain: a
+// package whose tests use the shared server and check for leaked
+// goroutines calls goleak.VerifyTestMain(pgtest.Runner(m)).
+func Runner(m *testing.M) interface{ Run() int } { return runner{m} }
+
+type runner struct{ m *testing.M }
+
+func (r runner) Run() int { return Main(r.m) }
+
 // SharedServer returns the package's shared server, started on first use
 // (TestMain must call Main so it is stopped). Without PostgreSQL's
 // binaries the test is skipped, saying how to install them.

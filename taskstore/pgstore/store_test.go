@@ -2,17 +2,18 @@ package pgstore
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"fusebox/internal/pgtest"
 	"fusebox/raftstore/state"
 	"fusebox/taskstore/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Runner(m)) }
 
 // suiteStore adapts Store to storetest.Store.
 type suiteStore struct{ *Store }
