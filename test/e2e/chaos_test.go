@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"fusebox/api"
+	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
 	"fusebox/transport/transporttest"
 )
@@ -20,6 +21,10 @@ type chaosParams struct {
 	nodes    int
 	steps    int
 	duration time.Duration
+	// store is the task store: "raft" (default) or "postgres"
+	// (FUSEBOX_CHAOS_STORE, make chaos STORE=postgres), where the schedule
+	// also crashes the database (immediate shutdown) and starts it again.
+	store string
 }
 
 func chaosParamsFromEnv(t *testing.T) chaosParams {
@@ -48,6 +53,14 @@ func chaosParamsFromEnv(t *testing.T) chaosParams {
 		}
 		p.duration = v
 	}
+	switch s := os.Getenv("FUSEBOX_CHAOS_STORE"); s {
+	case "", "raft":
+		p.store = "raft"
+	case "postgres":
+		p.store = s
+	default:
+		t.Fatalf("FUSEBOX_CHAOS_STORE=%q: want raft or postgres", s)
+	}
 	return p
 }
 
@@ -60,6 +73,9 @@ const (
 	actStop    chaosAction = "stop"    // SIGTERM, expect a clean exit
 	actRestart chaosAction = "restart" // SIGTERM then start again at once
 	actRecover chaosAction = "recover" // bring a down node back (SIGCONT or start)
+	// actDBCrash (postgres store only) stops PostgreSQL with an immediate
+	// shutdown, leaves it down for a drawn time and starts it again.
+	actDBCrash chaosAction = "db-crash"
 )
 
 // TestChaosRandom runs a seeded random schedule of kill / pause / stop /
@@ -73,20 +89,25 @@ func TestChaosRandom(t *testing.T) {
 		t.Skip("FUSEBOX_CHAOS=1 runs the randomized chaos schedule")
 	}
 	cp := chaosParamsFromEnv(t)
-	t.Logf("SEED=%d (nodes %d, steps %d, time bound %v)", cp.seed, cp.nodes, cp.steps, cp.duration)
+	t.Logf("SEED=%d (nodes %d, steps %d, time bound %v, task store %s)", cp.seed, cp.nodes, cp.steps, cp.duration, cp.store)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("replay with: FUSEBOX_CHAOS=1 SEED=%d go test -run TestChaosRandom ./test/e2e/", cp.seed)
+			t.Logf("replay with: FUSEBOX_CHAOS=1 FUSEBOX_CHAOS_STORE=%s SEED=%d go test -run TestChaosRandom ./test/e2e/", cp.store, cp.seed)
 		}
 	})
 	rng := rand.New(rand.NewPCG(cp.seed, 0x5eed))
 	rng.IntN(2) // the draw that chose the cluster size
-	var opts []ClusterOptions
+	var opts ClusterOptions
 	if os.Getenv("FUSEBOX_CHAOS_SECURE") == "1" { // make chaos SECURE=1
 		t.Log("secure: TLS, encrypted gossip and named tokens")
-		opts = append(opts, secureClusterOptions(t))
+		opts = secureClusterOptions(t)
 	}
-	c := newTestCluster(t, cp.nodes, opts...)
+	var db *pgtest.Server
+	if cp.store == "postgres" {
+		db = pgServer(t)
+		opts = withOptions(opts, pgOptions(db.URL("postgres")))
+	}
+	c := newTestCluster(t, cp.nodes, opts)
 	c.WaitForLeader(t, leaderTimeout)
 	dest := transporttest.NewDestination(t)
 	w := NewWriter(c, "ep-", dest.NexusURL())
@@ -113,7 +134,19 @@ func TestChaosRandom(t *testing.T) {
 	down := map[int]chaosAction{} // node index → how it went down
 	deadline := time.Now().Add(cp.duration)
 	for step := 0; step < cp.steps && time.Now().Before(deadline); step++ {
-		act, idx := nextChaos(rng, cp.nodes, down, maxDown)
+		act, idx := nextChaos(rng, cp.nodes, down, maxDown, db != nil)
+		if act == actDBCrash {
+			outage := time.Duration(300+rng.IntN(2700)) * time.Millisecond
+			t.Logf("step %d: %s for %v; down %v; writes %v; %v", step, act, outage, downNames(c, down), w.Stats(), tl.Stats())
+			if err := db.StopImmediate(t.Context()); err != nil {
+				t.Fatalf("step %d: %s: %v", step, act, err)
+			}
+			<-time.After(outage) // the fault's duration, part of the schedule
+			if err := db.StartAgain(t.Context()); err != nil {
+				t.Fatalf("step %d: start PostgreSQL again: %v", step, err)
+			}
+			continue
+		}
 		p := c.Procs[idx]
 		begin := time.Now()
 		var err error
@@ -180,8 +213,10 @@ func TestChaosRandom(t *testing.T) {
 }
 
 // nextChaos draws the next action and its target from rng alone (never
-// from cluster state), so a seed replays the same schedule.
-func nextChaos(rng *rand.Rand, n int, down map[int]chaosAction, maxDown int) (chaosAction, int) {
+// from cluster state), so a seed replays the same schedule. With db, one
+// draw in five of a fault is a database crash (target -1); without, the
+// draws are those of the schedules before the postgres mode.
+func nextChaos(rng *rand.Rand, n int, down map[int]chaosAction, maxDown int, db bool) (chaosAction, int) {
 	var ups, downs []int
 	for i := range n {
 		if _, ok := down[i]; ok {
@@ -192,6 +227,9 @@ func nextChaos(rng *rand.Rand, n int, down map[int]chaosAction, maxDown int) (ch
 	}
 	if len(downs) > 0 && (len(downs) >= maxDown || rng.IntN(3) == 0) {
 		return actRecover, downs[rng.IntN(len(downs))]
+	}
+	if db && rng.IntN(5) == 0 {
+		return actDBCrash, -1
 	}
 	acts := []chaosAction{actKill, actPause, actStop, actRestart}
 	return acts[rng.IntN(len(acts))], ups[rng.IntN(len(ups))]

@@ -31,6 +31,34 @@ type ClusterOptions struct {
 	Tweak func(*ProcessConfig)
 }
 
+// withOptions is a with b's settings added: b's ExtraArgs after a's, b's
+// Tweak after a's, and b's other fields where b sets them.
+func withOptions(a, b ClusterOptions) ClusterOptions {
+	out := a
+	out.ExtraArgs = append(append([]string(nil), a.ExtraArgs...), b.ExtraArgs...)
+	if b.Timing != "" {
+		out.Timing = b.Timing
+	}
+	if b.LogLevel != "" {
+		out.LogLevel = b.LogLevel
+	}
+	if b.AdminToken != "" {
+		out.AdminToken = b.AdminToken
+	}
+	if b.Hosts != nil {
+		out.Hosts, out.Netns = b.Hosts, b.Netns
+	}
+	if ta, tb := a.Tweak, b.Tweak; tb != nil {
+		out.Tweak = func(c *ProcessConfig) {
+			if ta != nil {
+				ta(c)
+			}
+			tb(c)
+		}
+	}
+	return out
+}
+
 // Cluster is n fusebox processes formed with --bootstrap-expect n.
 type Cluster struct {
 	t     testing.TB
