@@ -57,8 +57,10 @@ cancel operations, completion callbacks) to destinations nobody in the fleet
 controls. Each destination sits behind a circuit breaker; when one node's
 breaker trips, the trip is gossiped to every peer so the fleet stops calling a
 dead destination after a handful of calls, and recovery spreads the same way.
-Cluster state (dynamic config, endpoints, shard map, tasks) is replicated with
-Raft: no outside database.
+Cluster state (dynamic config, endpoints, shard map) is replicated with Raft.
+Tasks live in the same Raft store by default (no outside database), or in
+PostgreSQL for clusters that outgrow one Raft group (serve --task-store
+postgres).
 
 Start a single node on loopback:   fusebox serve
 Talk to it:                        fusebox admin members
