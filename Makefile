@@ -69,6 +69,7 @@ FUZZ_TARGETS := \
 	./raftstore/state:FuzzRestoreSnapshot \
 	./internal/authtoken:FuzzParse \
 	./api:FuzzCheckJSONText \
+	./api:FuzzHandOverRequest \
 	./dynconfig:FuzzAddressPattern \
 	./transport:FuzzRedactURL \
 	./raftstore:FuzzReadSnapshotFile \

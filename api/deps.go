@@ -56,6 +56,9 @@ type Deps struct {
 	// Ops is the operator toolkit: raft, snapshots, keyring
 	// (handlers_ops.go declares the interface).
 	Ops Ops
+	// Handover, optional, is this node's queue as the leader's hand-over
+	// call before a planned shard move reaches it (handover.go).
+	Handover ShardHandover
 }
 
 // Store is the replicated state's writes and Raft node as the API uses them
@@ -128,6 +131,9 @@ func (s *Server) registerRoutes() {
 	}
 	if s.deps.Shards != nil {
 		s.shardRoutes()
+	}
+	if s.deps.Handover != nil {
+		s.handOverRoutes()
 	}
 	if s.deps.Tasks != nil {
 		s.taskRoutes(s.deps.Tasks)

@@ -227,6 +227,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Tasks:    n.newTaskAPI(policy),
 		Shards:   n.shards,
 		Ops:      opsAPI{n},
+		Handover: apiHandover{n.deliver.queue},
 		Peers:    peers,
 		UI: ui.New(ui.Deps{NodeID: cfg.NodeID, Recorder: n.uiRec, Members: apiMembers{n.members}, Peers: peers, History: n.uiHistory(loopCtx)},
 			n.log.With("component", "ui")),
@@ -316,7 +317,7 @@ func (n *Node) Close(ctx context.Context) error {
 		// Hand this node's shards to the others first, while it still
 		// serves and gossips, so the cluster re-places them at once instead
 		// of after failure detection.
-		n.drainShards(ctx, n.shards)
+		errs = append(errs, n.handOver(ctx))
 		if n.api != nil {
 			errs = append(errs, n.api.Close(ctx))
 		} else if n.httpLn != nil {

@@ -97,8 +97,18 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *transport.Policy) 
 	return &deliveries{exec: exec, queue: q}, nil
 }
 
-// close lets in-flight calls finish (bounded by the queue's drain timeout),
-// writes their results, then closes the executor's connections.
+// stopQueue stops the queue: no call starts, the calls under way finish
+// (bounded by the queue's drain timeout) and their results are written.
+// Node.Close calls it before handing the shards over (handOver).
+func (d *deliveries) stopQueue() error {
+	if d == nil {
+		return nil
+	}
+	return d.queue.Close()
+}
+
+// close stops the queue (if stopQueue has not) and closes the executor's
+// connections.
 func (d *deliveries) close() error {
 	if d == nil {
 		return nil

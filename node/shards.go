@@ -15,10 +15,11 @@ import (
 // registers its leader placement loop with the store.
 func (n *Node) startShards() (*ownership.Manager, error) {
 	cfg := ownership.Config{NodeID: n.cfg.NodeID, Shards: n.cfg.Shards, Logger: n.log, Registerer: n.reg, Stats: n.shardStats,
-		CaughtUp: n.syncDerived}
+		CaughtUp: n.syncDerived, HandOver: n.handOverShards}
 	if n.cfg.Timing == "fast" {
 		cfg.Backstop = time.Second
 		cfg.DrainTimeout = 5 * time.Second
+		cfg.HandOverWait = time.Second
 	}
 	m, err := ownership.New(cfg, n.store, n.store.Reader(), raftMembers{n.members})
 	if err != nil {
@@ -65,6 +66,22 @@ func shardsReady(m *ownership.Manager, detail map[string]any) bool {
 // graceful shutdown, bounded by ctx and the manager's drain timeout. A
 // failed drain is logged, not fatal: the node's departure re-places its
 // shards anyway, only later.
+// handOver is a graceful stop's hand-over of the shards: first the queue
+// stops (no call starts; the calls under way finish, up to the queue's
+// DrainTimeout, and their results are written at the epochs this node
+// still holds), then the shards are drained to the other nodes. The next
+// owners so find those tasks done. Drained first, a shard moved while its
+// calls were under way: they were cancelled and their answers dropped
+// unwritten, and the next owner called every one of them again
+// (TestTasksRollingRestart, test/e2e: 26 duplicate deliveries in a
+// three-node rolling restart). Tasks of this node's shards wait meanwhile:
+// for the longest call under way, then the move.
+func (n *Node) handOver(ctx context.Context) error {
+	err := n.deliver.stopQueue()
+	n.drainShards(ctx, n.shards)
+	return err
+}
+
 func (n *Node) drainShards(ctx context.Context, m *ownership.Manager) {
 	if m == nil {
 		return

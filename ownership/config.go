@@ -31,6 +31,9 @@ const (
 	// DefaultAdminWait bounds how long Move and CloseShard wait for the
 	// leader to re-place the shard before answering with the state so far.
 	DefaultAdminWait = 10 * time.Second
+	// DefaultHandOverWait bounds how long the leader waits for a live
+	// owner to hand its shards over before a planned move (handover.go).
+	DefaultHandOverWait = 2 * time.Second
 )
 
 // Config configures a Manager.
@@ -65,6 +68,14 @@ type Config struct {
 	// fleet budget (TestChaosFleetBudgetNodeDies, 59 calls in a second
 	// against a budget of 40). It must not block for long.
 	CaughtUp func()
+	// HandOver, if set, asks a live member (its id and HTTP address) to
+	// hand shards (id → epoch) over before the leader moves them away
+	// from it: no call starts on them, the calls under way end and their
+	// results are written (handover.go). It returns when that is done, or
+	// when wait ends; the shards stay held for hold if no move comes.
+	HandOver func(ctx context.Context, node, httpAddr string, shards map[int]uint64, wait, hold time.Duration) error
+	// HandOverWait bounds the leader's wait for a hand-over (default 2s).
+	HandOverWait time.Duration
 	// Logger nil discards; Registerer nil registers no metrics.
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -77,8 +88,11 @@ func (c *Config) setDefaults() error {
 	if c.Shards < 1 || c.Shards > state.MaxShardCount || c.Shards > shardmap.MaxShards {
 		return fmt.Errorf("ownership: Config.Shards %d: must be between 1 and %d", c.Shards, state.MaxShardCount)
 	}
-	if c.Backstop < 0 || c.DrainTimeout < 0 || c.AdminWait < 0 {
-		return errors.New("ownership: Config.Backstop, DrainTimeout and AdminWait must not be negative")
+	if c.Backstop < 0 || c.DrainTimeout < 0 || c.AdminWait < 0 || c.HandOverWait < 0 {
+		return errors.New("ownership: Config.Backstop, DrainTimeout, AdminWait and HandOverWait must not be negative")
+	}
+	if c.HandOverWait == 0 {
+		c.HandOverWait = DefaultHandOverWait
 	}
 	if c.FreshCheck <= 0 {
 		c.FreshCheck = DefaultFreshCheck

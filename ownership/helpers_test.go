@@ -112,6 +112,9 @@ type cluster struct {
 	// caughtUp, when set, is every manager's Config.CaughtUp, told which
 	// node's manager calls it.
 	caughtUp func(id string, m *Manager)
+	// handOver, when set, is every manager's Config.HandOver, told which
+	// node's manager (the leader) calls it.
+	handOver func(leader, node, httpAddr string, shards map[int]uint64) error
 }
 
 func newCluster(t testing.TB) *cluster {
@@ -154,8 +157,14 @@ func (c *cluster) start(id string, expect, shards int) *node {
 	if hook := c.caughtUp; hook != nil {
 		caughtUp = func() { hook(id, self.Load()) }
 	}
+	var handOver func(ctx context.Context, node, httpAddr string, shards map[int]uint64, wait, hold time.Duration) error
+	if hook := c.handOver; hook != nil {
+		handOver = func(_ context.Context, node, httpAddr string, shards map[int]uint64, _, _ time.Duration) error {
+			return hook(id, node, httpAddr, shards)
+		}
+	}
 	own, err := New(Config{NodeID: id, Shards: shards, Backstop: backstop, FreshCheck: c.freshCheck, DrainTimeout: 10 * time.Second,
-		AdminWait: 5 * time.Second, Registerer: reg, CaughtUp: caughtUp}, s, s.Reader(), c.members)
+		AdminWait: 5 * time.Second, Registerer: reg, CaughtUp: caughtUp, HandOver: handOver}, s, s.Reader(), c.members)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -127,6 +127,9 @@ func (m *Manager) place(ctx context.Context) error {
 		c.Version = 1
 		next = &c
 	}
+	// Shards leaving a live owner: it hands them over first, so the next
+	// owner does not call their tasks again (handover.go).
+	m.handOver(ctx, cur, next)
 	_, err = m.store.CommitShardMap(ctx, state.CommitShardMapCommand{
 		CommandMeta: state.CommandMeta{Author: "leader:" + m.cfg.NodeID}, PrevVersion: prevVersion, Map: next,
 	})

@@ -13,6 +13,8 @@ type metrics struct {
 	owned   prometheus.Gauge
 	version prometheus.Gauge
 	commits *prometheus.CounterVec
+	// handovers counts the leader's hand-over calls, by result.
+	handovers *prometheus.CounterVec
 }
 
 // newMetrics builds the metrics and registers them on reg (if not nil);
@@ -31,6 +33,13 @@ func newMetrics(reg prometheus.Registerer, unowned func() float64) (*metrics, er
 			Name: "fusebox_shard_map_commits_total",
 			Help: "Shard maps proposed by this node as Raft leader, by result (ok, stale, error).",
 		}, []string{"result"}),
+		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fusebox_shard_handovers_total",
+			Help: "Hand-overs this node asked of a live owner as Raft leader before moving its shards, by result (ok: its calls ended and results were written; unfinished: some were still under way at the wait's end; error: the owner could not be asked).",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{"ok", "unfinished", "error"} {
+		m.handovers.WithLabelValues(r)
 	}
 	if reg == nil {
 		return m, nil
@@ -39,7 +48,7 @@ func newMetrics(reg prometheus.Registerer, unowned func() float64) (*metrics, er
 		Name: "fusebox_shards_unowned",
 		Help: "Shards of the committed shard map with no owner, or whose owner is not an alive (or suspect) member, as this node sees them.",
 	}, unowned)
-	for _, c := range []prometheus.Collector{m.owned, m.version, m.commits, unownedGauge} {
+	for _, c := range []prometheus.Collector{m.owned, m.version, m.commits, m.handovers, unownedGauge} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("ownership: metrics: %w", err)
 		}

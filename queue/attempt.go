@@ -166,6 +166,16 @@ func (q *Queue) attempt(g *group, it *item, req transport.Request) {
 		sh.release(it, q.cfg.RejectRetry)
 		return
 	}
+	if !sh.ho.admit() {
+		// Released for a move (handover.go): no call; the task stays
+		// pending for the next owner (or for this node if the move never
+		// comes).
+		c.release()
+		q.m.rejections.WithLabelValues("handover").Inc()
+		sh.release(it, 0)
+		return
+	}
+	defer sh.ho.leave() // after the disposition is recorded
 	c.cb = breakerpool.CircuitBreakerExecutable{Breaker: q.breakers.Breaker(g.key), Executable: c}
 	err := q.guarded(sh.ctx, &c.cb)
 	c.release()

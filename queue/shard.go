@@ -86,6 +86,8 @@ type shard struct {
 
 	room atomic.Bool // a group this shard holds tasks for has room (roomFor)
 
+	ho handover // a release before a planned move (handover.go)
+
 	// depth is this shard's fusebox_queue_depth series, refreshed by the
 	// reader only when the pending count can have changed: a read loaded
 	// tasks, or results were written since (depthWritten). A wake-up that
@@ -109,6 +111,7 @@ func newShard(q *Queue, id int, epoch uint64) *shard {
 		inflight: make(map[string]*item), parked: make(map[string]time.Time),
 		releases: make(map[breakerpool.Key]*release),
 		depth:    q.m.depth.WithLabelValues(strconv.Itoa(id)),
+		ho:       newHandover(),
 	}
 	s.lows, _ = q.store.(DueLowStore)
 	s.lowsTracker, _ = q.store.(DueLowTracker)
@@ -296,6 +299,17 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		s.nextDue, s.nextKnown = now.Add(q.cfg.RejectRetry), true
 		if len(s.held) > 0 && s.heldUntil.Before(s.nextDue) {
 			s.heldUntil = s.nextDue
+		}
+		s.cursorRead = false
+		s.mu.Unlock()
+		return false, now
+	}
+	if until, held := s.ho.holding(now); held {
+		// Released for a move (handover.go): read and dispatch nothing
+		// until the hold ends, when work resumes if the move never came.
+		s.nextDue, s.nextKnown = until, true
+		if len(s.held) > 0 && s.heldUntil.Before(until) {
+			s.heldUntil = until
 		}
 		s.cursorRead = false
 		s.mu.Unlock()
@@ -547,5 +561,6 @@ func (s *shard) flush(ctx context.Context) error {
 		s.resultsWrittenLocked()
 		s.mu.Unlock()
 		signal(s.wake)
+		signal(s.ho.flushed)
 	}
 }
