@@ -62,26 +62,27 @@ func shardsReady(m *ownership.Manager, detail map[string]any) bool {
 	return ok
 }
 
-// drainShards hands this node's shards to the other members before a
-// graceful shutdown, bounded by ctx and the manager's drain timeout. A
-// failed drain is logged, not fatal: the node's departure re-places its
-// shards anyway, only later.
 // handOver is a graceful stop's hand-over of the shards: first the queue
 // stops (no call starts; the calls under way finish, up to the queue's
 // DrainTimeout, and their results are written at the epochs this node
-// still holds), then the shards are drained to the other nodes. The next
+// still holds), then the shards are drained to the other nodes, whose
 // owners so find those tasks done. Drained first, a shard moved while its
-// calls were under way: they were cancelled and their answers dropped
-// unwritten, and the next owner called every one of them again
-// (TestTasksRollingRestart, test/e2e: 26 duplicate deliveries in a
-// three-node rolling restart). Tasks of this node's shards wait meanwhile:
-// for the longest call under way, then the move.
+// calls were under way: they were cancelled, their answers dropped
+// unwritten, and the next owner called every one of them again (with the
+// leader's hand-over when the node returns, ownership/DESIGN.md: 26
+// duplicate deliveries in TestTasksRollingRestart before, none after).
+// The tasks of this node's shards wait meanwhile: for the longest call
+// under way, then the move.
 func (n *Node) handOver(ctx context.Context) error {
 	err := n.deliver.stopQueue()
 	n.drainShards(ctx, n.shards)
 	return err
 }
 
+// drainShards hands this node's shards to the other members before a
+// graceful shutdown, bounded by ctx and the manager's drain timeout. A
+// failed drain is logged, not fatal: the node's departure re-places its
+// shards anyway, only later.
 func (n *Node) drainShards(ctx context.Context, m *ownership.Manager) {
 	if m == nil {
 		return
