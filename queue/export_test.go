@@ -11,7 +11,8 @@ type ShardState struct {
 	Wakeups, Reads uint64
 	Lost, Stopped  bool
 	InFlight       int
-	Held           int // refused by a full buffer, kept for the next offer
+	Held           int  // refused by a full buffer, kept for the next offer
+	HandedOver     bool // a hand-over holds the shard (handover.go)
 }
 
 // ShardState returns the state of shard id; ok is false if not running.
@@ -23,6 +24,7 @@ func (q *Queue) ShardState(id int) (st ShardState, ok bool) {
 		return st, false
 	}
 	st.Wakeups, st.Reads = s.wakeups.Load(), s.reads.Load()
+	_, st.HandedOver = s.ho.holding(time.Now())
 	s.mu.Lock()
 	st.Lost, st.InFlight, st.Held = s.lost, len(s.inflight), len(s.held)
 	s.mu.Unlock()

@@ -68,8 +68,8 @@ func (h *handover) leave() {
 type HandedOver struct {
 	Shard int
 	Epoch uint64
-	// Waited is how long the calls under way took to end and their
-	// results to be written.
+	// Waited is how long from the start of the hand-over the calls under
+	// way took to end and their results to be written.
 	Waited time.Duration
 	// Unfinished counts calls still under way, or results not yet
 	// written, when ctx ended: the next owner may make those calls again.
@@ -92,17 +92,24 @@ func (q *Queue) HandOver(ctx context.Context, shards map[int]uint64, hold time.D
 		}
 	}
 	q.mu.Unlock()
-	for _, s := range work {
+	if len(work) == 0 {
+		return nil
+	}
+	ids := make([]int, len(work))
+	for i, s := range work {
 		s.ho.until.Store(until.UnixNano())
 		signal(s.wake) // the reader stops reading
-		q.log.Info("shard handed over for a move", "shard", s.id, "epoch", s.epoch, "hold", hold)
+		ids[i] = s.id
 	}
+	begin := time.Now()
 	out := make([]HandedOver, len(work))
+	unfinished := 0
 	for i, s := range work {
-		begin := time.Now()
 		n := s.settle(ctx)
 		out[i] = HandedOver{Shard: s.id, Epoch: s.epoch, Waited: time.Since(begin), Unfinished: n}
+		unfinished += n
 	}
+	q.log.Info("shards handed over for a move", "shards", ids, "took", time.Since(begin), "unfinished", unfinished, "hold", hold)
 	return out
 }
 

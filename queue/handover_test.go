@@ -29,7 +29,8 @@ func TestHandOverBeforeMoveDeliversOnce(t *testing.T) {
 
 	done := make(chan []queue.HandedOver, 1)
 	go func() { done <- qa.HandOver(t.Context(), map[int]uint64{1: 1, 0: 9 /* not this epoch */}, time.Minute) }()
-	// More tasks for shard 1 while it is released: not called by a.
+	testwait.For(t, 10*time.Second, "shard 1 held", func() bool { st, _ := qa.ShardState(1); return st.HandedOver })
+	// More tasks for shard 1 while it is held: not called by a.
 	late := callbacks(2, 1, "late", "d") // shard 0 ids, moved to shard 1 below
 	for i := range late {
 		late[i].Shard = 1
