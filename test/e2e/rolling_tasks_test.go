@@ -80,6 +80,64 @@ func testTasksRollingRestart(t *testing.T, opts ...ClusterOptions) {
 	c.StopAll(t)
 }
 
+// TestTasksOperatorDrain: an operator drains a node under load, then
+// undrains it, and moves one shard by hand: each is a planned move, handed
+// over by the shard's live owner first, so no task is delivered twice.
+func TestTasksOperatorDrain(t *testing.T) {
+	c, dest, l := busyCluster(t, "drain", 200*time.Millisecond)
+	ctx := t.Context()
+	admin := c.Procs[0].Client()
+	victim := c.Procs[1].Name()
+	held := func() error {
+		if n := len(dest.HeldAt(time.Now())); n == 0 {
+			return fmt.Errorf("no call held at the destination")
+		}
+		return nil
+	}
+	testwait.ForErr(t, convergeTimout, "calls under way", held)
+	if _, err := admin.DrainNode(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	testwait.ForErr(t, convergeTimout, victim+" owning nothing", func() error {
+		if n, err := ownedBy(c, victim); err != nil || n != 0 {
+			return fmt.Errorf("%s owns %d shards (%v)", victim, n, err)
+		}
+		return nil
+	})
+	testwait.ForErr(t, convergeTimout, "calls under way", held)
+	if _, err := admin.UndrainNode(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	testwait.ForErr(t, convergeTimout, victim+" owning shards again", func() error {
+		if n, err := ownedBy(c, victim); err != nil || n == 0 {
+			return fmt.Errorf("%s owns %d shards (%v)", victim, n, err)
+		}
+		return nil
+	})
+	testwait.ForErr(t, convergeTimout, "calls under way", held)
+	m, _, err := shardMap(c.Procs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard, to := -1, ""
+	for id, s := range m {
+		if s.Owner != victim {
+			shard, to = id, victim
+			break
+		}
+	}
+	if _, err := admin.MoveShard(ctx, shard, to); err != nil {
+		t.Fatalf("move shard %d to %s: %v", shard, to, err)
+	}
+	rep := l.Check(t, 2*convergeTimout)
+	t.Logf("drain, undrain and a move of %s under tasks: %v; submits %v", victim, rep, l.Stats())
+	if rep.Duplicates != 0 {
+		t.Errorf("%d duplicate deliveries from planned moves, e.g. %v", rep.Duplicates, first(rep.DupTasks, 10))
+	}
+	c.CheckInvariants(t, convergeTimout)
+	c.StopAll(t)
+}
+
 // ownedBy counts the shards the committed map (as c's first live node
 // sees it) gives node.
 func ownedBy(c *Cluster, node string) (int, error) {
