@@ -15,15 +15,13 @@ import (
 // calls again.
 var ErrUnfinished = errors.New("hand-over unfinished")
 
-// handOver asks each live owner that next takes shards from to hand them
-// over first (Config.HandOver), all at once, and returns when every one has
-// answered or HandOverWait has passed. Owners that are not alive members
-// (failed, left, unknown, or suspect: maybe unreachable) are not asked:
-// their shards move at once, as before. Errors are counted and logged, and
-// the move goes ahead regardless: a hand-over only spares duplicate calls.
-func (m *Manager) handOver(ctx context.Context, cur, next *shardmap.Map) {
+// handOverPlan lists, per alive member, the shards (id → epoch in cur)
+// that next moves away from it, with the member's HTTP address. Owners
+// that are not alive members (failed, left, unknown, or suspect: maybe
+// unreachable) are not in it: their shards move at once, as before.
+func (m *Manager) handOverPlan(cur, next *shardmap.Map) map[string]handOverAsk {
 	if m.cfg.HandOver == nil || cur == nil {
-		return
+		return nil
 	}
 	addr := map[string]string{}
 	for _, mb := range m.members.Members() {
@@ -31,20 +29,62 @@ func (m *Manager) handOver(ctx context.Context, cur, next *shardmap.Map) {
 			addr[mb.ID] = mb.HTTPAddr
 		}
 	}
-	from := map[string]map[int]uint64{}
+	plan := map[string]handOverAsk{}
 	for i, s := range cur.Shards {
 		if i >= len(next.Shards) || s.Owner == "" || next.Shards[i].Owner == s.Owner {
 			continue
 		}
-		if _, live := addr[s.Owner]; !live {
+		a, live := addr[s.Owner]
+		if !live {
 			continue
 		}
-		if from[s.Owner] == nil {
-			from[s.Owner] = map[int]uint64{}
+		ask, ok := plan[s.Owner]
+		if !ok {
+			ask = handOverAsk{addr: a, shards: map[int]uint64{}}
+			plan[s.Owner] = ask
 		}
-		from[s.Owner][i] = s.Epoch
+		ask.shards[i] = s.Epoch
 	}
-	if len(from) == 0 {
+	return plan
+}
+
+// handOverAsk is one member's part of a hand-over.
+type handOverAsk struct {
+	addr   string
+	shards map[int]uint64
+}
+
+// firstMoves is the part of the move from cur to next that needs no
+// hand-over (a failed owner's shards, unowned ones), as a map of its own
+// one version after cur; nil when there is none. The leader commits it
+// before asking for the hand-overs, so a failed member's shards do not
+// wait for a live one's calls.
+func firstMoves(cur, next *shardmap.Map, plan map[string]handOverAsk) *shardmap.Map {
+	var first *shardmap.Map
+	for i, s := range cur.Shards {
+		n := next.Shards[i]
+		if n == s {
+			continue
+		}
+		if ask, ok := plan[s.Owner]; ok {
+			if _, asked := ask.shards[i]; asked {
+				continue
+			}
+		}
+		if first == nil {
+			first = &shardmap.Map{Version: cur.Version + 1, NumShards: cur.NumShards, Shards: append([]shardmap.Assignment(nil), cur.Shards...)}
+		}
+		first.Shards[i] = n
+	}
+	return first
+}
+
+// handOver asks every member in plan to hand its shards over
+// (Config.HandOver), all at once, and returns when every one has answered
+// or HandOverWait has passed. Errors are counted and logged, and the move
+// goes ahead regardless: a hand-over only spares duplicate calls.
+func (m *Manager) handOver(ctx context.Context, plan map[string]handOverAsk) {
+	if len(plan) == 0 {
 		return
 	}
 	wait := m.cfg.HandOverWait
@@ -53,21 +93,21 @@ func (m *Manager) handOver(ctx context.Context, cur, next *shardmap.Map) {
 	defer cancel()
 	begin := time.Now()
 	var wg sync.WaitGroup
-	for node, shards := range from {
+	for node, ask := range plan {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := m.cfg.HandOver(ctx, node, addr[node], shards, wait, hold)
+			err := m.cfg.HandOver(ctx, node, ask.addr, ask.shards, wait, hold)
 			switch {
 			case err == nil:
 				m.metrics.handovers.WithLabelValues("ok").Inc()
-				m.log.Info("shards handed over before the move", "node", node, "shards", len(shards), "took", time.Since(begin))
+				m.log.Info("shards handed over before the move", "node", node, "shards", len(ask.shards), "took", time.Since(begin))
 			case errors.Is(err, ErrUnfinished):
 				m.metrics.handovers.WithLabelValues("unfinished").Inc()
-				m.log.Warn("shards moved with calls still under way: the next owner may make them again", "node", node, "shards", len(shards), "err", err)
+				m.log.Warn("shards moved with calls still under way: the next owner may make them again", "node", node, "shards", len(ask.shards), "err", err)
 			default:
 				m.metrics.handovers.WithLabelValues("error").Inc()
-				m.log.Warn("hand-over failed; moving the shards anyway", "node", node, "shards", len(shards), "err", err)
+				m.log.Warn("hand-over failed; moving the shards anyway", "node", node, "shards", len(ask.shards), "err", err)
 			}
 		}()
 	}

@@ -2,7 +2,9 @@ package ownership
 
 import (
 	"errors"
+	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"fusebox/internal/testwait"
 	"fusebox/raftstore"
+	"fusebox/shardmap"
 )
 
 // handOverLog records the leader's hand-over calls and, for each, whether
@@ -43,7 +46,7 @@ func TestHandOverBeforePlannedMoves(t *testing.T) {
 	c := newCluster(t)
 	log := &handOverLog{}
 	c.handOver = func(leader, node, _ string, shards map[int]uint64) error {
-		m := c.nodes[leader].own.Holder().Load()
+		m := c.nodes[leader].own.state.ShardMap()
 		owned := m != nil
 		for id, e := range shards {
 			if owned && (m.Shards[id].Owner != node || m.Shards[id].Epoch != e) {
@@ -124,5 +127,93 @@ func TestHandOverBeforePlannedMoves(t *testing.T) {
 	}
 	if failed == 0 {
 		t.Fatal("no node counted fusebox_shard_handovers_total{result=error}")
+	}
+}
+
+// firstMoves keeps what needs no hand-over (a failed owner's shard, an
+// unowned one) and leaves the live owners' moves for after theirs.
+func TestFirstMovesLeaveLiveOwnersShards(t *testing.T) {
+	cur := &shardmap.Map{Version: 7, NumShards: 4, Shards: []shardmap.Assignment{
+		{Shard: 0, Owner: "a", Epoch: 3}, // a is alive: handed over
+		{Shard: 1, Owner: "dead", Epoch: 5},
+		{Shard: 2, Owner: "", Epoch: 2},
+		{Shard: 3, Owner: "b", Epoch: 1}, // stays
+	}}
+	next := &shardmap.Map{Version: 8, NumShards: 4, Shards: []shardmap.Assignment{
+		{Shard: 0, Owner: "c", Epoch: 4},
+		{Shard: 1, Owner: "c", Epoch: 6},
+		{Shard: 2, Owner: "b", Epoch: 3},
+		{Shard: 3, Owner: "b", Epoch: 1},
+	}}
+	plan := map[string]handOverAsk{"a": {addr: "http-a", shards: map[int]uint64{0: 3}}}
+	first := firstMoves(cur, next, plan)
+	if first == nil || first.Version != 8 {
+		t.Fatalf("first = %+v, want a map at version 8", first)
+	}
+	want := []shardmap.Assignment{cur.Shards[0], next.Shards[1], next.Shards[2], cur.Shards[3]}
+	if !slices.Equal(first.Shards, want) {
+		t.Fatalf("first moves %+v, want %+v", first.Shards, want)
+	}
+	if cur.Shards[1].Owner != "dead" {
+		t.Fatal("firstMoves changed cur")
+	}
+	// Only live owners' moves: nothing to commit first.
+	next.Shards[1], next.Shards[2] = cur.Shards[1], cur.Shards[2]
+	if f := firstMoves(cur, next, plan); f != nil {
+		t.Fatalf("first = %+v with only a hand-over's move, want nil", f)
+	}
+}
+
+// A member fails while two join, in one membership change: the failed
+// member's shards are committed to their new owners before the leader
+// waits for any hand-over, not after.
+func TestFailedOwnersShardsDoNotWaitForHandOvers(t *testing.T) {
+	c := newCluster(t)
+	c.quiet = map[string]bool{"d": true, "e": true}
+	var mu sync.Mutex
+	var calls int
+	var victim string
+	var deadStillOwned []int
+	c.handOver = func(leader, node, _ string, shards map[int]uint64) error {
+		m := c.nodes[leader].own.state.ShardMap() // what the leader has applied (its holder follows a little later)
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		for id, s := range m.Shards {
+			if s.Owner == victim {
+				deadStillOwned = append(deadStillOwned, id)
+			}
+		}
+		return nil
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		c.start(id, 3, 24)
+	}
+	testwait.For(t, 20*time.Second, "converged on a, b, c", func() bool { return c.converged("a", "b", "c") })
+	var live []string
+	for _, id := range []string{"c", "b", "a"} { // the victim: a follower (a leader's failure is an election)
+		if victim == "" && c.nodes[id].store.State().String() != "Leader" {
+			mu.Lock()
+			victim = id
+			mu.Unlock()
+		} else {
+			live = append(live, id)
+		}
+	}
+	c.start("d", 0, 24)
+	c.start("e", 0, 24)
+	c.crash(victim)
+	c.announce(map[string]raftstore.MemberStatus{victim: raftstore.MemberFailed})
+	live = append(live, "d", "e")
+	testwait.For(t, 30*time.Second, fmt.Sprintf("converged on %v", live), func() bool {
+		return c.converged(live...) && len(c.nodes["d"].own.Owned()) > 0 && len(c.nodes["e"].own.Owned()) > 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if calls == 0 {
+		t.Fatal("no hand-over was asked: the live members gave no shard to d and e (the test needs them to)")
+	}
+	if len(deadStillOwned) > 0 {
+		t.Fatalf("hand-overs were asked while failed %s still owned shards %v", victim, deadStillOwned)
 	}
 }

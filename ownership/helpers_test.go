@@ -115,6 +115,11 @@ type cluster struct {
 	// handOver, when set, is every manager's Config.HandOver, told which
 	// node's manager (the leader) calls it.
 	handOver func(leader, node, httpAddr string, shards map[int]uint64) error
+	// quiet nodes are started without gossip announcing them: their
+	// members wait in pending for announce, which changes the membership
+	// in one step with other changes.
+	quiet   map[string]bool
+	pending []raftstore.Member
 }
 
 func newCluster(t testing.TB) *cluster {
@@ -178,11 +183,53 @@ func (c *cluster) start(id string, expect, shards int) *node {
 	c.fwd.mu.Lock()
 	c.fwd.stores["http-"+id] = s
 	c.fwd.mu.Unlock()
-	c.members.set(raftstore.Member{ID: id, RaftAddr: s.RaftAddr(), HTTPAddr: "http-" + id, Status: raftstore.MemberAlive})
+	if c.quiet[id] {
+		c.pending = append(c.pending, raftstore.Member{ID: id, RaftAddr: s.RaftAddr(), HTTPAddr: "http-" + id, Status: raftstore.MemberAlive})
+	} else {
+		c.members.set(raftstore.Member{ID: id, RaftAddr: s.RaftAddr(), HTTPAddr: "http-" + id, Status: raftstore.MemberAlive})
+	}
 	if err := s.Start(context.Background()); err != nil {
 		c.t.Fatal(err)
 	}
 	return n
+}
+
+// announce makes the pending members, and the given status changes, one
+// membership change: subscribers hear of them together.
+func (c *cluster) announce(changes map[string]raftstore.MemberStatus) {
+	f := c.members
+	f.mu.Lock()
+	for _, m := range c.pending {
+		f.m[m.ID] = m
+	}
+	for id, st := range changes {
+		m := f.m[id]
+		m.Status = st
+		f.m[id] = m
+	}
+	for ch := range f.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	f.mu.Unlock()
+	c.pending = nil
+}
+
+// crash closes a node as a crash looks to the others: gossip still says
+// what it said before (alive) until a membership change says otherwise.
+func (c *cluster) crash(id string) {
+	c.t.Helper()
+	n := c.nodes[id]
+	_ = n.own.Close()
+	if err := n.store.Close(); err != nil {
+		c.t.Fatalf("close %s: %v", id, err)
+	}
+	c.fwd.mu.Lock()
+	delete(c.fwd.stores, "http-"+id)
+	c.fwd.mu.Unlock()
+	delete(c.nodes, id)
 }
 
 // stop closes a node and marks it with the given gossip status.

@@ -116,21 +116,35 @@ func (m *Manager) place(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	prevVersion := uint64(0)
 	switch {
 	case cur != nil && !changed:
 		return nil
-	case cur != nil:
-		prevVersion = cur.Version
-	case !changed: // no map yet and nobody to place on: commit the empty map
+	case cur == nil && !changed: // no map yet and nobody to place on: commit the empty map
 		c := *next
 		c.Version = 1
 		next = &c
 	}
 	// Shards leaving a live owner: it hands them over first, so the next
-	// owner does not call their tasks again (handover.go).
-	m.handOver(ctx, cur, next)
-	_, err = m.store.CommitShardMap(ctx, state.CommitShardMapCommand{
+	// owner does not call their tasks again (handover.go). What needs no
+	// hand-over (a failed owner's shards) is committed first, on its own:
+	// the loop wakes on that commit and places the rest.
+	if plan := m.handOverPlan(cur, next); len(plan) > 0 {
+		if first := firstMoves(cur, next, plan); first != nil {
+			return m.commit(ctx, cur, first)
+		}
+		m.handOver(ctx, plan)
+	}
+	return m.commit(ctx, cur, next)
+}
+
+// commit proposes next as the map after cur (compare-and-set on cur's
+// version; 0 when there is no map yet).
+func (m *Manager) commit(ctx context.Context, cur, next *shardmap.Map) error {
+	prevVersion := uint64(0)
+	if cur != nil {
+		prevVersion = cur.Version
+	}
+	_, err := m.store.CommitShardMap(ctx, state.CommitShardMapCommand{
 		CommandMeta: state.CommandMeta{Author: "leader:" + m.cfg.NodeID}, PrevVersion: prevVersion, Map: next,
 	})
 	if errors.Is(err, state.ErrConflict) {
