@@ -167,7 +167,7 @@ func (q *Queue) attempt(g *group, it *item, req transport.Request) {
 		return
 	}
 	if !sh.ho.admit() {
-		// Released for a move (handover.go): no call; the task stays
+		// Handed over for a move (handover.go): no call; the task stays
 		// pending for the next owner (or for this node if the move never
 		// comes).
 		c.release()

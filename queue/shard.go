@@ -86,7 +86,7 @@ type shard struct {
 
 	room atomic.Bool // a group this shard holds tasks for has room (roomFor)
 
-	ho handover // a release before a planned move (handover.go)
+	ho handover // a hand-over before a planned move (handover.go)
 
 	// depth is this shard's fusebox_queue_depth series, refreshed by the
 	// reader only when the pending count can have changed: a read loaded
@@ -305,7 +305,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		return false, now
 	}
 	if until, held := s.ho.holding(now); held {
-		// Released for a move (handover.go): read and dispatch nothing
+		// Handed over for a move (handover.go): read and dispatch nothing
 		// until the hold ends, when work resumes if the move never came.
 		s.nextDue, s.nextKnown = until, true
 		if len(s.held) > 0 && s.heldUntil.Before(until) {
