@@ -235,16 +235,8 @@ func (c *cluster) crash(id string) {
 // stop closes a node and marks it with the given gossip status.
 func (c *cluster) stop(id string, st raftstore.MemberStatus) {
 	c.t.Helper()
-	n := c.nodes[id]
-	_ = n.own.Close()
-	if err := n.store.Close(); err != nil {
-		c.t.Fatalf("close %s: %v", id, err)
-	}
-	c.fwd.mu.Lock()
-	delete(c.fwd.stores, "http-"+id)
-	c.fwd.mu.Unlock()
+	c.crash(id)
 	c.members.setStatus(id, st)
-	delete(c.nodes, id)
 }
 
 // converged reports whether every live node follows the same committed map
