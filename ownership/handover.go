@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"fusebox/raftstore"
@@ -83,14 +84,26 @@ func firstMoves(cur, next *shardmap.Map, plan map[string]handOverAsk) *shardmap.
 // (Config.HandOver), all at once, and returns when every one has answered
 // or HandOverWait has passed. Errors are counted and logged, and the move
 // goes ahead regardless: a hand-over only spares duplicate calls.
-func (m *Manager) handOver(ctx context.Context, plan map[string]handOverAsk) {
+//
+// A member of cur failing meanwhile interrupts the wait (interrupted
+// true): its shards must not wait for the others' calls. The caller then
+// commits nothing and places again at once, the failure's moves first;
+// the owners asked stay held, and are asked again.
+func (m *Manager) handOver(ctx context.Context, cur *shardmap.Map, plan map[string]handOverAsk) (interrupted bool) {
 	if len(plan) == 0 {
-		return
+		return false
 	}
 	wait := m.cfg.HandOverWait
 	hold := wait + holdMargin
 	ctx, cancel := context.WithTimeout(ctx, wait+callMargin)
 	defer cancel()
+	var failed atomic.Bool
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		m.watchOwnersFail(ctx, cur, func() { failed.Store(true); cancel() })
+	}()
+	defer func() { cancel(); <-watchDone }()
 	begin := time.Now()
 	var wg sync.WaitGroup
 	for node, ask := range plan {
@@ -99,6 +112,8 @@ func (m *Manager) handOver(ctx context.Context, plan map[string]handOverAsk) {
 			defer wg.Done()
 			err := m.cfg.HandOver(ctx, node, ask.addr, ask.shards, wait, hold)
 			switch {
+			case failed.Load():
+				m.log.Info("hand-over interrupted: a member failed; placing again", "node", node, "shards", len(ask.shards))
 			case err == nil:
 				m.metrics.handovers.WithLabelValues("ok").Inc()
 				m.log.Info("shards handed over before the move", "node", node, "shards", len(ask.shards), "took", time.Since(begin))
@@ -112,6 +127,42 @@ func (m *Manager) handOver(ctx context.Context, plan map[string]handOverAsk) {
 		}()
 	}
 	wg.Wait()
+	return failed.Load()
+}
+
+// watchOwnersFail calls failed once a member owning shards in cur is
+// failed, left or gone from the membership, or returns when ctx ends.
+func (m *Manager) watchOwnersFail(ctx context.Context, cur *shardmap.Map, failed func()) {
+	wake, unsub := m.members.Subscribe()
+	defer unsub()
+	owners := map[string]bool{}
+	for _, s := range cur.Shards {
+		if s.Owner != "" {
+			owners[s.Owner] = true
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-wake:
+			if !ok {
+				return
+			}
+		}
+		live := map[string]bool{}
+		for _, mb := range m.members.Members() {
+			if mb.Status == raftstore.MemberAlive || mb.Status == raftstore.MemberSuspect {
+				live[mb.ID] = true
+			}
+		}
+		for o := range owners {
+			if !live[o] {
+				failed()
+				return
+			}
+		}
+	}
 }
 
 const (

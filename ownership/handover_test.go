@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -45,7 +46,7 @@ func (h *handOverLog) take() []handOverCall {
 func TestHandOverBeforePlannedMoves(t *testing.T) {
 	c := newCluster(t)
 	log := &handOverLog{}
-	c.handOver = func(leader, node, _ string, shards map[int]uint64) error {
+	c.handOver = func(_ context.Context, leader, node, _ string, shards map[int]uint64) error {
 		m := c.nodes[leader].own.state.ShardMap()
 		owned := m != nil
 		for id, e := range shards {
@@ -174,7 +175,7 @@ func TestFailedOwnersShardsDoNotWaitForHandOvers(t *testing.T) {
 	var calls int
 	var victim string
 	var deadStillOwned []int
-	c.handOver = func(leader, node, _ string, shards map[int]uint64) error {
+	c.handOver = func(_ context.Context, leader, node, _ string, shards map[int]uint64) error {
 		m := c.nodes[leader].own.state.ShardMap() // what the leader has applied (its holder follows a little later)
 		mu.Lock()
 		defer mu.Unlock()
@@ -215,5 +216,59 @@ func TestFailedOwnersShardsDoNotWaitForHandOvers(t *testing.T) {
 	}
 	if len(deadStillOwned) > 0 {
 		t.Fatalf("hand-overs were asked while failed %s still owned shards %v", victim, deadStillOwned)
+	}
+}
+
+// A member fails while the leader waits for a hand-over: the wait ends at
+// once and the failed member's shards move, not HandOverWait (a minute
+// here) later; the hand-over is asked again after.
+func TestMemberFailingDuringHandOverDoesNotWait(t *testing.T) {
+	c := newCluster(t)
+	c.handOverWait = time.Minute
+	var mu sync.Mutex
+	blocked := make(chan struct{})
+	var first sync.Once
+	calls := 0
+	c.handOver = func(ctx context.Context, _, _, _ string, _ map[int]uint64) error {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 1 {
+			first.Do(func() { close(blocked) })
+			<-ctx.Done() // an owner whose calls do not end
+			return ctx.Err()
+		}
+		return nil
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		c.start(id, 3, 24)
+	}
+	testwait.For(t, 20*time.Second, "converged on a, b, c", func() bool { return c.converged("a", "b", "c") })
+	var victim string
+	var live []string
+	for _, id := range []string{"c", "b", "a"} { // a follower (a leader's failure is an election)
+		if victim == "" && c.nodes[id].store.State().String() != "Leader" {
+			victim = id
+		} else {
+			live = append(live, id)
+		}
+	}
+	c.start("d", 0, 24) // the leader moves shards to d and waits for their owners
+	select {
+	case <-blocked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no hand-over was asked when d joined")
+	}
+	c.stop(victim, raftstore.MemberFailed)
+	live = append(live, "d")
+	// Well under the minute the hand-over would have waited.
+	testwait.For(t, 15*time.Second, fmt.Sprintf("%s's shards moved and converged on %v", victim, live), func() bool {
+		return c.converged(live...) && len(c.nodes["d"].own.Owned()) > 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if calls < 2 {
+		t.Fatalf("%d hand-over calls: the planned moves were not asked again after the failure", calls)
 	}
 }

@@ -114,7 +114,9 @@ type cluster struct {
 	caughtUp func(id string, m *Manager)
 	// handOver, when set, is every manager's Config.HandOver, told which
 	// node's manager (the leader) calls it.
-	handOver func(leader, node, httpAddr string, shards map[int]uint64) error
+	handOver func(ctx context.Context, leader, node, httpAddr string, shards map[int]uint64) error
+	// handOverWait, when set, is every manager's Config.HandOverWait.
+	handOverWait time.Duration
 	// quiet nodes are started without gossip announcing them: their
 	// members wait in pending for announce, which changes the membership
 	// in one step with other changes.
@@ -164,12 +166,12 @@ func (c *cluster) start(id string, expect, shards int) *node {
 	}
 	var handOver func(ctx context.Context, node, httpAddr string, shards map[int]uint64, wait, hold time.Duration) error
 	if hook := c.handOver; hook != nil {
-		handOver = func(_ context.Context, node, httpAddr string, shards map[int]uint64, _, _ time.Duration) error {
-			return hook(id, node, httpAddr, shards)
+		handOver = func(ctx context.Context, node, httpAddr string, shards map[int]uint64, _, _ time.Duration) error {
+			return hook(ctx, id, node, httpAddr, shards)
 		}
 	}
 	own, err := New(Config{NodeID: id, Shards: shards, Backstop: backstop, FreshCheck: c.freshCheck, DrainTimeout: 10 * time.Second,
-		AdminWait: 5 * time.Second, Registerer: reg, CaughtUp: caughtUp, HandOver: handOver}, s, s.Reader(), c.members)
+		AdminWait: 5 * time.Second, Registerer: reg, CaughtUp: caughtUp, HandOver: handOver, HandOverWait: c.handOverWait}, s, s.Reader(), c.members)
 	if err != nil {
 		c.t.Fatal(err)
 	}

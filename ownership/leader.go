@@ -132,7 +132,9 @@ func (m *Manager) place(ctx context.Context) error {
 		if first := firstMoves(cur, next, plan); first != nil {
 			return m.commit(ctx, cur, first)
 		}
-		m.handOver(ctx, plan)
+		if m.handOver(ctx, cur, plan) {
+			return nil // a member failed meanwhile: the loop places again at once
+		}
 	}
 	return m.commit(ctx, cur, next)
 }
