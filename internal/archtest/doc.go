@@ -1,4 +1,5 @@
 // Package archtest holds the tests that keep the tree's descriptions of
-// itself true: the import diagram in docs/architecture.md, and the
-// Makefile's list of fuzz targets. It has no code of its own.
+// itself and its rules true: the import diagram in docs/architecture.md,
+// the Makefile's list of fuzz targets, and a goroutine-leak check in every
+// package that starts goroutines. It has no code of its own.
 package archtest
