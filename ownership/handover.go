@@ -113,6 +113,7 @@ func (m *Manager) handOver(ctx context.Context, cur *shardmap.Map, plan map[stri
 			err := m.cfg.HandOver(ctx, node, ask.addr, ask.shards, wait, hold)
 			switch {
 			case failed.Load():
+				m.metrics.handovers.WithLabelValues("interrupted").Inc()
 				m.log.Info("hand-over interrupted: a member failed; placing again", "node", node, "shards", len(ask.shards))
 			case err == nil:
 				m.metrics.handovers.WithLabelValues("ok").Inc()

@@ -271,4 +271,11 @@ func TestMemberFailingDuringHandOverDoesNotWait(t *testing.T) {
 	if calls < 2 {
 		t.Fatalf("%d hand-over calls: the planned moves were not asked again after the failure", calls)
 	}
+	var interrupted float64
+	for _, id := range live {
+		interrupted += testutil.ToFloat64(c.nodes[id].own.metrics.handovers.WithLabelValues("interrupted"))
+	}
+	if interrupted < 1 {
+		t.Fatal("no node counted fusebox_shard_handovers_total{result=interrupted}")
+	}
 }

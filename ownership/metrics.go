@@ -35,10 +35,10 @@ func newMetrics(reg prometheus.Registerer, unowned func() float64) (*metrics, er
 		}, []string{"result"}),
 		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fusebox_shard_handovers_total",
-			Help: "Hand-overs this node asked of a live owner as Raft leader before moving its shards, by result (ok: its calls ended and results were written; unfinished: some were still under way at the wait's end; error: the owner could not be asked).",
+			Help: "Hand-overs this node asked of a live owner as Raft leader before moving its shards, by result (ok: its calls ended and results were written; unfinished: some were still under way at the wait's end; error: the owner could not be asked; interrupted: a member failed during the wait, and the leader placed again at once).",
 		}, []string{"result"}),
 	}
-	for _, r := range []string{"ok", "unfinished", "error"} {
+	for _, r := range []string{"ok", "unfinished", "error", "interrupted"} {
 		m.handovers.WithLabelValues(r)
 	}
 	if reg == nil {
