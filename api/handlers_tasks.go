@@ -18,7 +18,6 @@ import (
 type TaskReader interface {
 	Task(id string) (state.Task, bool)
 	ListTasksPage(q state.TaskQuery) ([]state.Task, string)
-	TaskBacklog(shard int) int
 	ShardCount() int
 	Endpoint(name string) (state.Endpoint, bool)
 	// DestinationBacklog and PendingTasks are the local replica's counts

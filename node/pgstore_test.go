@@ -148,6 +148,22 @@ func testTaskAPI(t *testing.T, n *testNode) string {
 	if backlog < 2 {
 		t.Fatalf("counts %+v: want the namespace's 2 pending tasks", counts.Destinations)
 	}
+	// A shard's description counts its pending tasks and gives the oldest
+	// one's creation as its ack level, from the store the tasks live in.
+	shard := list.Tasks[0].Shard
+	want, ack := 0, uint64(0)
+	for _, tk := range list.Tasks {
+		if c := uint64(tk.CreatedAt.UnixMilli()); tk.Shard == shard {
+			want++
+			if ack == 0 || c < ack {
+				ack = c
+			}
+		}
+	}
+	d, err := n.client().Shard(ctxT(t), shard)
+	if err != nil || d.Tasks != api.TasksTracked || d.Backlog == nil || *d.Backlog != want || d.AckLevel == nil || *d.AckLevel != ack {
+		t.Fatalf("shard %d = %+v, %v; want %d pending, ack level %d", shard, d, err, want, ack)
+	}
 	return firstID
 }
 

@@ -268,9 +268,6 @@ func (a pgTaskAPI) ListTasksPage(q state.TaskQuery) ([]state.Task, string) {
 	return out, next
 }
 
-// TaskBacklog implements api.TaskService (-1: no answer).
-func (a pgTaskAPI) TaskBacklog(shard int) int { return a.pg.store.Backlog(shard) }
-
 // DestinationBacklog implements api.TaskService: the guard's early
 // check (-1 when the database does not answer: the submit then decides).
 func (a pgTaskAPI) DestinationBacklog(namespace, destination string) int {
