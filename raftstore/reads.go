@@ -90,22 +90,6 @@ func (s *Store) WaitForApplied(ctx context.Context, index uint64) error {
 	return s.fsm.WaitForApplied(ctx, index)
 }
 
-// WaitForLeader blocks until this node knows a leader, returning its id.
-func (s *Store) WaitForLeader(ctx context.Context) (string, error) {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if id, _ := s.Leader(); id != "" {
-			return id, nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("raftstore: no leader: %w", ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
 // TransferLeadership hands leadership to another voter when this node is the
 // leader of a multi-voter cluster, so a graceful shutdown does not leave the
 // cluster waiting out an election timeout. It is a no-op otherwise.

@@ -201,7 +201,7 @@ func (s *Store) OnLeader(fn func(ctx context.Context)) {
 
 // Start starts raft and, with no existing state, bootstraps (at once for
 // BootstrapExpect <= 1, or in the background once enough members are seen).
-// It does not wait for a leader; use WaitForLeader.
+// It does not wait for a leader (Leader reports one once known).
 func (s *Store) Start(ctx context.Context) error {
 	err := errors.New("raftstore: Start called twice")
 	s.startOnce.Do(func() { err = s.start(ctx) })
