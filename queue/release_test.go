@@ -127,3 +127,50 @@ func TestReleaseCatchesRefusalsWrittenAfterTheClose(t *testing.T) {
 		t.Fatalf("results = %+v; want the refusal (blocked 2, due minutes out), then the delivery", rs)
 	}
 }
+
+// A released task the breaker refuses again ends the walk: a peer's hint
+// guards the breaker (it stays closed, admitting only its probe), so the
+// shard's other blocked tasks wait for their own time instead of each
+// being read, refused and rescheduled in turn.
+func TestReleaseEndsWhenATaskIsRefusedAgain(t *testing.T) {
+	const n = 40
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	tasks := blockedTasks(n, 1, "g", "dest")
+	e.add(t, tasks...)
+	exec := newFakeExec(true) // the probe does not end during the test
+	cfg := fastCfg()
+	cfg.MaxPendingPerShard = 4 // a walk releases at most 4 at a time
+	q := e.start(t, cfg, exec, nil)
+	t.Cleanup(func() { close(exec.release) }) // before the queue's Close
+	testwait.For(t, 5*time.Second, "the shard to start", func() bool { _, ok := q.ShardState(0); return ok })
+	br := e.pool.Get(key("dest"))
+	br.Guard(breakerpool.SourceHint) // closed, one probe admitted
+
+	q.KeyClosed(key("dest"))
+	testwait.For(t, 5*time.Second, "a released task refused again and its refusal written", func() bool {
+		for _, tk := range tasks {
+			if got, _ := e.store.Task(tk.ID); got.Blocked > 2 {
+				return true
+			}
+		}
+		return false
+	})
+	// Each written result wakes the reader: without the end, the walk's
+	// next read releases more, and their refusals wake it again. Let it
+	// read twice more (the second is the idle reader's backstop).
+	st, _ := q.ShardState(0)
+	testwait.For(t, 5*time.Second, "the reader to read again", func() bool {
+		now, _ := q.ShardState(0)
+		return now.Wakeups >= st.Wakeups+2
+	})
+	touched := 0
+	for _, tk := range tasks {
+		if got, _ := e.store.Task(tk.ID); got.Blocked != 2 {
+			touched++
+		}
+	}
+	if calls, _, _ := exec.stats(); calls != 1 || touched > cfg.MaxPendingPerShard {
+		t.Fatalf("%d calls, %d of %d blocked tasks released and refused; want the probe alone, and the walk ended at the first refusal (≤ %d)",
+			calls, touched, n, cfg.MaxPendingPerShard)
+	}
+}
