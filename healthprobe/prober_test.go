@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,6 +54,7 @@ type fixture struct {
 	reg    *prometheus.Registry
 	srv    *healthServer
 	owner  atomic.Value // string
+	check  atomic.Pointer[Check]
 }
 
 // newFixture is a real pool (Timeout 100ms, no jitter) feeding a prober
@@ -79,12 +82,12 @@ func newFixture(t *testing.T, cfg Config, allow func(context.Context, breakerpoo
 	}
 	pool.Start()
 	t.Cleanup(pool.Close)
-	check := Check{URL: f.srv.URL + "/health", Interval: 200 * time.Millisecond, Timeout: 100 * time.Millisecond, HealthyStatus: 200}
+	f.check.Store(&Check{URL: f.srv.URL + "/health", Interval: 200 * time.Millisecond, Timeout: 100 * time.Millisecond, HealthyStatus: 200})
 	cfg.NodeID = "n1"
 	cfg.Registerer = f.reg
 	p, err := New(cfg, Deps{
 		Pool:   pool,
-		Checks: func(k breakerpool.Key) (Check, bool) { return check, k == key },
+		Checks: func(k breakerpool.Key) (Check, bool) { return *f.check.Load(), k == key },
 		Owner:  func(breakerpool.Key) string { return f.owner.Load().(string) },
 		Allow:  allow,
 	})
@@ -186,6 +189,32 @@ func TestRefusedByAllowlist(t *testing.T) {
 	testwait.For(t, 10*time.Second, "refused checks", func() bool { return f.checks(RoleOwner, ResultRefused) >= 2 })
 	if f.srv.calls.Load() != 0 || b.State() != gobreaker.StateOpen {
 		t.Fatalf("calls %d, state %v", f.srv.calls.Load(), b.State())
+	}
+}
+
+// A check that cannot connect is an error named by its kind, never by the
+// URL's text: a health URL's query may hold a secret, and the result is
+// shown on the status page and in the breaker list.
+func TestUnreachableCheckNamesTheErrorNotTheURL(t *testing.T) {
+	f := newFixture(t, Config{}, nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	_ = l.Close() // nothing listens there now: connections are refused
+	c := *f.check.Load()
+	c.URL = "http://" + closed + "/health?token=s3cret"
+	f.check.Store(&c)
+	b := f.pool.Get(key)
+	b.OpenFor(100*time.Millisecond, breakerpool.SourceLocal)
+	testwait.For(t, 10*time.Second, "a failed check", func() bool { return f.checks(RoleOwner, ResultError) >= 1 })
+	r, ok := f.prober.Last(key)
+	if !ok || r.Result != ResultError || r.Error != "connection refused" || strings.Contains(r.Error, "s3cret") {
+		t.Fatalf("last result %+v; want an error named \"connection refused\"", r)
+	}
+	if b.State() != gobreaker.StateOpen {
+		t.Fatalf("state %v after failed checks, want open", b.State())
 	}
 }
 
