@@ -157,9 +157,9 @@ func TestReleaseEndsWhenATaskIsRefusedAgain(t *testing.T) {
 	})
 	// Each written result wakes the reader: without the end, the walk's
 	// next read releases more, and their refusals wake it again. Let it
-	// read twice more (the second is the idle reader's backstop).
+	// read twice more (an idle reader's backstop is 2 s).
 	st, _ := q.ShardState(0)
-	testwait.For(t, 5*time.Second, "the reader to read again", func() bool {
+	testwait.For(t, 20*time.Second, "the reader to read again", func() bool {
 		now, _ := q.ShardState(0)
 		return now.Wakeups >= st.Wakeups+2
 	})
