@@ -9,6 +9,7 @@ import (
 // ShardState reports test-visible state of this node's work on a shard.
 type ShardState struct {
 	Wakeups, Reads uint64
+	Offers         uint64 // tasks offered to the scheduler, taken or refused
 	Lost, Stopped  bool
 	InFlight       int
 	Held           int  // refused by a full buffer, kept for the next offer
@@ -23,10 +24,10 @@ func (q *Queue) ShardState(id int) (st ShardState, ok bool) {
 	if s == nil {
 		return st, false
 	}
-	st.Wakeups, st.Reads = s.wakeups.Load(), s.reads.Load()
+	st.Wakeups, st.Reads, st.Offers = s.wakeups.Load(), s.reads.Load(), s.offers.Load()
 	_, st.HandedOver = s.ho.holding(time.Now())
 	s.mu.Lock()
-	st.Lost, st.InFlight, st.Held = s.lost, len(s.inflight), len(s.held)
+	st.Lost, st.InFlight, st.Held = s.lost, len(s.inflight), s.held.len()
 	s.mu.Unlock()
 	select {
 	case <-s.readerDone:

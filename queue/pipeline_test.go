@@ -168,6 +168,45 @@ func TestBufferFullRejectsAndRetries(t *testing.T) {
 	}
 }
 
+// Held tasks are offered again a key at a time: a room signal offers a key's
+// held tasks in order until its buffer refuses one, and the rest wait for the
+// next signal unoffered. Offering every held task on every signal made the
+// offers grow with the square of the backlog (439 for these 40 tasks,
+// against 60 now). Each task is counted as refused once, when it is first
+// held, and the tasks reach the destination in the order they were read.
+func TestHeldTasksAreOfferedAKeyAtATime(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.BufferSize, lim.Concurrency = 2, 1
+	e := newEnv(t, 1, lim)
+	exec := newFakeExec(true)
+	cfg := fastCfg()
+	cfg.RejectRetry = time.Hour // only room signals offer them again
+	q := e.start(t, cfg, exec, nil)
+	const n = 40
+	tasks := callbacks(n, 1, "key", "d")
+	e.add(t, tasks...)
+	testwait.For(t, 10*time.Second, "refused tasks held", func() bool {
+		st, _ := q.ShardState(0)
+		return st.Held > 0
+	})
+	close(exec.release)
+	testwait.For(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	st, _ := q.ShardState(0)
+	if st.Offers > 3*n {
+		t.Fatalf("%d offers for %d tasks: held tasks were offered again one by one after their buffer refused one", st.Offers, n)
+	}
+	if r := metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}); r < 1 || r > n {
+		t.Fatalf("%v buffer_full refusals counted for %d tasks, want each held task once", r, n)
+	}
+	exec.mu.Lock()
+	defer exec.mu.Unlock()
+	for i, c := range exec.calls {
+		if want := tasks[i].ID; c.req.RequestID != want {
+			t.Fatalf("call %d was %s, want %s: held tasks left their order", i, c.req.RequestID, want)
+		}
+	}
+}
+
 // A task a full buffer refuses is held in memory and offered again when the
 // group has drained to half: it is not read from the store again, and the
 // room signal alone (RejectRetry is an hour here) brings it to a worker.

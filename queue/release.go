@@ -178,7 +178,7 @@ func (s *shard) readReleases(limit int, skip func(string) bool) []*item {
 		tasks, last, done := bs.Blocked(s.id, k, r.cursor, n, skip)
 		r.giveBack(n - len(tasks))
 		for i := range tasks {
-			it := &item{task: tasks[i], sh: s, rel: r}
+			it := newItem(tasks[i], s, r)
 			s.inflight[tasks[i].ID] = it
 			items = append(items, it)
 		}

@@ -17,6 +17,9 @@ import (
 type item struct {
 	task Task
 	sh   *shard
+	// key is KeyOf(&task), derived once: a task a full buffer refuses is
+	// offered again at every room signal, and each offer is keyed.
+	key breakerpool.Key
 	// resubmitted is set after the one immediate resubmit that follows a
 	// first breaker rejection.
 	resubmitted bool
@@ -29,6 +32,14 @@ type item struct {
 	// rel is the release walk that dispatched this blocked task before its
 	// time (release.go); nil for a due task.
 	rel *release
+}
+
+// newItem is a dispatch of t by sh; rel is the release walk that reads it
+// before its time, or nil.
+func newItem(t Task, sh *shard, rel *release) *item {
+	it := &item{task: t, sh: sh, rel: rel}
+	it.key = KeyOf(&it.task)
+	return it
 }
 
 // scheduler is the host-wide group-by scheduler: one group per
@@ -127,7 +138,7 @@ func (s *scheduler) submit(it *item) bool {
 	if s.closing {
 		return false
 	}
-	k := KeyOf(&it.task)
+	k := it.key
 	g := s.groups[k]
 	if g == nil {
 		s.mu.RUnlock()

@@ -43,8 +43,9 @@ type shard struct {
 	// in memory, and are offered to the scheduler again when a group they
 	// wait for signals room (room), or at heldUntil: not read and decoded
 	// from the store again, which under load had cost 3–4 reads per
-	// delivered task.
-	held      []*item
+	// delivered task. Kept by key (heldTasks); written by the reader only,
+	// under mu.
+	held      heldTasks
 	heldUntil time.Time
 	results   []Result
 	called    []bool // parallel to results: the result answers a call
@@ -100,6 +101,7 @@ type shard struct {
 
 	wakeups atomic.Uint64 // reader loop iterations (tests)
 	reads   atomic.Uint64 // Due calls (tests)
+	offers  atomic.Uint64 // tasks offered to the scheduler, taken or refused (tests)
 }
 
 func newShard(q *Queue, id int, epoch uint64) *shard {
@@ -297,7 +299,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		// starved Raft and gossip on a loaded node, so it never caught up
 		// (a postgres delivery benchmark stalled for minutes).
 		s.nextDue, s.nextKnown = now.Add(q.cfg.RejectRetry), true
-		if len(s.held) > 0 && s.heldUntil.Before(s.nextDue) {
+		if s.held.len() > 0 && s.heldUntil.Before(s.nextDue) {
 			s.heldUntil = s.nextDue
 		}
 		s.cursorRead = false
@@ -308,16 +310,16 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		// Handed over for a move (handover.go): read and dispatch nothing
 		// until the hold ends, when work resumes if the move never came.
 		s.nextDue, s.nextKnown = until, true
-		if len(s.held) > 0 && s.heldUntil.Before(until) {
+		if s.held.len() > 0 && s.heldUntil.Before(until) {
 			s.heldUntil = until
 		}
 		s.cursorRead = false
 		s.mu.Unlock()
 		return false, now
 	}
-	var retry []*item
-	if len(s.held) > 0 && (s.room.Swap(false) || !now.Before(s.heldUntil)) {
-		retry, s.held = s.held, nil
+	var retry heldTasks
+	if s.held.len() > 0 && (s.room.Swap(false) || !now.Before(s.heldUntil)) {
+		retry, s.held = s.held, heldTasks{}
 	}
 	limit := min(bs, q.cfg.MaxPendingPerShard-len(s.inflight)-len(s.parked))
 	if limit <= 0 {
@@ -331,7 +333,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		s.nextDue, s.nextKnown = time.Time{}, true
 		s.cursorRead = false
 		s.mu.Unlock()
-		s.dispatch(retry, now)
+		s.dispatch(retry, nil, now)
 		return false, now
 	}
 	s.reads.Add(1)
@@ -360,7 +362,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	}
 	items := make([]*item, len(tasks))
 	for i := range tasks {
-		items[i] = &item{task: tasks[i], sh: s}
+		items[i] = newItem(tasks[i], s, nil)
 		s.inflight[tasks[i].ID] = items[i]
 		s.noteInterrupted(&tasks[i])
 		if at := tasks[i].NextAttemptAt; at.After(s.cursor) {
@@ -372,7 +374,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	released := s.readReleases(limit-len(tasks), skip)
 	written := s.written
 	s.mu.Unlock()
-	refused := s.dispatch(append(append(retry, items...), released...), now)
+	refused := s.dispatch(retry, append(items, released...), now)
 	if len(tasks) > 0 || written != s.depthWritten || !s.depthSet {
 		s.depthWritten, s.depthSet = written, true
 		s.depth.Set(float64(q.store.Backlog(s.id)))
@@ -380,24 +382,47 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	return len(tasks)+len(released) == limit && !refused, now
 }
 
-// dispatch submits items in order; the ones a full buffer refuses are held
-// (see shard.held). It reports whether any was refused.
-func (s *shard) dispatch(items []*item, now time.Time) (refused bool) {
-	var held []*item
-	for _, it := range items {
-		if !s.q.sched.submit(it) {
-			s.q.m.rejections.WithLabelValues("buffer_full").Inc()
-			held = append(held, it)
+// dispatch offers the held tasks in retry, each key's in order until its
+// buffer refuses one, then items in order; what is refused is held (see
+// heldTasks). An item whose key already has tasks held is held behind them
+// without being offered: its buffer refused the last offer, and the group's
+// room signal (roomFor) wakes this shard to offer them again, in order. It
+// reports whether any task is held after it.
+func (s *shard) dispatch(retry heldTasks, items []*item, now time.Time) (refused bool) {
+	var held heldTasks
+	for k, its := range retry.byKey {
+		for i, it := range its {
+			s.offers.Add(1)
+			if !s.q.sched.submit(it) {
+				held.put(k, its[i:]...)
+				break
+			}
 		}
 	}
-	if len(held) == 0 {
+	fresh := 0 // newly held, counted as refused once each
+	for _, it := range items {
+		if held.has(it.key) || s.held.has(it.key) {
+			held.add(it)
+			fresh++
+			continue
+		}
+		s.offers.Add(1)
+		if !s.q.sched.submit(it) {
+			held.add(it)
+			fresh++
+		}
+	}
+	if fresh > 0 {
+		s.q.m.rejections.WithLabelValues("buffer_full").Add(float64(fresh))
+	}
+	if held.len() == 0 {
 		return false
 	}
 	s.mu.Lock()
-	if len(s.held) == 0 {
+	if s.held.len() == 0 {
 		s.heldUntil = now.Add(s.q.cfg.RejectRetry)
 	}
-	s.held = append(s.held, held...)
+	s.held.merge(held)
 	s.mu.Unlock()
 	return true
 }
@@ -424,7 +449,7 @@ func (s *shard) nextWake(now time.Time) time.Time {
 			next = at
 		}
 	}
-	if len(s.held) > 0 && (next.IsZero() || s.heldUntil.Before(next)) {
+	if s.held.len() > 0 && (next.IsZero() || s.heldUntil.Before(next)) {
 		next = s.heldUntil
 	}
 	s.mu.Unlock()

@@ -1,0 +1,56 @@
+package queue
+
+import "fusebox/breakerpool"
+
+// heldTasks are tasks a full group buffer refused, by key, each key's in the
+// order they were read. A key's tasks are offered again in that order, and
+// only until the buffer refuses one: the rest wait for the group's next room
+// signal without being offered (shard.dispatch).
+//
+// They were one list offered whole on every room signal. A buffer that
+// drains to half wakes every shard waiting on it, so each signal walked
+// every waiting shard's whole list, offering (and keying) each task only to
+// have the buffer refuse it again: at 256 shards and 100,000 tasks, 17
+// refusals per delivered task, 7 % of the cluster's CPU in the readers'
+// dispatch (docs/benchmarks.md, "Thirtieth session").
+type heldTasks struct {
+	byKey map[breakerpool.Key][]*item
+	n     int
+}
+
+// len is the number of tasks held.
+func (h *heldTasks) len() int { return h.n }
+
+// has reports whether tasks of k are held.
+func (h *heldTasks) has(k breakerpool.Key) bool {
+	_, ok := h.byKey[k]
+	return ok
+}
+
+// add holds it behind its key's held tasks.
+func (h *heldTasks) add(it *item) {
+	h.put(it.key, it)
+}
+
+// put holds its behind k's held tasks, in order.
+func (h *heldTasks) put(k breakerpool.Key, its ...*item) {
+	if len(its) == 0 {
+		return
+	}
+	if h.byKey == nil {
+		h.byKey = make(map[breakerpool.Key][]*item)
+	}
+	if q, ok := h.byKey[k]; ok {
+		h.byKey[k] = append(q, its...)
+	} else {
+		h.byKey[k] = its // no copy: its is the caller's to give (a retried list's tail, or new)
+	}
+	h.n += len(its)
+}
+
+// merge holds every task of o behind this set's tasks of its key.
+func (h *heldTasks) merge(o heldTasks) {
+	for k, its := range o.byKey {
+		h.put(k, its...)
+	}
+}
