@@ -71,6 +71,8 @@ const preamble = `## Reading the baselines
   (one command each, its own request id, 64 per batch, past the request window). The baseline of the binary row is the same history in
   JSON entries (log version 2 and before), same run; ` + "`cpu-ns/op`" + ` is the process's CPU time per task
   (GC included), which a shared machine moves far less than wall time.
+  ` + "`BenchmarkFSMTaskShards`" + ` applies a loaded node's history (binary submits of 500, group-committed
+  completes, a standing backlog) at 16 and 256 shards on two FSMs in alternating blocks.
 - **Process rows** (` + "`test/e2e`" + `): the same workloads on three ` + "`fusebox serve`" + ` processes built from this tree, fed
   and measured from the test process (one clock). In-process rows share one Go scheduler and heap between
   the three nodes; process rows are the deployed shape, each node with its own runtime and GC. Since
@@ -380,6 +382,10 @@ var rows = []row{
 		Baseline: "BenchmarkDeliveryShards/shards=16", Time: "5000x", QuickTime: "-"},
 	{Issue: "#17", What: "  256 shards: Raft entries of those writes per task (vs 16 shards)", Pkg: "./node", Bench: "BenchmarkDeliveryShards/shards=256", Metric: "entries/task",
 		Baseline: "BenchmarkDeliveryShards/shards=16", Time: "5000x", QuickTime: "-"},
+	{Issue: "#17", What: "  256 shards, runs of 100,000 tasks, whose backlog fills the group buffers (tasks/s)", Pkg: "./node", Bench: "BenchmarkDeliveryShards/shards=256", Metric: "tasks/s",
+		Baseline: "BenchmarkDeliveryShards/shards=16", Time: "100000x", QuickTime: "-", Runs: 3},
+	{Issue: "#17", What: "  256 shards: one replica's apply per task, 256 vs 16 shards, alternating blocks (ratio)", Pkg: "./raftstore/state", Bench: "BenchmarkFSMTaskShards", Metric: "256/16",
+		Time: "100000x", QuickTime: "20000x", Runs: 3},
 	{Issue: "bench", What: "dead dest, N=3, probe: calls per Timeout", Pkg: "./hintpolicy", Bench: "BenchmarkDeadDestinationGrowth/N=3/policy=probe", Metric: "probes/timeout",
 		Baseline: "BenchmarkDeadDestinationGrowth/N=3/policy=off", Time: "1x", QuickTime: "-"},
 	{Issue: "bench", What: "dead dest, N=5, probe: calls per Timeout", Pkg: "./hintpolicy", Bench: "BenchmarkDeadDestinationGrowth/N=5/policy=probe", Metric: "probes/timeout",
