@@ -326,11 +326,25 @@ func BenchmarkDeliveryBesideDead(b *testing.B) {
 // more flushers and smaller completion batches. cpu-us/task is the
 // process's CPU per task; writes/task the result writes per task.
 func BenchmarkDeliveryShards(b *testing.B) {
+	deliveryShards(b, 16, 64, 256)
+}
+
+// BenchmarkDeliveryShardsBacklog is BenchmarkDeliveryShards at 16 and 256
+// shards, for runs of 100,000 tasks (-benchtime 100000x): a backlog that
+// fills the group buffers, so the readers hold tasks and offer them again
+// as room frees. Runs of 5,000 tasks did not show what that cost at 256
+// shards (queue/held.go). A benchmark of its own so that its figures and
+// BenchmarkDeliveryShards' never mix in tools/benchreport.
+func BenchmarkDeliveryShardsBacklog(b *testing.B) {
+	deliveryShards(b, 16, 256)
+}
+
+func deliveryShards(b *testing.B, counts ...int) {
 	dest := transporttest.NewDestination(b)
 	dest.CountOnly() // a receiver that answers and forgets (transporttest.Destination.CountOnly)
 	clusters := &lazyCluster{parent: b}
 	run := 0
-	for _, shards := range []int{16, 64, 256} {
+	for _, shards := range counts {
 		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
 			bc := clusters.get(b, shards)
 			run++

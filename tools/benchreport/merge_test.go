@@ -114,3 +114,31 @@ func TestMergePartialRunNamesAnotherMachine(t *testing.T) {
 		t.Fatalf("a run on the full run's machine named it:\n%s", same)
 	}
 }
+
+// Samples are keyed by package and benchmark name: two rows that name one
+// benchmark with different -benchtime in one profile would mix their runs'
+// values. ("-" skips a row in that profile.)
+func TestRowsOfOneBenchmarkShareTheirTimes(t *testing.T) {
+	for _, profile := range []string{"full", "quick"} {
+		seen := map[string]string{}
+		for _, r := range rows {
+			tm := r.Time
+			if profile == "quick" {
+				tm = r.QuickTime
+			}
+			if tm == "-" {
+				continue
+			}
+			for _, name := range []string{r.Bench, r.Baseline} {
+				if name == "" {
+					continue
+				}
+				k := r.Pkg + " " + name
+				if got, ok := seen[k]; ok && got != tm {
+					t.Errorf("%s profile: %s is measured at -benchtime %s and at %s: give one of them a benchmark of its own", profile, k, got, tm)
+				}
+				seen[k] = tm
+			}
+		}
+	}
+}
