@@ -168,6 +168,29 @@ func TestBufferFullRejectsAndRetries(t *testing.T) {
 	}
 }
 
+// startHolding starts a queue of one shard whose group takes 2 tasks and
+// calls one at a time, with calls held until exec.release is closed and
+// RejectRetry an hour (only a room signal offers a held task again), adds n
+// callbacks of one key, and waits until a full buffer has made the shard
+// hold some.
+func startHolding(t *testing.T, n int, prefix string) (*env, *fakeExec, *queue.Queue, []queue.Task) {
+	t.Helper()
+	lim := queuetest.DefaultLimits()
+	lim.BufferSize, lim.Concurrency = 2, 1
+	e := newEnv(t, 1, lim)
+	exec := newFakeExec(true)
+	cfg := fastCfg()
+	cfg.RejectRetry = time.Hour
+	q := e.start(t, cfg, exec, nil)
+	tasks := callbacks(n, 1, prefix, "d")
+	e.add(t, tasks...)
+	testwait.For(t, 10*time.Second, "refused tasks held", func() bool {
+		st, _ := q.ShardState(0)
+		return st.Held > 0
+	})
+	return e, exec, q, tasks
+}
+
 // Held tasks are offered again a key at a time: a room signal offers a key's
 // held tasks in order until its buffer refuses one, and the rest wait for the
 // next signal unoffered. Offering every held task on every signal made the
@@ -175,20 +198,8 @@ func TestBufferFullRejectsAndRetries(t *testing.T) {
 // against 60 now). Each task is counted as refused once, when it is first
 // held, and the tasks reach the destination in the order they were read.
 func TestHeldTasksAreOfferedAKeyAtATime(t *testing.T) {
-	lim := queuetest.DefaultLimits()
-	lim.BufferSize, lim.Concurrency = 2, 1
-	e := newEnv(t, 1, lim)
-	exec := newFakeExec(true)
-	cfg := fastCfg()
-	cfg.RejectRetry = time.Hour // only room signals offer them again
-	q := e.start(t, cfg, exec, nil)
 	const n = 40
-	tasks := callbacks(n, 1, "key", "d")
-	e.add(t, tasks...)
-	testwait.For(t, 10*time.Second, "refused tasks held", func() bool {
-		st, _ := q.ShardState(0)
-		return st.Held > 0
-	})
+	e, exec, q, tasks := startHolding(t, n, "key")
 	close(exec.release)
 	testwait.For(t, 10*time.Second, "all delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	st, _ := q.ShardState(0)
@@ -211,19 +222,7 @@ func TestHeldTasksAreOfferedAKeyAtATime(t *testing.T) {
 // group has drained to half: it is not read from the store again, and the
 // room signal alone (RejectRetry is an hour here) brings it to a worker.
 func TestBufferFullHoldsRefusedTasksUntilRoom(t *testing.T) {
-	lim := queuetest.DefaultLimits()
-	lim.BufferSize, lim.Concurrency = 2, 1
-	e := newEnv(t, 1, lim)
-	exec := newFakeExec(true)
-	cfg := fastCfg()
-	cfg.RejectRetry = time.Hour
-	q := e.start(t, cfg, exec, nil)
-	tasks := callbacks(8, 1, "hold", "d")
-	e.add(t, tasks...)
-	testwait.For(t, 10*time.Second, "refused tasks held", func() bool {
-		st, _ := q.ShardState(0)
-		return st.Held > 0
-	})
+	e, exec, q, tasks := startHolding(t, 8, "hold")
 	if st, _ := q.ShardState(0); st.InFlight != len(tasks) {
 		t.Fatalf("in flight %d, want all %d (held tasks stay in flight)", st.InFlight, len(tasks))
 	}
