@@ -394,6 +394,7 @@ func (s *shard) dispatch(retry heldTasks, items []*item, now time.Time) (refused
 		for i, it := range its {
 			s.offers.Add(1)
 			if !s.q.sched.submit(it) {
+				clear(its[:i]) // the taken ones: not kept alive by the rest's array
 				held.put(k, its[i:]...)
 				break
 			}
