@@ -17,6 +17,7 @@ const (
 	DefaultMaxUnexpectedErrors = 70 // Temporal's history.TaskDLQUnexpectedErrorAttempts, when the limits carry none
 	DefaultFlushRetryMax       = 2 * time.Second
 	DefaultFullReadBackstop    = 2 * time.Second
+	DefaultDeferAfter          = 2 * time.Second
 )
 
 // Config tunes a Queue. The zero value is usable: zero fields take the
@@ -57,6 +58,11 @@ type Config struct {
 	// reads do not depend on it. Without such a store the period is 100 ms
 	// (fullReadEvery), and this is not used.
 	FullReadBackstop time.Duration
+	// DeferAfter: when a shard's window (MaxPendingPerShard) is full, a held
+	// task of a rate-limited key whose turn at the key's rate is further
+	// away than this is written back due at that turn (defer.go), so that
+	// one destination's burst does not hold back the shard's others.
+	DeferAfter time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -69,7 +75,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"DrainTimeout", int64(c.DrainTimeout)}, {"FlushTimeout", int64(c.FlushTimeout)},
 		{"GroupIdleTTL", int64(c.GroupIdleTTL)}, {"GCInterval", int64(c.GCInterval)},
 		{"MaxUnexpectedErrors", int64(c.MaxUnexpectedErrors)}, {"MaxAttempts", int64(c.MaxAttempts)},
-		{"FullReadBackstop", int64(c.FullReadBackstop)},
+		{"FullReadBackstop", int64(c.FullReadBackstop)}, {"DeferAfter", int64(c.DeferAfter)},
 	} {
 		if f.v < 0 {
 			return c, fmt.Errorf("queue: Config.%s must not be negative, got %d", f.name, f.v)
@@ -87,6 +93,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.GroupIdleTTL, DefaultGroupIdleTTL)
 	def(&c.GCInterval, max(c.GroupIdleTTL/2, 10*time.Millisecond))
 	def(&c.FullReadBackstop, DefaultFullReadBackstop)
+	def(&c.DeferAfter, DefaultDeferAfter)
 	if c.MaxFlushBatch == 0 {
 		c.MaxFlushBatch = DefaultMaxFlushBatch
 	}

@@ -14,6 +14,7 @@ const (
 	outcomeRetryUnexpected = "retry_unexpected"
 	outcomeResubmitted     = "resubmitted" // the one immediate resubmit after a breaker rejection
 	outcomeReleased        = "released"    // no verdict: aborted, shard lost, closing
+	outcomeDeferred        = "deferred"    // held for a saturated key, written back due at its turn (defer.go)
 )
 
 // metrics are the queue's Prometheus series.

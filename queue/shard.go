@@ -47,9 +47,12 @@ type shard struct {
 	// under mu.
 	held      heldTasks
 	heldUntil time.Time
-	results   []Result
-	called    []bool // parallel to results: the result answers a call
-	lost      bool
+	// deferredTo is, per key, the latest turn a held task of it was
+	// written back due at (defer.go). Reader only.
+	deferredTo map[breakerpool.Key]time.Time
+	results    []Result
+	called     []bool // parallel to results: the result answers a call
+	lost       bool
 	// releases are the walks over closed keys' blocked tasks (release.go);
 	// finished and written count results recorded and written, so a walk
 	// can wait for the results decided before its close.
@@ -334,6 +337,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		s.cursorRead = false
 		s.mu.Unlock()
 		s.dispatch(retry, nil, now)
+		s.deferSaturated(now)
 		return false, now
 	}
 	s.reads.Add(1)
@@ -375,6 +379,9 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	written := s.written
 	s.mu.Unlock()
 	refused := s.dispatch(retry, append(items, released...), now)
+	if refused {
+		s.deferSaturated(now)
+	}
 	if len(tasks) > 0 || written != s.depthWritten || !s.depthSet {
 		s.depthWritten, s.depthSet = written, true
 		s.depth.Set(float64(q.store.Backlog(s.id)))

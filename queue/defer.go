@@ -1,0 +1,122 @@
+package queue
+
+import (
+	"math"
+	"time"
+
+	"fusebox/breakerpool"
+)
+
+// Deferring held tasks of a saturated key (queue/DESIGN.md, "Readers").
+//
+// A shard's window (MaxPendingPerShard) counts the tasks it holds, and its
+// reader reads in due order. A key whose tasks come due faster than its rate
+// limit lets them out fills the window with held tasks, and the shard's other
+// keys' tasks due after them were not read until that backlog had drained to
+// a window: one destination's burst held back every other destination of its
+// shards. So when the window is full, a held task of a rate-limited key whose
+// turn is more than DeferAfter away is written back (a pending result: no
+// attempt counted, its message and counters unchanged) due at its estimated
+// turn. It leaves the window and the due range until then, at the cost of one
+// result write. A key with no rate limit, or one that admits nothing, is not
+// deferred: there is no turn to estimate.
+
+// pace reports k's group's rate (tasks a second), the tasks queued in its
+// buffer and the shards waiting for room in it; ok is false when k has no
+// group. The rate is the higher of the limiter's (a recovery ramp or a
+// fleet share may hold it lower for a while) and the configured one: an
+// estimate that errs early brings a deferred task back to be held or
+// deferred again, one that errs late would leave the rate unused as a ramp
+// rises.
+func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, ok bool) {
+	s.mu.RLock()
+	g := s.groups[k]
+	s.mu.RUnlock()
+	if g == nil {
+		return 0, 0, 0, false
+	}
+	g.mu.Lock()
+	queued, waiting = len(g.buf)-g.head, len(g.waiting)
+	g.mu.Unlock()
+	_, _, configured, _ := limitsFor(s.q.limits.Current(), k)
+	return max(float64(g.lim.Limit()), float64(configured)), queued, waiting, true
+}
+
+// deferral is a held task to write back due at.
+type deferral struct {
+	it *item
+	at time.Time
+}
+
+// deferSaturated writes back, when the shard's window is full, the held tasks
+// of rate-limited keys whose turn is more than DeferAfter away. The reader
+// calls it after dispatch.
+func (s *shard) deferSaturated(now time.Time) {
+	q := s.q
+	s.mu.Lock()
+	if s.held.len() == 0 || len(s.inflight)+len(s.parked) < q.cfg.MaxPendingPerShard {
+		s.mu.Unlock()
+		return
+	}
+	var out []deferral
+	for k, at := range s.deferredTo {
+		if !at.After(now) {
+			delete(s.deferredTo, k)
+		}
+	}
+	for k, its := range s.held.byKey {
+		rps, queued, waiting, ok := q.sched.pace(k)
+		if !ok || !(rps > 0) || math.IsInf(rps, 1) {
+			continue
+		}
+		// The key's tokens are shared by the shards waiting on its buffer,
+		// whose held tasks take turns with this shard's.
+		step := time.Duration(float64(time.Second) * float64(max(1, waiting)) / rps)
+		turn := time.Duration(float64(queued) / rps * float64(time.Second))
+		kept := its[:0:0]
+		for _, it := range its {
+			if turn <= q.cfg.DeferAfter || it.rel != nil || it.task.AttemptEpoch != 0 {
+				// Soon enough; or a released blocked task (its walk counts
+				// it) or one with an interrupted attempt (redelivery.go
+				// reads its epoch): kept.
+				kept = append(kept, it)
+				turn += step
+				continue
+			}
+			// After the tasks deferred before it, which come due at their
+			// own turns: deferred once, not again every time the window
+			// fills with the same burst.
+			at := now.Add(turn)
+			if last := s.deferredTo[k]; !at.After(last) {
+				at = last.Add(step)
+			}
+			if s.deferredTo == nil {
+				s.deferredTo = make(map[breakerpool.Key]time.Time)
+			}
+			s.deferredTo[k] = at
+			out = append(out, deferral{it, at})
+			turn += step
+		}
+		if len(kept) == len(its) {
+			continue
+		}
+		s.held.n -= len(its) - len(kept)
+		if len(kept) == 0 {
+			delete(s.held.byKey, k)
+		} else {
+			s.held.byKey[k] = kept
+		}
+	}
+	s.mu.Unlock()
+	if len(out) == 0 {
+		return
+	}
+	q.m.results.WithLabelValues(outcomeDeferred).Add(float64(len(out)))
+	for _, d := range out {
+		t := &d.it.task
+		s.finish(d.it, Result{
+			TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
+			NextAttemptAt: d.at, Message: t.Message, HTTPStatus: t.HTTPStatus,
+		})
+	}
+}

@@ -1,0 +1,84 @@
+package queue_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"fusebox/internal/testwait"
+	"fusebox/queue"
+	"fusebox/queue/queuetest"
+)
+
+// A destination whose tasks come due faster than its rate lets them out
+// does not hold back the other destinations of its shard: once the shard's
+// window is full, its held tasks whose turn is further than DeferAfter are
+// written back due at it (defer.go), and the window has room for the
+// others' tasks. Before, the other destination's tasks waited until the
+// slow one's backlog had drained to a window (about 180 of its 200 calls).
+// Every task is still called exactly once, and no deferral counts as an
+// attempt.
+func TestSaturatedDestinationDoesNotHoldBackOthers(t *testing.T) {
+	const slowN, fastN, rps = 200, 5, 50
+	lim := queuetest.DefaultLimits()
+	e := newEnv(t, 1, lim)
+	slow := lim
+	slow.BufferSize, slow.Concurrency, slow.MaxTaskRPS = 2, 1, rps
+	e.limits.SetDestination("http://slow.test", slow)
+	exec := newFakeExec(false)
+	cfg := fastCfg()
+	cfg.MaxPendingPerShard = 20
+	cfg.DeferAfter = 100 * time.Millisecond
+	e.start(t, cfg, exec, nil)
+	slowTasks := make([]queue.Task, slowN)
+	for i := range slowTasks {
+		slowTasks[i] = callback(fmt.Sprintf("slow-%03d", i), 0, "http://slow.test", "http://slow.test/cb")
+	}
+	e.add(t, slowTasks...)
+	testwait.For(t, 10*time.Second, "the slow destination's tasks held", func() bool {
+		return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}) > 0
+	})
+	fast := make([]queue.Task, fastN)
+	for i := range fast {
+		fast[i] = callback(fmt.Sprintf("fast-%d", i), 0, "http://fast.test", "http://fast.test/cb")
+	}
+	e.add(t, fast...)
+	testwait.For(t, 10*time.Second, "the fast destination's tasks delivered", func() bool { return e.allStatus(fast, queue.StatusSucceeded) })
+	if n := callsTo(exec, "http://slow.test/cb"); n >= slowN/2 {
+		t.Fatalf("the fast destination's tasks waited for %d of the slow one's %d calls", n, slowN)
+	}
+	testwait.For(t, 30*time.Second, "every slow task delivered", func() bool { return e.allStatus(slowTasks, queue.StatusSucceeded) })
+	calls := map[string]int{}
+	exec.mu.Lock()
+	for _, c := range exec.calls {
+		calls[c.req.RequestID]++
+	}
+	exec.mu.Unlock()
+	for _, tk := range append(slowTasks, fast...) {
+		if calls[tk.ID] != 1 {
+			t.Errorf("task %s called %d times, want 1", tk.ID, calls[tk.ID])
+		}
+		if got, _ := e.store.Task(tk.ID); got.Attempts != 1 {
+			t.Errorf("task %s has %d attempts, want 1 (a deferral is not an attempt)", tk.ID, got.Attempts)
+		}
+	}
+	// Each deferred task is written back once, at its turn after the ones
+	// deferred before it, not again every time the window fills (140 of the
+	// 200 here: the rest went out in the rate's burst or within DeferAfter).
+	if d := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"}); d == 0 || d > slowN {
+		t.Fatalf("%v deferrals for %d tasks, want between 1 and %d", d, slowN, slowN)
+	}
+}
+
+// callsTo counts the calls exec received for url.
+func callsTo(exec *fakeExec, url string) int {
+	exec.mu.Lock()
+	defer exec.mu.Unlock()
+	n := 0
+	for _, c := range exec.calls {
+		if c.req.URL == url {
+			n++
+		}
+	}
+	return n
+}
