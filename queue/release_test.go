@@ -174,3 +174,30 @@ func TestReleaseEndsWhenATaskIsRefusedAgain(t *testing.T) {
 			calls, touched, n, cfg.MaxPendingPerShard)
 	}
 }
+
+// A task a release walk dispatched early and that was then released
+// unstarted, its node out of contact when its token came, is written back
+// due at once (returnReleased): forgotten, it stayed due at its blocked
+// time, an hour here, after the walk had passed it.
+func TestReleasedTaskReleasedUnstartedIsNotStranded(t *testing.T) {
+	const n, rps = 20, 5
+	lim := queuetest.DefaultLimits()
+	lim.MaxTaskRPS = rps // burst 5: the rest wait for tokens
+	e := newEnv(t, 1, lim)
+	tasks := blockedTasks(n, 1, "strand", "dest")
+	e.add(t, tasks...)
+	exec := newFakeExec(false)
+	q, own := e.startStale(t, fastCfg(), exec, true)
+	testwait.For(t, 5*time.Second, "the shard to start", func() bool { _, ok := q.ShardState(0); return ok })
+	q.KeyClosed(key("dest"))
+	testwait.For(t, 5*time.Second, "the rate's burst delivered", func() bool { calls, _, _ := exec.stats(); return calls >= rps })
+	own.fresh.Store(false)
+	testwait.For(t, 10*time.Second, "released tasks released unstarted out of contact", func() bool {
+		return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "stale_ownership"}) > 0
+	})
+	own.fresh.Store(true)
+	testwait.For(t, 15*time.Second, "every task delivered once in contact", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	if calls, _, _ := exec.stats(); calls != n {
+		t.Fatalf("%d calls for %d tasks", calls, n)
+	}
+}

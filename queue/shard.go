@@ -151,7 +151,13 @@ func (s *shard) finish(it *item, r Result) {
 
 // release forgets an in-flight task without writing anything: it is still
 // pending in the store and will be offered again (not before park, if > 0).
+// A task a release walk dispatched early (release.go) and never called is
+// written back due after park instead (returnReleased).
 func (s *shard) release(it *item, park time.Duration) {
+	if it.rel != nil && !it.called && s.ctx.Err() == nil && !s.q.closing.Load() {
+		s.returnReleased(it, park)
+		return
+	}
 	s.q.m.results.WithLabelValues(outcomeReleased).Inc()
 	s.mu.Lock()
 	if s.inflight[it.task.ID] == it {
@@ -163,6 +169,23 @@ func (s *shard) release(it *item, park time.Duration) {
 	s.mu.Unlock()
 	s.rescan.Store(true) // pending again, possibly before the cursor
 	signal(s.wake)
+}
+
+// returnReleased writes a task that a release walk dispatched early back
+// due after park: forgotten, it stayed due at its blocked time, up to
+// BlockedBackoffMax away, and the walk had passed it. So a task released
+// unstarted after its breaker closed (its node out of contact for a moment,
+// a hand-over, a rate race) waited minutes; a chaos run whose node stalled
+// for 7 s just after a close found 151 tasks due up to 2.5 minutes later.
+// The result changes nothing else: no attempt, the task's counters and
+// message as they were.
+func (s *shard) returnReleased(it *item, park time.Duration) {
+	s.q.m.results.WithLabelValues(outcomeReleased).Inc()
+	t := &it.task
+	s.finish(it, Result{
+		TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
+		NextAttemptAt: time.Now().Add(park), Message: t.Message, HTTPStatus: t.HTTPStatus,
+	})
 }
 
 // lose stops all work on the shard at once: the shard moved or a write was
