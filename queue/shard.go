@@ -175,8 +175,8 @@ func (s *shard) release(it *item, park time.Duration) {
 // due after park: forgotten, it stayed due at its blocked time, up to
 // BlockedBackoffMax away, and the walk had passed it. So a task released
 // unstarted after its breaker closed (its node out of contact for a moment,
-// a hand-over, a rate race) waited minutes; a chaos run whose node stalled
-// for 7 s just after a close found 151 tasks due up to 2.5 minutes later.
+// a hand-over, a rate race) waited minutes (queue/DESIGN.md, "Release on
+// close").
 // The result changes nothing else: no attempt, the task's counters and
 // message as they were.
 func (s *shard) returnReleased(it *item, park time.Duration) {
