@@ -1,6 +1,10 @@
 package queue
 
-import "fusebox/breakerpool"
+import (
+	"time"
+
+	"fusebox/breakerpool"
+)
 
 // heldTasks are tasks a full group buffer refused, by key, each key's in the
 // order they were read. A key's tasks are offered again in that order, and
@@ -53,4 +57,50 @@ func (h *heldTasks) merge(o heldTasks) {
 	for k, its := range o.byKey {
 		h.put(k, its...)
 	}
+}
+
+// dispatch offers the held tasks in retry, each key's in order until its
+// buffer refuses one, then items in order; what is refused is held (see
+// heldTasks). An item whose key already has tasks held is held behind them
+// without being offered: its buffer refused the last offer, and the group's
+// room signal (roomFor) wakes this shard to offer them again, in order. It
+// reports whether any task is held after it.
+func (s *shard) dispatch(retry heldTasks, items []*item, now time.Time) (refused bool) {
+	var held heldTasks
+	for k, its := range retry.byKey {
+		for i, it := range its {
+			s.offers.Add(1)
+			if !s.q.sched.submit(it) {
+				clear(its[:i]) // the taken ones: not kept alive by the rest's array
+				held.put(k, its[i:]...)
+				break
+			}
+		}
+	}
+	fresh := 0 // newly held, counted as refused once each
+	for _, it := range items {
+		if held.has(it.key) || s.held.has(it.key) {
+			held.add(it)
+			fresh++
+			continue
+		}
+		s.offers.Add(1)
+		if !s.q.sched.submit(it) {
+			held.add(it)
+			fresh++
+		}
+	}
+	if fresh > 0 {
+		s.q.m.rejections.WithLabelValues("buffer_full").Add(float64(fresh))
+	}
+	if held.len() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	if s.held.len() == 0 {
+		s.heldUntil = now.Add(s.q.cfg.RejectRetry)
+	}
+	s.held.merge(held)
+	s.mu.Unlock()
+	return true
 }

@@ -233,3 +233,20 @@ func (s *shard) endReleaseLocked(r *release, why string) {
 	delete(s.releases, r.key)
 	s.q.log.Debug("blocked-task release ended", "key", r.key.String(), "shard", s.id, "released", r.released, "why", why)
 }
+
+// returnReleased writes a task that a release walk dispatched early back
+// due after park: forgotten, it stayed due at its blocked time, up to
+// BlockedBackoffMax away, and the walk had passed it. So a task released
+// unstarted after its breaker closed (its node out of contact for a moment,
+// a hand-over, a rate race) waited minutes (queue/DESIGN.md, "Release on
+// close").
+// The result changes nothing else: no attempt, the task's counters and
+// message as they were.
+func (s *shard) returnReleased(it *item, park time.Duration) {
+	s.q.m.results.WithLabelValues(outcomeReleased).Inc()
+	t := &it.task
+	s.finish(it, Result{
+		TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
+		NextAttemptAt: time.Now().Add(park), Message: t.Message, HTTPStatus: t.HTTPStatus,
+	})
+}

@@ -171,23 +171,6 @@ func (s *shard) release(it *item, park time.Duration) {
 	signal(s.wake)
 }
 
-// returnReleased writes a task that a release walk dispatched early back
-// due after park: forgotten, it stayed due at its blocked time, up to
-// BlockedBackoffMax away, and the walk had passed it. So a task released
-// unstarted after its breaker closed (its node out of contact for a moment,
-// a hand-over, a rate race) waited minutes (queue/DESIGN.md, "Release on
-// close").
-// The result changes nothing else: no attempt, the task's counters and
-// message as they were.
-func (s *shard) returnReleased(it *item, park time.Duration) {
-	s.q.m.results.WithLabelValues(outcomeReleased).Inc()
-	t := &it.task
-	s.finish(it, Result{
-		TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
-		NextAttemptAt: time.Now().Add(park), Message: t.Message, HTTPStatus: t.HTTPStatus,
-	})
-}
-
 // lose stops all work on the shard at once: the shard moved or a write was
 // refused for a stale epoch. Calls under way are cancelled (their results
 // would be refused) and counted as possible duplicates, as are answered
@@ -410,52 +393,6 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		s.depth.Set(float64(q.store.Backlog(s.id)))
 	}
 	return len(tasks)+len(released) == limit && !refused, now
-}
-
-// dispatch offers the held tasks in retry, each key's in order until its
-// buffer refuses one, then items in order; what is refused is held (see
-// heldTasks). An item whose key already has tasks held is held behind them
-// without being offered: its buffer refused the last offer, and the group's
-// room signal (roomFor) wakes this shard to offer them again, in order. It
-// reports whether any task is held after it.
-func (s *shard) dispatch(retry heldTasks, items []*item, now time.Time) (refused bool) {
-	var held heldTasks
-	for k, its := range retry.byKey {
-		for i, it := range its {
-			s.offers.Add(1)
-			if !s.q.sched.submit(it) {
-				clear(its[:i]) // the taken ones: not kept alive by the rest's array
-				held.put(k, its[i:]...)
-				break
-			}
-		}
-	}
-	fresh := 0 // newly held, counted as refused once each
-	for _, it := range items {
-		if held.has(it.key) || s.held.has(it.key) {
-			held.add(it)
-			fresh++
-			continue
-		}
-		s.offers.Add(1)
-		if !s.q.sched.submit(it) {
-			held.add(it)
-			fresh++
-		}
-	}
-	if fresh > 0 {
-		s.q.m.rejections.WithLabelValues("buffer_full").Add(float64(fresh))
-	}
-	if held.len() == 0 {
-		return false
-	}
-	s.mu.Lock()
-	if s.held.len() == 0 {
-		s.heldUntil = now.Add(s.q.cfg.RejectRetry)
-	}
-	s.held.merge(held)
-	s.mu.Unlock()
-	return true
 }
 
 // nextWake is the earliest of the next due task (known from the last read,
