@@ -212,12 +212,13 @@ func (c *call) release() {
 // gate kept for it, then calls the destination.
 func (c *call) Execute(ctx context.Context) error {
 	q, it, t := c.q, c.it, &c.it.task
-	ok := c.g.lim.AllowN(time.Now(), 1)
+	start := time.Now()
+	ok := c.g.lim.AllowN(start, 1)
 	c.release()
 	if !ok {
 		return errRateRace
 	}
-	q.m.rateWait.Observe(time.Since(c.waitStart).Seconds())
+	q.m.rateWait.Observe(start.Sub(c.waitStart).Seconds())
 	c.called = true
 	it.called = true
 	if t.Attempts == 0 {
@@ -227,6 +228,7 @@ func (c *call) Execute(ctx context.Context) error {
 	defer it.calling.Store(false)
 	it.sh.markStarted(it) // redelivery.go
 	c.res, c.xerr = q.exec.Execute(ctx, c.req)
+	c.g.observeCall(time.Since(start))
 	return c.xerr
 }
 

@@ -4,6 +4,8 @@ import (
 	"math"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"fusebox/breakerpool"
 )
 
@@ -18,16 +20,42 @@ import (
 // turn is more than DeferAfter away is written back (a pending result: no
 // attempt counted, its message and counters unchanged) due at its estimated
 // turn. It leaves the window and the due range until then, at the cost of one
-// result write. A key with no rate limit, or one that admits nothing, is not
+// result write. A key's rate is the lower of its rate limit and what its
+// concurrency lets through at its calls' measured time, so a slow
+// destination with no rate limit is deferred too. A key that admits nothing
+// (rate 0), or one with no rate limit and no call measured yet, is not
 // deferred: there is no turn to estimate.
+
+// callTimeWeight is the weight of a call's duration in its group's moving
+// average: about the last eight calls count.
+const callTimeWeight = 1.0 / 8
+
+// observeCall folds a call's duration into g's moving average.
+func (g *group) observeCall(d time.Duration) {
+	for {
+		old := g.callTime.Load()
+		avg := float64(max(d, 1))
+		if prev := math.Float64frombits(old); prev > 0 {
+			avg = prev + callTimeWeight*(avg-prev)
+		}
+		if g.callTime.CompareAndSwap(old, math.Float64bits(avg)) {
+			return
+		}
+	}
+}
 
 // pace reports k's group's rate (tasks a second), the tasks queued in its
 // buffer and the shards waiting for room in it; ok is false when k has no
-// group. The rate is the higher of the limiter's (a recovery ramp or a
-// fleet share may hold it lower for a while) and the configured one: an
-// estimate that errs early brings a deferred task back to be held or
-// deferred again, one that errs late would leave the rate unused as a ramp
-// rises.
+// group. The rate is the lower of two bounds:
+//   - the rate limit: the higher of the limiter's (a recovery ramp or a
+//     fleet share may hold it lower for a while) and the configured one. An
+//     estimate that errs early brings a deferred task back to be held or
+//     deferred again; one that errs late would leave the rate unused as a
+//     ramp rises.
+//   - the concurrency: conc calls in flight at the calls' average time
+//     (Little's law). A destination that answers in 5 s with 100 calls in
+//     flight takes 20 a second, whatever its rate limit allows. This one
+//     errs late only when the destination speeds up during the burst.
 func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, ok bool) {
 	s.mu.RLock()
 	g := s.groups[k]
@@ -36,10 +64,14 @@ func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, o
 		return 0, 0, 0, false
 	}
 	g.mu.Lock()
-	queued, waiting = len(g.buf)-g.head, len(g.waiting)
+	queued, waiting, conc := len(g.buf)-g.head, len(g.waiting), g.conc
 	g.mu.Unlock()
 	_, _, configured, _ := limitsFor(s.q.limits.Current(), k)
-	return max(float64(g.lim.Limit()), float64(configured)), queued, waiting, true
+	rps = max(float64(g.lim.Limit()), float64(configured))
+	if ct := math.Float64frombits(g.callTime.Load()); ct > 0 {
+		rps = min(rps, float64(conc)*float64(time.Second)/ct)
+	}
+	return rps, queued, waiting, true
 }
 
 // deferral is a held task to write back due at.
@@ -66,7 +98,7 @@ func (s *shard) deferSaturated(now time.Time) {
 	}
 	for k, its := range s.held.byKey {
 		rps, queued, waiting, ok := q.sched.pace(k)
-		if !ok || !(rps > 0) || math.IsInf(rps, 1) {
+		if !ok || !(rps > 0) || rps >= float64(rate.Inf) {
 			continue
 		}
 		// The key's tokens are shared by the shards waiting on its buffer,

@@ -2,12 +2,14 @@ package queue_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
 	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
+	"fusebox/transport"
 )
 
 // A destination whose tasks come due faster than its rate lets them out
@@ -65,8 +67,78 @@ func TestSaturatedDestinationDoesNotHoldBackOthers(t *testing.T) {
 	// Each deferred task is written back once, at its turn after the ones
 	// deferred before it, not again every time the window fills (140 of the
 	// 200 here: the rest went out in the rate's burst or within DeferAfter).
+	t.Logf("deferred %v", metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"}))
 	if d := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"}); d == 0 || d > slowN {
 		t.Fatalf("%v deferrals for %d tasks, want between 1 and %d", d, slowN, slowN)
+	}
+}
+
+// A destination that answers slowly, without errors, is paced by its
+// concurrency: its turn is estimated from its calls' measured time (conc /
+// mean call time), so its held tasks are deferred and it does not hold back
+// the other destinations of its shard, whether it has no rate limit or one
+// far above what its concurrency lets through. Before, the first had no
+// turn to estimate and the second's turns (at its rate limit) never passed
+// DeferAfter: in both, the other destination's tasks waited for most of its
+// calls.
+func TestSlowDestinationDoesNotHoldBackOthers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rps  float64
+	}{
+		{"no rate limit", math.Inf(1)},
+		{"rate limit above its pace", 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const slowN, fastN = 200, 5
+			const callTime = 40 * time.Millisecond // with concurrency 2: 50 calls/s
+			lim := queuetest.DefaultLimits()
+			e := newEnv(t, 1, lim)
+			slow := lim
+			slow.BufferSize, slow.Concurrency, slow.MaxTaskRPS = 2, 2, tc.rps
+			e.limits.SetDestination("http://slow.test", slow)
+			exec := newFakeExec(false)
+			exec.answer = func(r transport.Request) (transport.Result, error) {
+				if r.URL == "http://slow.test/cb" {
+					tm := time.NewTimer(callTime) // the destination's answer time, not a wait for a condition
+					defer tm.Stop()
+					<-tm.C
+				}
+				return transport.Result{Outcome: transport.OutcomeSucceeded, Status: 200}, nil
+			}
+			cfg := fastCfg()
+			cfg.MaxPendingPerShard = 20
+			cfg.DeferAfter = 100 * time.Millisecond
+			e.start(t, cfg, exec, nil)
+			slowTasks := make([]queue.Task, slowN)
+			for i := range slowTasks {
+				slowTasks[i] = callback(fmt.Sprintf("slow-%03d", i), 0, "http://slow.test", "http://slow.test/cb")
+			}
+			e.add(t, slowTasks...)
+			testwait.For(t, 10*time.Second, "the slow destination's tasks held", func() bool {
+				return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}) > 0
+			})
+			fast := make([]queue.Task, fastN)
+			for i := range fast {
+				fast[i] = callback(fmt.Sprintf("fast-%d", i), 0, "http://fast.test", "http://fast.test/cb")
+			}
+			e.add(t, fast...)
+			testwait.For(t, 10*time.Second, "the fast destination's tasks delivered", func() bool { return e.allStatus(fast, queue.StatusSucceeded) })
+			if n := callsTo(exec, "http://slow.test/cb"); n >= slowN/2 {
+				t.Fatalf("the fast destination's tasks waited for %d of the slow one's %d calls", n, slowN)
+			}
+			testwait.For(t, 60*time.Second, "every slow task delivered", func() bool { return e.allStatus(slowTasks, queue.StatusSucceeded) })
+			for _, tk := range append(slowTasks, fast...) {
+				if got, _ := e.store.Task(tk.ID); got.Attempts != 1 {
+					t.Errorf("task %s has %d attempts, want 1 (a deferral is not an attempt)", tk.ID, got.Attempts)
+				}
+			}
+			d := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"})
+			t.Logf("%v deferrals for %d tasks", d, slowN)
+			if d == 0 || d > slowN {
+				t.Fatalf("%v deferrals for %d tasks, want between 1 and %d", d, slowN, slowN)
+			}
+		})
 	}
 }
 

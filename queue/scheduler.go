@@ -101,6 +101,10 @@ type group struct {
 	// budgeted: the key has a fleet rate budget (fleet.go), as of the last
 	// retune; FleetBacklogs reads it instead of the limits.
 	budgeted atomic.Bool
+	// callTime is the moving average of the group's call durations (ns,
+	// float64 bits; 0 until the first call): with conc it bounds the
+	// group's rate (pace, defer.go).
+	callTime atomic.Uint64
 
 	mu       sync.Mutex
 	buf      []*item // FIFO; buf[head:] are queued

@@ -12,40 +12,61 @@ import (
 	"fusebox/transport"
 )
 
-// TestTasksBurstDoesNotHoldBackOtherDestinations: a burst for one
-// rate-limited destination, larger than every shard's window together (16
-// shards × 1,000 tasks held in memory), does not hold back another
-// destination's tasks submitted after it. Before queue/defer.go the other
-// destination's tasks waited until the burst had drained to the windows:
-// (24,000 − 16,000) tasks at 20 calls/s for each of 3 namespaces on each of
-// 3 nodes, over 40 s (the test's 30 s deadline passed with none of them
-// delivered). Now the burst's tasks whose turn is far off are written back
-// due at it, and the windows keep room for the others (delivered about
-// 0.1 s after their submit).
+// TestTasksBurstDoesNotHoldBackOtherDestinations: a burst for one saturated
+// destination, larger than every shard's window together (16 shards × 1,000
+// tasks held in memory), does not hold back another destination's tasks
+// submitted after it. The burst's tasks whose turn is far off are written
+// back due at it (queue/defer.go), and the windows keep room for the others
+// (delivered about 0.1 s after their submit).
+//
+//   - rate-limited: 20 calls/s for each of 3 namespaces on each of 3 nodes.
+//     Before queue/defer.go the other destination's tasks waited until the
+//     burst had drained to the windows, (24,000 − 16,000) tasks at 180
+//     calls/s: over 40 s (the 30 s deadline passed with none delivered).
+//   - slow: no rate limit (1,000,000 calls/s), but every answer takes 1 s
+//     and 10 calls are in flight per group: 90 calls/s in all. Before its
+//     turn was estimated from its calls' time, such a key was never
+//     deferred: 8,000 tasks at 90 calls/s, about 90 s.
 func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
-	const burst, others, rps = 24000, 10, 20
-	c := newTaskCluster(t, 3)
-	slow, fast := NewDest(t), NewDest(t)
-	setConfig(t, c, keyRPS, transport.BreakerDestination(breakerpool.TaskGroupCallback, slow.CallbackURL()), fmt.Sprint(rps))
-	var clients []*api.Client
-	for _, p := range c.Procs {
-		clients = append(clients, p.Client())
+	for _, tc := range []struct {
+		name       string
+		rps, conc  string
+		answerTime time.Duration
+	}{
+		{name: "rate-limited", rps: "20"},
+		{name: "slow", rps: "1000000", conc: "10", answerTime: time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const burst, others = 24000, 10
+			c := newTaskCluster(t, 3)
+			slow, fast := NewDest(t), NewDest(t)
+			slow.SetHold(tc.answerTime)
+			dest := transport.BreakerDestination(breakerpool.TaskGroupCallback, slow.CallbackURL())
+			setConfig(t, c, keyRPS, dest, tc.rps)
+			if tc.conc != "" {
+				setConfig(t, c, keyConcurrency, dest, tc.conc)
+			}
+			var clients []*api.Client
+			for _, p := range c.Procs {
+				clients = append(clients, p.Client())
+			}
+			tasks := make([]api.TaskSubmit, burst)
+			for i := range tasks {
+				tasks[i] = callbackTask(fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("burst-%d", i), slow.CallbackURL(), i)
+			}
+			start := time.Now()
+			deliverybench.SubmitAll(t, clients, tasks)
+			t.Logf("%d tasks for one destination submitted in %v", burst, time.Since(start).Round(time.Millisecond))
+			after := make([]api.TaskSubmit, others)
+			for i := range after {
+				after[i] = callbackTask("ns-0", fmt.Sprintf("other-%d", i), fast.CallbackURL(), i)
+			}
+			sent := time.Now()
+			deliverybench.SubmitAll(t, clients, after)
+			testwait.For(t, 30*time.Second, "the other destination's tasks delivered", func() bool { return len(fast.Deliveries()) == others })
+			t.Logf("the other destination's %d tasks delivered %v after their submit; the burst's destination had %d calls",
+				others, time.Since(sent).Round(time.Millisecond), len(slow.Calls()))
+			c.StopAll(t)
+		})
 	}
-	tasks := make([]api.TaskSubmit, burst)
-	for i := range tasks {
-		tasks[i] = callbackTask(fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("burst-%d", i), slow.CallbackURL(), i)
-	}
-	start := time.Now()
-	deliverybench.SubmitAll(t, clients, tasks)
-	t.Logf("%d tasks for one destination at %d calls/s per node submitted in %v", burst, rps, time.Since(start).Round(time.Millisecond))
-	after := make([]api.TaskSubmit, others)
-	for i := range after {
-		after[i] = callbackTask("ns-0", fmt.Sprintf("other-%d", i), fast.CallbackURL(), i)
-	}
-	sent := time.Now()
-	deliverybench.SubmitAll(t, clients, after)
-	testwait.For(t, 30*time.Second, "the other destination's tasks delivered", func() bool { return len(fast.Deliveries()) == others })
-	t.Logf("the other destination's %d tasks delivered %v after their submit; the burst's destination had %d calls",
-		others, time.Since(sent).Round(time.Millisecond), len(slow.Calls()))
-	c.StopAll(t)
 }
