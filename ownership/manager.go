@@ -220,8 +220,12 @@ func (m *Manager) checkFresh() {
 		}
 		m.log.Info("caught up with the raft leader; working from the committed shard map")
 		m.lastCheck.Store(time.Now().UnixNano()) // the barrier is the check: a slow one is no gap
+		// The barrier may have brought a newer map: held before the node
+		// counts as fresh, so OwnsAt answers from it at the first call.
+		// (Fresh first, a restarted node's shards started from the map on
+		// its disk made calls for shards it no longer owned in the gap.)
+		m.refresh()
 		m.fresh.Store(true)
-		m.refresh() // the barrier may have brought a newer map
 	}
 }
 
@@ -251,6 +255,17 @@ func (m *Manager) owned(sm *shardmap.Map) map[int]uint64 {
 		out[s] = sm.Shards[s].Epoch
 	}
 	return out
+}
+
+// OwnsAt implements queue.EpochOwnership: whether this node owns shard at
+// epoch in the map it holds. The queue asks before each call.
+func (m *Manager) OwnsAt(shard int, epoch uint64) bool {
+	sm := m.holder.Load()
+	if sm == nil {
+		return false
+	}
+	a, ok := sm.Owner(shard)
+	return ok && a.Owner == m.cfg.NodeID && a.Epoch == epoch
 }
 
 // CheckEpoch refuses, with a *shardmap.WrongOwnerError, work on shard at

@@ -157,8 +157,9 @@ func (q *Queue) attempt(g *group, it *item, req transport.Request) {
 		return
 	}
 	c.gated = true
-	if !q.current() {
-		// Out of contact with the cluster: this node may have lost the
+	if !q.current(sh) {
+		// Out of contact with the cluster, or the map this node holds
+		// gives the shard to another owner or epoch: it may have lost the
 		// shard. No call; the task stays pending (the next owner, or this
 		// node once current again, delivers it).
 		c.release()
@@ -254,10 +255,14 @@ func (c *call) done(err error) {
 }
 
 // current reports whether this node's shard map is current enough to call
-// destinations (always, for an Ownership that cannot tell).
-func (q *Queue) current() bool {
-	f, ok := q.own.(FreshOwnership)
-	return !ok || f.Fresh()
+// destinations for sh, and still gives sh to this node at its epoch
+// (always, for an Ownership that cannot tell).
+func (q *Queue) current(sh *shard) bool {
+	if f, ok := q.own.(FreshOwnership); ok && !f.Fresh() {
+		return false
+	}
+	e, ok := q.own.(EpochOwnership)
+	return !ok || e.OwnsAt(sh.id, sh.epoch)
 }
 
 // classify turns an executor answer into a result; ok false means release.

@@ -90,6 +90,17 @@ type FreshOwnership interface {
 	Fresh() bool
 }
 
+// EpochOwnership is an Ownership that can also say, at the moment of a
+// call, whether this node owns shard at epoch in its current copy of the
+// shard map. The queue asks before each call, with Fresh: a shard that
+// moved away in a map this node already holds makes no call in the moment
+// before Watch's change reaches the queue (a restarted node started its
+// shards from the map on its disk, caught up on a newer one, and called
+// for shards it no longer owned: a duplicate of the owner's call).
+type EpochOwnership interface {
+	OwnsAt(shard int, epoch uint64) bool
+}
+
 // Limits are the queue's dynamic limits (dynconfig's Snapshot has them all).
 type Limits interface {
 	// BatchSize is how many tasks a shard reader loads at once; 0 stops

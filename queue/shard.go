@@ -294,7 +294,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		}
 	}
 	s.nextKnown = false
-	if !q.current() {
+	if !q.current(s) {
 		// Out of contact with the cluster (attempt.go's stale_ownership):
 		// every task read now would be released unsent and parked, and each
 		// park's expiry would force a full read of the shard, walking its

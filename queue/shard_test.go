@@ -328,13 +328,17 @@ func TestDepthFollowsPendingTasks(t *testing.T) {
 }
 
 // staleOwnership is an Ownership whose freshness the test sets (the
-// ownership manager's Fresh: in contact with the Raft leader).
+// ownership manager's Fresh: in contact with the Raft leader), and whether
+// the map it holds still gives the shards to this node (OwnsAt; disowned
+// false to begin with).
 type staleOwnership struct {
 	queue.Ownership
-	fresh atomic.Bool
+	fresh    atomic.Bool
+	disowned atomic.Bool
 }
 
-func (o *staleOwnership) Fresh() bool { return o.fresh.Load() }
+func (o *staleOwnership) Fresh() bool                 { return o.fresh.Load() }
+func (o *staleOwnership) OwnsAt(_ int, _ uint64) bool { return !o.disowned.Load() }
 
 // startStale starts a queue for node "a" whose freshness the test sets
 // (fresh to begin with).
@@ -344,6 +348,37 @@ func (e *env) startStale(t *testing.T, cfg queue.Config, exec queue.Executor, fr
 	own.fresh.Store(fresh)
 	d.Ownership = own
 	return launch(t, cfg, d), own
+}
+
+// A node in contact whose map already gives a shard to another owner
+// makes no call for it, before the change reaches the queue's Watch: a
+// node restarted on an old map on its disk started that map's shards, and
+// caught up on a newer one in which other nodes own them. Before
+// EpochOwnership it called their tasks in that moment (a duplicate of the
+// owners' calls, one in about twelve rolling restarts). Its tasks wait,
+// unread, and go once the map gives the shard back.
+func TestShardMovedInHeldMapMakesNoCall(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	exec := newFakeExec(false)
+	q, own := e.startStale(t, fastCfg(), exec, true)
+	own.disowned.Store(true)
+	testwait.For(t, 10*time.Second, "the shard's reader to start", func() bool { _, ok := q.ShardState(0); return ok })
+	tasks := callbacks(20, 1, "moved", "d")
+	e.add(t, tasks...)
+	before, _ := q.ShardState(0)
+	testwait.For(t, 10*time.Second, "the reader to look several times (or a call)", func() bool {
+		st, _ := q.ShardState(0)
+		n, _, _ := exec.stats()
+		return st.Wakeups >= before.Wakeups+5 || n > 0
+	})
+	if n, _, _ := exec.stats(); n != 0 {
+		t.Fatalf("%d calls for a shard the held map gives to another owner", n)
+	}
+	if n := e.store.Loaded(); n != 0 {
+		t.Fatalf("%d tasks loaded for a shard the held map gives to another owner", n)
+	}
+	own.disowned.Store(false)
+	testwait.For(t, 10*time.Second, "all delivered once the map gives the shard back", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 }
 
 // A node out of contact with the cluster reads no tasks: each would be

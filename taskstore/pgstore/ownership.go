@@ -33,7 +33,10 @@ type FencedOwnership struct {
 	acquired map[int]uint64
 }
 
-var _ queue.FreshOwnership = (*FencedOwnership)(nil)
+var (
+	_ queue.FreshOwnership = (*FencedOwnership)(nil)
+	_ queue.EpochOwnership = (*FencedOwnership)(nil)
+)
 
 // NewFencedOwnership wraps inner (the shard map's ownership of node).
 func NewFencedOwnership(inner queue.Ownership, acq Acquirer, node string, log *slog.Logger) *FencedOwnership {
@@ -87,6 +90,16 @@ func (f *FencedOwnership) Watch() (map[int]uint64, <-chan struct{}) {
 		close(retry)
 	}()
 	return out, retry
+}
+
+// OwnsAt implements queue.EpochOwnership: the inner ownership's answer, or
+// true when it cannot tell (the database's fence still refuses the
+// writes of a stale owner).
+func (f *FencedOwnership) OwnsAt(shard int, epoch uint64) bool {
+	if eo, ok := f.inner.(queue.EpochOwnership); ok {
+		return eo.OwnsAt(shard, epoch)
+	}
+	return true
 }
 
 // Fresh implements queue.FreshOwnership: the inner ownership's answer, or
