@@ -34,6 +34,7 @@ type taskTable interface {
 	Subscribe(table state.Table) (<-chan struct{}, func())
 	SubscribeShard(shard int) (<-chan struct{}, func())
 	ScanBlocked(shard int, afterAt time.Time, afterID string, limit int, match func(*state.Task) bool, skip func(id string) bool) ([]*state.Task, bool)
+	ScanPending(shard int, afterAt time.Time, afterID string, until time.Time, limit int, match func(*state.Task) bool, skip func(id string) bool) ([]*state.Task, bool)
 	TakeDueLow(shard int) (time.Time, bool)
 }
 
@@ -207,14 +208,28 @@ func lookupIntFor(config *dynconfig.Collection, key, namespace, destination stri
 	return n
 }
 
-var _ queue.BlockedStore = (*TaskStore)(nil)
+var (
+	_ queue.BlockedStore = (*TaskStore)(nil)
+	_ queue.LaterStore   = (*TaskStore)(nil)
+)
 
-// Blocked implements queue.BlockedStore over state.State.ScanBlocked: the
-// rows match k by task group, namespace and breaker destination (the row's
-// DestinationKey, or, for a row written before keys were stored, the one
-// derived from its destination).
+// Blocked implements queue.BlockedStore over state.State.ScanBlocked.
 func (s *TaskStore) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
-	match := func(t *state.Task) bool {
+	rows, done := s.tasks.ScanBlocked(shard, after.At, after.ID, limit, keyMatch(k), skip)
+	return cursorPage(rows, done)
+}
+
+// Later implements queue.LaterStore over state.State.ScanPending.
+func (s *TaskStore) Later(shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	rows, done := s.tasks.ScanPending(shard, after.At, after.ID, until, limit, keyMatch(k), skip)
+	return cursorPage(rows, done)
+}
+
+// keyMatch matches rows to k by task group, namespace and breaker
+// destination (the row's DestinationKey, or, for a row written before keys
+// were stored, the one derived from its destination).
+func keyMatch(k breakerpool.Key) func(t *state.Task) bool {
+	return func(t *state.Task) bool {
 		if t.TaskGroup != k.TaskGroup || t.NamespaceID != k.NamespaceID {
 			return false
 		}
@@ -224,7 +239,10 @@ func (s *TaskStore) Blocked(shard int, k breakerpool.Key, after queue.Cursor, li
 		}
 		return d == k.Destination
 	}
-	rows, done := s.tasks.ScanBlocked(shard, after.At, after.ID, limit, match, skip)
+}
+
+// cursorPage copies a walk's rows out, with the position of the last.
+func cursorPage(rows []*state.Task, done bool) ([]queue.Task, queue.Cursor, bool) {
 	out := make([]queue.Task, len(rows))
 	var last queue.Cursor
 	for i, t := range rows {

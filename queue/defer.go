@@ -93,7 +93,7 @@ func (s *shard) deferSaturated(now time.Time) {
 	var out []deferral
 	for k, at := range s.deferredTo {
 		if !at.After(now) {
-			delete(s.deferredTo, k)
+			s.dropHorizon(k) // recall.go
 		}
 	}
 	for k, its := range s.held.byKey {
@@ -126,12 +126,14 @@ func (s *shard) deferSaturated(now time.Time) {
 				s.deferredTo = make(map[breakerpool.Key]time.Time)
 			}
 			s.deferredTo[k] = at
+			s.rememberDeferred(it.task.ID)
 			out = append(out, deferral{it, at})
 			turn += step
 		}
 		if len(kept) == len(its) {
 			continue
 		}
+		s.q.sched.watchDry(k, s) // recall.go
 		s.held.n -= len(its) - len(kept)
 		if len(kept) == 0 {
 			delete(s.held.byKey, k)

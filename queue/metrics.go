@@ -30,6 +30,7 @@ type metrics struct {
 	writes       *prometheus.CounterVec
 	writeSize    prometheus.Histogram
 	rampsStarted prometheus.Counter
+	recalled     prometheus.Counter
 }
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
@@ -75,6 +76,10 @@ func newMetrics(reg prometheus.Registerer, q *Queue) (*metrics, error) {
 		rampsStarted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fusebox_queue_recovery_ramps_started_total", Help: "Recovery ramps begun: a breaker closed and its key's rate restarted from rampStartRPS.",
 		}),
+		recalled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fusebox_queue_deferred_recalled_total",
+			Help: "Deferred tasks read back before their turn because their destination drained its backlog sooner than estimated.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -83,7 +88,7 @@ func newMetrics(reg prometheus.Registerer, q *Queue) (*metrics, error) {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	cs := []prometheus.Collector{
-		m.depth, m.firstAttempt, m.done, m.results, m.rejections, m.rateWait, m.abandoned, m.interrupted, m.writes, m.writeSize, m.rampsStarted,
+		m.depth, m.firstAttempt, m.done, m.results, m.rejections, m.rateWait, m.abandoned, m.interrupted, m.writes, m.writeSize, m.rampsStarted, m.recalled,
 		gauge("fusebox_queue_scheduler_buffered", "Tasks waiting in scheduler group buffers.",
 			func() float64 { return float64(q.sched.buffered.Load()) }),
 		gauge("fusebox_queue_scheduler_active_workers", "Tasks being processed by scheduler workers.",

@@ -37,6 +37,18 @@ type BlockedStore interface {
 	Blocked(shard int, k breakerpool.Key, after Cursor, limit int, skip func(id string) bool) (tasks []Task, last Cursor, done bool)
 }
 
+// LaterStore is a Store that can list a shard's pending tasks of one key
+// due later than now (defer.go: deferred tasks recalled when their key
+// drains sooner than their turns said). A Store without it leaves deferred
+// tasks to their turns.
+type LaterStore interface {
+	// Later returns up to limit pending tasks of shard whose KeyOf is k, in
+	// due order after `after` and due no later than until. skip works as in
+	// Due. last is the position of the last task returned; done is true
+	// when the walk passed until or reached the shard's end.
+	Later(shard int, k breakerpool.Key, after Cursor, until time.Time, limit int, skip func(id string) bool) (tasks []Task, last Cursor, done bool)
+}
+
 // release is one shard's walk over the blocked tasks of a closed key.
 type release struct {
 	key    breakerpool.Key

@@ -117,6 +117,9 @@ type group struct {
 	// waiting are the shards holding a task this full buffer refused; they
 	// are told once it has drained to half (or its limits change).
 	waiting []*shard
+	// dry are the shards that deferred tasks of this key, told one at a
+	// time when it runs dry (recall.go).
+	dry []*shard
 }
 
 // limitsFor reads a key's limits, clamped to sane values.
@@ -216,9 +219,10 @@ func (g *group) work() {
 			clear(g.buf[n:])
 			g.buf, g.head = g.buf[:n], 0
 		}
-		waiting := g.takeWaitingLocked()
+		waiting, dry := g.takeWaitingLocked(), g.takeDryLocked()
 		g.mu.Unlock()
 		roomFor(waiting)
+		dryFor(dry)
 		g.s.buffered.Add(-1)
 		g.s.active.Add(1)
 		g.s.q.process(g, it)

@@ -48,11 +48,15 @@ type shard struct {
 	held      heldTasks
 	heldUntil time.Time
 	// deferredTo is, per key, the latest turn a held task of it was
-	// written back due at (defer.go). Reader only.
-	deferredTo map[breakerpool.Key]time.Time
-	results    []Result
-	called     []bool // parallel to results: the result answers a call
-	lost       bool
+	// written back due at (defer.go); deferredIDs the tasks deferred and
+	// not yet read again, and recallFrom, per key, where the recall of
+	// them stopped (recall.go). Reader only.
+	deferredTo  map[breakerpool.Key]time.Time
+	deferredIDs map[string]struct{}
+	recallFrom  map[breakerpool.Key]Cursor
+	results     []Result
+	called      []bool // parallel to results: the result answers a call
+	lost        bool
 	// releases are the walks over closed keys' blocked tasks (release.go);
 	// finished and written count results recorded and written, so a walk
 	// can wait for the results decided before its close.
@@ -89,6 +93,7 @@ type shard struct {
 	nextKnown bool
 
 	room atomic.Bool // a group this shard holds tasks for has room (roomFor)
+	dry  atomic.Bool // a key this shard deferred tasks of ran dry (recall.go)
 
 	ho handover // a hand-over before a planned move (handover.go)
 
@@ -374,6 +379,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	for i := range tasks {
 		items[i] = newItem(tasks[i], s, nil)
 		s.inflight[tasks[i].ID] = items[i]
+		s.forgetDeferred(tasks[i].ID)
 		s.noteInterrupted(&tasks[i])
 		if at := tasks[i].NextAttemptAt; at.After(s.cursor) {
 			s.cursor = at
@@ -382,9 +388,11 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	// Blocked tasks of keys whose breaker closed, before their time (not
 	// moving the cursor: they are due later than it).
 	released := s.readReleases(limit-len(tasks), skip)
+	// Deferred tasks of keys that ran dry, before their turn (recall.go).
+	recalled := s.readRecalls(now, limit-len(tasks)-len(released), skip)
 	written := s.written
 	s.mu.Unlock()
-	refused := s.dispatch(retry, append(items, released...), now)
+	refused := s.dispatch(retry, append(append(items, released...), recalled...), now)
 	if refused {
 		s.deferSaturated(now)
 	}
@@ -392,7 +400,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		s.depthWritten, s.depthSet = written, true
 		s.depth.Set(float64(q.store.Backlog(s.id)))
 	}
-	return len(tasks)+len(released) == limit && !refused, now
+	return len(tasks)+len(released)+len(recalled) == limit && !refused, now
 }
 
 // nextWake is the earliest of the next due task (known from the last read,

@@ -326,21 +326,37 @@ func (s *Store) Refused() int {
 	return s.refused
 }
 
-var _ queue.BlockedStore = (*Store)(nil)
+var (
+	_ queue.BlockedStore = (*Store)(nil)
+	_ queue.LaterStore   = (*Store)(nil)
+)
 
 // Blocked implements queue.BlockedStore: the shard's pending tasks with
 // Blocked > 0 and key k, ordered by (NextAttemptAt, ID) as raftstore's due
 // index, after the cursor.
 func (s *Store) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	return s.keyWalk(shard, k, after, time.Time{}, limit, skip, func(t *queue.Task) bool { return t.Blocked > 0 })
+}
+
+// Later implements queue.LaterStore: the shard's pending tasks of key k
+// after the cursor and due no later than until, in the same order.
+func (s *Store) Later(shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	return s.keyWalk(shard, k, after, until, limit, skip, func(*queue.Task) bool { return true })
+}
+
+// keyWalk returns up to limit pending tasks of shard with key k for which
+// match is true, in due order after the cursor (a zero cursor: from the
+// start) and, unless until is zero, due no later than until.
+func (s *Store) keyWalk(shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool, match func(*queue.Task) bool) ([]queue.Task, queue.Cursor, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var match []*queue.Task
+	var found []*queue.Task
 	for _, t := range s.pending[shard] {
-		if t.Blocked > 0 && queue.KeyOf(t) == k {
-			match = append(match, t)
+		if match(t) && queue.KeyOf(t) == k && (until.IsZero() || !t.NextAttemptAt.After(until)) {
+			found = append(found, t)
 		}
 	}
-	slices.SortFunc(match, func(a, b *queue.Task) int {
+	slices.SortFunc(found, func(a, b *queue.Task) int {
 		if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
 			return c
 		}
@@ -348,8 +364,8 @@ func (s *Store) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit 
 	})
 	var out []queue.Task
 	var last queue.Cursor
-	for _, t := range match {
-		if c := t.NextAttemptAt.Compare(after.At); after.ID != "" && (c < 0 || (c == 0 && t.ID <= after.ID)) {
+	for _, t := range found {
+		if c := t.NextAttemptAt.Compare(after.At); (after.ID != "" || !after.At.IsZero()) && (c < 0 || (c == 0 && t.ID <= after.ID)) {
 			continue
 		}
 		if len(out) == limit {

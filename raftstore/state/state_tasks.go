@@ -269,13 +269,26 @@ func (q *TaskQuery) matchStatus(t *Task) bool {
 // release of a closed key's tasks).
 func (s *State) ScanBlocked(shard int, afterAt time.Time, afterID string, limit int,
 	match func(*Task) bool, skip func(id string) bool) (out []*Task, done bool) {
+	return s.ScanPending(shard, afterAt, afterID, time.Time{}, limit,
+		func(t *Task) bool { return t.IsBlocked() && match(t) }, skip)
+}
+
+// ScanPending returns up to limit pending tasks of shard for which match
+// returns true, in due order after the row (afterAt, afterID) (zero: from
+// the shard's first) and due no later than until (zero: no bound). Tasks
+// for which skip returns true are passed over. done is true when the walk
+// reached the shard's end or went past until. match and skip run with the
+// read view open and must not call back into the state. It walks every
+// pending task of the shard in the range, matched or not.
+func (s *State) ScanPending(shard int, afterAt time.Time, afterID string, until time.Time, limit int,
+	match func(*Task) bool, skip func(id string) bool) (out []*Task, done bool) {
 	if limit <= 0 {
 		return nil, false
 	}
 	done = true
 	pivot := &Task{Shard: shard, NextAttemptAt: afterAt, ID: afterID}
 	ascend(s.tasks.Load().due, pivot, func(t *Task) bool {
-		if t.Shard != shard {
+		if t.Shard != shard || (!until.IsZero() && t.NextAttemptAt.After(until)) {
 			return false
 		}
 		if !lessTaskDue(pivot, t) && afterID != "" {
@@ -285,7 +298,7 @@ func (s *State) ScanBlocked(shard int, afterAt time.Time, afterID string, limit 
 			done = false
 			return false
 		}
-		if t.IsBlocked() && match(t) && (skip == nil || !skip(t.ID)) {
+		if match(t) && (skip == nil || !skip(t.ID)) {
 			out = append(out, t)
 		}
 		return true

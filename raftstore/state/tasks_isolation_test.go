@@ -116,6 +116,7 @@ func TestSubmitTasksLimitValidation(t *testing.T) {
 
 // ScanBlocked walks one shard's blocked tasks in due order, with a cursor,
 // a match and a skip; the blocked status filter lists the same tasks.
+// ScanPending walks every pending task of the match up to a due time.
 func TestScanBlockedAndBlockedListing(t *testing.T) {
 	x := newTaskFSM(t)
 	const a, b = "http://a.example", "http://b.example"
@@ -151,6 +152,16 @@ func TestScanBlockedAndBlockedListing(t *testing.T) {
 	got, _ = x.st.ScanBlocked(shard, time.Time{}, "", 10, onA, func(id string) bool { return id == "a2" })
 	if g := ids(got); len(g) != 1 || g[0] != "a1" {
 		t.Fatalf("with a2 skipped = %v", g)
+	}
+	// ScanPending: every pending task of the match, blocked or not, after
+	// the cursor and due no later than until.
+	got, done = x.st.ScanPending(shard, t0.Add(90*time.Second), "", t0.Add(150*time.Second), 10, onA, nil)
+	if g := ids(got); !done || len(g) != 1 || g[0] != "a3" {
+		t.Fatalf("ScanPending(90s, 150s] = %v done=%v, want [a3] done", g, done)
+	}
+	got, done = x.st.ScanPending(shard, t0.Add(time.Minute), "a2", t0.Add(3*time.Minute), 1, onA, nil)
+	if g := ids(got); done || len(g) != 1 || g[0] != "a3" {
+		t.Fatalf("ScanPending after a2, limit 1 = %v done=%v, want [a3] not done", g, done)
 	}
 	var listed []string
 	for _, tk := range x.st.ListTasks(TaskQuery{Status: TaskStatusBlocked, Limit: 100}) {

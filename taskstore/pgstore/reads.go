@@ -301,12 +301,41 @@ func (s *Store) Backlog(shard int) int {
 	return int(n)
 }
 
-var _ queue.BlockedStore = (*Store)(nil)
+var (
+	_ queue.BlockedStore = (*Store)(nil)
+	_ queue.LaterStore   = (*Store)(nil)
+)
+
+// The walks of one key's pending tasks in due order, after a cursor: the
+// blocked ones (Blocked), and all of them up to a due time (Later).
+const (
+	blockedQuery = `SELECT ` + taskCols + ` FROM fusebox_tasks
+WHERE shard = $1 AND status = 'pending' AND blocked > 0 AND task_group = $2 AND namespace_id = $3
+    AND ` + destExpr + ` = $4 AND (next_attempt_at, id) > ($5, $6)
+ORDER BY next_attempt_at, id LIMIT $7`
+	laterQuery = `SELECT ` + taskCols + ` FROM fusebox_tasks
+WHERE shard = $1 AND status = 'pending' AND task_group = $2 AND namespace_id = $3
+    AND ` + destExpr + ` = $4 AND (next_attempt_at, id) > ($5, $6) AND next_attempt_at <= $8
+ORDER BY next_attempt_at, id LIMIT $7`
+)
 
 // Blocked implements queue.BlockedStore: the shard's pending tasks a
 // breaker refused whose key is k (task group, namespace, breaker
 // destination), in due order after `after`, paged like Due.
 func (s *Store) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	return s.keyWalk("blocked", blockedQuery, shard, k, after, time.Time{}, limit, skip)
+}
+
+// Later implements queue.LaterStore: the shard's pending tasks whose key is
+// k, in due order after `after` and due no later than until.
+func (s *Store) Later(shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	return s.keyWalk("later", laterQuery, shard, k, after, until, limit, skip)
+}
+
+// keyWalk runs query (blockedQuery or laterQuery; until is $8 of the
+// second) in pages of limit until limit tasks not skipped are found or the
+// walk ends.
+func (s *Store) keyWalk(what, query string, shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
 	if limit <= 0 {
 		return nil, after, false
 	}
@@ -319,12 +348,13 @@ func (s *Store) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit 
 	var out []queue.Task
 	last := after
 	for {
-		rows, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM fusebox_tasks
-WHERE shard = $1 AND status = 'pending' AND blocked > 0 AND task_group = $2 AND namespace_id = $3
-    AND `+destExpr+` = $4 AND (next_attempt_at, id) > ($5, $6)
-ORDER BY next_attempt_at, id LIMIT $7`, shard, k.TaskGroup, k.NamespaceID, k.Destination, afterAt, afterID, limit)
+		args := []any{shard, k.TaskGroup, k.NamespaceID, k.Destination, afterAt, afterID, limit}
+		if query == laterQuery {
+			args = append(args, micro(until))
+		}
+		rows, err := s.pool.Query(ctx, query, args...)
 		if err != nil {
-			s.readFailed("blocked", shard, err)
+			s.readFailed(what, shard, err)
 			return out, last, false
 		}
 		got := 0
@@ -332,7 +362,7 @@ ORDER BY next_attempt_at, id LIMIT $7`, shard, k.TaskGroup, k.NamespaceID, k.Des
 			t, err := scanTask(rows)
 			if err != nil {
 				rows.Close()
-				s.readFailed("blocked", shard, err)
+				s.readFailed(what, shard, err)
 				return out, last, false
 			}
 			got++

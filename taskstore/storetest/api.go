@@ -16,6 +16,7 @@ import (
 // beyond the queue's view (node's TaskAPI over either store).
 type API interface {
 	queue.BlockedStore
+	queue.LaterStore
 	// ListTasksPage lists in id order (state.TaskQuery), with the next
 	// page's cursor: the last id when the page is full.
 	ListTasksPage(ctx context.Context, q state.TaskQuery) ([]state.Task, string, error)
@@ -262,6 +263,55 @@ func testBlocked(t *testing.T, h Harness) {
 	other := k
 	other.NamespaceID = "other"
 	if page, _, _ := h.Store.Blocked(shard, other, queue.Cursor{}, 10, nil); len(page) != 0 {
+		t.Fatalf("another key's walk returned %d tasks", len(page))
+	}
+}
+
+// testLater: a key's pending tasks after a cursor and up to a due time,
+// blocked or not, in due order and paged, the skipped ones left out.
+func testLater(t *testing.T, h Harness) {
+	ctx := t.Context()
+	var tasks []state.NewTask
+	for i := range 6 {
+		tasks = append(tasks, newTask(h, "ns", "later", "", i))
+	}
+	submit(t, h, tasks...)
+	shard := tasks[0].Shard
+	now := time.Now()
+	later := now.Add(time.Hour)
+	var res []queue.Result
+	for i, nt := range tasks[:5] {
+		r := queue.Result{TaskID: nt.ID, Status: queue.StatusPending, NextAttemptAt: later.Add(time.Duration(i) * time.Second)}
+		if i == 2 {
+			r.Blocked = 1
+		}
+		res = append(res, r)
+	}
+	if err := h.Store.Complete(ctx, shard, h.Epoch(shard), res); err != nil {
+		t.Fatal(err)
+	}
+	k := breakerpool.Key{TaskGroup: tasks[0].TaskGroup, NamespaceID: "ns", Destination: tasks[0].DestinationKey}
+	until := later.Add(3 * time.Second)
+	var got []string
+	cur := queue.Cursor{At: now}
+	for range 10 {
+		page, last, done := h.Store.Later(shard, k, cur, until, 2, func(id string) bool { return id == tasks[1].ID })
+		for _, tk := range page {
+			got = append(got, tk.ID)
+		}
+		if done {
+			break
+		}
+		cur = last
+	}
+	// tasks[5] is due now (before the cursor), tasks[4] after until.
+	want := []string{tasks[0].ID, tasks[2].ID, tasks[3].ID}
+	if !slices.Equal(got, want) {
+		t.Fatalf("later = %v, want %v", got, want)
+	}
+	other := k
+	other.NamespaceID = "other"
+	if page, _, _ := h.Store.Later(shard, other, queue.Cursor{At: now}, until, 10, nil); len(page) != 0 {
 		t.Fatalf("another key's walk returned %d tasks", len(page))
 	}
 }

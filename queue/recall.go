@@ -1,0 +1,176 @@
+package queue
+
+import (
+	"slices"
+	"time"
+
+	"fusebox/breakerpool"
+)
+
+// Recalling deferred tasks (queue/DESIGN.md, "Readers").
+//
+// A deferred task (defer.go) waits in the store for the turn its key's pace
+// gave it. When the key drains sooner than that — its destination sped up,
+// or the shards' estimates erred late — it would sit idle until the turns
+// came. So a shard remembers the tasks it deferred, and registers with the
+// key's group; when the group's buffer is down to half with no shard
+// holding tasks for it (the key's in-memory supply is spent), the group
+// tells one registered shard, which reads back its deferred tasks of the
+// key in due order (LaterStore), up to the buffer's room, and dispatches
+// them before their turn. Nothing is written: a recalled task's next result
+// replaces its row as usual, and one released unstarted waits for its turn
+// again. Only tasks this shard instance deferred are recalled, never
+// another task of the key due later (a retry's backoff is kept).
+
+// recallCapPerWindow bounds the deferred tasks a shard remembers, in
+// windows (MaxPendingPerShard): beyond it a deferred task is not
+// recallable and comes at its turn.
+const recallCapPerWindow = 10
+
+// rememberDeferred records that s deferred id of k, if it has room to
+// remember it (s.mu held).
+func (s *shard) rememberDeferred(id string) {
+	if len(s.deferredIDs) >= recallCapPerWindow*s.q.cfg.MaxPendingPerShard {
+		return
+	}
+	if s.deferredIDs == nil {
+		s.deferredIDs = make(map[string]struct{})
+	}
+	s.deferredIDs[id] = struct{}{}
+}
+
+// forgetDeferred forgets id, read as due or recalled (s.mu held).
+func (s *shard) forgetDeferred(id string) {
+	if s.deferredIDs != nil {
+		delete(s.deferredIDs, id)
+	}
+}
+
+// dropHorizon forgets k's deferral horizon once no task of it needs
+// recalling (s.mu held). With no horizon left every deferred task is due,
+// so the remembered ids go too: a task deferred and then taken by other
+// means (a cancel, a redrive) is never read again by this shard, and its
+// id would otherwise stay until the shard closes.
+func (s *shard) dropHorizon(k breakerpool.Key) {
+	delete(s.deferredTo, k)
+	delete(s.recallFrom, k)
+	if len(s.deferredTo) == 0 {
+		s.deferredIDs = nil
+	}
+}
+
+// watchDry registers sh to be told when k's group has room and no shard
+// holds tasks for it. With no group, or one dry already, sh is told at
+// once.
+func (s *scheduler) watchDry(k breakerpool.Key, sh *shard) {
+	s.mu.RLock()
+	g := s.groups[k]
+	s.mu.RUnlock()
+	if g == nil {
+		dryFor([]*shard{sh})
+		return
+	}
+	g.mu.Lock()
+	if !slices.Contains(g.dry, sh) {
+		g.dry = append(g.dry, sh)
+	}
+	dry := g.takeDryLocked()
+	g.mu.Unlock()
+	dryFor(dry)
+}
+
+// takeDryLocked returns (and forgets) the first shard waiting for the
+// group to run dry once its buffer is down to half and no shard holds a
+// task it refused: one at a time, so the shards' recalls take turns
+// instead of all filling the same room. g.mu must be held.
+func (g *group) takeDryLocked() []*shard {
+	if len(g.dry) == 0 || len(g.waiting) > 0 || (len(g.buf)-g.head)*2 > g.bufCap {
+		return nil
+	}
+	sh := g.dry[0]
+	g.dry = slices.Delete(g.dry, 0, 1)
+	return []*shard{sh}
+}
+
+// dryFor tells each shard that a key it deferred tasks of ran dry.
+func dryFor(shards []*shard) {
+	for _, sh := range shards {
+		sh.dry.Store(true)
+		signal(sh.wake)
+	}
+}
+
+// recallRoom is how many tasks k's buffer can take now: its free capacity,
+// or a whole buffer when k has no group.
+func (s *scheduler) recallRoom(k breakerpool.Key) int {
+	s.mu.RLock()
+	g := s.groups[k]
+	s.mu.RUnlock()
+	if g == nil {
+		bufCap, _, _, _ := limitsFor(s.q.limits.Current(), k)
+		return bufCap
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiting) > 0 {
+		return 0
+	}
+	return g.bufCap - (len(g.buf) - g.head)
+}
+
+// readRecalls reads back, when a key this shard deferred tasks of ran dry,
+// up to limit of those tasks due before their turn (s.mu held, after the
+// due read). A key whose walk reached its latest turn is done; one with
+// more to recall waits for the next time its group runs dry.
+func (s *shard) readRecalls(now time.Time, limit int, skip func(string) bool) []*item {
+	ls, ok := s.q.store.(LaterStore)
+	if !ok || len(s.deferredTo) == 0 || !s.dry.Swap(false) {
+		return nil
+	}
+	notDeferred := func(id string) bool {
+		_, deferred := s.deferredIDs[id]
+		return !deferred || skip(id)
+	}
+	var items []*item
+	for k, until := range s.deferredTo {
+		if !until.After(now) {
+			// Every task deferred to it is due: the due reads take them.
+			s.dropHorizon(k)
+			continue
+		}
+		n := min(limit, s.q.sched.recallRoom(k))
+		if n <= 0 {
+			s.q.sched.watchDry(k, s)
+			continue
+		}
+		from := s.recallFrom[k]
+		if from.At.Before(now) {
+			from = Cursor{At: now}
+		}
+		tasks, last, done := ls.Later(s.id, k, from, until, n, notDeferred)
+		for i := range tasks {
+			it := newItem(tasks[i], s, nil)
+			s.inflight[tasks[i].ID] = it
+			s.forgetDeferred(tasks[i].ID)
+			items = append(items, it)
+		}
+		limit -= len(tasks)
+		if done {
+			// Every task deferred up to the latest turn is recalled (or
+			// in flight): the next burst's deferrals start from now.
+			s.dropHorizon(k)
+			continue
+		}
+		if s.recallFrom == nil {
+			s.recallFrom = make(map[breakerpool.Key]Cursor)
+		}
+		if len(tasks) > 0 {
+			s.recallFrom[k] = last
+		}
+		s.q.sched.watchDry(k, s)
+	}
+	if len(items) > 0 {
+		s.q.m.recalled.Add(float64(len(items)))
+	}
+	return items
+}
