@@ -26,7 +26,9 @@ import (
 //   - slow: no rate limit (1,000,000 calls/s), but every answer takes 1 s
 //     and 10 calls are in flight per group: 90 calls/s in all. Before its
 //     turn was estimated from its calls' time, such a key was never
-//     deferred: 8,000 tasks at 90 calls/s, about 90 s.
+//     deferred: 8,000 tasks at 90 calls/s, about 90 s. Then it answers at
+//     once: its deferred tasks, due at turns minutes away, are recalled
+//     and the burst drains in seconds.
 func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -66,6 +68,27 @@ func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 			testwait.For(t, 30*time.Second, "the other destination's tasks delivered", func() bool { return len(fast.Deliveries()) == others })
 			t.Logf("the other destination's %d tasks delivered %v after their submit; the burst's destination had %d calls",
 				others, time.Since(sent).Round(time.Millisecond), len(slow.Calls()))
+			if tc.answerTime > 0 {
+				// It speeds up: its deferred tasks, due at turns up to
+				// minutes away at its old pace, are recalled as its buffers
+				// run dry (queue/recall.go) instead of leaving it idle.
+				slow.SetHold(0)
+				sped := time.Now()
+				testwait.For(t, 60*time.Second, "every burst task delivered after the speed-up", func() bool { return len(slow.Deliveries()) == burst })
+				t.Logf("all %d burst tasks delivered %v after the destination sped up", burst, time.Since(sped).Round(time.Millisecond))
+				recalled := 0.0
+				for _, p := range c.Procs {
+					m, err := scrapeMetrics(p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					recalled += metricSum(m, "fusebox_queue_deferred_recalled_total")
+				}
+				t.Logf("%v deferred tasks recalled", recalled)
+				if recalled == 0 {
+					t.Fatal("no deferred task recalled")
+				}
+			}
 			c.StopAll(t)
 		})
 	}
