@@ -26,6 +26,10 @@ import (
 // (rate 0), or one with no rate limit and no call measured yet, is not
 // deferred: there is no turn to estimate.
 
+// slowCallFraction: the concurrency bound of a key's pace counts once its
+// calls take DeferAfter/slowCallFraction or more (pace).
+const slowCallFraction = 10
+
 // callTimeWeight is the weight of a call's duration in its group's moving
 // average: about the last eight calls count.
 const callTimeWeight = 1.0 / 8
@@ -54,8 +58,14 @@ func (g *group) observeCall(d time.Duration) {
 //     ramp rises.
 //   - the concurrency: conc calls in flight at the calls' average time
 //     (Little's law). A destination that answers in 5 s with 100 calls in
-//     flight takes 20 a second, whatever its rate limit allows. This one
-//     errs late only when the destination speeds up during the burst.
+//     flight takes 20 a second, whatever its rate limit allows. It errs
+//     late when the destination speeds up during the burst (recall.go then
+//     reads the deferred tasks back). It counts only for calls slower than
+//     DeferAfter/slowCallFraction (200 ms by default): a faster call's time
+//     on a busy node is mostly the node's own scheduling, and deferring on
+//     it adds writes and reads to a node that is itself the bottleneck (a
+//     third of a 100,000-task backlog for one loopback destination was
+//     deferred, at 5–25 % more CPU per task, queue/DESIGN.md).
 func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, ok bool) {
 	s.mu.RLock()
 	g := s.groups[k]
@@ -68,7 +78,7 @@ func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, o
 	g.mu.Unlock()
 	_, _, configured, _ := limitsFor(s.q.limits.Current(), k)
 	rps = max(float64(g.lim.Limit()), float64(configured))
-	if ct := math.Float64frombits(g.callTime.Load()); ct > 0 {
+	if ct := math.Float64frombits(g.callTime.Load()); ct > 0 && ct >= float64(s.q.cfg.DeferAfter/slowCallFraction) {
 		rps = min(rps, float64(conc)*float64(time.Second)/ct)
 	}
 	return rps, queued, waiting, true
@@ -153,4 +163,7 @@ func (s *shard) deferSaturated(now time.Time) {
 			NextAttemptAt: d.at, Message: t.Message, HTTPStatus: t.HTTPStatus,
 		})
 	}
+	s.mu.Lock()
+	s.deferMark = s.finished // a recall walks again until these are written (recall.go)
+	s.mu.Unlock()
 }

@@ -79,6 +79,21 @@ func (s *scheduler) watchDry(k breakerpool.Key, sh *shard) {
 	dryFor(dry)
 }
 
+// nudgeDry tells the next shard waiting for k's group to run dry, if it
+// still is: a recall that left room passes it on.
+func (s *scheduler) nudgeDry(k breakerpool.Key) {
+	s.mu.RLock()
+	g := s.groups[k]
+	s.mu.RUnlock()
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	dry := g.takeDryLocked()
+	g.mu.Unlock()
+	dryFor(dry)
+}
+
 // takeDryLocked returns (and forgets) the first shard waiting for the
 // group to run dry once its buffer is down to half and no shard holds a
 // task it refused: one at a time, so the shards' recalls take turns
@@ -155,9 +170,23 @@ func (s *shard) readRecalls(now time.Time, limit int, skip func(string) bool) []
 			items = append(items, it)
 		}
 		limit -= len(tasks)
+		if len(tasks) < n {
+			// Room left: the next shard that deferred tasks of k may
+			// fill it.
+			s.q.sched.nudgeDry(k)
+		}
 		if done {
-			// Every task deferred up to the latest turn is recalled (or
-			// in flight): the next burst's deferrals start from now.
+			if s.written < s.deferMark {
+				// Deferrals not yet written are still in flight here,
+				// due at their old time, and the walk passed over them:
+				// walk again from now once they are (the flusher wakes
+				// the reader after each write).
+				delete(s.recallFrom, k)
+				s.dry.Store(true)
+				continue
+			}
+			// Every task deferred up to the latest turn is recalled:
+			// the next burst's deferrals start from now.
 			s.dropHorizon(k)
 			continue
 		}

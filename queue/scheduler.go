@@ -219,7 +219,10 @@ func (g *group) work() {
 			clear(g.buf[n:])
 			g.buf, g.head = g.buf[:n], 0
 		}
-		waiting, dry := g.takeWaitingLocked(), g.takeDryLocked()
+		// dry before waiting: a group some shard holds tasks for is not
+		// dry, even as this dequeue tells that shard there is room.
+		dry := g.takeDryLocked()
+		waiting := g.takeWaitingLocked()
 		g.mu.Unlock()
 		roomFor(waiting)
 		dryFor(dry)

@@ -54,6 +54,7 @@ type shard struct {
 	deferredTo  map[breakerpool.Key]time.Time
 	deferredIDs map[string]struct{}
 	recallFrom  map[breakerpool.Key]Cursor
+	deferMark   uint64 // finished after the last deferral (recall.go)
 	results     []Result
 	called      []bool // parallel to results: the result answers a call
 	lost        bool
