@@ -21,55 +21,10 @@ import (
 // Every task is still called exactly once, and no deferral counts as an
 // attempt.
 func TestSaturatedDestinationDoesNotHoldBackOthers(t *testing.T) {
-	const slowN, fastN, rps = 200, 5, 50
-	lim := queuetest.DefaultLimits()
-	e := newEnv(t, 1, lim)
-	slow := lim
-	slow.BufferSize, slow.Concurrency, slow.MaxTaskRPS = 2, 1, rps
-	e.limits.SetDestination("http://slow.test", slow)
 	exec := newFakeExec(false)
-	cfg := fastCfg()
-	cfg.MaxPendingPerShard = 20
-	cfg.DeferAfter = 100 * time.Millisecond
-	e.start(t, cfg, exec, nil)
-	slowTasks := make([]queue.Task, slowN)
-	for i := range slowTasks {
-		slowTasks[i] = callback(fmt.Sprintf("slow-%03d", i), 0, "http://slow.test", "http://slow.test/cb")
-	}
-	e.add(t, slowTasks...)
-	testwait.For(t, 10*time.Second, "the slow destination's tasks held", func() bool {
-		return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}) > 0
+	testSlowKeyDoesNotHoldBackOthers(t, exec, func(l *queuetest.LimitValues) {
+		l.BufferSize, l.Concurrency, l.MaxTaskRPS = 2, 1, 50
 	})
-	fast := make([]queue.Task, fastN)
-	for i := range fast {
-		fast[i] = callback(fmt.Sprintf("fast-%d", i), 0, "http://fast.test", "http://fast.test/cb")
-	}
-	e.add(t, fast...)
-	testwait.For(t, 10*time.Second, "the fast destination's tasks delivered", func() bool { return e.allStatus(fast, queue.StatusSucceeded) })
-	if n := callsTo(exec, "http://slow.test/cb"); n >= slowN/2 {
-		t.Fatalf("the fast destination's tasks waited for %d of the slow one's %d calls", n, slowN)
-	}
-	testwait.For(t, 30*time.Second, "every slow task delivered", func() bool { return e.allStatus(slowTasks, queue.StatusSucceeded) })
-	calls := map[string]int{}
-	exec.mu.Lock()
-	for _, c := range exec.calls {
-		calls[c.req.RequestID]++
-	}
-	exec.mu.Unlock()
-	for _, tk := range append(slowTasks, fast...) {
-		if calls[tk.ID] != 1 {
-			t.Errorf("task %s called %d times, want 1", tk.ID, calls[tk.ID])
-		}
-		if got, _ := e.store.Task(tk.ID); got.Attempts != 1 {
-			t.Errorf("task %s has %d attempts, want 1 (a deferral is not an attempt)", tk.ID, got.Attempts)
-		}
-	}
-	// Each deferred task is written back once, at its turn after the ones
-	// deferred before it, not again every time the window fills (140 of the
-	// 200 here: the rest went out in the rate's burst or within DeferAfter).
-	if d := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"}); d == 0 || d > slowN {
-		t.Fatalf("%v deferrals for %d tasks, want between 1 and %d", d, slowN, slowN)
-	}
 }
 
 // A destination that answers slowly, without errors, is paced by its
@@ -89,55 +44,97 @@ func TestSlowDestinationDoesNotHoldBackOthers(t *testing.T) {
 		{"rate limit above its pace", 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const slowN, fastN = 200, 5
-			const callTime = 40 * time.Millisecond // with concurrency 2: 50 calls/s
-			lim := queuetest.DefaultLimits()
-			e := newEnv(t, 1, lim)
-			slow := lim
-			slow.BufferSize, slow.Concurrency, slow.MaxTaskRPS = 2, 2, tc.rps
-			e.limits.SetDestination("http://slow.test", slow)
 			exec := newFakeExec(false)
-			exec.answer = func(r transport.Request) (transport.Result, error) {
-				if r.URL == "http://slow.test/cb" {
-					tm := time.NewTimer(callTime) // the destination's answer time, not a wait for a condition
-					defer tm.Stop()
-					<-tm.C
-				}
-				return transport.Result{Outcome: transport.OutcomeSucceeded, Status: 200}, nil
-			}
-			cfg := fastCfg()
-			cfg.MaxPendingPerShard = 20
-			cfg.DeferAfter = 100 * time.Millisecond
-			e.start(t, cfg, exec, nil)
-			slowTasks := make([]queue.Task, slowN)
-			for i := range slowTasks {
-				slowTasks[i] = callback(fmt.Sprintf("slow-%03d", i), 0, "http://slow.test", "http://slow.test/cb")
-			}
-			e.add(t, slowTasks...)
-			testwait.For(t, 10*time.Second, "the slow destination's tasks held", func() bool {
-				return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}) > 0
+			exec.answer = slowAnswer(40*time.Millisecond, nil) // with concurrency 2: 50 calls/s
+			testSlowKeyDoesNotHoldBackOthers(t, exec, func(l *queuetest.LimitValues) {
+				l.BufferSize, l.Concurrency, l.MaxTaskRPS = 2, 2, tc.rps
 			})
-			fast := make([]queue.Task, fastN)
-			for i := range fast {
-				fast[i] = callback(fmt.Sprintf("fast-%d", i), 0, "http://fast.test", "http://fast.test/cb")
-			}
-			e.add(t, fast...)
-			testwait.For(t, 10*time.Second, "the fast destination's tasks delivered", func() bool { return e.allStatus(fast, queue.StatusSucceeded) })
-			if n := callsTo(exec, "http://slow.test/cb"); n >= slowN/2 {
-				t.Fatalf("the fast destination's tasks waited for %d of the slow one's %d calls", n, slowN)
-			}
-			testwait.For(t, 60*time.Second, "every slow task delivered", func() bool { return e.allStatus(slowTasks, queue.StatusSucceeded) })
-			for _, tk := range append(slowTasks, fast...) {
-				if got, _ := e.store.Task(tk.ID); got.Attempts != 1 {
-					t.Errorf("task %s has %d attempts, want 1 (a deferral is not an attempt)", tk.ID, got.Attempts)
-				}
-			}
-			d := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"})
-			t.Logf("%v deferrals for %d tasks", d, slowN)
-			if d == 0 || d > slowN {
-				t.Fatalf("%v deferrals for %d tasks, want between 1 and %d", d, slowN, slowN)
-			}
 		})
+	}
+}
+
+// testSlowKeyDoesNotHoldBackOthers: 200 tasks for http://slow.test (its
+// limits set by slow) fill a shard's window of 20; 5 tasks for another
+// destination then go before half of them, every task is called once with
+// one attempt, and each deferred task is written back once, at its turn
+// after the ones deferred before it, not again every time the window fills.
+func testSlowKeyDoesNotHoldBackOthers(t *testing.T, exec *fakeExec, slow func(*queuetest.LimitValues)) {
+	const slowN, fastN = 200, 5
+	e := startDeferring(t, exec, slow)
+	slowTasks := tasksTo("slow", slowN, "http://slow.test")
+	e.add(t, slowTasks...)
+	testwait.For(t, 10*time.Second, "the slow destination's tasks held", func() bool {
+		return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}) > 0
+	})
+	fast := tasksTo("fast", fastN, "http://fast.test")
+	e.add(t, fast...)
+	testwait.For(t, 10*time.Second, "the fast destination's tasks delivered", func() bool { return e.allStatus(fast, queue.StatusSucceeded) })
+	if n := callsTo(exec, "http://slow.test/cb"); n >= slowN/2 {
+		t.Fatalf("the fast destination's tasks waited for %d of the slow one's %d calls", n, slowN)
+	}
+	testwait.For(t, 60*time.Second, "every slow task delivered", func() bool { return e.allStatus(slowTasks, queue.StatusSucceeded) })
+	calledOnce(t, e, exec, append(slowTasks, fast...))
+	d := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"})
+	t.Logf("%v deferrals for %d tasks", d, slowN)
+	if d == 0 || d > slowN {
+		t.Fatalf("%v deferrals for %d tasks, want between 1 and %d", d, slowN, slowN)
+	}
+}
+
+// startDeferring starts one shard with a window of 20 tasks and DeferAfter
+// 100 ms, http://slow.test's limits set by slow.
+func startDeferring(t *testing.T, exec *fakeExec, slow func(*queuetest.LimitValues)) *env {
+	lim := queuetest.DefaultLimits()
+	e := newEnv(t, 1, lim)
+	slow(&lim)
+	e.limits.SetDestination("http://slow.test", lim)
+	cfg := fastCfg()
+	cfg.MaxPendingPerShard = 20
+	cfg.DeferAfter = 100 * time.Millisecond
+	e.start(t, cfg, exec, nil)
+	return e
+}
+
+// slowAnswer answers http://slow.test after d (the destination's answer
+// time, not a wait for a condition) while fast is nil or false, and every
+// other destination at once.
+func slowAnswer(d time.Duration, fast interface{ Load() bool }) func(transport.Request) (transport.Result, error) {
+	return func(r transport.Request) (transport.Result, error) {
+		if r.URL == "http://slow.test/cb" && (fast == nil || !fast.Load()) {
+			tm := time.NewTimer(d)
+			defer tm.Stop()
+			<-tm.C
+		}
+		return transport.Result{Outcome: transport.OutcomeSucceeded, Status: 200}, nil
+	}
+}
+
+// tasksTo returns n callback tasks named prefix-NNN for dest (its /cb).
+func tasksTo(prefix string, n int, dest string) []queue.Task {
+	out := make([]queue.Task, n)
+	for i := range out {
+		out[i] = callback(fmt.Sprintf("%s-%03d", prefix, i), 0, dest, dest+"/cb")
+	}
+	return out
+}
+
+// calledOnce checks that each of tasks was called exactly once and has one
+// attempt (a deferral or a recall is not one).
+func calledOnce(t *testing.T, e *env, exec *fakeExec, tasks []queue.Task) {
+	t.Helper()
+	calls := map[string]int{}
+	exec.mu.Lock()
+	for _, c := range exec.calls {
+		calls[c.req.RequestID]++
+	}
+	exec.mu.Unlock()
+	for _, tk := range tasks {
+		if calls[tk.ID] != 1 {
+			t.Errorf("task %s called %d times, want 1", tk.ID, calls[tk.ID])
+		}
+		if got, _ := e.store.Task(tk.ID); got.Attempts != 1 {
+			t.Errorf("task %s has %d attempts, want 1 (a deferral is not an attempt)", tk.ID, got.Attempts)
+		}
 	}
 }
 

@@ -244,18 +244,9 @@ func testBlocked(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	k := breakerpool.Key{TaskGroup: tasks[0].TaskGroup, NamespaceID: "ns", Destination: tasks[0].DestinationKey}
-	var got []string
-	var cur queue.Cursor
-	for range 10 {
-		page, last, done := h.Store.Blocked(shard, k, cur, 2, func(id string) bool { return id == tasks[1].ID })
-		for _, tk := range page {
-			got = append(got, tk.ID)
-		}
-		if done {
-			break
-		}
-		cur = last
-	}
+	got := walkPages(queue.Cursor{}, func(cur queue.Cursor) ([]queue.Task, queue.Cursor, bool) {
+		return h.Store.Blocked(shard, k, cur, 2, func(id string) bool { return id == tasks[1].ID })
+	})
 	want := []string{tasks[0].ID, tasks[2].ID, tasks[3].ID}
 	if !slices.Equal(got, want) {
 		t.Fatalf("blocked = %v, want %v (the unblocked and skipped ones left out)", got, want)
@@ -292,18 +283,9 @@ func testLater(t *testing.T, h Harness) {
 	}
 	k := breakerpool.Key{TaskGroup: tasks[0].TaskGroup, NamespaceID: "ns", Destination: tasks[0].DestinationKey}
 	until := later.Add(3 * time.Second)
-	var got []string
-	cur := queue.Cursor{At: now}
-	for range 10 {
-		page, last, done := h.Store.Later(shard, k, cur, until, 2, func(id string) bool { return id == tasks[1].ID })
-		for _, tk := range page {
-			got = append(got, tk.ID)
-		}
-		if done {
-			break
-		}
-		cur = last
-	}
+	got := walkPages(queue.Cursor{At: now}, func(cur queue.Cursor) ([]queue.Task, queue.Cursor, bool) {
+		return h.Store.Later(shard, k, cur, until, 2, func(id string) bool { return id == tasks[1].ID })
+	})
 	// tasks[5] is due now (before the cursor), tasks[4] after until.
 	want := []string{tasks[0].ID, tasks[2].ID, tasks[3].ID}
 	if !slices.Equal(got, want) {
@@ -314,4 +296,21 @@ func testLater(t *testing.T, h Harness) {
 	if page, _, _ := h.Store.Later(shard, other, queue.Cursor{At: now}, until, 10, nil); len(page) != 0 {
 		t.Fatalf("another key's walk returned %d tasks", len(page))
 	}
+}
+
+// walkPages follows a paged walk from cur to its end (at most 10 pages) and
+// returns the ids it found.
+func walkPages(cur queue.Cursor, page func(queue.Cursor) ([]queue.Task, queue.Cursor, bool)) []string {
+	var got []string
+	for range 10 {
+		tasks, last, done := page(cur)
+		for _, tk := range tasks {
+			got = append(got, tk.ID)
+		}
+		if done {
+			break
+		}
+		cur = last
+	}
+	return got
 }
