@@ -16,15 +16,16 @@ import (
 // limit lets them out fills the window with held tasks, and the shard's other
 // keys' tasks due after them were not read until that backlog had drained to
 // a window: one destination's burst held back every other destination of its
-// shards. So when the window is full, a held task of a rate-limited key whose
+// shards. So when the window is full, a held task of a saturated key whose
 // turn is more than DeferAfter away is written back (a pending result: no
 // attempt counted, its message and counters unchanged) due at its estimated
 // turn. It leaves the window and the due range until then, at the cost of one
-// result write. A key's rate is the lower of its rate limit and what its
-// concurrency lets through at its calls' measured time, so a slow
-// destination with no rate limit is deferred too. A key that admits nothing
-// (rate 0), or one with no rate limit and no call measured yet, is not
-// deferred: there is no turn to estimate.
+// result write; if the key drains sooner, the shard recalls it (recall.go).
+// A key's pace is the lower of its rate limit and what its concurrency lets
+// through at its calls' measured time (pace), so a slow destination with no
+// rate limit is deferred too. A key that admits nothing (rate 0), or one
+// with no rate limit and no slow call measured yet, is not deferred: there
+// is no turn to estimate.
 
 // slowCallFraction: the concurrency bound of a key's pace counts once its
 // calls take DeferAfter/slowCallFraction or more (pace).
