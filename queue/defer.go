@@ -68,9 +68,7 @@ func (g *group) observeCall(d time.Duration) {
 //     third of a 100,000-task backlog for one loopback destination was
 //     deferred, at 5–25 % more CPU per task, queue/DESIGN.md).
 func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, ok bool) {
-	s.mu.RLock()
-	g := s.groups[k]
-	s.mu.RUnlock()
+	g := s.lookup(k)
 	if g == nil {
 		return 0, 0, 0, false
 	}

@@ -214,9 +214,7 @@ func (s *scheduler) setRamp(k breakerpool.Key, r ramp) {
 	s.ramps[k] = r
 	s.rmu.Unlock()
 	s.kick()
-	s.mu.RLock()
-	g := s.groups[k]
-	s.mu.RUnlock()
+	g := s.lookup(k)
 	if g != nil {
 		s.tune(g, l, r.since, true)
 	}

@@ -40,11 +40,7 @@ func (s *shard) rememberDeferred(id string) {
 }
 
 // forgetDeferred forgets id, read as due or recalled (s.mu held).
-func (s *shard) forgetDeferred(id string) {
-	if s.deferredIDs != nil {
-		delete(s.deferredIDs, id)
-	}
-}
+func (s *shard) forgetDeferred(id string) { delete(s.deferredIDs, id) }
 
 // dropHorizon forgets k's deferral horizon once no task of it needs
 // recalling (s.mu held). With no horizon left every deferred task is due,
@@ -63,9 +59,7 @@ func (s *shard) dropHorizon(k breakerpool.Key) {
 // holds tasks for it. With no group, or one dry already, sh is told at
 // once.
 func (s *scheduler) watchDry(k breakerpool.Key, sh *shard) {
-	s.mu.RLock()
-	g := s.groups[k]
-	s.mu.RUnlock()
+	g := s.lookup(k)
 	if g == nil {
 		dryFor([]*shard{sh})
 		return
@@ -82,9 +76,7 @@ func (s *scheduler) watchDry(k breakerpool.Key, sh *shard) {
 // nudgeDry tells the next shard waiting for k's group to run dry, if it
 // still is: a recall that left room passes it on.
 func (s *scheduler) nudgeDry(k breakerpool.Key) {
-	s.mu.RLock()
-	g := s.groups[k]
-	s.mu.RUnlock()
+	g := s.lookup(k)
 	if g == nil {
 		return
 	}
@@ -118,9 +110,7 @@ func dryFor(shards []*shard) {
 // recallRoom is how many tasks k's buffer can take now: its free capacity,
 // or a whole buffer when k has no group.
 func (s *scheduler) recallRoom(k breakerpool.Key) int {
-	s.mu.RLock()
-	g := s.groups[k]
-	s.mu.RUnlock()
+	g := s.lookup(k)
 	if g == nil {
 		bufCap, _, _, _ := limitsFor(s.q.limits.Current(), k)
 		return bufCap
@@ -142,7 +132,7 @@ func (s *shard) readRecalls(now time.Time, limit int, skip func(string) bool) []
 	if !ok || len(s.deferredTo) == 0 || !s.dry.Swap(false) {
 		return nil
 	}
-	notDeferred := func(id string) bool {
+	skipRecall := func(id string) bool { // not deferred here, or in flight
 		_, deferred := s.deferredIDs[id]
 		return !deferred || skip(id)
 	}
@@ -162,7 +152,7 @@ func (s *shard) readRecalls(now time.Time, limit int, skip func(string) bool) []
 		if from.At.Before(now) {
 			from = Cursor{At: now}
 		}
-		tasks, last, done := ls.Later(s.id, k, from, until, n, notDeferred)
+		tasks, last, done := ls.Later(s.id, k, from, until, n, skipRecall)
 		for i := range tasks {
 			it := newItem(tasks[i], s, nil)
 			s.inflight[tasks[i].ID] = it

@@ -122,6 +122,13 @@ type group struct {
 	dry []*shard
 }
 
+// lookup returns k's group, or nil when it has none.
+func (s *scheduler) lookup(k breakerpool.Key) *group {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.groups[k]
+}
+
 // limitsFor reads a key's limits, clamped to sane values.
 func limitsFor(l Limits, k breakerpool.Key) (bufCap, conc int, rps rate.Limit, burst int) {
 	bufCap = max(1, l.BufferSize(k.NamespaceID, k.Destination))
