@@ -119,8 +119,23 @@ func (m *Membership) Start(ctx context.Context) error {
 	mc.Delegate = &delegate{m: m}
 	mc.Events = m.table
 	mc.Logger = newMemberlistLogger(m.log)
+	tr, err := newPacketTransport(mc.BindAddr, mc.BindPort, mc.Logger)
+	if err != nil {
+		return fmt.Errorf("cluster: starting memberlist on %s: %w", m.cfg.BindAddr, err)
+	}
+	// memberlist reads BindPort and AdvertisePort beyond the transport (its
+	// join default, the port in its alive and ping messages); with its own
+	// transport it fills them in, with ours it must be told.
+	if mc.BindPort == 0 {
+		mc.BindPort = tr.Port()
+	}
+	if mc.AdvertisePort == 0 {
+		mc.AdvertisePort = tr.Port()
+	}
+	mc.Transport = tr
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		_ = tr.Shutdown()
 		return fmt.Errorf("cluster: starting memberlist on %s: %w", m.cfg.BindAddr, err)
 	}
 	m.ml.Store(ml)
