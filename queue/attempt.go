@@ -228,8 +228,9 @@ func (c *call) Execute(ctx context.Context) error {
 	it.calling.Store(true)
 	defer it.calling.Store(false)
 	it.sh.markStarted(it) // redelivery.go
+	c.g.startCall(start)
+	defer c.g.endCall(start) // deferred: a panicking executor must not leave a slot counted busy
 	c.res, c.xerr = q.exec.Execute(ctx, c.req)
-	c.g.observeCall(time.Since(start))
 	return c.xerr
 }
 

@@ -23,9 +23,9 @@ import (
 // result write; if the key drains sooner, the shard recalls it (recall.go).
 // A key's pace is the lower of its rate limit and what its concurrency lets
 // through at its calls' measured time (pace), so a slow destination with no
-// rate limit is deferred too. A key that admits nothing (rate 0), or one
-// with no rate limit and no slow call measured yet, is not deferred: there
-// is no turn to estimate.
+// rate limit is deferred too, as is one whose calls have not ended yet but
+// have every slot busy for long (callTimeAt). A key that admits nothing
+// (rate 0) is not deferred: there is no turn to estimate.
 
 // slowCallFraction: the concurrency bound of a key's pace counts once its
 // calls take DeferAfter/slowCallFraction or more (pace).
@@ -34,6 +34,34 @@ const slowCallFraction = 10
 // callTimeWeight is the weight of a call's duration in its group's moving
 // average: about the last eight calls count.
 const callTimeWeight = 1.0 / 8
+
+// startCall and endCall bracket each call: endCall folds its duration into
+// g's moving average.
+func (g *group) startCall(at time.Time) {
+	g.lastCall.Store(at.UnixNano())
+	g.inCall.Add(1)
+}
+
+func (g *group) endCall(start time.Time) {
+	g.inCall.Add(-1)
+	g.observeCall(time.Since(start))
+}
+
+// callTimeAt is the call time pace divides the concurrency by: the moving
+// average of the calls that ended, or, while every slot is busy, the age of
+// the youngest call under way if that is longer. No slot has freed since
+// that call began (a freed slot would be free or taken by a younger call),
+// so every call under way has taken at least that long. Without it a
+// destination that answers nothing had no pace until its first call ended
+// (its timeout: 30 s by default), and one that slowed down mid-burst kept
+// the pace of its earlier, faster calls until eight slow ones had ended.
+func (g *group) callTimeAt(now time.Time, conc int) float64 {
+	ct := math.Float64frombits(g.callTime.Load())
+	if int(g.inCall.Load()) >= conc {
+		ct = max(ct, float64(now.UnixNano()-g.lastCall.Load()))
+	}
+	return ct
+}
 
 // observeCall folds a call's duration into g's moving average.
 func (g *group) observeCall(d time.Duration) {
@@ -57,8 +85,8 @@ func (g *group) observeCall(d time.Duration) {
 //     estimate that errs early brings a deferred task back to be held or
 //     deferred again; one that errs late would leave the rate unused as a
 //     ramp rises.
-//   - the concurrency: conc calls in flight at the calls' average time
-//     (Little's law). A destination that answers in 5 s with 100 calls in
+//   - the concurrency: conc calls in flight at the calls' time (Little's
+//     law; callTimeAt). A destination that answers in 5 s with 100 calls in
 //     flight takes 20 a second, whatever its rate limit allows. It errs
 //     late when the destination speeds up during the burst (recall.go then
 //     reads the deferred tasks back). It counts only for calls slower than
@@ -77,7 +105,7 @@ func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, o
 	g.mu.Unlock()
 	_, _, configured, _ := limitsFor(s.q.limits.Current(), k)
 	rps = max(float64(g.lim.Limit()), float64(configured))
-	if ct := math.Float64frombits(g.callTime.Load()); ct > 0 && ct >= float64(s.q.cfg.DeferAfter/slowCallFraction) {
+	if ct := g.callTimeAt(time.Now(), conc); ct > 0 && ct >= float64(s.q.cfg.DeferAfter/slowCallFraction) {
 		rps = min(rps, float64(conc)*float64(time.Second)/ct)
 	}
 	return rps, queued, waiting, true

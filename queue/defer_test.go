@@ -3,6 +3,7 @@ package queue_test
 import (
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,48 @@ func TestSlowDestinationDoesNotHoldBackOthers(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A destination that answers nothing has no call time until its first call
+// ends (its timeout, 30 s by default); with every slot busy, the age of its
+// youngest call bounds its pace instead, so its held tasks are deferred and
+// the other destination's go meanwhile. Without that bound the fast tasks
+// wait for the first slow answer, which here comes only once they are
+// delivered: the test times out.
+func TestUnansweringDestinationDoesNotHoldBackOthers(t *testing.T) {
+	hang := make(chan struct{})
+	var once sync.Once
+	answerAll := func() { once.Do(func() { close(hang) }) }
+	exec := newFakeExec(false)
+	exec.answer = func(r transport.Request) (transport.Result, error) {
+		if r.URL == "http://slow.test/cb" {
+			<-hang
+		}
+		return transport.Result{Outcome: transport.OutcomeSucceeded, Status: 200}, nil
+	}
+	const slowN, fastN = 200, 5
+	e := startDeferring(t, exec, func(l *queuetest.LimitValues) {
+		l.BufferSize, l.Concurrency, l.MaxTaskRPS = 2, 2, math.Inf(1)
+	})
+	t.Cleanup(answerAll) // before the queue's Close (cleanups run last first), which waits for its calls
+	slowTasks := tasksTo("slow", slowN, "http://slow.test")
+	e.add(t, slowTasks...)
+	testwait.For(t, 10*time.Second, "the slow destination's tasks held", func() bool {
+		return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}) > 0
+	})
+	fast := tasksTo("fast", fastN, "http://fast.test")
+	e.add(t, fast...)
+	testwait.For(t, 10*time.Second, "the fast destination's tasks delivered while the slow one answers nothing",
+		func() bool { return e.allStatus(fast, queue.StatusSucceeded) })
+	if n := callsTo(exec, "http://slow.test/cb"); n != 2 {
+		t.Fatalf("%d calls to the slow destination before it answered, want its 2 slots", n)
+	}
+	if d := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"}); d == 0 {
+		t.Fatal("nothing deferred, yet the fast tasks went")
+	}
+	answerAll() // it speeds up: the deferred tasks are recalled, each called once
+	testwait.For(t, 60*time.Second, "every slow task delivered", func() bool { return e.allStatus(slowTasks, queue.StatusSucceeded) })
+	calledOnce(t, e, exec, append(slowTasks, fast...))
 }
 
 // testSlowKeyDoesNotHoldBackOthers: 200 tasks for http://slow.test (its

@@ -105,6 +105,11 @@ type group struct {
 	// float64 bits; 0 until the first call): with conc it bounds the
 	// group's rate (pace, defer.go).
 	callTime atomic.Uint64
+	// inCall counts the group's calls under way and lastCall is when the
+	// latest began (unix ns): with every slot busy, the calls take at least
+	// its age, before any of them has ended (pace, defer.go).
+	inCall   atomic.Int32
+	lastCall atomic.Int64
 
 	mu       sync.Mutex
 	buf      []*item // FIFO; buf[head:] are queued
