@@ -29,14 +29,22 @@ import (
 //     deferred: 8,000 tasks at 90 calls/s, about 90 s. Then it answers at
 //     once: its deferred tasks, due at turns minutes away, are recalled
 //     and the burst drains in seconds.
+//   - unanswering: as slow, but the answers take 8 s (under the 10 s
+//     callback timeout). The other destination's tasks are delivered before
+//     the burst's destination has answered once: its pace comes from the age
+//     of its calls under way while every slot is busy (queue.callTimeAt).
+//     Before that, it had no pace until its first answer, 8 s later.
 func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		rps, conc  string
 		answerTime time.Duration
+		// beforeAnswers: the other tasks go before any answer of the burst's
+		beforeAnswers bool
 	}{
 		{name: "rate-limited", rps: "20"},
 		{name: "slow", rps: "1000000", conc: "10", answerTime: time.Second},
+		{name: "unanswering", rps: "1000000", conc: "10", answerTime: 8 * time.Second, beforeAnswers: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const burst, others = 24000, 10
@@ -66,8 +74,17 @@ func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 			sent := time.Now()
 			deliverybench.SubmitAll(t, clients, after)
 			testwait.For(t, 30*time.Second, "the other destination's tasks delivered", func() bool { return len(fast.Deliveries()) == others })
-			t.Logf("the other destination's %d tasks delivered %v after their submit; the burst's destination had %d calls",
-				others, time.Since(sent).Round(time.Millisecond), len(slow.Calls()))
+			answered := 0
+			for _, call := range slow.Calls() {
+				if !call.Answered.IsZero() {
+					answered++
+				}
+			}
+			t.Logf("the other destination's %d tasks delivered %v after their submit; the burst's destination had %d calls, %d answered",
+				others, time.Since(sent).Round(time.Millisecond), len(slow.Calls()), answered)
+			if tc.beforeAnswers && answered > 0 {
+				t.Fatalf("the other destination's tasks waited for %d answers of the burst's destination", answered)
+			}
 			if tc.answerTime > 0 {
 				// It speeds up: its deferred tasks, due at turns up to
 				// minutes away at its old pace, are recalled as its buffers
