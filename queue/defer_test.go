@@ -76,15 +76,7 @@ func TestUnansweringDestinationDoesNotHoldBackOthers(t *testing.T) {
 		l.BufferSize, l.Concurrency, l.MaxTaskRPS = 2, 2, math.Inf(1)
 	})
 	t.Cleanup(answerAll) // before the queue's Close (cleanups run last first), which waits for its calls
-	slowTasks := tasksTo("slow", slowN, "http://slow.test")
-	e.add(t, slowTasks...)
-	testwait.For(t, 10*time.Second, "the slow destination's tasks held", func() bool {
-		return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}) > 0
-	})
-	fast := tasksTo("fast", fastN, "http://fast.test")
-	e.add(t, fast...)
-	testwait.For(t, 10*time.Second, "the fast destination's tasks delivered while the slow one answers nothing",
-		func() bool { return e.allStatus(fast, queue.StatusSucceeded) })
+	slowTasks, fast := burstThenOthers(t, e, slowN, fastN)
 	if n := callsTo(exec, "http://slow.test/cb"); n != 2 {
 		t.Fatalf("%d calls to the slow destination before it answered, want its 2 slots", n)
 	}
@@ -104,14 +96,7 @@ func TestUnansweringDestinationDoesNotHoldBackOthers(t *testing.T) {
 func testSlowKeyDoesNotHoldBackOthers(t *testing.T, exec *fakeExec, slow func(*queuetest.LimitValues)) {
 	const slowN, fastN = 200, 5
 	e := startDeferring(t, exec, slow)
-	slowTasks := tasksTo("slow", slowN, "http://slow.test")
-	e.add(t, slowTasks...)
-	testwait.For(t, 10*time.Second, "the slow destination's tasks held", func() bool {
-		return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}) > 0
-	})
-	fast := tasksTo("fast", fastN, "http://fast.test")
-	e.add(t, fast...)
-	testwait.For(t, 10*time.Second, "the fast destination's tasks delivered", func() bool { return e.allStatus(fast, queue.StatusSucceeded) })
+	slowTasks, fast := burstThenOthers(t, e, slowN, fastN)
 	if n := callsTo(exec, "http://slow.test/cb"); n >= slowN/2 {
 		t.Fatalf("the fast destination's tasks waited for %d of the slow one's %d calls", n, slowN)
 	}
@@ -122,6 +107,22 @@ func testSlowKeyDoesNotHoldBackOthers(t *testing.T, exec *fakeExec, slow func(*q
 	if d == 0 || d > slowN {
 		t.Fatalf("%v deferrals for %d tasks, want between 1 and %d", d, slowN, slowN)
 	}
+}
+
+// burstThenOthers adds slowN tasks for http://slow.test, waits until its
+// buffer refuses some (they are held), then adds fastN for http://fast.test
+// and waits until those are delivered.
+func burstThenOthers(t *testing.T, e *env, slowN, fastN int) (slowTasks, fast []queue.Task) {
+	t.Helper()
+	slowTasks = tasksTo("slow", slowN, "http://slow.test")
+	e.add(t, slowTasks...)
+	testwait.For(t, 10*time.Second, "the slow destination's tasks held", func() bool {
+		return metric(t, e.reg, "fusebox_queue_scheduler_rejections_total", map[string]string{"reason": "buffer_full"}) > 0
+	})
+	fast = tasksTo("fast", fastN, "http://fast.test")
+	e.add(t, fast...)
+	testwait.For(t, 10*time.Second, "the fast destination's tasks delivered", func() bool { return e.allStatus(fast, queue.StatusSucceeded) })
+	return slowTasks, fast
 }
 
 // startDeferring starts one shard with a window of 20 tasks and DeferAfter
