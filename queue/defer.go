@@ -53,8 +53,9 @@ func (g *group) endCall(start time.Time) {
 // that call began (a freed slot would be free or taken by a younger call),
 // so every call under way has taken at least that long. Without it a
 // destination that answers nothing had no pace until its first call ended
-// (its timeout: 30 s by default), and one that slowed down mid-burst kept
-// the pace of its earlier, faster calls until eight slow ones had ended.
+// (at its request timeout: 10 s by default), and one that slowed down
+// mid-burst kept the pace of its earlier, faster calls until eight slow
+// ones had ended.
 func (g *group) callTimeAt(now time.Time, conc int) float64 {
 	ct := math.Float64frombits(g.callTime.Load())
 	if int(g.inCall.Load()) >= conc {

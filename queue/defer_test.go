@@ -55,7 +55,7 @@ func TestSlowDestinationDoesNotHoldBackOthers(t *testing.T) {
 }
 
 // A destination that answers nothing has no call time until its first call
-// ends (its timeout, 30 s by default); with every slot busy, the age of its
+// ends (its request timeout, 10 s by default); with every slot busy, the age of its
 // youngest call bounds its pace instead, so its held tasks are deferred and
 // the other destination's go meanwhile. Without that bound the fast tasks
 // wait for the first slow answer, which here comes only once they are
