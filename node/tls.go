@@ -26,8 +26,9 @@ func (c *Config) TLSEnabled() bool { return c.tlsFiles().Set() }
 
 // validateSecurity checks the TLS flags, requires a gossip key with TLS,
 // and refuses to bind the API or Raft beyond loopback without TLS and an
-// admin token unless Insecure (as `cockroach start` refuses without
-// --insecure). Errors name exactly what to pass.
+// admin token, or gossip beyond loopback without its key, unless Insecure
+// (as `cockroach start` refuses without --insecure). Errors name exactly
+// what to pass.
 func (c *Config) validateSecurity() error {
 	files := c.tlsFiles()
 	if err := files.Check(); err != nil {
@@ -58,6 +59,14 @@ func (c *Config) validateSecurity() error {
 		return fmt.Errorf("%s %s is not a loopback address: beyond loopback fusebox needs TLS and an admin token; pass %s "+
 			"(certificates: `fusebox tls ca create`, then `fusebox tls cert create --node ID --ip IP`), or --insecure to run without them",
 			a.flag, a.addr, strings.Join(missing, " and "))
+	}
+	// Gossip carries membership and breaker hints: anyone who reaches an
+	// unkeyed gossip port can join and open a destination's breaker on every
+	// node. Beyond loopback it needs its key, as the API and Raft need TLS.
+	if host, _, _ := net.SplitHostPort(c.GossipAddr); !isLoopbackHost(host) && c.GossipKeyFile == "" && len(c.GossipKeys) == 0 {
+		return fmt.Errorf("--gossip-addr %s is not a loopback address: beyond loopback gossip needs a key, or anyone reaching it can join and send breaker hints; "+
+			"pass --gossip-key-file FILE (one base64 AES key per line, e.g. `head -c 32 /dev/urandom | base64 > gossip.key`, the same file on every node), or --insecure to run without it",
+			c.GossipAddr)
 	}
 	return nil
 }

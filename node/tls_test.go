@@ -33,6 +33,12 @@ func TestValidateLoopbackRule(t *testing.T) {
 		{"TLS without gossip key", func(c *Config) { *c = withTLS(*c); c.GossipKeyFile = "" }, "pass --gossip-key-file FILE"},
 		{"TLS with in-process gossip keys", func(c *Config) { *c = withTLS(*c); c.GossipKeyFile = ""; c.GossipKeys = [][]byte{make([]byte, 32)} }, ""},
 		{"TLS half configured", func(c *Config) { c.TLSCertFile = "c.pem" }, "--tls-key-file is missing"},
+		{"gossip beyond loopback without a key", func(c *Config) { c.GossipAddr = "0.0.0.0:8471" },
+			"--gossip-addr 0.0.0.0:8471 is not a loopback address: beyond loopback gossip needs a key"},
+		{"gossip on a host name without a key", func(c *Config) { c.GossipAddr = "node1.example:8471" }, "pass --gossip-key-file FILE"},
+		{"gossip beyond loopback with a key", func(c *Config) { c.GossipAddr = "10.0.0.1:8471"; c.GossipKeyFile = "g.key" }, ""},
+		{"gossip beyond loopback, --insecure", func(c *Config) { c.GossipAddr = "0.0.0.0:8471"; c.Insecure = true }, ""},
+		{"gossip on localhost", func(c *Config) { c.GossipAddr = "localhost:8471" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()

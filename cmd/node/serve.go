@@ -112,7 +112,7 @@ the flag to set, when the host has none.`,
 	fl.StringVar(&f.join, "join", "", "comma-separated gossip addresses of existing nodes to join; retried until one answers")
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "number of servers that bootstrap a new cluster together once they see each other (0: 1 when --join is empty, else join an existing cluster)")
 	fl.IntVar(&f.shards, "shards", node.DefaultShards, "number of shards, fixed when the cluster is created; later values must match (production: about 8× the largest node count you expect, 4× at least)")
-	fl.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "file of base64 AES keys (16, 24 or 32 bytes), one per line, first is used to encrypt; without the key a node can neither join nor be heard")
+	fl.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "file of base64 AES keys (16, 24 or 32 bytes), one per line, first is used to encrypt; without the key a node can neither join nor be heard. Required with TLS and for a --gossip-addr beyond loopback")
 	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file of named API tokens, one '<name> <role> <token>' a line (roles submit, read, node, admin; a file of one bare token is an admin token); every route but /healthz and /readyz then needs Authorization: Bearer <token> of its role; re-read when it changes (docs/operations.md)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")

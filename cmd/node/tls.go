@@ -31,7 +31,7 @@ func (t *tlsFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&t.certFile, "tls-cert-file", "", "PEM certificate of this node (from \"fusebox tls cert create --node\"); with --tls-key-file and --tls-ca-file the API serves HTTPS only and Raft and forwarding use mutual TLS")
 	fl.StringVar(&t.keyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fl.StringVar(&t.caFile, "tls-ca-file", "", "PEM CA certificates peers and clients must chain to; several during a CA rotation")
-	fl.BoolVar(&t.insecure, "insecure", false, "allow --http-addr or --raft-addr beyond loopback without TLS and --admin-token-file (anyone who reaches the ports can read and change the cluster)")
+	fl.BoolVar(&t.insecure, "insecure", false, "allow --http-addr or --raft-addr beyond loopback without TLS and --admin-token-file, and --gossip-addr without --gossip-key-file (anyone who reaches the ports can read and change the cluster)")
 }
 
 func scheme(cfg node.Config) string {
