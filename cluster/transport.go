@@ -150,9 +150,9 @@ func (t *packetTransport) FinalAdvertiseAddr(ip string, port int) (net.IP, int, 
 		if addr == nil {
 			return nil, 0, fmt.Errorf("failed to parse advertise address: %q", priv)
 		}
-		return addr, t.Port(), nil
+		return addr, port, nil
 	}
-	return t.tcp.Addr().(*net.TCPAddr).IP, t.Port(), nil
+	return t.tcp.Addr().(*net.TCPAddr).IP, port, nil
 }
 
 func (t *packetTransport) WriteTo(b []byte, addr string) (time.Time, error) {

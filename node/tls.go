@@ -24,6 +24,9 @@ func (c *Config) tlsFiles() tlsutil.Files {
 // TLSEnabled reports whether the node serves TLS.
 func (c *Config) TLSEnabled() bool { return c.tlsFiles().Set() }
 
+// gossipKeyHint is what a refusal for want of a gossip key tells to pass.
+const gossipKeyHint = "pass --gossip-key-file FILE (one base64 AES key per line, e.g. `head -c 32 /dev/urandom | base64 > gossip.key`, the same file on every node)"
+
 // validateSecurity checks the TLS flags, requires a gossip key with TLS,
 // and refuses to bind the API or Raft beyond loopback without TLS and an
 // admin token, or gossip beyond loopback without its key, unless Insecure
@@ -34,9 +37,8 @@ func (c *Config) validateSecurity() error {
 	if err := files.Check(); err != nil {
 		return err
 	}
-	if files.Set() && c.GossipKeyFile == "" && len(c.GossipKeys) == 0 {
-		return errors.New("--tls-cert-file is set but --gossip-key-file is not: TLS protects the API and Raft, gossip needs its own key; " +
-			"pass --gossip-key-file FILE (one base64 AES key per line, e.g. `head -c 32 /dev/urandom | base64 > gossip.key`, the same file on every node)")
+	if files.Set() && !c.hasGossipKey() {
+		return errors.New("--tls-cert-file is set but --gossip-key-file is not: TLS protects the API and Raft, gossip needs its own key; " + gossipKeyHint)
 	}
 	if c.Insecure {
 		return nil
@@ -63,13 +65,16 @@ func (c *Config) validateSecurity() error {
 	// Gossip carries membership and breaker hints: anyone who reaches an
 	// unkeyed gossip port can join and open a destination's breaker on every
 	// node. Beyond loopback it needs its key, as the API and Raft need TLS.
-	if host, _, _ := net.SplitHostPort(c.GossipAddr); !isLoopbackHost(host) && c.GossipKeyFile == "" && len(c.GossipKeys) == 0 {
+	if host, _, _ := net.SplitHostPort(c.GossipAddr); !isLoopbackHost(host) && !c.hasGossipKey() {
 		return fmt.Errorf("--gossip-addr %s is not a loopback address: beyond loopback gossip needs a key, or anyone reaching it can join and send breaker hints; "+
-			"pass --gossip-key-file FILE (one base64 AES key per line, e.g. `head -c 32 /dev/urandom | base64 > gossip.key`, the same file on every node), or --insecure to run without it",
+			gossipKeyHint+", or --insecure to run without it",
 			c.GossipAddr)
 	}
 	return nil
 }
+
+// hasGossipKey: gossip is encrypted (a key file, or keys given in process).
+func (c *Config) hasGossipKey() bool { return c.GossipKeyFile != "" || len(c.GossipKeys) > 0 }
 
 // hasAdminToken: API calls need a bearer token.
 func (c *Config) hasAdminToken() bool { return c.AdminToken != "" || c.AdminTokenFile != "" }

@@ -119,7 +119,7 @@ type deferral struct {
 }
 
 // deferSaturated writes back, when the shard's window is full, the held tasks
-// of rate-limited keys whose turn is more than DeferAfter away. The reader
+// of saturated keys (pace) whose turn is more than DeferAfter away. The reader
 // calls it after dispatch.
 func (s *shard) deferSaturated(now time.Time) {
 	q := s.q
