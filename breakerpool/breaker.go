@@ -74,6 +74,10 @@ type Breaker struct {
 	// retryUntil is the Retry-After deadline holding the gate open (wall
 	// clock); zero unless the gate is open because of one.
 	retryUntil time.Time
+	// byCheck is set while a health check decides the breaker's state
+	// without a call (FailedCheck, SettleHalfOpen): the transitions
+	// recorded meanwhile carry Transition.ByCheck.
+	byCheck bool
 
 	lastSeen time.Duration // eviction sweep only (under Pool.sweepMu)
 }

@@ -91,6 +91,7 @@ func (b *Breaker) transitionLocked(to gobreaker.State, src Source, openFor time.
 	}
 	t := Transition{
 		Key: b.key, From: from, To: to, Source: src, Generation: gen, OpenFor: openFor, At: time.Now(),
+		ByCheck: b.byCheck,
 	}
 	if to == gobreaker.StateOpen {
 		t.RetryUntil = b.retryUntil

@@ -57,8 +57,10 @@ func (b *Breaker) FailedCheck(reopenFor time.Duration) bool {
 	if b.gate != gateOpen || b.forcedOpen || !b.settings.Load().Enabled {
 		return false
 	}
+	b.byCheck = true
 	b.halfOpenLocked(SourceHealth)
 	b.reopenLocked(reopenFor)
+	b.byCheck = false
 	return true
 }
 
@@ -77,11 +79,13 @@ func (b *Breaker) SettleHalfOpen(gen uint64, healthy bool, reopenFor time.Durati
 		b.forcedClosed || !b.settings.Load().Enabled {
 		return false
 	}
+	b.byCheck = true
 	if healthy {
 		b.closeLocked(SourceLocal)
-		return true
+	} else {
+		b.reopenLocked(reopenFor)
 	}
-	b.reopenLocked(reopenFor)
+	b.byCheck = false
 	return true
 }
 

@@ -81,6 +81,25 @@ func TestSettleHalfOpen(t *testing.T) {
 	}
 	done(true)
 	wantStatus(t, b2, open, SourceLocal, ModeAuto)
+
+	// The settles are marked as decided by a check; the half-opens before
+	// them (a check's pass, handing the breaker a task) and a real probe's
+	// failure are not.
+	testwait.For(t, 5*time.Second, "the settles observed", func() bool { return len(p.rec.all()) >= 6 })
+	for _, tr := range p.rec.all() {
+		settle := tr.From == half && tr.Source == SourceLocal
+		if tr.ByCheck != settle {
+			t.Errorf("transition %v → %v (%s) ByCheck %v, want %v", tr.From, tr.To, tr.Source, tr.ByCheck, settle)
+		}
+	}
+	b3 := p.Get(Key{TaskGroup: "g", NamespaceID: "ns", Destination: "probe"})
+	b3.OpenFor(time.Hour, SourceHint)
+	b3.ProbeNow(SourceHealth)
+	mustCall(t, b3, false)
+	testwait.For(t, 5*time.Second, "the failed probe observed", func() bool { return len(p.rec.all()) >= 9 })
+	if last := p.rec.all()[8]; last.From != half || last.To != open || last.ByCheck {
+		t.Errorf("a real probe's failure %+v, want half-open → open without ByCheck", last)
+	}
 }
 
 // FailedCheck is a failed probe without a call: open → half-open → open
@@ -107,6 +126,9 @@ func TestFailedCheck(t *testing.T) {
 	got := p.rec.all()[before:]
 	if got[0].From != open || got[0].To != half || got[1].From != half || got[1].To != open || got[1].Source != SourceLocal {
 		t.Fatalf("transitions %+v, want open→half-open→open (local)", got)
+	}
+	if !got[0].ByCheck || !got[1].ByCheck {
+		t.Fatalf("transitions %+v, want both marked ByCheck: no call was made", got)
 	}
 	if _, err := b.Allow(); err == nil {
 		t.Fatal("a call was admitted after a failed check")

@@ -108,4 +108,10 @@ type Transition struct {
 	// Failures is the consecutive-failure count of a KindFailing event
 	// (at least Config.WarnAfter); zero for state changes.
 	Failures uint32
+	// ByCheck: a health check decided this change without a call — a failed
+	// check's half-open and reopening (Breaker.FailedCheck), or the settling
+	// of a half-open breaker (Breaker.SettleHalfOpen). A half-open → open
+	// without it is a real call's failed probe. Source is unchanged (the
+	// gossip layer publishes these as it does a probe's result).
+	ByCheck bool
 }

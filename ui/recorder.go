@@ -34,8 +34,12 @@ type Transition struct {
 	Source     string `json:"source"`
 	Generation uint64 `json:"generation"`
 	// OpenForSeconds is the open period that started, when To is open.
-	OpenForSeconds float64   `json:"open_for_seconds,omitempty"`
-	At             time.Time `json:"at"`
+	OpenForSeconds float64 `json:"open_for_seconds,omitempty"`
+	// ByCheck: a health check decided the change without a call
+	// (breakerpool.Transition.ByCheck), so a half-open → open with it cost
+	// no task.
+	ByCheck bool      `json:"by_check,omitempty"`
+	At      time.Time `json:"at"`
 	// Seq numbers the node's transitions from 1 in the order observed; it
 	// orders transitions with equal At and shows how many were dropped.
 	Seq uint64 `json:"seq"`
@@ -72,7 +76,7 @@ func (r *Recorder) Observe(t breakerpool.Transition) {
 	rec := Transition{
 		TaskGroup: t.Key.TaskGroup, Namespace: t.Key.NamespaceID, Destination: transport.RedactURL(t.Key.Destination),
 		From: StateName(t.From), To: StateName(t.To), Source: string(t.Source),
-		Generation: t.Generation, At: t.At,
+		Generation: t.Generation, At: t.At, ByCheck: t.ByCheck,
 	}
 	if t.To == gobreaker.StateOpen && t.OpenFor > 0 {
 		rec.OpenForSeconds = t.OpenFor.Seconds()

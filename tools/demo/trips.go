@@ -19,13 +19,14 @@ import (
 const (
 	originLocal    = "local failures" // closed → open on this node's own failed calls
 	originProbe    = "failed probe"   // half-open → open: this node's probe call failed
+	originCheck    = "failed check"   // half-open → open decided by a health check, no call (ui.Transition.ByCheck)
 	originHint     = "peer hint"      // a peer's gossiped hint opened it (no call of its own)
 	originOperator = "operator"       // a force or a config change
 )
 
-// tripOrigins is the column order of the view (local, probe, hint,
+// tripOrigins is the column order of the view (local, probe, check, hint,
 // operator).
-var tripOrigins = []string{originLocal, originProbe, originHint, originOperator}
+var tripOrigins = []string{originLocal, originProbe, originCheck, originHint, originOperator}
 
 // originOf classifies one opening by the transition the node recorded.
 func originOf(t ui.Transition) string {
@@ -34,6 +35,8 @@ func originOf(t ui.Transition) string {
 		return originOperator
 	case t.Source == "hint":
 		return originHint
+	case t.From == "half-open" && t.ByCheck:
+		return originCheck
 	case t.From == "half-open":
 		return originProbe
 	}
@@ -171,13 +174,14 @@ func confirmDetail(node, origin string, c *api.BreakerConfirm) string {
 // writeTrips is the view's section on why each node stopped calling flaky.
 func writeTrips(b *strings.Builder, ts []nodeTrips, o outageView) {
 	b.WriteString("WHY EACH NODE STOPPED CALLING flaky (its latest opening; openings over the run: local = its own\n" +
-		"  failed calls, probe = its failed probe, hint = a peer's hint opened it without a call of its own)\n")
+		"  failed calls, probe = its failed probe (a task), check = a failed health check (no task), hint = a\n" +
+		"  peer's hint opened it without a call of its own)\n")
 	if len(ts) == 0 {
 		b.WriteString("  (no opening yet)\n")
 		return
 	}
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  node\tlatest opening\tlocal\tprobe\thint\toperator\tcalls while down")
+	fmt.Fprintln(tw, "  node\tlatest opening\tlocal\tprobe\tcheck\thint\toperator\tcalls while down")
 	for _, n := range ts {
 		latest := fmtT(n.LastAt) + " " + n.Origin
 		if n.Detail != "" {

@@ -344,6 +344,7 @@
         el('span', { className: 'event-key mono' }, key),
         el('span', { className: `event-change state-${t.to}` }, `${from.label} → ${to.symbol} ${to.label}`),
         el('span', { className: 'event-meta' }, `source ${t.source}, generation ${t.generation}` +
+          (t.by_check ? ', decided by a health check (no call)' : '') +
           (t.open_for_seconds ? `, to reopen after ${fmtDur(t.open_for_seconds)}` : '')));
     });
     if (!items.length) items.push(el('li', { className: 'empty' }, 'No transitions recorded yet.'));
