@@ -319,7 +319,7 @@ func (q *Queue) blocked(it *item) {
 	q.m.results.WithLabelValues(outcomeRetryBlocked).Inc()
 	it.sh.finish(it, Result{
 		TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: n, Unexpected: t.Unexpected,
-		NextAttemptAt: time.Now().Add(q.blockedDelay(KeyOf(t), n)),
+		NextAttemptAt: q.sched.blockedTurn(it.key, time.Now(), q.blockedDelay(it.key, n)),
 		Message:       "circuit breaker open", HTTPStatus: t.HTTPStatus,
 	})
 }
@@ -330,7 +330,8 @@ func (q *Queue) blocked(it *item) {
 // part capped at BlockedBackoffMax). A retry before the probe could only be
 // rejected again, and each rejection costs a result write to Raft: with
 // the gentle 3 s × 1.5ⁿ alone, a dead destination's backlog was rewritten
-// every few seconds for the whole open period.
+// every few seconds for the whole open period. It counts from the task's
+// turn (scheduler.blockedTurn), not from the refusal.
 func (q *Queue) blockedDelay(k breakerpool.Key, n int) time.Duration {
 	d := BlockedBackoff(n, rand.Float64())
 	if br, ok := q.breakers.Breaker(k).(interface{ OpenRemaining() time.Duration }); ok {

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
+	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 	"fusebox/transport"
@@ -110,6 +113,61 @@ func BenchmarkHealthyBesideDead(b *testing.B) {
 			b.ResetTimer()
 			runBatch(b, e, 0, b.N, map[string]string{"healthy": healthy.CallbackURL(), "other": other.CallbackURL()}, "healthy")
 			b.StopTimer()
+		})
+	}
+}
+
+// BenchmarkDeadBacklogWrites: the result writes a dead destination's backlog
+// costs while its breaker stays open. b.N tasks of one key, its breaker held
+// open (1 s periods, renewed), none ever called; once every task has been
+// refused and written back once, the rows written over the next
+// deadWindow are counted. rate=1000: the key's rate limit, so refused
+// tasks come due in turns of 1 ms (blockedTurn); rate=unlimited: no rate
+// bound, every refused task due at the breaker's probe or its gentle
+// backoff (the behaviour before turns, the baseline). Metrics: writes/task
+// (rows in the window per task of the backlog) and writes/s.
+func BenchmarkDeadBacklogWrites(b *testing.B) {
+	const deadWindow = 6 * time.Second
+	for _, mode := range []string{"rate=unlimited", "rate=1000"} {
+		b.Run(mode, func(b *testing.B) {
+			lim := benchLimits()
+			lim.MaxTaskRPS = math.Inf(1)
+			if mode == "rate=1000" {
+				lim.MaxTaskRPS = 1000
+			}
+			e := newEnv(b, 4, lim)
+			br := e.pool.Get(key("dead"))
+			br.OpenFor(time.Second, breakerpool.SourceLocal)
+			stop := make(chan struct{})
+			held := make(chan struct{})
+			go func() { // keeps the breaker open: renewed before each period ends
+				defer close(held)
+				tick := time.NewTicker(200 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+						br.OpenFor(time.Second, breakerpool.SourceLocal)
+					}
+				}
+			}()
+			defer func() { close(stop); <-held }()
+			e.start(b, fastCfg(), newFakeExec(false), nil)
+			tasks := callbacks(b.N, 4, fmt.Sprintf("dead-%d", b.N), "dead")
+			b.ResetTimer()
+			if err := e.store.Add(tasks...); err != nil {
+				b.Fatal(err)
+			}
+			// The first pass: every task refused and written back once.
+			testwait.For(b, time.Minute, "every task refused and written back", func() bool { return e.store.Rows() >= b.N })
+			rows0, t0 := e.store.Rows(), time.Now()
+			time.Sleep(deadWindow) // the window measured: the queue works meanwhile
+			rows, took := e.store.Rows()-rows0, time.Since(t0)
+			b.StopTimer()
+			b.ReportMetric(float64(rows)/float64(b.N), "writes/task")
+			b.ReportMetric(float64(rows)/took.Seconds(), "writes/s")
 		})
 	}
 }

@@ -112,6 +112,40 @@ func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, o
 	return rps, queued, waiting, true
 }
 
+// blockedTurn is when a task that k's open breaker refused at now comes
+// due again: d (blockedDelay) after its turn, the turns of k's refused
+// tasks on this node following each other one turn of k's pace (1/rps)
+// apart and none before now. Without turns every refused task came due d
+// later, at the breaker's next probe or its gentle backoff, so a dead
+// destination's whole backlog was read, refused and rewritten once per
+// such round: a million pending tasks, a million result writes every
+// minute or five, more than a cluster's write budget, taken from every
+// other destination (docs/architecture.md, "Isolation"). With turns the
+// refused tasks come due no faster than the key could take them once it
+// recovers, in the order they were refused, and each round rewrites what
+// the key's rate would deliver (a 100 calls/s key: about 100 writes a
+// second, whatever its backlog). A small backlog keeps its delays, jitter
+// included (turns of a few milliseconds). Recovery is not slowed: when the
+// breaker closes, every blocked task of the key is released at once
+// (release.go), whatever its due time. A key with no rate bound (rate.Inf)
+// or no group keeps now + d.
+func (s *scheduler) blockedTurn(k breakerpool.Key, now time.Time, d time.Duration) time.Time {
+	rps, _, _, ok := s.pace(k)
+	g := s.lookup(k)
+	if !ok || g == nil || !(rps > 0) || rps >= float64(rate.Inf) {
+		return now.Add(d)
+	}
+	step := time.Duration(float64(time.Second) / rps)
+	g.mu.Lock()
+	turn := g.blockedTurn.Add(step)
+	if turn.Before(now) {
+		turn = now
+	}
+	g.blockedTurn = turn
+	g.mu.Unlock()
+	return turn.Add(d)
+}
+
 // deferral is a held task to write back due at.
 type deferral struct {
 	it *item

@@ -41,9 +41,11 @@ func TestBreakerConsultedBeforeRateLimiter(t *testing.T) {
 		got, _ := e.store.Task(b.ID)
 		// One immediate resubmit, then the gentle backoff (3 s × [0.8,
 		// 1.0)) or the breaker's remaining open time if later: here an
-		// hour, so the BlockedBackoffMax cap.
+		// hour, so the BlockedBackoffMax cap; each later task one turn of
+		// the key's rate (1000 s) after the one before (blockedTurn).
 		if got.Status != queue.StatusPending || got.Attempts != 0 ||
-			got.NextAttemptAt.Before(tAdd.Add(queue.BlockedBackoffMax)) || got.NextAttemptAt.After(tObs.Add(queue.BlockedBackoffMax)) {
+			got.NextAttemptAt.Before(tAdd.Add(queue.BlockedBackoffMax)) ||
+			got.NextAttemptAt.After(tObs.Add(queue.BlockedBackoffMax+time.Duration(len(blocked)-1)*1000*time.Second)) {
 			t.Fatalf("blocked task %s: %+v (added %v, observed %v)", b.ID, got, tAdd, tObs)
 		}
 		if res := e.store.Results(b.ID); len(res) != 1 {
@@ -311,5 +313,49 @@ func TestBlockedWaitsForTheBreakersProbe(t *testing.T) {
 				t.Fatalf("executor ran %d times behind an open breaker", n)
 			}
 		})
+	}
+}
+
+// TestBlockedTasksComeDueInTurns: the tasks an open breaker refuses come
+// due one turn of their key's rate apart (on this node), each after its own
+// delay (the breaker's probe, 20 s here, with up to 20 % spread), so a dead
+// destination's backlog comes due no faster than the key could take it and
+// is not all read, refused and rewritten once per open period. Without
+// turns the 40 tasks all came due within the probe's 4 s spread; a key
+// with no rate limit still does (TestBlockedWaitsForTheBreakersProbe).
+func TestBlockedTasksComeDueInTurns(t *testing.T) {
+	const n, rps = 40, 1 // turns of 1 s: the backlog spreads over 39 s
+	const probe, spread = 20 * time.Second, 4 * time.Second
+	lim := queuetest.DefaultLimits()
+	lim.MaxTaskRPS = rps
+	e := newEnv(t, 2, lim)
+	exec := newFakeExec(false)
+	e.pool.Get(key("d")).OpenFor(probe, breakerpool.SourceOperator)
+	e.start(t, fastCfg(), exec, nil)
+	tasks := callbacks(n, 2, "dead", "d")
+	tAdd := time.Now()
+	e.add(t, tasks...)
+	testwait.For(t, 10*time.Second, "every task rescheduled", func() bool {
+		for _, tk := range tasks {
+			if got, _ := e.store.Task(tk.ID); got.Blocked != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	due := make([]time.Time, 0, n)
+	for _, tk := range tasks {
+		got, _ := e.store.Task(tk.ID)
+		if got.NextAttemptAt.Before(tAdd.Add(probe - time.Second)) {
+			t.Fatalf("task %s due %v after the submit, before the breaker's probe (%v)", tk.ID, got.NextAttemptAt.Sub(tAdd), probe)
+		}
+		due = append(due, got.NextAttemptAt)
+	}
+	slices.SortFunc(due, time.Time.Compare)
+	if span, want := due[n-1].Sub(due[0]), time.Duration(n-1)*time.Second/rps-spread; span < want {
+		t.Fatalf("the %d refused tasks come due within %v, want them spread over at least %v (turns of %v, less the probe's spread)", n, span, want, time.Second/rps)
+	}
+	if calls, _, _ := exec.stats(); calls != 0 {
+		t.Fatalf("executor ran %d times behind an open breaker", calls)
 	}
 }

@@ -125,6 +125,9 @@ type group struct {
 	// dry are the shards that deferred tasks of this key, told one at a
 	// time when it runs dry (recall.go).
 	dry []*shard
+	// blockedTurn is the turn given to the last task of this key that its
+	// open breaker refused (scheduler.blockedTurn, defer.go).
+	blockedTurn time.Time
 }
 
 // lookup returns k's group, or nil when it has none.

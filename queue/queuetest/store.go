@@ -30,6 +30,7 @@ type Store struct {
 	subs     map[int]chan struct{}
 	nextSub  int
 	writes   int
+	rows     int // results applied (start markers not counted)
 	loaded   int // tasks handed out by Due
 	passed   int // in-flight tasks Due walked past (skip said so)
 	lows     map[int]time.Time
@@ -255,6 +256,7 @@ func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results [
 		}
 		s.removeLocked(t)
 		*t = r.Apply(*t)
+		s.rows++
 		s.history[r.TaskID] = append(s.history[r.TaskID], r)
 		if t.Terminal() {
 			s.done[t.Destination]++
@@ -317,6 +319,14 @@ func (s *Store) Writes() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.writes
+}
+
+// Rows counts the results Complete applied: the row writes a replicated
+// store would make (start markers not counted).
+func (s *Store) Rows() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rows
 }
 
 // Refused counts Complete calls refused for a stale epoch.

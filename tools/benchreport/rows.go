@@ -291,6 +291,8 @@ var rows = []row{
 		Baseline: "BenchmarkThroughput/raw_http", Time: "8000x", QuickTime: "2000x"},
 	{Issue: "#6", What: "queue alone: healthy dest beside a dead one, ns per task", Pkg: "./queue", Bench: "BenchmarkHealthyBesideDead/other_dead", Metric: "ns/op",
 		Baseline: "BenchmarkHealthyBesideDead/both_healthy", Target: "ratio<=1.053", Time: "8000x", QuickTime: "2000x"},
+	{Issue: "#6", What: "queue alone: a dead destination's backlog of 20,000, result writes per task in 6 s of open breaker (rate 1,000/s vs no rate bound)", Pkg: "./queue", Bench: "BenchmarkDeadBacklogWrites/rate=1000", Metric: "writes/task",
+		Baseline: "BenchmarkDeadBacklogWrites/rate=unlimited", Time: "20000x", QuickTime: "20000x"},
 	{Issue: "#6", What: "shard failover after a kill, fast preset (ms)", Pkg: "./node", Bench: "BenchmarkShardFailover/preset=fast", Metric: "ms/failover", Time: "3x", QuickTime: "1x"},
 	{Issue: "#6", What: "shard failover after a kill, lan preset (ms)", Pkg: "./node", Bench: "BenchmarkShardFailover/preset=lan", Metric: "ms/failover", Time: "1x", QuickTime: "-"},
 	{Issue: "#6", What: "durable delivery, 3 nodes, batches of 500 (tasks/s)", Pkg: "./node", Bench: "BenchmarkDelivery/cluster", Metric: "tasks/s",
