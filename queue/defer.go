@@ -120,22 +120,22 @@ func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, o
 // destination's whole backlog was read, refused and rewritten once per
 // such round: a million pending tasks, a million result writes every
 // minute or five, more than a cluster's write budget, taken from every
-// other destination (docs/architecture.md, "Isolation"). With turns the
-// refused tasks come due no faster than the key could take them once it
-// recovers, in the order they were refused, and each round rewrites what
-// the key's rate would deliver (a 100 calls/s key: about 100 writes a
-// second, whatever its backlog). A small backlog keeps its delays, jitter
+// other destination (docs/architecture.md, "What a dead destination
+// costs"). With turns the refused tasks come due no faster than the key
+// could take them once it recovers, in the order they were refused, and
+// each round rewrites what the key's rate would deliver (a 100 calls/s
+// key: about 100 writes a second, whatever its backlog). A small backlog keeps its delays, jitter
 // included (turns of a few milliseconds). Recovery is not slowed: when the
 // breaker closes, every blocked task of the key is released at once
 // (release.go), whatever its due time. A key with no rate bound (rate.Inf)
-// or no group keeps now + d.
+// or no group keeps now + d; a turn is at most maxBlockedTurn.
 func (s *scheduler) blockedTurn(k breakerpool.Key, now time.Time, d time.Duration) time.Time {
 	rps, _, _, ok := s.pace(k)
 	g := s.lookup(k)
 	if !ok || g == nil || !(rps > 0) || rps >= float64(rate.Inf) {
 		return now.Add(d)
 	}
-	step := time.Duration(float64(time.Second) / rps)
+	step := time.Duration(min(float64(time.Second)/rps, float64(maxBlockedTurn)))
 	g.mu.Lock()
 	turn := g.blockedTurn.Add(step)
 	if turn.Before(now) {
@@ -145,6 +145,10 @@ func (s *scheduler) blockedTurn(k breakerpool.Key, now time.Time, d time.Duratio
 	g.mu.Unlock()
 	return turn.Add(d)
 }
+
+// maxBlockedTurn bounds one turn of blockedTurn: a rate limit set near zero
+// would otherwise make it overflow a Duration.
+const maxBlockedTurn = time.Hour
 
 // deferral is a held task to write back due at.
 type deferral struct {

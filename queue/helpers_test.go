@@ -140,6 +140,17 @@ func (e *env) allStatus(ids []queue.Task, st string) bool {
 	return true
 }
 
+// allBlocked reports whether every task has been refused by its breaker n
+// times (Blocked == n).
+func (e *env) allBlocked(ids []queue.Task, n int) bool {
+	for _, t := range ids {
+		if got, _ := e.store.Task(t.ID); got.Blocked != n {
+			return false
+		}
+	}
+	return true
+}
+
 // fakeExec is an in-process Executor that records calls and concurrency.
 // With hold set, calls block until release is closed or their ctx ends.
 type fakeExec struct {

@@ -25,14 +25,7 @@ func TestBreakerConsultedBeforeRateLimiter(t *testing.T) {
 	blocked := callbacks(3, 1, "blocked", "d")
 	tAdd := time.Now()
 	e.add(t, blocked...)
-	testwait.For(t, 10*time.Second, "blocked tasks rescheduled", func() bool {
-		for _, b := range blocked {
-			if got, _ := e.store.Task(b.ID); got.Blocked != 2 {
-				return false
-			}
-		}
-		return true
-	})
+	testwait.For(t, 10*time.Second, "blocked tasks rescheduled", func() bool { return e.allBlocked(blocked, 2) })
 	tObs := time.Now()
 	if n, _, _ := exec.stats(); n != 0 {
 		t.Fatalf("executor ran %d times behind an open breaker", n)
@@ -335,14 +328,7 @@ func TestBlockedTasksComeDueInTurns(t *testing.T) {
 	tasks := callbacks(n, 2, "dead", "d")
 	tAdd := time.Now()
 	e.add(t, tasks...)
-	testwait.For(t, 10*time.Second, "every task rescheduled", func() bool {
-		for _, tk := range tasks {
-			if got, _ := e.store.Task(tk.ID); got.Blocked != 2 {
-				return false
-			}
-		}
-		return true
-	})
+	testwait.For(t, 10*time.Second, "every task rescheduled", func() bool { return e.allBlocked(tasks, 2) })
 	due := make([]time.Time, 0, n)
 	for _, tk := range tasks {
 		got, _ := e.store.Task(tk.ID)

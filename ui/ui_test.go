@@ -167,9 +167,17 @@ func TestRecorderBoundedAndOrdered(t *testing.T) {
 	if rec.Total() != 12 || rec.Capacity() != 5 {
 		t.Errorf("Total %d Capacity %d, want 12 and 5", rec.Total(), rec.Capacity())
 	}
+	// A health check's decision is kept (a failed check is no failed probe).
+	checked := transition("d13", 13, base.Add(13*time.Millisecond))
+	checked.ByCheck = true
+	rec.Observe(checked)
+	if tr := rec.Recent()[0]; !tr.ByCheck || got[0].ByCheck {
+		t.Errorf("by_check %v after a check's transition, %v before; want true, false", tr.ByCheck, got[0].ByCheck)
+	}
+	got = rec.Recent()[1:]
 	// Recent is a copy.
 	got[0].Destination = "changed"
-	if rec.Recent()[0].Destination != "d12" {
+	if rec.Recent()[1].Destination != "d12" {
 		t.Error("Recent returned the ring itself")
 	}
 }
