@@ -28,17 +28,18 @@ const (
 // cluster while its breaker stays open: b.N callback tasks to a destination
 // that refuses every connection (breaker Timeout 1 s, so it probes and
 // reopens every second), submitted at once; once every task has been
-// written back once and deadBacklogSettle has passed, the write-backs
-// over the next deadBacklogWindow are counted (fusebox_queue_task_results_total{outcome="retry_blocked"} and,
-// with a rate limit, "deferred": each one a result row on every replica). rate=100: the
-// destination's per-host rate limit is dynconfig's default, so its refused
-// tasks come due in turns of 10 ms on each node (queue.scheduler.
-// blockedTurn). rate=unlimited: the benchmark clusters' lifted limit (1e6
-// calls/s), which turns do not spread: every refused task comes due at the
-// breaker's probe or its gentle backoff, as every key did before turns (the
-// baseline). Metrics: writes/task (in the window, per task of the backlog),
-// writes/s, and raft-entries/s (the log entries node 1 applied in
-// the window).
+// written back once and deadBacklogSettle has passed, the write-backs over
+// the next deadBacklogWindow are counted
+// (fusebox_queue_task_results_total{outcome="retry_blocked"} and, with a
+// rate limit, "deferred": each one a result row on every replica).
+// rate=100: the destination's per-host rate limit is dynconfig's default,
+// so its refused tasks come due in turns of 10 ms on each node
+// (queue.scheduler.blockedTurn). rate=unlimited: the benchmark clusters'
+// lifted limit (1e6 calls/s), which turns do not spread: every refused
+// task comes due at the breaker's probe or its gentle backoff, as every key
+// did before turns (the baseline). Metrics: writes/task (in the window, per
+// task of the backlog), writes/s, and raft-entries/s (the log entries node
+// 1 applied in the window).
 func BenchmarkDeadBacklog(b *testing.B) {
 	for _, mode := range []string{"rate=unlimited", "rate=100"} {
 		clusters := &lazyCluster{parent: b}

@@ -101,6 +101,13 @@ func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, o
 	if g == nil {
 		return 0, 0, 0, false
 	}
+	rps, queued, waiting = s.paceOf(g)
+	return rps, queued, waiting, true
+}
+
+// paceOf is pace for k's group g.
+func (s *scheduler) paceOf(g *group) (rps float64, queued, waiting int) {
+	k := g.key
 	g.mu.Lock()
 	queued, waiting, conc := len(g.buf)-g.head, len(g.waiting), g.conc
 	g.mu.Unlock()
@@ -109,7 +116,7 @@ func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, o
 	if ct := g.callTimeAt(time.Now(), conc); ct > 0 && ct >= float64(s.q.cfg.DeferAfter/slowCallFraction) {
 		rps = min(rps, float64(conc)*float64(time.Second)/ct)
 	}
-	return rps, queued, waiting, true
+	return rps, queued, waiting
 }
 
 // blockedTurn is when a task that k's open breaker refused at now comes
@@ -124,15 +131,19 @@ func (s *scheduler) pace(k breakerpool.Key) (rps float64, queued, waiting int, o
 // costs"). With turns the refused tasks come due no faster than the key
 // could take them once it recovers, in the order they were refused, and
 // each round rewrites what the key's rate would deliver (a 100 calls/s
-// key: about 100 writes a second, whatever its backlog). A small backlog keeps its delays, jitter
-// included (turns of a few milliseconds). Recovery is not slowed: when the
-// breaker closes, every blocked task of the key is released at once
-// (release.go), whatever its due time. A key with no rate bound (rate.Inf)
-// or no group keeps now + d; a turn is at most maxBlockedTurn.
+// key: about 100 writes a second, whatever its backlog). A small backlog
+// keeps its delays, jitter included (turns of a few milliseconds).
+// Recovery is not slowed: when the breaker closes, every blocked task of
+// the key is released at once (release.go), whatever its due time. A key
+// with no rate bound (rate.Inf) or no group keeps now + d; a turn is at
+// most maxBlockedTurn.
 func (s *scheduler) blockedTurn(k breakerpool.Key, now time.Time, d time.Duration) time.Time {
-	rps, _, _, ok := s.pace(k)
 	g := s.lookup(k)
-	if !ok || g == nil || !(rps > 0) || rps >= float64(rate.Inf) {
+	if g == nil {
+		return now.Add(d)
+	}
+	rps, _, _ := s.paceOf(g)
+	if !(rps > 0) || rps >= float64(rate.Inf) {
 		return now.Add(d)
 	}
 	step := time.Duration(min(float64(time.Second)/rps, float64(maxBlockedTurn)))
