@@ -91,7 +91,7 @@ func TestUnansweringDestinationDoesNotHoldBackOthers(t *testing.T) {
 // testSlowKeyDoesNotHoldBackOthers: 200 tasks for http://slow.test (its
 // limits set by slow) fill a shard's window of 20; 5 tasks for another
 // destination then go before half of them, every task is called once with
-// one attempt, and each deferred task is written back once, at its turn
+// one attempt, and each deferred task is written back about once, at its turn
 // after the ones deferred before it, not again every time the window fills.
 func testSlowKeyDoesNotHoldBackOthers(t *testing.T, exec *fakeExec, slow func(*queuetest.LimitValues)) {
 	const slowN, fastN = 200, 5
@@ -103,9 +103,13 @@ func testSlowKeyDoesNotHoldBackOthers(t *testing.T, exec *fakeExec, slow func(*q
 	testwait.For(t, 60*time.Second, "every slow task delivered", func() bool { return e.allStatus(slowTasks, queue.StatusSucceeded) })
 	calledOnce(t, e, exec, append(slowTasks, fast...))
 	d := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"})
+	// Once per task, give or take the few whose turn the pace estimate
+	// put early (a recalled or re-read task held again is deferred again:
+	// queue/DESIGN.md, "The pace"; 201 in one CI run). Deferring again every
+	// time the window fills writes back 777 to 1,574 here.
 	t.Logf("%v deferrals for %d tasks", d, slowN)
-	if d == 0 || d > slowN {
-		t.Fatalf("%v deferrals for %d tasks, want between 1 and %d", d, slowN, slowN)
+	if maxD := float64(slowN + slowN/2); d == 0 || d > maxD {
+		t.Fatalf("%v deferrals for %d tasks, want between 1 and %v", d, slowN, maxD)
 	}
 }
 
