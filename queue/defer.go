@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
 	"golang.org/x/time/rate"
 
 	"fusebox/breakerpool"
@@ -25,7 +26,14 @@ import (
 // through at its calls' measured time (pace), so a slow destination with no
 // rate limit is deferred too, as is one whose calls have not ended yet but
 // have every slot busy for long (callTimeAt). A key that admits nothing
-// (rate 0) is not deferred: there is no turn to estimate.
+// (rate 0) is not deferred: there is no turn to estimate. Nor is a key whose
+// breaker is not closed: its held tasks reach the breaker as fast as its
+// workers take them (the breaker is asked before the rate limiter) and are
+// refused and written back at their turn (blockedTurn), one write each.
+// Deferred first, they were written back, recalled at once (a key that
+// refuses everything runs dry at once) and refused: two writes each, and
+// right after a dead destination's backlog was first read, 230 to 1,147
+// writes a second where its rate is 235 (BenchmarkDeadBacklog, node/).
 
 // slowCallFraction: the concurrency bound of a key's pace counts once its
 // calls take DeferAfter/slowCallFraction or more (pace).
@@ -185,7 +193,7 @@ func (s *shard) deferSaturated(now time.Time) {
 	}
 	for k, its := range s.held.byKey {
 		rps, queued, waiting, ok := q.sched.pace(k)
-		if !ok || !(rps > 0) || rps >= float64(rate.Inf) {
+		if !ok || !(rps > 0) || rps >= float64(rate.Inf) || q.breakers.Breaker(k).State() != gobreaker.StateClosed {
 			continue
 		}
 		// The key's tokens are shared by the shards waiting on its buffer,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
@@ -86,6 +87,34 @@ func TestUnansweringDestinationDoesNotHoldBackOthers(t *testing.T) {
 	answerAll() // it speeds up: the deferred tasks are recalled, each called once
 	testwait.For(t, 60*time.Second, "every slow task delivered", func() bool { return e.allStatus(slowTasks, queue.StatusSucceeded) })
 	calledOnce(t, e, exec, append(slowTasks, fast...))
+}
+
+// A saturated key whose breaker is open is not deferred: its held tasks
+// reach the breaker as fast as its worker takes them and are refused, each
+// written back once (retry_blocked, due at its turn). Deferred first, they
+// were written back, recalled at once (a key that refuses everything runs
+// dry) and refused: up to two writes each, for every dead destination's
+// backlog in its first round.
+func TestOpenBreakersHeldTasksAreNotDeferred(t *testing.T) {
+	const n = 200
+	exec := newFakeExec(false)
+	e := startDeferring(t, exec, func(l *queuetest.LimitValues) {
+		l.BufferSize, l.Concurrency, l.MaxTaskRPS = 2, 1, 50 // turns of 20 ms: most held tasks' pass DeferAfter
+	})
+	e.pool.Get(key("http://slow.test")).OpenFor(time.Minute, breakerpool.SourceOperator)
+	tasks := tasksTo("slow", n, "http://slow.test")
+	e.add(t, tasks...)
+	// Blocked 2: refused, resubmitted once at once (attempt.go's blocked),
+	// refused again and written back.
+	testwait.For(t, 30*time.Second, "every task refused and written back", func() bool { return e.allBlocked(tasks, 2) })
+	if calls, _, _ := exec.stats(); calls != 0 {
+		t.Fatalf("executor ran %d times behind an open breaker", calls)
+	}
+	deferred := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"})
+	blocked := metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "retry_blocked"})
+	if deferred != 0 || blocked != n {
+		t.Fatalf("%v tasks deferred and %v refused, want 0 and %d (each written back once)", deferred, blocked, n)
+	}
 }
 
 // testSlowKeyDoesNotHoldBackOthers: 200 tasks for http://slow.test (its
