@@ -99,7 +99,7 @@ func TestOpenBreakersHeldTasksAreNotDeferred(t *testing.T) {
 	const n = 200
 	exec := newFakeExec(false)
 	e := startDeferring(t, exec, func(l *queuetest.LimitValues) {
-		l.BufferSize, l.Concurrency, l.MaxTaskRPS = 2, 1, 50 // turns of 20 ms: most held tasks' pass DeferAfter
+		l.BufferSize, l.Concurrency, l.MaxTaskRPS = 2, 1, 50 // turns of 20 ms: most held tasks' turns pass DeferAfter
 	})
 	e.pool.Get(key("http://slow.test")).OpenFor(time.Minute, breakerpool.SourceOperator)
 	tasks := tasksTo("slow", n, "http://slow.test")
