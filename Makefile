@@ -69,6 +69,7 @@ FUZZ_TARGETS := \
 	./raftstore/state:FuzzRestoreSnapshot \
 	./internal/authtoken:FuzzParse \
 	./api:FuzzCheckJSONText \
+	./api:FuzzDecodeSubmit \
 	./api:FuzzHandOverRequest \
 	./dynconfig:FuzzAddressPattern \
 	./transport:FuzzRedactURL \
@@ -85,6 +86,9 @@ FUZZ_TARGETS := \
 	./raftstore/state:FuzzApplyImportTasks \
 	./taskstore/pgstore:FuzzPoolConfig \
 	./transport:FuzzDecodeRequest \
+	./transport:FuzzEncodeRequest \
+	./internal/fastjson:FuzzUnmarshal \
+	./internal/fastjson:FuzzValid \
 	./transport:FuzzMemberTarget \
 	./transport:FuzzPlainMediaType \
 	./transport:FuzzSchemeHost \

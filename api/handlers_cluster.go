@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"fusebox/internal/authtoken"
+	"fusebox/internal/fastjson"
 	"fusebox/raftstore/state"
 )
 
@@ -224,7 +224,7 @@ func (c *Client) applyRaw(ctx context.Context, cmd []byte, requestID string, out
 	if err != nil {
 		return fmt.Errorf("POST /internal/v1/apply/raw: read response: %w", err)
 	}
-	if err := json.Unmarshal(b, out); err != nil {
+	if err := fastjson.Unmarshal(b, out); err != nil { // the leader's own JSON, on every forwarded write
 		return fmt.Errorf("POST /internal/v1/apply/raw: decode response: %w", err)
 	}
 	return nil

@@ -114,7 +114,7 @@ type taskHandlers struct {
 
 func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 	var in TaskSubmit
-	if err := h.s.readJSON(w, r, &in); err != nil {
+	if err := h.s.readJSONFast(w, r, &in); err != nil {
 		return err
 	}
 	meta := h.s.meta(r)
@@ -144,7 +144,7 @@ func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 
 func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error {
 	var in TaskBatchSubmit
-	if err := h.s.readJSON(w, r, &in); err != nil {
+	if err := h.s.readJSONFast(w, r, &in); err != nil {
 		return err
 	}
 	if err := checkBatchLen(len(in.Tasks)); err != nil {

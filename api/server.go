@@ -236,13 +236,8 @@ func (s *Server) readJSONLimit(w http.ResponseWriter, r *http.Request, v any, li
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return BadField("", "request body has data after the JSON value")
+	if err := decodeStrictStd(raw, v); err != nil {
+		return err
 	}
 	return checkJSONText(raw)
 }

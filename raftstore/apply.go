@@ -4,13 +4,13 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"fusebox/internal/fastjson"
 	"fusebox/raftstore/state"
 )
 
@@ -226,7 +226,7 @@ func applyCommand[T any](ctx context.Context, s *Store, cmd []byte, requestID st
 	}
 	var out T
 	if len(res.Value) > 0 {
-		if err := json.Unmarshal(res.Value, &out); err != nil {
+		if err := fastjson.Unmarshal(res.Value, &out); err != nil { // a forwarded result: the leader's own JSON
 			return zero, res.Index, &state.Error{Code: state.CodeInternal, Message: "decode result: " + err.Error()}
 		}
 	}

@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -119,7 +118,7 @@ func New(ctx context.Context, env Env, in *Submit, at time.Time) (state.NewTask,
 		}
 		return state.NewTask{}, err
 	}
-	raw, err := json.Marshal(req)
+	raw, err := transport.EncodeRequest(&req)
 	if err != nil {
 		return state.NewTask{}, badField("request", "%v", err)
 	}

@@ -86,3 +86,53 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEncodeRequest: EncodeRequest writes encoding/json's bytes for every
+// request a stored one decodes to, with any input bytes (a caller's
+// json.RawMessage need not be JSON), and refuses what encoding/json
+// refuses, with its error.
+func FuzzEncodeRequest(f *testing.F) {
+	for _, b := range requestSeeds(f) {
+		f.Add(b, []byte(nil))
+	}
+	f.Add(requestSeeds(f)[0], []byte(` { "a" : [1, 2.50, 1e3, "<&>"] } `))
+	f.Add(requestSeeds(f)[0], []byte(`{"a":`))
+	f.Add(requestSeeds(f)[0], []byte("\"\xff\u2028\""))
+	f.Fuzz(func(t *testing.T, b, input []byte) {
+		var r transport.Request
+		if json.Unmarshal(b, &r) != nil {
+			return
+		}
+		if input != nil {
+			r.Input = input
+		}
+		want, wantErr := json.Marshal(&r)
+		got, err := transport.EncodeRequest(&r)
+		if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+			t.Fatalf("%q / input %q: error %v, encoding/json %v", b, input, err, wantErr)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%q / input %q:\n got %s\nwant %s", b, input, got, want)
+		}
+	})
+}
+
+// BenchmarkEncodeRequest is a stored callback request encoded by
+// EncodeRequest (goccy) and by encoding/json (std).
+func BenchmarkEncodeRequest(b *testing.B) {
+	r := transport.Request{TaskGroup: breakerpool.TaskGroupCallback, URL: "http://127.0.0.1:9/cb", RequestID: "r-123",
+		Body: []byte(`{"result":"r-123"}`), ContentType: "application/json"}
+	for _, side := range []struct {
+		name   string
+		encode func(*transport.Request) ([]byte, error)
+	}{{"goccy", transport.EncodeRequest}, {"std", func(r *transport.Request) ([]byte, error) { return json.Marshal(r) }}} {
+		b.Run(side.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := side.encode(&r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
+
+	"fusebox/internal/fastjson"
 )
 
 // nexusClient builds an sdk client for r. Construction is a URL parse and a
@@ -107,7 +109,7 @@ func outputJSON(contentType string, body []byte) (json.RawMessage, string) {
 		return nil, contentType
 	}
 	mt, _, _ := mime.ParseMediaType(contentType)
-	if (mt == "application/json" || mt == "") && json.Valid(body) {
+	if (mt == "application/json" || mt == "") && fastjson.Valid(body) {
 		return body, contentType
 	}
 	var v any = body

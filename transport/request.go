@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"fusebox/breakerpool"
+	"fusebox/internal/fastjson"
 )
 
 // DefaultTimeout is the per-request timeout when Request.Timeout is zero
@@ -159,7 +160,7 @@ func (r *Request) validateStart() error {
 	if len(r.Input) > MaxRequestBodyBytes {
 		return invalid("input", "%d bytes exceeds the %d byte limit", len(r.Input), MaxRequestBodyBytes)
 	}
-	if len(r.Input) > 0 && !json.Valid(r.Input) {
+	if len(r.Input) > 0 && !fastjson.Valid(r.Input) {
 		return invalid("input", "not valid JSON")
 	}
 	if r.CallbackURL != "" {
@@ -234,7 +235,7 @@ func (r *Request) validateCallback() error {
 			if len(c.Result) > MaxRequestBodyBytes {
 				return invalid("completion.result", "%d bytes exceeds the %d byte limit", len(c.Result), MaxRequestBodyBytes)
 			}
-			if len(c.Result) > 0 && !json.Valid(c.Result) {
+			if len(c.Result) > 0 && !fastjson.Valid(c.Result) {
 				return invalid("completion.result", "not valid JSON")
 			}
 			if c.FailureMessage != "" {

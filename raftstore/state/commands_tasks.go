@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"fusebox/internal/fastjson"
 )
 
 // The task family of commands: values 16–31 of the MessageType table are
@@ -359,7 +361,7 @@ func (r *TaskResult) Validate() *Error {
 
 // checkRequest: a task's request is a JSON object.
 func (t *NewTask) checkRequest() *Error {
-	if b := bytes.TrimSpace(t.Request); len(b) == 0 || b[0] != '{' || !json.Valid(b) {
+	if b := bytes.TrimSpace(t.Request); len(b) == 0 || b[0] != '{' || !fastjson.Valid(b) {
 		return invalidArg("request", "must be a JSON object")
 	}
 	return nil
@@ -367,7 +369,7 @@ func (t *NewTask) checkRequest() *Error {
 
 // checkOutput: a result's output, when present, is JSON.
 func (r *TaskResult) checkOutput() *Error {
-	if len(r.Output) > 0 && !json.Valid(r.Output) {
+	if len(r.Output) > 0 && !fastjson.Valid(r.Output) {
 		return invalidArg("output", "not valid JSON")
 	}
 	return nil
