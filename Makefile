@@ -89,6 +89,7 @@ FUZZ_TARGETS := \
 	./transport:FuzzEncodeRequest \
 	./internal/fastjson:FuzzUnmarshal \
 	./internal/fastjson:FuzzValid \
+	./internal/fastjson:FuzzMarshal \
 	./transport:FuzzMemberTarget \
 	./transport:FuzzPlainMediaType \
 	./transport:FuzzSchemeHost \

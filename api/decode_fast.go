@@ -36,6 +36,25 @@ func (s *Server) readJSONFast(w http.ResponseWriter, r *http.Request, v any) err
 	return checkJSONText(raw)
 }
 
+// readSubmitBatch is readJSONFast for a batch submit, with the batch's
+// slice sized before the decode: grown by doubling, it was half the bytes
+// the decode allocated (BenchmarkDecodeSubmitBatch: 442 KB a batch of 500
+// against 225 KB). The size is a hint counted from the body's task keys
+// (a key inside a string value only oversizes it), at most the batch
+// limit; a body without tasks leaves an empty slice, refused as before.
+func (s *Server) readSubmitBatch(w http.ResponseWriter, r *http.Request) (TaskBatchSubmit, error) {
+	var in TaskBatchSubmit
+	raw, err := s.readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return in, err
+	}
+	in.Tasks = make([]TaskSubmit, 0, min(bytes.Count(raw, []byte(`"namespace_id"`)), MaxTaskBatchSubmit))
+	if err := decodeStrict(raw, &in); err != nil {
+		return in, err
+	}
+	return in, checkJSONText(raw)
+}
+
 // decodeStrict decodes raw into v (a pointer) as decodeStrictStd does:
 // goccy's decode when it succeeds cleanly, else encoding/json's answer.
 func decodeStrict(raw []byte, v any) error {

@@ -123,7 +123,7 @@ func (s *Server) internalApplyRaw(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, res)
+	writeJSONFast(w, http.StatusOK, res)
 	return nil
 }
 

@@ -143,8 +143,8 @@ func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error {
-	var in TaskBatchSubmit
-	if err := h.s.readJSONFast(w, r, &in); err != nil {
+	in, err := h.s.readSubmitBatch(w, r)
+	if err != nil {
 		return err
 	}
 	if err := checkBatchLen(len(in.Tasks)); err != nil {
@@ -191,7 +191,7 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 		}
 	}
 	h.waitApplied(r.Context(), idx)
-	writeJSON(w, http.StatusAccepted, res)
+	writeJSONFast(w, http.StatusAccepted, res)
 	return nil
 }
 

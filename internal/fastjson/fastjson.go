@@ -1,12 +1,15 @@
-// Package fastjson decodes JSON that fusebox's own code wrote, on hot
-// paths, with github.com/goccy/go-json (about three times faster than
-// encoding/json's reflection) and encoding/json's answer: only a successful
-// goccy decode is taken; on any error the value is zeroed and decoded
+// Package fastjson reads and writes JSON on fusebox's hot paths with
+// github.com/goccy/go-json (three to five times faster than encoding/json's
+// reflection) and encoding/json's answers. Unmarshal takes only a
+// successful goccy decode; on any error the value is zeroed and decoded
 // again by encoding/json, so what is refused, and the error saying why,
-// are encoding/json's. Each type decoded through it has a fuzz target
-// holding a goccy decode to encoding/json's value (FuzzUnmarshal here,
-// transport's FuzzDecodeRequest). Untrusted API bodies, whose errors name
-// fields, have their own strict decode (api/decode_fast.go).
+// are encoding/json's. Marshal takes goccy's bytes, held equal to
+// encoding/json's; on an error it encodes again with encoding/json. Valid
+// is goccy's scanner. Each has a fuzz target holding it to encoding/json
+// for the types that go through it (FuzzUnmarshal, FuzzMarshal, FuzzValid
+// here; transport's FuzzDecodeRequest and FuzzEncodeRequest). Untrusted API
+// bodies, whose errors name fields, have their own strict decode
+// (api/decode_fast.go).
 package fastjson
 
 import (
@@ -29,3 +32,13 @@ func Unmarshal(b []byte, v any) error {
 // scanner, about five times faster on a stored request: BenchmarkValid).
 // FuzzValid holds the two to the same answer on every input.
 func Valid(b []byte) bool { return gojson.Valid(b) }
+
+// Marshal encodes v as json.Marshal does, byte for byte: goccy's bytes, or
+// encoding/json's answer (and error) for a value goccy cannot encode.
+// FuzzMarshal holds the bytes equal for every type encoded through it.
+func Marshal(v any) ([]byte, error) {
+	if b, err := gojson.Marshal(v); err == nil {
+		return b, nil
+	}
+	return json.Marshal(v)
+}

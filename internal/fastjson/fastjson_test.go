@@ -1,11 +1,13 @@
 package fastjson_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"testing"
 
+	"fusebox/api"
 	"fusebox/internal/fastjson"
 	"fusebox/raftstore/state"
 )
@@ -107,5 +109,53 @@ func BenchmarkValid(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// marshalAll builds every type encoded through Marshal from the fuzzer's
+// values: the leader's answer to a forwarded write (an apply result whose
+// value is raw bytes that need not be JSON) and a batch submit's answer.
+func marshalAll(raw []byte, s string, n int64) []any {
+	return []any{
+		state.ApplyResult{Value: raw, Index: uint64(n)},
+		state.ApplyResult{Err: &state.Error{Code: state.CodeConflict, Field: s, Message: s}, Index: uint64(n) >> 1},
+		api.TaskBatchAccepted{Results: []api.TaskBatchItem{{TaskID: s, Shard: int(n), Outcome: s, Reason: s}, {}}, RetryAfter: int(n % 7)},
+		api.TaskAccepted{TaskID: s, Shard: int(n), Duplicate: n%2 == 0},
+	}
+}
+
+var marshalSeeds = []struct {
+	raw []byte
+	s   string
+	n   int64
+}{
+	{[]byte(`[{"task_id":"t","shard":1,"outcome":"accepted"}]`), "t1", 42},
+	{[]byte(` { "a" : [1, 2.50, "<&>\u2028"] } `), "<&>\u2028\u2029\x00é\xff", -1},
+	{[]byte(`{"a":`), "", 0}, {nil, "\"\\/", 1 << 62}, {[]byte(`nul`), "\xed\xa0\x80", 7},
+}
+
+// TestMarshalIsEncodingJSONs: the seeds encode to encoding/json's bytes.
+func TestMarshalIsEncodingJSONs(t *testing.T) {
+	for _, sd := range marshalSeeds {
+		checkMarshal(t, sd.raw, sd.s, sd.n)
+	}
+}
+
+// FuzzMarshal: Marshal writes encoding/json's bytes, and refuses what it
+// refuses with its error, for every type encoded through it.
+func FuzzMarshal(f *testing.F) {
+	for _, sd := range marshalSeeds {
+		f.Add(sd.raw, sd.s, sd.n)
+	}
+	f.Fuzz(checkMarshal)
+}
+
+func checkMarshal(t *testing.T, raw []byte, s string, n int64) {
+	for _, v := range marshalAll(raw, s, n) {
+		got, err := fastjson.Marshal(v)
+		want, wantErr := json.Marshal(v)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) || !bytes.Equal(got, want) {
+			t.Fatalf("%#v:\n got %s %v\nwant %s %v", v, got, err, want, wantErr)
+		}
 	}
 }
