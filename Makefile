@@ -69,7 +69,6 @@ FUZZ_TARGETS := \
 	./raftstore/state:FuzzRestoreSnapshot \
 	./internal/authtoken:FuzzParse \
 	./api:FuzzCheckJSONText \
-	./api:FuzzDecodeSubmit \
 	./api:FuzzHandOverRequest \
 	./dynconfig:FuzzAddressPattern \
 	./transport:FuzzRedactURL \

@@ -114,7 +114,7 @@ type taskHandlers struct {
 
 func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 	var in TaskSubmit
-	if err := h.s.readJSONFast(w, r, &in); err != nil {
+	if err := h.s.readJSON(w, r, &in); err != nil {
 		return err
 	}
 	meta := h.s.meta(r)

@@ -256,7 +256,7 @@ func (s *Server) readJSONLimit(w http.ResponseWriter, r *http.Request, v any, li
 	if err != nil {
 		return err
 	}
-	if err := decodeStrictStd(raw, v); err != nil {
+	if err := decodeStrict(raw, v); err != nil {
 		return err
 	}
 	return checkJSONText(raw)

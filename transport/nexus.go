@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
-
-	"fusebox/internal/fastjson"
 )
 
 // nexusClient builds an sdk client for r. Construction is a URL parse and a
@@ -109,7 +107,7 @@ func outputJSON(contentType string, body []byte) (json.RawMessage, string) {
 		return nil, contentType
 	}
 	mt, _, _ := mime.ParseMediaType(contentType)
-	if (mt == "application/json" || mt == "") && fastjson.Valid(body) {
+	if (mt == "application/json" || mt == "") && json.Valid(body) { // a destination's bytes: encoding/json (internal/fastjson)
 		return body, contentType
 	}
 	var v any = body
