@@ -29,8 +29,10 @@ func Unmarshal(b []byte, v any) error {
 	if goccy(func() error { return gojson.Unmarshal(b, v) }) {
 		return nil
 	}
-	reflect.ValueOf(v).Elem().SetZero() // nothing goccy set may survive into the second decode
-	return json.Unmarshal(b, v)
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv.Elem().SetZero() // nothing goccy set may survive into the second decode
+	}
+	return json.Unmarshal(b, v) // a nil or non-pointer v: its InvalidUnmarshalError
 }
 
 // Valid reports whether b is one JSON value, as json.Valid does (goccy's

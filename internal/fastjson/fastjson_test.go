@@ -59,6 +59,18 @@ func TestUnmarshalIsEncodingJSONs(t *testing.T) {
 	}
 }
 
+// TestUnmarshalRefusesWhatEncodingJSONRefuses: a nil or non-pointer
+// target is encoding/json's InvalidUnmarshalError, not a panic.
+func TestUnmarshalRefusesWhatEncodingJSONRefuses(t *testing.T) {
+	var nilPtr *state.ApplyResult
+	for _, v := range []any{nil, state.ApplyResult{}, nilPtr} {
+		err, want := fastjson.Unmarshal([]byte(`{"index":1}`), v), json.Unmarshal([]byte(`{"index":1}`), v)
+		if want == nil || fmt.Sprint(err) != fmt.Sprint(want) {
+			t.Errorf("%#v: %v, encoding/json %v", v, err, want)
+		}
+	}
+}
+
 // FuzzUnmarshal: whatever the bytes, Unmarshal never panics and gives
 // encoding/json's answer for every type the package serves.
 func FuzzUnmarshal(f *testing.F) {
