@@ -91,7 +91,7 @@ const MaxForwardBodyBytes = 16 << 20
 
 func (s *Server) internalApply(w http.ResponseWriter, r *http.Request) error {
 	var in applyRequest
-	if err := s.readJSONLimit(w, r, &in, max(MaxForwardBodyBytes, s.cfg.MaxBodyBytes)); err != nil {
+	if err := s.readJSONLimit(w, r, &in, max(MaxForwardBodyBytes, s.cfg.MaxBodyBytes), nil); err != nil {
 		return err
 	}
 	if len(in.Command) == 0 {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -143,8 +144,10 @@ func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error {
-	in, err := h.s.readSubmitBatch(w, r)
-	if err != nil {
+	var in TaskBatchSubmit
+	if err := h.s.readJSONLimit(w, r, &in, h.s.cfg.MaxBodyBytes, func(body []byte) {
+		in.Tasks = make([]TaskSubmit, 0, batchSizeHint(body))
+	}); err != nil {
 		return err
 	}
 	if err := checkBatchLen(len(in.Tasks)); err != nil {
@@ -347,6 +350,17 @@ func (h *taskHandlers) redrive(w http.ResponseWriter, r *http.Request) error {
 	res.Count = len(res.Redriven)
 	writeJSON(w, http.StatusOK, res)
 	return nil
+}
+
+// batchSizeHint is the tasks a batch submit's body holds, for sizing the
+// slice encoding/json fills in place: grown by doubling, it was 28 % of the
+// bytes a batch's decode allocated (BenchmarkDecodeSubmitBatch: 633 KB a
+// batch of 500 unsized, 456 KB sized; the time within the run's noise).
+// It counts the body's task keys (one inside a string value only oversizes
+// the slice), at most MaxTaskBatchSubmit; a body without tasks leaves an
+// empty slice, refused as before.
+func batchSizeHint(body []byte) int {
+	return min(bytes.Count(body, []byte(`"namespace_id"`)), MaxTaskBatchSubmit)
 }
 
 // checkBatchLen refuses an empty batch and one over MaxTaskBatchSubmit,

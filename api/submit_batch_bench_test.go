@@ -1,15 +1,14 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"testing"
 )
 
 // BenchmarkDecodeSubmitBatch is a batch of 500 callback submits (about
-// 140 KB) decoded as the batch route does (sized: into a slice sized as
-// readSubmitBatch sizes it) and into an empty value (unsized); per batch.
+// 140 KB) decoded as the batch route does (sized: into a slice of
+// batchSizeHint) and into an empty value (unsized); per batch.
 func BenchmarkDecodeSubmitBatch(b *testing.B) {
 	in := TaskBatchSubmit{}
 	for i := range 500 {
@@ -27,7 +26,7 @@ func BenchmarkDecodeSubmitBatch(b *testing.B) {
 			for range b.N {
 				var v TaskBatchSubmit
 				if sized {
-					v.Tasks = make([]TaskSubmit, 0, min(bytes.Count(raw, []byte(`"namespace_id"`)), MaxTaskBatchSubmit))
+					v.Tasks = make([]TaskSubmit, 0, batchSizeHint(raw))
 				}
 				if err := decodeStrict(raw, &v); err != nil || len(v.Tasks) != 500 {
 					b.Fatal(err, len(v.Tasks))
