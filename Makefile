@@ -64,6 +64,7 @@ FUZZMINTIME ?= 2s
 FUZZ_TARGETS := \
 	./cluster:FuzzDecodeHint \
 	./cluster:FuzzDecodeFleetReport \
+	./cluster:FuzzDecodeMeta \
 	./dynconfig:FuzzValidate \
 	./shardmap:FuzzShardOf \
 	./raftstore/state:FuzzRestoreSnapshot \

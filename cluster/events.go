@@ -119,6 +119,7 @@ func (t *memberTable) recordFor(n *memberlist.Node) *record {
 	}
 	if err != nil {
 		t.log.Warn("ignoring malformed member metadata", "member", n.Name, "err", err)
+		t.metrics.msgsDropped.WithLabelValues("bad_metadata").Inc()
 		meta = Meta{ID: n.Name}
 	}
 	r.member.Meta = meta

@@ -3,6 +3,9 @@ package cluster
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -50,5 +53,34 @@ func decodeMeta(b []byte) (Meta, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Meta{}, fmt.Errorf("metadata: %w", err)
 	}
+	for _, f := range []struct{ name, addr string }{{"http", m.HTTPAddr}, {"raft", m.RaftAddr}} {
+		if f.addr == "" {
+			continue
+		}
+		if err := CheckHostPort(f.addr); err != nil {
+			return Meta{}, fmt.Errorf("metadata: %s: %w", f.name, err)
+		}
+	}
 	return m, nil
+}
+
+// CheckHostPort holds an advertised address to host:port: a host (a name
+// or an IP, IPv6 in brackets) and a port 1–65535, nothing else. Peers call
+// a member's HTTP address with the cluster's token, and put https:// in
+// front of it when TLS is on: a scheme, a path or user info there would
+// let whoever holds the gossip key choose how (http://, in clear) or where
+// that token goes. The node checks its own advertised addresses with it
+// at start, so a node is never configured into metadata its peers refuse.
+func CheckHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%.80q is not host:port", addr)
+	}
+	if host == "" || strings.ContainsAny(host, "/@?#%\\") || strings.ContainsFunc(host, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		return fmt.Errorf("%.80q: not a host name or IP address", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strings.ContainsAny(port, "+-") {
+		return fmt.Errorf("%.80q: port %.10q is not 1-65535", addr, port)
+	}
+	return nil
 }

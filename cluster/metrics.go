@@ -12,7 +12,7 @@ type metrics struct {
 	members       *prometheus.GaugeVec   // state
 	events        *prometheus.CounterVec // type: join, leave, update
 	joinAttempts  *prometheus.CounterVec // result: ok, error
-	msgsDropped   *prometheus.CounterVec // reason: unknown_type, empty, queue_full, bad_leave_intent
+	msgsDropped   *prometheus.CounterVec // reason: unknown_type, empty, queue_full, bad_leave_intent, bad_metadata
 	hintsReceived *prometheus.CounterVec // result: see HintResult
 	hintsSent     *prometheus.CounterVec // path: direct, gossip
 	sendErrors    prometheus.Counter

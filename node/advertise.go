@@ -1,11 +1,14 @@
 package node
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
+
+	"fusebox/cluster"
 )
 
 // advertised holds the addresses this node tells its peers, one per
@@ -80,6 +83,11 @@ func splitAdvertise(s string) (host, port string, err error) {
 	}
 	if isWildcard(host) {
 		return "", "", errors.New("a wildcard address (0.0.0.0, ::) cannot be advertised: peers need the address they can reach this node on")
+	}
+	// Peers refuse gossiped addresses that are not plain host:port
+	// (cluster.CheckHostPort): refuse them here first.
+	if err := cluster.CheckHostPort(net.JoinHostPort(host, cmp.Or(port, "1"))); err != nil {
+		return "", "", fmt.Errorf("want HOST or HOST:PORT, with an IP address or a DNS name peers can resolve: %v", err)
 	}
 	return host, port, nil
 }

@@ -123,15 +123,24 @@ func (h *Holder) DialPeer(ctx context.Context, d *net.Dialer, network, addr stri
 	return c, nil
 }
 
+// ErrPlainPeer is PeerTransport's answer to an http:// peer address.
+var ErrPlainPeer = errors.New("tlsutil: plain-text peer call")
+
 // PeerTransport is an http.Transport for node-to-node API calls (leader
 // forwarding, ?scope=cluster, the status page): every new connection
 // dials with PeerClientConfig, so one long-lived transport follows
-// reloads. Pool sizes match transport's shared client.
+// reloads, and an http:// address is refused before any dial (ErrPlainPeer).
+// Pool sizes match transport's shared client.
 func (h *Holder) PeerTransport() *http.Transport {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return h.DialPeer(ctx, d, network, addr)
+		},
+		// Peer calls carry the cluster's token: never in clear, whatever
+		// scheme an address came with (no proxy either: Proxy is nil).
+		DialContext: func(_ context.Context, _, addr string) (net.Conn, error) {
+			return nil, fmt.Errorf("%w: plain-text connection to peer %s refused: TLS is on", ErrPlainPeer, addr)
 		},
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   64,

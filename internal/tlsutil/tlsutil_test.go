@@ -2,7 +2,9 @@ package tlsutil
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -261,5 +263,45 @@ func TestCreateCertDefaults(t *testing.T) {
 	other := newPKI(t, "ca-2")
 	if _, err := CreateCert(PEMPair{Cert: p.ca.Cert, Key: other.ca.Key}, CertOptions{CommonName: "n1"}); err == nil || !strings.Contains(err.Error(), "--ca-key does not match") {
 		t.Fatalf("mismatched CA key: %v", err)
+	}
+}
+
+// A peer call over the peer transport never goes in clear: an http://
+// address (a gossiped one, say) is refused before any connection, so the
+// token it would carry is not sent.
+func TestPeerTransportRefusesPlainText(t *testing.T) {
+	p := newPKI(t, "ca-1")
+	h := mustHolder(t, p.issue("n1", CertOptions{Node: true}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close() })
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: h.PeerTransport()}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/v1/breakers", nil)
+	req.Header.Set("Authorization", "Bearer secret-node-token")
+	resp, err := hc.Do(req)
+	if err == nil {
+		_ = resp.Body.Close()
+		t.Fatal("plain-text peer call succeeded")
+	}
+	if !errors.Is(err, ErrPlainPeer) {
+		t.Errorf("err = %v, want ErrPlainPeer", err)
+	}
+	select {
+	case <-accepted:
+		t.Error("the peer transport connected in clear")
+	default:
 	}
 }
