@@ -208,6 +208,10 @@ func TestPostgresUnreachableAtStart(t *testing.T) {
 	if ok || !strings.Contains(why, "postgres") || strings.Contains(why, "s3cret-pw") {
 		t.Fatalf("ready = %v %v; want not ready, naming postgres, password hidden", ok, detail)
 	}
+	// /readyz needs no token: it says why without the database's address.
+	if strings.Contains(why, "127.0.0.1") || !strings.Contains(why, "connection refused") {
+		t.Fatalf("task_store_error %q: want the failure's class (connection refused), no address", why)
+	}
 	resp, err := http.Get("http://" + n.HTTPAddr() + "/readyz")
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func (n *Node) raftCommitTimeout() time.Duration {
 // are refused with a 503 (never a 202 for a task not committed).
 type pgTasks struct {
 	store   *pgstore.Store
-	lastErr atomic.Pointer[string] // the last Init error; nil once open
+	lastErr atomic.Pointer[string] // why the last Init failed (pgstore.PublicReason); nil once open
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -88,7 +88,7 @@ func (p *pgTasks) initLoop(ctx context.Context, n *Node) {
 			p.lastErr.Store(nil)
 			return
 		}
-		msg := err.Error()
+		msg := pgstore.PublicReason(err)
 		p.lastErr.Store(&msg)
 		if try == 1 || try%10 == 0 {
 			n.log.Warn("postgres task store not open yet; retrying", "try", try, "err", err)
@@ -114,6 +114,8 @@ func (p *pgTasks) open() (bool, string) {
 }
 
 // readyDetail adds the task store to /readyz: open, and answering a ping.
+// /readyz needs no token, so it says why as pgstore.PublicReason does: no
+// URL, host, user or database name (the log has the whole error).
 func (p *pgTasks) readyDetail(detail map[string]any) bool {
 	detail["task_store"] = TaskStorePostgres
 	if ok, why := p.open(); !ok {
@@ -123,7 +125,7 @@ func (p *pgTasks) readyDetail(detail map[string]any) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := p.store.Ping(ctx); err != nil {
-		detail["task_store_error"] = "postgres task store unreachable: " + err.Error()
+		detail["task_store_error"] = "postgres task store unreachable: " + pgstore.PublicReason(err)
 		return false
 	}
 	return true

@@ -1,10 +1,14 @@
 package pgstore
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
@@ -81,10 +85,52 @@ func TestRedactURL(t *testing.T) {
 		"host=db.example user=fusebox password=s3cret dbname=fusebox",
 		"host=db.example password='s3cret' dbname=fusebox",
 		"postgres://fusebox:s3cret@db.example:notaport/fusebox",
+		// The client key's passphrase, and parameters RedactURL does not
+		// know, are hidden too; settings with no secret stay readable.
+		"postgres://fusebox@db.example/fusebox?sslmode=verify-full&sslpassword=s3cret",
+		"postgres://fusebox@db.example/fusebox?SSLPassword=s3cret&pool_max_conns=4",
+		"postgres://fusebox@db.example/fusebox?options=-c%20secret%3Ds3cret",
+		"postgres://fusebox@db.example:notaport/fusebox?sslpassword=s3cret",
+		"host=db.example sslpassword=s3cret dbname=fusebox",
 	} {
 		if got := RedactURL(raw); strings.Contains(got, "s3cret") || !strings.Contains(got, "db.example") {
 			t.Errorf("RedactURL(%q) = %q", raw, got)
 		}
+	}
+	got := RedactURL("postgres://fusebox@db.example/fusebox?sslmode=verify-full&pool_max_conns=4&sslpassword=s3cret")
+	if !strings.Contains(got, "sslmode=verify-full") || !strings.Contains(got, "pool_max_conns=4") {
+		t.Errorf("RedactURL hid settings that hold no secret: %q", got)
+	}
+}
+
+// PublicReason (what /readyz, which needs no token, says) names a class
+// of failure, never the host, user or database of the driver's error.
+func TestPublicReason(t *testing.T) {
+	for _, c := range []struct {
+		url, want string
+	}{
+		{"postgres://alice:s3cret@127.0.0.1:1/secretdb?connect_timeout=2", "connection refused"},
+		{"postgres://alice:s3cret@no-such-host.invalid:5432/secretdb?connect_timeout=2", "did not resolve"},
+	} {
+		_, err := Open(t.Context(), Config{URL: c.url})
+		if err == nil {
+			t.Fatalf("%s: opened", c.url)
+		}
+		got := PublicReason(err)
+		if !strings.Contains(got, c.want) {
+			t.Errorf("%s: PublicReason = %q (err %v), want %q", c.url, got, err, c.want)
+		}
+		for _, leak := range []string{"alice", "s3cret", "secretdb", "127.0.0.1", "no-such-host"} {
+			if strings.Contains(got, leak) {
+				t.Errorf("%s: PublicReason = %q names %q", c.url, got, leak)
+			}
+		}
+	}
+	if got := PublicReason(&pgconn.PgError{Code: "28P01", Message: `password authentication failed for user "alice"`}); !strings.Contains(got, "28P01") || strings.Contains(got, "alice") {
+		t.Errorf("PublicReason(28P01) = %q", got)
+	}
+	if got := PublicReason(fmt.Errorf("ping: %w", context.DeadlineExceeded)); !strings.Contains(got, "in time") {
+		t.Errorf("PublicReason(deadline) = %q", got)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,13 +264,32 @@ var (
 	urlPassword = regexp.MustCompile(`(://[^:/@]*:)[^@]*@`)
 )
 
-// RedactURL hides the password of a postgres URL or key=value DSN, for
-// logs, errors and status reads.
+// plainParams are the URL parameters RedactURL shows: pgx's and pgxpool's
+// settings that hold no secret (file paths, modes, sizes, timeouts). Every
+// other parameter's value — password, sslpassword (the client key's
+// passphrase), options, and any this list does not know — is hidden.
+var plainParams = map[string]bool{
+	"sslmode": true, "sslrootcert": true, "sslcert": true, "sslkey": true, "sslnegotiation": true, "sslsni": true,
+	"connect_timeout": true, "application_name": true, "target_session_attrs": true,
+	"pool_max_conns": true, "pool_min_conns": true, "pool_min_idle_conns": true, "pool_max_conn_lifetime": true,
+	"pool_max_conn_idle_time": true, "pool_health_check_period": true, "pool_max_conn_lifetime_jitter": true,
+	"statement_cache_capacity": true, "description_cache_capacity": true, "default_query_exec_mode": true,
+}
+
+// RedactURL hides the password of a postgres URL or key=value DSN, and
+// every URL parameter not in plainParams, for logs, errors and status
+// reads.
 func RedactURL(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {
 		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", "xxxxx")
+		hidden := false
+		for k := range q {
+			if !plainParams[strings.ToLower(k)] {
+				q[k] = []string{"xxxxx"}
+				hidden = true
+			}
+		}
+		if hidden {
 			u.RawQuery = q.Encode()
 		}
 		return u.Redacted()
