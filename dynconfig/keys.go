@@ -178,7 +178,7 @@ var registry = []*definition{
 	intKey(KeyTaskMaxShardBacklog, DefaultTaskMaxShardBacklog, 0, 10_000_000, GlobalOnly,
 		"retired, no effect: replaced by fusebox.tasks.maxDestinationBacklog (a shard holds every destination's tasks)"),
 	headerNamesKey(KeyRedactHeaderNames, PerNamespaceDestination,
-		"request header names whose values every read shows as <redacted>, besides Authorization, Cookie, X-Api-Key and names containing token, secret, key, signature or auth"),
+		"request header names whose values every read shows as <redacted>, besides Authorization, Cookie, X-Api-Key and names containing token, secret, key, signature, auth, password, passwd, credential, session, cookie or jwt"),
 	allowedAddressesKey(KeyCallbackAllowedAddresses, PerNamespace,
 		`destinations a namespace may call: [{"Pattern":"host[:port] glob","AllowInsecure":false}]; unset: the node's default (docs/security.md); members' addresses are always refused`),
 	// Destination isolation and the node-wide guard.

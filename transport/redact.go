@@ -17,12 +17,13 @@ var secretHeaders = map[string]bool{
 }
 
 // secretWords redact any header whose lower-cased name contains one of them.
-var secretWords = []string{"token", "secret", "key", "signature", "auth"}
+var secretWords = []string{"token", "secret", "key", "signature", "auth", "password", "passwd", "credential", "session", "cookie", "jwt"}
 
 // SecretHeader reports whether the value of header name is a secret that
 // must never be shown back: Authorization, Proxy-Authorization, Cookie,
-// Set-Cookie, X-Api-Key, any name containing token, secret, key, signature or
-// auth, and any name in extra (dynconfig's fusebox.redaction.headerNames).
+// Set-Cookie, X-Api-Key, any name containing token, secret, key, signature,
+// auth, password, passwd, credential, session, cookie or jwt, and any name
+// in extra (dynconfig's fusebox.redaction.headerNames).
 // Names compare case-insensitively. This is the only place that decides.
 func SecretHeader(name string, extra []string) bool {
 	ln := strings.ToLower(name)

@@ -15,7 +15,9 @@ func TestSecretHeader(t *testing.T) {
 		"Authorization": true, "authorization": true, "Proxy-Authorization": true, "Cookie": true,
 		"X-Api-Key": true, "X-Auth-Token": true, "X-Client-Secret": true, "X-Hub-Signature-256": true,
 		"Idempotency-Key": true, "X-AUTHZ": true, "X-Custom": false, "Accept": false, "User-Agent": false,
-		"X-Tenant": false,
+		"X-Tenant": false, "X-Password": true, "X-Upstream-Passwd": true, "X-Amz-Security-Credential": true,
+		"X-Session": true, "Session-Id": true, "X-Session-Cookie": true, "X-Jwt-Assertion": true, "Content-Type": false,
+		"Nexus-Request-Id": false,
 	} {
 		if got := transport.SecretHeader(name, nil); got != want {
 			t.Errorf("SecretHeader(%q) = %v, want %v", name, got, want)
