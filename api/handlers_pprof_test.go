@@ -51,3 +51,15 @@ func TestPprofOptInAndGuarded(t *testing.T) {
 		})
 	}
 }
+
+// The command line pprof shows (admin only) hides URLs' credentials and
+// queries: --postgres-url can carry a password.
+func TestRedactArgs(t *testing.T) {
+	got := strings.Join(redactArgs([]string{
+		"fusebox", "--postgres-url", "postgres://u:s3cret@db:5432/app?sslpassword=s3cret",
+		"--postgres-url=postgres://u:s3cret@db/app", "-postgres-url=postgres://db/app?password=s3cret", "--http-addr", "127.0.0.1:8470",
+	}), " ")
+	if strings.Contains(got, "s3cret") || !strings.Contains(got, "db:5432/app") || !strings.Contains(got, "--http-addr 127.0.0.1:8470") {
+		t.Errorf("redactArgs = %q", got)
+	}
+}
