@@ -207,8 +207,8 @@ func EncodeCommand(t MessageType, payload any) ([]byte, error) {
 // [entryVersion][uvarint len(requestID)][requestID][command].
 const entryVersion byte = 1
 
-// maxRequestIDLen bounds request ids, which may come from untrusted callers.
-const maxRequestIDLen = 128
+// MaxRequestIDLen bounds request ids, which may come from untrusted callers.
+const MaxRequestIDLen = 128
 
 func EncodeEntry(cmd []byte, requestID string) []byte {
 	out := make([]byte, 0, 1+binary.MaxVarintLen64+len(requestID)+len(cmd))
@@ -223,7 +223,7 @@ func DecodeEntry(data []byte) (requestID string, t MessageType, payload []byte, 
 		return "", 0, nil, fmt.Errorf("unsupported entry version")
 	}
 	n, w := binary.Uvarint(data[1:])
-	if w <= 0 || n > maxRequestIDLen || uint64(len(data)-1-w) < n {
+	if w <= 0 || n > MaxRequestIDLen || uint64(len(data)-1-w) < n {
 		return "", 0, nil, fmt.Errorf("malformed request id")
 	}
 	rest := data[1+w:]
@@ -239,8 +239,8 @@ func ValidateCommand(cmd []byte, requestID string) *Error {
 	if len(cmd) < 1 {
 		return invalidArg("command", "empty command")
 	}
-	if len(requestID) > maxRequestIDLen {
-		return invalidArg("request_id", "longer than %d bytes", maxRequestIDLen)
+	if len(requestID) > MaxRequestIDLen {
+		return invalidArg("request_id", "longer than %d bytes", MaxRequestIDLen)
 	}
 	return nil
 }
