@@ -46,8 +46,9 @@ type Deps struct {
 	Health HealthChecks
 	// Peers reaches other nodes' APIs (for ?scope=cluster).
 	Peers func(httpAddr string) *Client
-	// UI serves the status page at /ui/ (package ui); nil leaves it out.
-	UI http.Handler
+	// UI serves the status page at /ui/ (package ui; handlers_ui.go); nil
+	// leaves it out.
+	UI StatusPage
 	// Tasks is the durable task table (handlers_tasks.go declares it).
 	Tasks TaskService
 	// Shards is shard ownership and its admin operations

@@ -26,7 +26,7 @@ func BenchmarkLocalTransitions(b *testing.B) {
 	for i := range ui.DefaultCapacity {
 		rec.Observe(transition(fmt.Sprintf("dest-%d", i), uint64(i), time.Now()))
 	}
-	h := ui.New(ui.Deps{NodeID: "n1", Recorder: rec}, nil)
+	h := ui.New(ui.Deps{NodeID: "n1", Recorder: rec}, nil).Data()
 	b.ReportAllocs()
 	for b.Loop() {
 		w := discardWriter{h: http.Header{}}

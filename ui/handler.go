@@ -2,8 +2,10 @@
 // shard map, the cluster's breakers as a grid of keys × nodes, and a
 // timeline of recent breaker transitions. The page is static (embedded
 // HTML, one script, one stylesheet, no framework, no CDN) and is a client of
-// the node's own JSON API; the one endpoint it adds is the transitions
-// timeline, GET /ui/api/transitions, served from a Recorder.
+// the node's own JSON API; the endpoints it adds, the transitions timeline
+// (GET /ui/api/transitions, from a Recorder) and the plots' history (GET
+// /ui/api/history), are a separate handler (Handler.Data) that needs a token
+// when the page's files (Handler.Page) do not.
 package ui
 
 import (
@@ -19,8 +21,8 @@ import (
 	"fusebox/api"
 )
 
-// Prefix is where the page is mounted; Handler expects full request paths
-// under it (and "/ui", which redirects to Prefix).
+// Prefix is where the page is mounted; Page and Data expect full request
+// paths under it (and Page "/ui", which redirects to Prefix).
 const Prefix = "/ui/"
 
 // ContentSecurityPolicy is sent with every answer: everything from this
@@ -84,16 +86,17 @@ type Deps struct {
 	History *History
 }
 
-// Handler serves the status page and its timeline endpoint. It starts no
-// goroutines of its own: peer requests live only as long as the request
-// that asked for them.
+// Handler is the status page: its static files (Page) and its data
+// endpoints (Data), two handlers so that each can be mounted with its own
+// access. It starts no goroutines of its own: peer requests live only as
+// long as the request that asked for them.
 type Handler struct {
 	deps Deps
 	log  *slog.Logger
 }
 
-// New builds the handler; mount it at "/ui/" and "/ui". A nil logger
-// discards.
+// New builds the handler; mount Page at "/ui/" and "/ui", and Data at
+// "/ui/api/" behind the read role. A nil logger discards.
 func New(deps Deps, logger *slog.Logger) *Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -101,8 +104,22 @@ func New(deps Deps, logger *slog.Logger) *Handler {
 	return &Handler{deps: deps, log: logger}
 }
 
-// ServeHTTP serves GET and HEAD; the page is read-only.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// Page serves the page's embedded files under Prefix and redirects "/ui"
+// to Prefix. It holds no data and is meant to be public: whatever the
+// request's path, decoded or not ("/ui/api%2Ftransitions" decodes to a
+// data path), it answers an embedded file by its name, the redirect, or
+// 404 — never a data endpoint, and it never calls a peer.
+func (h *Handler) Page() http.Handler { return http.HandlerFunc(h.servePage) }
+
+// Data serves the page's data endpoints, GET /ui/api/transitions and GET
+// /ui/api/history (full request paths). They show breaker keys and call
+// counts, and ?scope=cluster asks every peer with this node's own token:
+// mount Data only behind the read role, never on a public route.
+func (h *Handler) Data() http.Handler { return http.HandlerFunc(h.serveData) }
+
+// start sets the security headers every answer carries and refuses any
+// method but GET and HEAD (the page is read-only); false means answered.
+func start(w http.ResponseWriter, r *http.Request) bool {
 	hdr := w.Header()
 	hdr.Set("Content-Security-Policy", ContentSecurityPolicy)
 	hdr.Set("X-Content-Type-Options", "nosniff")
@@ -111,18 +128,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		hdr.Set("Allow", "GET, HEAD")
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "the status page is read-only: "+r.Method+" is not allowed")
+		return false
+	}
+	return true
+}
+
+func (h *Handler) serveData(w http.ResponseWriter, r *http.Request) {
+	if !start(w, r) {
+		return
+	}
+	switch r.URL.Path {
+	case Prefix + "api/transitions":
+		h.serveTransitions(w, r)
+	case Prefix + "api/history":
+		h.serveHistory(w, r)
+	default:
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.URL.Path)
+	}
+}
+
+func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
+	if !start(w, r) {
 		return
 	}
 	path := r.URL.Path
-	switch {
-	case path == strings.TrimSuffix(Prefix, "/"):
+	if path == strings.TrimSuffix(Prefix, "/") {
 		http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
-		return
-	case path == Prefix+"api/transitions":
-		h.serveTransitions(w, r)
-		return
-	case path == Prefix+"api/history":
-		h.serveHistory(w, r)
 		return
 	}
 	name, ok := strings.CutPrefix(path, Prefix)
@@ -133,11 +164,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = "index.html"
 	}
-	a, ok := assets[name]
+	a, ok := assets[name] // the embedded files only: no data lives here
 	if !ok {
 		writeError(w, http.StatusNotFound, "not_found", "no such file: "+Prefix+name)
 		return
 	}
+	hdr := w.Header()
 	hdr.Set("Content-Type", a.ctype)
 	// Revalidate every time: names carry no content hash, and the ETag makes
 	// a revalidation a 304 with no body.

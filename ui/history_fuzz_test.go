@@ -25,7 +25,7 @@ func FuzzPeerHistory(f *testing.F) {
 		_, _ = w.Write(body.Load().([]byte))
 	}))
 	members := staticMembers{{ID: "n1", State: "alive"}, {ID: "peer", HTTPAddr: peer.Listener.Addr().String(), State: "alive"}}
-	h := ui.New(ui.Deps{NodeID: "n1", Members: members, Peers: peerClients(f)}, nil)
+	h := ui.New(ui.Deps{NodeID: "n1", Members: members, Peers: peerClients(f)}, nil).Data()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		body.Store(b)
 		rec := serve(t, h, http.MethodGet, "/ui/api/history?scope=cluster", nil)

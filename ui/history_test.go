@@ -78,14 +78,14 @@ func TestHistoryFromRealPool(t *testing.T) {
 		}
 	}
 
-	n1 := ui.New(ui.Deps{NodeID: "n1", History: hist}, nil)
+	n1 := ui.New(ui.Deps{NodeID: "n1", History: hist}, nil).Data()
 	srv := startServer(t, n1)
 	members := staticMembers{
 		{ID: "n1", HTTPAddr: srv.Listener.Addr().String(), State: "alive"},
 		{ID: "n2", State: "alive"},
 		{ID: "n3", HTTPAddr: deadAddr(t), State: "alive"},
 	}
-	n2 := ui.New(ui.Deps{NodeID: "n2", Members: members, Peers: peerClients(t)}, nil)
+	n2 := ui.New(ui.Deps{NodeID: "n2", Members: members, Peers: peerClients(t)}, nil).Data()
 	rec := serve(t, n2, http.MethodGet, "/ui/api/history?scope=cluster", nil)
 	var cl ui.HistoryList
 	if err := json.Unmarshal(rec.Body.Bytes(), &cl); err != nil || rec.Header().Get("Cache-Control") != "no-store" {

@@ -45,7 +45,7 @@ func TestClusterTimelineMerged(t *testing.T) {
 	rec2.Observe(transition("b", 1, base.Add(2*time.Second)))
 	rec1.Observe(transition("c", 2, base.Add(3*time.Second)))
 
-	n2 := startServer(t, ui.New(ui.Deps{NodeID: "n2", Recorder: rec2}, nil))
+	n2 := startServer(t, ui.New(ui.Deps{NodeID: "n2", Recorder: rec2}, nil).Data())
 	// n3 answers with entries it should not be trusted on: another node's
 	// name, an unknown state, no time. Only the well-formed one is kept,
 	// tagged n3.
@@ -68,7 +68,7 @@ func TestClusterTimelineMerged(t *testing.T) {
 		{ID: "n4", HTTPAddr: deadAddr(t), State: "alive"},
 		{ID: "n5", HTTPAddr: deadAddr(t), State: "dead"},
 	}
-	h := ui.New(ui.Deps{NodeID: "n1", Recorder: rec1, Members: members, Peers: peerClients(t)}, nil)
+	h := ui.New(ui.Deps{NodeID: "n1", Recorder: rec1, Members: members, Peers: peerClients(t)}, nil).Data()
 
 	rec := serve(t, h, http.MethodGet, "/ui/api/transitions?scope=cluster", nil)
 	if rec.Code != http.StatusOK {
@@ -94,7 +94,7 @@ func TestClusterTimelineMerged(t *testing.T) {
 func TestClusterTimelineWithoutMembers(t *testing.T) {
 	rec1, _ := ui.NewRecorder(0)
 	rec1.Observe(transition("a", 1, time.Now()))
-	h := ui.New(ui.Deps{NodeID: "solo", Recorder: rec1}, nil)
+	h := ui.New(ui.Deps{NodeID: "solo", Recorder: rec1}, nil).Data()
 	var list ui.TransitionList
 	if err := json.Unmarshal(serve(t, h, http.MethodGet, "/ui/api/transitions?scope=cluster", nil).Body.Bytes(), &list); err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestClusterTimelineWithoutMembers(t *testing.T) {
 		t.Errorf("got %+v, want this node's one transition", list)
 	}
 	// No recorder at all: an empty list, not null.
-	body := serve(t, ui.New(ui.Deps{}, nil), http.MethodGet, "/ui/api/transitions", nil).Body.String()
+	body := serve(t, ui.New(ui.Deps{}, nil).Data(), http.MethodGet, "/ui/api/transitions", nil).Body.String()
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(body), &raw); err != nil || string(raw["transitions"]) != "[]" {
 		t.Errorf("no recorder: %s", body)
@@ -125,7 +125,7 @@ func TestClusterTimelineHangingPeer(t *testing.T) {
 		{ID: "n1", State: "alive"},
 		{ID: "slow", HTTPAddr: hang.Listener.Addr().String(), State: "alive"},
 	}
-	h := ui.New(ui.Deps{NodeID: "n1", Recorder: rec1, Members: members, Peers: peerClients(t)}, nil)
+	h := ui.New(ui.Deps{NodeID: "n1", Recorder: rec1, Members: members, Peers: peerClients(t)}, nil).Data()
 	start := time.Now()
 	var list ui.TransitionList
 	if err := json.Unmarshal(serve(t, h, http.MethodGet, "/ui/api/transitions?scope=cluster", nil).Body.Bytes(), &list); err != nil {

@@ -27,7 +27,7 @@ func serve(t *testing.T, h http.Handler, method, path string, hdr map[string]str
 }
 
 func TestAssetsContentTypesAndHeaders(t *testing.T) {
-	h := ui.New(ui.Deps{}, nil)
+	h := ui.New(ui.Deps{}, nil).Page()
 	for _, tc := range []struct{ path, ctype, contains string }{
 		{"/ui/", "text/html; charset=utf-8", `<script src="app.js" defer></script>`},
 		{"/ui/index.html", "text/html; charset=utf-8", `<link rel="stylesheet" href="app.css">`},
@@ -85,7 +85,7 @@ func TestCSPIsStrict(t *testing.T) {
 // The assets must work offline and under the CSP: no remote URL, no inline
 // script or style, and no markup built from strings.
 func TestAssetsSelfContained(t *testing.T) {
-	h := ui.New(ui.Deps{}, nil)
+	h := ui.New(ui.Deps{}, nil).Page()
 	for _, path := range []string{"/ui/", "/ui/app.js", "/ui/plots.js", "/ui/app.css"} {
 		body := serve(t, h, http.MethodGet, path, nil).Body.String()
 		for _, bad := range []string{"http://", "https://", "innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
@@ -101,37 +101,65 @@ func TestAssetsSelfContained(t *testing.T) {
 }
 
 func TestRoutingErrors(t *testing.T) {
-	h := ui.New(ui.Deps{}, nil)
+	rec0, _ := ui.NewRecorder(0)
+	rec0.Observe(transition("https://hooks.example.com", 1, time.Now()))
+	h := ui.New(ui.Deps{NodeID: "n1", Recorder: rec0}, nil)
+	page, data := h.Page(), h.Data()
 
-	rec := serve(t, h, http.MethodGet, "/ui", nil)
+	rec := serve(t, page, http.MethodGet, "/ui", nil)
 	if rec.Code != http.StatusMovedPermanently || rec.Header().Get("Location") != "/ui/" {
 		t.Errorf("GET /ui: status %d Location %q, want 301 /ui/", rec.Code, rec.Header().Get("Location"))
 	}
-	for _, path := range []string{"/ui/nope.js", "/ui/assets/app.js", "/ui/app.js/x", "/elsewhere", "/ui/api/other"} {
+	notFound := func(name string, h http.Handler, path string) {
+		t.Helper()
 		rec := serve(t, h, http.MethodGet, path, nil)
 		if rec.Code != http.StatusNotFound {
-			t.Errorf("GET %s: status %d, want 404", path, rec.Code)
-			continue
+			t.Errorf("%s GET %s: status %d, want 404: %s", name, path, rec.Code, rec.Body)
+			return
 		}
 		var e struct {
 			Error struct{ Code, Message string } `json:"error"`
 		}
 		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Code != "not_found" {
-			t.Errorf("GET %s: body %q is not a not_found error (%v)", path, rec.Body.String(), err)
+			t.Errorf("%s GET %s: body %q is not a not_found error (%v)", name, path, rec.Body.String(), err)
 		}
 		if rec.Header().Get("Content-Security-Policy") == "" {
-			t.Errorf("GET %s: 404 without CSP", path)
+			t.Errorf("%s GET %s: 404 without CSP", name, path)
 		}
 	}
-	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
-		rec := serve(t, h, m, "/ui/", nil)
-		if rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "GET, HEAD" {
-			t.Errorf("%s /ui/: status %d Allow %q, want 405 GET, HEAD", m, rec.Code, rec.Header().Get("Allow"))
+	for _, path := range []string{"/ui/nope.js", "/ui/assets/app.js", "/ui/app.js/x", "/elsewhere", "/ui/api/other",
+		// The page handler is public: it never serves data, whatever the
+		// path decodes to (/ui/api%2Ftransitions reaches it as this).
+		"/ui/api/transitions", "/ui/api/transitions?scope=cluster", "/ui/api/history", "/ui/api%2Ftransitions", "/ui/api%2fhistory"} {
+		notFound("page", page, path)
+	}
+	for _, path := range []string{"/ui/", "/ui/app.js", "/ui/api/other", "/ui/api/transitions/x"} {
+		notFound("data", data, path)
+	}
+	for _, h := range []http.Handler{page, data} {
+		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
+			for _, path := range []string{"/ui/", "/ui/api/transitions"} {
+				rec := serve(t, h, m, path, nil)
+				if rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "GET, HEAD" {
+					t.Errorf("%s %s: status %d Allow %q, want 405 GET, HEAD", m, path, rec.Code, rec.Header().Get("Allow"))
+				}
+			}
 		}
 	}
-	rec = serve(t, h, http.MethodGet, "/ui/api/transitions?scope=planet", nil)
+	rec = serve(t, data, http.MethodGet, "/ui/api/transitions?scope=planet", nil)
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "invalid_argument") {
 		t.Errorf("bad scope: status %d body %q, want 400 invalid_argument", rec.Code, rec.Body.String())
+	}
+	// The data answers carry the same security headers as the files.
+	rec = serve(t, data, http.MethodGet, "/ui/api/transitions", nil)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "hooks.example.com") {
+		t.Fatalf("data transitions: %d %s", rec.Code, rec.Body)
+	}
+	for k, want := range map[string]string{"Content-Security-Policy": ui.ContentSecurityPolicy, "X-Content-Type-Options": "nosniff",
+		"X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"} {
+		if got := rec.Header().Get(k); got != want {
+			t.Errorf("data transitions: %s %q, want %q", k, got, want)
+		}
 	}
 }
 
@@ -235,7 +263,7 @@ func TestRecorderObservesRealPool(t *testing.T) {
 		t.Errorf("recorded %+v", got)
 	}
 
-	h := ui.New(ui.Deps{NodeID: "n7", Recorder: rec}, nil)
+	h := ui.New(ui.Deps{NodeID: "n7", Recorder: rec}, nil).Data()
 	resp := serve(t, h, http.MethodGet, "/ui/api/transitions", nil)
 	if resp.Code != http.StatusOK || resp.Header().Get("Content-Type") != "application/json" || resp.Header().Get("Cache-Control") != "no-store" {
 		t.Fatalf("transitions: %d %v", resp.Code, resp.Header())
