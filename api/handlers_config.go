@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -150,10 +151,42 @@ func (s *Server) configHistory(w http.ResponseWriter, r *http.Request) error {
 	out := []ConfigChange{}
 	for _, h := range s.deps.State.ConfigHistory(limit) {
 		out = append(out, ConfigChange{Index: h.Index, At: h.At, Author: h.Author, Op: h.Op, Key: h.Key,
-			Namespace: h.Namespace, Destination: transport.RedactURL(h.Destination), Value: h.Value})
+			Namespace: h.Namespace, Destination: transport.RedactURL(h.Destination), Value: historyValue(h)})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// historyValue is a history row's value as shown. A forced breaker's row
+// (state.ForceBreakerHistoryKey) holds the forced row as JSON, and its
+// destination is redacted as the row's own is: an older build keyed a
+// callback's forced breaker by its full URL, query included, and clearing
+// such a row (clearLegacyForced) must name that URL, so the FSM writes it
+// into the history again. The other fields are kept as stored. A value
+// that does not decode is not shown: shown raw it could carry the secret.
+func historyValue(h state.HistoryEntry) json.RawMessage {
+	if h.Key != state.ForceBreakerHistoryKey || len(h.Value) == 0 {
+		return h.Value
+	}
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal(h.Value, &v); err != nil {
+		return nil
+	}
+	for k, raw := range v {
+		if !strings.EqualFold(k, "destination") { // the FSM writes "destination"
+			continue
+		}
+		var d string
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return nil
+		}
+		v[k], _ = json.Marshal(transport.RedactURL(d))
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // meta stamps a command with the proposer's clock and the author: the name

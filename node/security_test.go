@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -268,12 +269,15 @@ func TestCallbackPathsShareOneBreaker(t *testing.T) {
 
 // A forced breaker stored with a full callback URL (before callback keys
 // were scheme://host) applies to its host's breaker, is listed as the host
-// (no query), and "auto" on the host clears it.
+// (no query), and "auto" on the host clears it. The config history never
+// shows the URL's query, neither in a row's destination nor in its value
+// (the forced row as JSON): not for the legacy write, nor for the clear,
+// which has to name the full URL to delete the row.
 func TestLegacyForcedBreakerAppliesToHost(t *testing.T) {
 	n, _ := secureNode(t)
 	host := "http://127.0.0.1:9"
 	if _, _, err := n.store.ForceBreaker(ctxT(t), state.ForceBreakerCommand{TaskGroup: breakerpool.TaskGroupCallback,
-		NamespaceID: deliveryNS, Destination: host + "/cb/7?sig=legacy-secret", Mode: state.ForceOpen}); err != nil {
+		NamespaceID: deliveryNS, Destination: host + "/cb/7?sig=SECRET123", Mode: state.ForceOpen}); err != nil {
 		t.Fatal(err)
 	}
 	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupCallback, NamespaceID: deliveryNS, Destination: host}
@@ -291,6 +295,30 @@ func TestLegacyForcedBreakerAppliesToHost(t *testing.T) {
 	}
 	if fb, err := n.client().ForcedBreakers(ctxT(t)); err != nil || len(fb) != 0 {
 		t.Fatalf("forced after auto = %+v, %v; want none", fb, err)
+	}
+	body := getRaw(t, n, "/v1/config/_history?limit=100")
+	if strings.Contains(body, "SECRET123") || strings.Contains(body, "sig=") {
+		t.Errorf("the config history shows the legacy URL's query: %s", body)
+	}
+	hist, err := n.client().ConfigHistory(ctxT(t), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, h := range hist {
+		if h.Key != state.ForceBreakerHistoryKey {
+			continue
+		}
+		var v state.ForcedBreaker
+		if err := json.Unmarshal(h.Value, &v); err != nil {
+			t.Fatalf("history value %s: %v", h.Value, err)
+		}
+		rows = append(rows, h.Op+" "+h.Destination+" "+v.Destination)
+	}
+	legacy := host + "/cb/7?" + transport.Redacted
+	want := []string{"delete " + host + " " + host, "delete " + legacy + " " + legacy, "set " + legacy + " " + legacy}
+	if !slices.Equal(rows, want) {
+		t.Errorf("forced-breaker history (op, destination, value's destination) %q; want %q", rows, want)
 	}
 	testwait.For(t, 10*time.Second, "the host's breaker back to auto", func() bool {
 		b, ok := n.pool.Lookup(key)
