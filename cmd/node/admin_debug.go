@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -80,10 +79,11 @@ func runDebug(cmd *cobra.Command, o *adminOpts, d time.Duration, output, only st
 	if len(targets) == 0 {
 		return &exitError{code: 3, msg: fmt.Sprintf("--node %q: no such member (fusebox admin members lists them)", only)}
 	}
-	f, err := os.OpenFile(output, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	f, err := createPrivate(output) // mode 0600 even over an existing file of another mode
 	if err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}
+	defer f.Discard()
 	gz := gzip.NewWriter(f)
 	b := &bundle{tw: tar.NewWriter(gz), now: time.Now()}
 	b.json("manifest.json", map[string]any{"collected_at": b.now.UTC(), "duration": d.String(), "from": c.Addr(), "members": members})
@@ -97,7 +97,10 @@ func runDebug(cmd *cobra.Command, o *adminOpts, d time.Duration, output, only st
 		}
 		collectNode(ctx, b, mc, m.ID, d, progress)
 	}
-	err = errors.Join(b.err, b.tw.Close(), gz.Close(), f.Close())
+	err = errors.Join(b.err, b.tw.Close(), gz.Close())
+	if err == nil {
+		err = f.Commit()
+	}
 	if err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}

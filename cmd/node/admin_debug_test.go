@@ -35,6 +35,14 @@ func TestAdminDebugBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	// A file already there with a loose mode is replaced by one of mode
+	// 0600, not rewritten in place keeping its mode.
+	if err := os.WriteFile(out, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(out, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	h.mustRun("wrote "+out, "debug", "--duration", "1s", "--output", out)
 
 	files := untar(t, out)

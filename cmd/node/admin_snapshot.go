@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -42,15 +41,11 @@ func snapshotSaveCmd(o *adminOpts) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
 			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
-				tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+				tmp, err := createPrivate(path)
 				if err != nil {
 					return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("FILE %s: %v", path, err)}
 				}
-				defer os.Remove(tmp.Name())
-				defer tmp.Close()
-				if err := tmp.Chmod(0o600); err != nil {
-					return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("FILE %s: %v", path, err)}
-				}
+				defer tmp.Discard()
 				if _, err := c.SaveSnapshot(ctx, tmp); err != nil {
 					return nil, nil, err
 				}
@@ -62,10 +57,7 @@ func snapshotSaveCmd(o *adminOpts) *cobra.Command {
 				if err != nil {
 					return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("the snapshot received does not verify: %v", err)}
 				}
-				if err := tmp.Sync(); err != nil {
-					return nil, nil, err
-				}
-				if err := os.Rename(tmp.Name(), path); err != nil {
+				if err := tmp.Commit(); err != nil {
 					return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("FILE %s: %v", path, err)}
 				}
 				h := f.Header

@@ -49,7 +49,8 @@ func tasksExportCmd(o *adminOpts) *cobra.Command {
 		Long: `Write every pending task (request as stored, attempts, next attempt, deadline,
 request id, task id) as one JSON object a line, paging GET /v1/tasks:export.
 Progress goes to stderr. ` + secretNote + `.
-A file given with --output is created with mode 0600. Tasks submitted or
+A file given with --output is written with mode 0600 (one already there is
+replaced, whatever its mode; a failed export leaves it as it was). Tasks submitted or
 delivered while the export runs may or may not be in it: stop submitters first
 (docs/scaling.md, "Moving to the postgres store").`,
 		Example: `  fusebox admin tasks export --output pending.jsonl
@@ -68,7 +69,7 @@ delivered while the export runs may or may not be in it: stop submitters first
 				return err
 			}
 			n, err := exportTasks(cmd.Context(), c, o.timeout, page, out, cmd.ErrOrStderr())
-			if cerr := closeOut(); err == nil {
+			if cerr := closeOut(err != nil); err == nil {
 				err = cerr
 			}
 			if err != nil {
@@ -88,26 +89,30 @@ delivered while the export runs may or may not be in it: stop submitters first
 	return cmd
 }
 
-func openOutput(cmd *cobra.Command, path string) (*bufio.Writer, func() error, error) {
+// openOutput opens --output: stdout for "-", else a privateFile, so the
+// file is mode 0600 even where one of another mode was. Its closer is told
+// whether the export failed: a file is then discarded (what was at path
+// stays), stdout is flushed as far as it got.
+func openOutput(cmd *cobra.Command, path string) (*bufio.Writer, func(failed bool) error, error) {
 	if path == "-" {
 		w := bufio.NewWriter(cmd.OutOrStdout())
-		return w, w.Flush, nil
+		return w, func(bool) error { return w.Flush() }, nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := createPrivate(path) // mode 0600 even over an existing file of another mode
 	if err != nil {
 		return nil, nil, &exitError{code: 2, msg: fmt.Sprintf("--output: %v", err)}
 	}
 	w := bufio.NewWriter(f)
-	return w, func() error {
+	return w, func(failed bool) error {
+		if failed {
+			f.Discard()
+			return nil
+		}
 		if err := w.Flush(); err != nil {
-			f.Close()
+			f.Discard()
 			return err
 		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
+		return f.Commit()
 	}, nil
 }
 

@@ -63,3 +63,51 @@ func TestAdminTasksImportRefusedLine(t *testing.T) {
 		t.Fatalf("refused task: %v (exit %d)", err, exitCode(err))
 	}
 }
+
+// The export file is mode 0600 even when a file of another mode was there
+// (it holds the stored secrets): it is written beside it and renamed over
+// it.
+func TestAdminTasksExportFileMode(t *testing.T) {
+	const secret = "Bearer export-secret-5a5a"
+	page := fmt.Sprintf(`{"tasks":[{"v":1,"id":"%032x","namespace_id":"ns","workflow_id":"wf","task_group":"callbacks.Invocation","destination":"http://x/cb?sig=s","request":{"header":{"Authorization":%q}},"attempts":1,"created_at":"2026-01-02T03:00:00Z","shard":0}]}`, 1, secret)
+	_, addr := newAPIRecorder(t, map[string]cannedAnswer{"GET /v1/tasks:export": {status: 200, body: page}})
+	dir := t.TempDir()
+	out := filepath.Join(dir, "pending.jsonl")
+	if err := os.WriteFile(out, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(out, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	if _, err := runAdmin(t, addr, tasksCmd, "tasks", "export", "--output", out); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(out)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("export file mode %v, %v; want 0600", st.Mode(), err)
+	}
+	b, _ := os.ReadFile(out)
+	if !strings.Contains(string(b), "export-secret-5a5a") || strings.Contains(string(b), "old") {
+		t.Fatalf("export file holds %q; want the exported task only", b)
+	}
+}
+
+// A failed export leaves the file that was there as it was, and no
+// temporary file beside it.
+func TestAdminTasksExportFailedKeepsFile(t *testing.T) {
+	_, failing := newAPIRecorder(t, map[string]cannedAnswer{"GET /v1/tasks:export": {status: 500, body: `{"error":{"code":"internal","message":"boom"}}`}})
+	dir := t.TempDir()
+	out := filepath.Join(dir, "pending.jsonl")
+	if err := os.WriteFile(out, []byte("old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runAdmin(t, failing, tasksCmd, "tasks", "export", "--output", out); err == nil {
+		t.Fatal("an export the node failed succeeded")
+	}
+	if b, _ := os.ReadFile(out); string(b) != "old\n" {
+		t.Errorf("after a failed export the file holds %q; want it as it was", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("files left in the directory: %v", ents)
+	}
+}
