@@ -50,6 +50,7 @@ type Membership struct {
 	direct  chan []byte // encoded user messages to send to every peer
 
 	ml       atomic.Pointer[memberlist.Memberlist]
+	bound    atomic.Pointer[string] // the gossip listener's bound address (BoundAddr)
 	joined   atomic.Bool
 	joinedCh chan struct{}
 	stop     chan struct{}
@@ -133,6 +134,8 @@ func (m *Membership) Start(ctx context.Context) error {
 		mc.AdvertisePort = tr.Port()
 	}
 	mc.Transport = tr
+	bound := tr.tcp.Addr().String()
+	m.bound.Store(&bound)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		_ = tr.Shutdown()
@@ -239,6 +242,16 @@ func (m *Membership) GossipAddr() string {
 		return ""
 	}
 	return ml.LocalNode().Address()
+}
+
+// BoundAddr returns the address the gossip listener is bound to once
+// started (0.0.0.0:PORT for a wildcard bind), which GossipAddr does not
+// show when an address is advertised; "" before Start.
+func (m *Membership) BoundAddr() string {
+	if b := m.bound.Load(); b != nil {
+		return *b
+	}
+	return ""
 }
 
 // NodeID returns this node's ID.

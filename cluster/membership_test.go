@@ -325,3 +325,17 @@ func TestMemberTableLeaveIntentOrdering(t *testing.T) {
 		t.Errorf("members{left} = %v, want 1", got)
 	}
 }
+
+// BoundAddr is the gossip listener's bound address, which GossipAddr (the
+// advertised one) does not show: the node's destination policy refuses
+// both.
+func TestBoundAddrBesideAdvertised(t *testing.T) {
+	n := startNode(t, "n1", func(c *Config) { c.AdvertiseAddr = "127.0.0.2:0" })
+	_, port, _ := net.SplitHostPort(n.GossipAddr())
+	if n.GossipAddr() != "127.0.0.2:"+port || n.BoundAddr() != "127.0.0.1:"+port {
+		t.Fatalf("GossipAddr %s, BoundAddr %s; want 127.0.0.2 and 127.0.0.1 on one port", n.GossipAddr(), n.BoundAddr())
+	}
+	if (&Membership{}).BoundAddr() != "" {
+		t.Fatal("BoundAddr before Start is not empty")
+	}
+}

@@ -31,6 +31,7 @@ type Store struct {
 	trans    *raft.NetworkTransport
 	inbound  *inboundStream // trans's stream layer, tracking raft's inbound handlers
 	raftAddr string
+	boundAt  string // the raft listener's bound address (RaftBoundAddr)
 	raft     atomic.Pointer[raft.Raft]
 	gateView atomic.Pointer[ClusterVersion] // gate.go
 	notifyCh chan bool
@@ -133,6 +134,9 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: raft transport on %q: %w", cfg.RaftBindAddr, err)
 	}
+	if b, ok := sl.(interface{ boundAddr() net.Addr }); ok {
+		s.boundAt = b.boundAddr().String()
+	}
 	s.inbound = newInboundStream(sl) // Close waits for raft's handlers (inbound.go)
 	tc := transportConfig(hl)
 	tc.Stream = s.inbound
@@ -144,6 +148,11 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 // RaftAddr is the address peers use for raft: Config.AdvertiseAddr (its
 // port 0 replaced by the bound port), else the bound address.
 func (s *Store) RaftAddr() string { return s.raftAddr }
+
+// RaftBoundAddr is the address the raft listener is bound to (0.0.0.0:PORT
+// for a wildcard bind), which RaftAddr does not show when an address is
+// advertised: the node's destination policy refuses both.
+func (s *Store) RaftBoundAddr() string { return s.boundAt }
 
 // newTCPStream is raft.NewTCPTransport's stream layer, with an advertise
 // address whose port 0 means the port bound (a bind to port 0 advertised
@@ -182,6 +191,8 @@ type tcpStream struct {
 }
 
 func (t *tcpStream) Addr() net.Addr { return t.adv }
+
+func (t *tcpStream) boundAddr() net.Addr { return t.Listener.Addr() }
 
 func (t *tcpStream) Dial(a raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	return net.DialTimeout("tcp", string(a), timeout)

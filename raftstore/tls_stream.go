@@ -187,6 +187,8 @@ func (l *tlsStreamLayer) Close() error {
 // Addr is the advertised address.
 func (l *tlsStreamLayer) Addr() net.Addr { return l.advertise }
 
+func (l *tlsStreamLayer) boundAddr() net.Addr { return l.ln.Addr() }
+
 // Dial opens a mutual-TLS connection to a peer, handshake included,
 // within timeout.
 func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
