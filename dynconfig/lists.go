@@ -242,3 +242,29 @@ func (s *Snapshot) AllowedAddresses(ns string) (AddressRules, bool) {
 	}
 	return v.v.(AddressRules), true
 }
+
+// AllowedAddressPatterns returns the Pattern (lower case) of every rule of
+// every component.callbacks.allowedAddresses value set, the global one and
+// every namespace's: the IP literals among them are the addresses a node
+// that is not loopback-only may dial in loopback, link-local and multicast
+// ranges (transport.Policy.AllowlistPatterns).
+func (s *Snapshot) AllowedAddressPatterns() []string {
+	if s == nil {
+		return nil
+	}
+	kv := &s.keys[idxAllowedAddresses]
+	var out []string
+	add := func(v *value) {
+		if v == nil {
+			return
+		}
+		for _, r := range v.v.(AddressRules) {
+			out = append(out, r.Pattern)
+		}
+	}
+	add(kv.global)
+	for _, v := range kv.byNS {
+		add(v)
+	}
+	return out
+}

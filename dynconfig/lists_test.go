@@ -43,6 +43,15 @@ func TestAllowedAddresses(t *testing.T) {
 	if _, set := (*Snapshot)(nil).AllowedAddresses("x"); set {
 		t.Error("an empty snapshot reports an allowlist as set; the node default must apply")
 	}
+	// Every pattern of every list, for the dialer's IP-literal opt-in.
+	pats := s.AllowedAddressPatterns()
+	slices.Sort(pats)
+	if want := []string{"*.example.com", "127.0.0.1:*", "api.partner.io:8443"}; !slices.Equal(pats, want) {
+		t.Errorf("AllowedAddressPatterns() = %q, want %q", pats, want)
+	}
+	if pats := (*Snapshot)(nil).AllowedAddressPatterns(); pats != nil {
+		t.Errorf("an empty snapshot has patterns %q", pats)
+	}
 }
 
 func TestRedactHeaderNamesPrecedence(t *testing.T) {
