@@ -4,19 +4,21 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
 // MemberAddrs lists the host:port addresses of every cluster member's API,
-// Raft and gossip listeners (node/ implements it over gossip membership). A
-// member bound to a wildcard host (0.0.0.0, ::, or an empty host) stands for
-// its port on every local address.
+// Raft and gossip listeners (node/ implements it over gossip membership:
+// advertised and, for this node, bound addresses). A member bound to a
+// wildcard host (0.0.0.0, ::, or an empty host) stands for its port on every
+// local address; a host name is compared with URL hosts as a name and, at
+// every check and dial, by the addresses it resolves to (members.go).
 type MemberAddrs interface {
 	MemberAddrs() []string
 }
@@ -58,22 +60,42 @@ type Policy struct {
 	Allowlist func(namespace string) (rules AddressMatcher, set bool)
 	// DefaultAllow, with no allowlist configured, allows every destination
 	// (a development node on loopback) instead of none (Temporal's default).
+	// A node that is not DefaultAllow also refuses, at dial, loopback,
+	// link-local and multicast addresses that AllowlistPatterns does not
+	// name (dialguard.go).
 	DefaultAllow bool
-	// ResolveTimeout bounds the DNS lookup of Check; 0 means 2s.
+	// AllowlistPatterns returns the Pattern of every rule of every
+	// configured allowlist, the global one and every namespace's; nil
+	// means none. A pattern whose host is an IP literal (127.0.0.1:9000,
+	// [::1]:*) lets the dialer of a node that is not DefaultAllow connect
+	// to that loopback, link-local or multicast address (dialguard.go).
+	AllowlistPatterns func() []string
+	// Resolver resolves URL hosts (CheckMembers) and members' host names;
+	// nil means net.DefaultResolver.
+	Resolver Resolver
+	// ResolveTimeout bounds each DNS lookup; 0 means 2s.
 	ResolveTimeout time.Duration
 
 	members atomic.Pointer[memberSet] // parsed Members, by version
 
 	mu       sync.Mutex
-	localIPs []net.IP
+	localIPs []netip.Addr
 	localAt  time.Time
 	resolved map[string]resolvedHost // CheckMembers' lookups, by host
+
+	namesMu sync.Mutex
+	names   map[string]resolvedHost // members' host names, resolved (members.go)
+}
+
+// Resolver resolves a host name; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // resolvedHost is a cached lookup: a batch of submits to one host resolves
 // it once. Safe to cache briefly: the dialer checks every real connection.
 type resolvedHost struct {
-	ips []net.IP
+	ips []netip.Addr
 	at  time.Time
 }
 
@@ -111,16 +133,17 @@ func (p *Policy) Allowed(namespace, rawURL string) error {
 }
 
 // schemeHost is a URL's scheme and host[:port], lower case; ok is false
-// when it has no host or does not parse. The common form is read without
-// url.Parse (plainOrigin: the queue checks every callback attempt here);
-// FuzzSchemeHost holds the two to the same answer.
+// when it has no host name (http://:8470/ has none) or does not parse.
+// The common form is read without url.Parse (plainOrigin: the queue checks
+// every callback attempt here); FuzzSchemeHost holds the two to the same
+// answer.
 func schemeHost(rawURL string) (scheme, host string, ok bool) {
 	if origin, plain := plainOrigin(rawURL); plain {
 		i := strings.Index(origin, "://")
 		return origin[:i], origin[i+len("://"):], true
 	}
 	u, err := url.Parse(rawURL)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Hostname() == "" {
 		return "", "", false
 	}
 	return strings.ToLower(u.Scheme), strings.ToLower(u.Host), true
@@ -152,20 +175,28 @@ func (p *Policy) CheckEndpoint(ctx context.Context, rawURL string) error {
 	return p.CheckMembers(ctx, rawURL)
 }
 
-// CheckMembers applies the member rule alone: the URL's host is resolved
-// and every address it resolves to is compared with the members'
-// addresses. A name that does not resolve is let through here; the dialer
-// checks again with the address it really connects to.
+// CheckMembers applies the member rule alone: the URL's host is compared
+// with the members' host names (case-insensitively, without a trailing
+// dot), then resolved, and every address it resolves to is compared with
+// the members' addresses. A name that does not resolve is let through here;
+// the dialer checks again with the address it really connects to. A URL
+// without a host name is refused, members or not.
 func (p *Policy) CheckMembers(ctx context.Context, rawURL string) error {
-	if p == nil || p.Members == nil {
+	if p == nil {
 		return nil
 	}
 	host, port, derr := memberTarget(rawURL)
 	if derr != nil {
 		return derr
 	}
-	if ip := net.ParseIP(host); ip != nil {
-		return p.checkIP(ip, port, host)
+	if p.Members == nil {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return p.checkIP(canonIP(ip), port, host)
+	}
+	if p.isMemberName(hostName(host), port) {
+		return memberError(host, port)
 	}
 	for _, ip := range p.lookup(ctx, strings.ToLower(host)) {
 		if err := p.checkIP(ip, port, host); err != nil {
@@ -178,7 +209,9 @@ func (p *Policy) CheckMembers(ctx context.Context, rawURL string) error {
 // memberTarget is the host name and port CheckMembers compares with the
 // members: the common form read without url.Parse (plainOrigin: a
 // lower-case host name or IPv4 address, an optional numeric port), any
-// other through it. FuzzMemberTarget holds the two to the same answer.
+// other through it. A URL whose host has no name (http://:8470/) is
+// refused: Go would dial this host. FuzzMemberTarget holds the two to the
+// same answer.
 func memberTarget(rawURL string) (host string, port int, err *DestinationError) {
 	if origin, plain := plainOrigin(rawURL); plain {
 		i := strings.Index(origin, "://")
@@ -201,6 +234,9 @@ func memberTarget(rawURL string) (host string, port int, err *DestinationError) 
 	if perr != nil || u.Host == "" {
 		return "", 0, &DestinationError{Reason: "not an absolute URL"}
 	}
+	if u.Hostname() == "" {
+		return "", 0, &DestinationError{Reason: errNoHostName}
+	}
 	port, perr = urlPort(u)
 	if perr != nil {
 		return "", 0, &DestinationError{Reason: perr.Error()}
@@ -208,28 +244,22 @@ func memberTarget(rawURL string) (host string, port int, err *DestinationError) 
 	return u.Hostname(), port, nil
 }
 
+// errNoHostName is the refusal of a URL whose host[:port] has no host
+// (http://:8470/): Go dials such a URL on this host.
+const errNoHostName = "the URL has no host name (a URL like http://:PORT/ connects to this host)"
+
 // lookup resolves host (bounded by ResolveTimeout), through a small cache;
 // nil when it does not resolve.
-func (p *Policy) lookup(ctx context.Context, host string) []net.IP {
+func (p *Policy) lookup(ctx context.Context, host string) []netip.Addr {
 	p.mu.Lock()
 	if r, ok := p.resolved[host]; ok && time.Since(r.at) < resolveTTL {
 		p.mu.Unlock()
 		return r.ips
 	}
 	p.mu.Unlock()
-	to := p.ResolveTimeout
-	if to <= 0 {
-		to = 2 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, to)
-	defer cancel()
-	addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	ips, err := p.resolve(ctx, host)
 	if err != nil {
 		return nil
-	}
-	ips := make([]net.IP, len(addrs))
-	for i, a := range addrs {
-		ips[i] = a.IP
 	}
 	p.mu.Lock()
 	if p.resolved == nil || len(p.resolved) >= resolveEntries {
@@ -240,11 +270,39 @@ func (p *Policy) lookup(ctx context.Context, host string) []net.IP {
 	return ips
 }
 
-func (p *Policy) checkIP(ip net.IP, port int, host string) error {
+// resolve looks host up with the policy's resolver, bounded by
+// ResolveTimeout; the addresses are canonical (canonIP).
+func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	to := p.ResolveTimeout
+	if to <= 0 {
+		to = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, to)
+	defer cancel()
+	var r Resolver = net.DefaultResolver
+	if p.Resolver != nil {
+		r = p.Resolver
+	}
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, len(addrs))
+	for i, a := range addrs {
+		out[i] = canonIP(a)
+	}
+	return out, nil
+}
+
+func (p *Policy) checkIP(ip netip.Addr, port int, host string) error {
 	if p.isMember(ip, port) {
-		return &DestinationError{Reason: fmt.Sprintf("%s port %d is a fusebox member's API, Raft or gossip address", host, port)}
+		return memberError(host, port)
 	}
 	return nil
+}
+
+func memberError(host string, port int) error {
+	return &DestinationError{Reason: fmt.Sprintf("%s port %d is a fusebox member's API, Raft or gossip address", host, port)}
 }
 
 func urlPort(u *url.URL) (int, error) {
@@ -261,126 +319,4 @@ func urlPort(u *url.URL) (int, error) {
 	default:
 		return 80, nil
 	}
-}
-
-// DialControl is a net.Dialer Control: it runs after DNS resolution with
-// the IP:port being connected to, so a name that resolves (or re-resolves:
-// DNS rebinding) to a member is refused too. The error is a
-// *DestinationError, classified "blocked".
-func (p *Policy) DialControl(network, address string, _ syscall.RawConn) error {
-	if p == nil || p.Members == nil {
-		return nil
-	}
-	host, ps, err := net.SplitHostPort(address)
-	if err != nil {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	port, _ := strconv.Atoi(ps)
-	if ip != nil && p.isMember(ip, port) {
-		return &DestinationError{Reason: fmt.Sprintf("%s is a fusebox member's API, Raft or gossip address", address)}
-	}
-	return nil
-}
-
-// memberAddr is one member listener's address, parsed.
-type memberAddr struct {
-	port int
-	host string // zone removed; "" for a wildcard bind
-	ip   net.IP // nil when host is a name
-}
-
-// memberSet is Members parsed at one version.
-type memberSet struct {
-	version uint64
-	addrs   []memberAddr
-}
-
-// memberAddrs returns Members parsed, reusing the last parse while a
-// VersionedMemberAddrs keeps its version. The version is read before the
-// list, so a list newer than its version is parsed again, never kept.
-func (p *Policy) memberAddrs() []memberAddr {
-	vm, versioned := p.Members.(VersionedMemberAddrs)
-	var v uint64
-	if versioned {
-		v, versioned = vm.MemberAddrsVersion()
-	}
-	if versioned {
-		if s := p.members.Load(); s != nil && s.version == v {
-			return s.addrs
-		}
-	}
-	var out []memberAddr
-	for _, a := range p.Members.MemberAddrs() {
-		h, ps, err := net.SplitHostPort(a)
-		if err != nil {
-			continue
-		}
-		mp, err := strconv.Atoi(ps)
-		if err != nil {
-			continue
-		}
-		if i := strings.IndexByte(h, '%'); i >= 0 {
-			h = h[:i]
-		}
-		out = append(out, memberAddr{port: mp, host: h, ip: net.ParseIP(h)})
-	}
-	if versioned {
-		p.members.Store(&memberSet{version: v, addrs: out})
-	}
-	return out
-}
-
-// isMember reports whether ip:port is a member's listener.
-func (p *Policy) isMember(ip net.IP, port int) bool {
-	for _, m := range p.memberAddrs() {
-		if m.port != port {
-			continue
-		}
-		switch {
-		case ip.IsUnspecified():
-			// Connecting to 0.0.0.0 or :: reaches this host, whatever
-			// address the member is bound to: refuse the port outright.
-			return true
-		case m.host == "" || (m.ip != nil && m.ip.IsUnspecified()):
-			if p.isLocal(ip) {
-				return true
-			}
-		case m.host == "localhost":
-			if ip.IsLoopback() {
-				return true
-			}
-		case m.ip != nil && m.ip.Equal(ip):
-			return true
-		}
-	}
-	return false
-}
-
-// isLocal reports whether ip is an address of this host: loopback,
-// unspecified (which connects to the local host), or an interface address
-// (cached for a few seconds).
-func (p *Policy) isLocal(ip net.IP) bool {
-	if ip.IsLoopback() || ip.IsUnspecified() {
-		return true
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.localIPs == nil || time.Since(p.localAt) > 10*time.Second {
-		p.localIPs = make([]net.IP, 0, 8)
-		if addrs, err := net.InterfaceAddrs(); err == nil {
-			for _, a := range addrs {
-				if n, ok := a.(*net.IPNet); ok {
-					p.localIPs = append(p.localIPs, n.IP)
-				}
-			}
-		}
-		p.localAt = time.Now()
-	}
-	for _, l := range p.localIPs {
-		if l.Equal(ip) {
-			return true
-		}
-	}
-	return false
 }

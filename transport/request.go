@@ -279,6 +279,10 @@ func validateURL(field, raw string) error {
 	if u.Host == "" {
 		return invalid(field, "missing host")
 	}
+	if u.Hostname() == "" {
+		// http://:8470/ has a port and no host: Go dials it on this host.
+		return invalid(field, "missing host name (a URL like http://:PORT/ connects to this host)")
+	}
 	if u.User != nil {
 		return invalid(field, "must not carry credentials (send them in header)")
 	}

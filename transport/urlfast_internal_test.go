@@ -12,7 +12,7 @@ var urlSeeds = []string{
 	"http://127.0.0.1:8080/cb?sig=1", "https://h.example/p", "https://h/p#f", "https://h/p#", "http://h:/x",
 	"HTTP://H/x", "http://h:8x/", "http://u@h/", "http://u:p@h/", "http://h/%zz", "http://h/a%20b",
 	"http://[::1]:80/", "ftp://h/", "a+b.c-d://h.example", "1http://h/", "http://h?q#", "http://h?x@y/",
-	"http://:80/", "http://h/a b", "http://h/\x7f", "http://h/é", "http://-./", "//h/x", "http:///x", "",
+	"http://:80/", "https://:443", "http://[::1%25lo]:80/", "http://h/a b", "http://h/\x7f", "http://h/é", "http://-./", "//h/x", "http:///x", "",
 }
 
 // FuzzValidateURL: validateURL's fast path gives the answer url.Parse
@@ -30,14 +30,15 @@ func FuzzValidateURL(f *testing.F) {
 		switch {
 		case err != nil:
 			t.Fatalf("plainHTTPURL(%q) accepts what url.Parse refuses: %v", raw, err)
-		case u.Scheme != "http" && u.Scheme != "https", u.Host == "", u.User != nil, u.Fragment != "":
+		case u.Scheme != "http" && u.Scheme != "https", u.Host == "", u.Hostname() == "", u.User != nil, u.Fragment != "":
 			t.Fatalf("plainHTTPURL(%q) accepts what validateURL refuses: %#v", raw, u)
 		}
 	})
 }
 
 // FuzzSchemeHost: Allowed's scheme and host, read without url.Parse for
-// the common form, are url.Parse's (lower case) on every input.
+// the common form, are url.Parse's (lower case) on every input; a URL
+// without a host name (http://:80/) has none.
 func FuzzSchemeHost(f *testing.F) {
 	for _, s := range urlSeeds {
 		f.Add(s)
@@ -45,7 +46,7 @@ func FuzzSchemeHost(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		var wantScheme, wantHost string
 		u, err := url.Parse(raw)
-		wantOK := err == nil && u.Host != ""
+		wantOK := err == nil && u.Hostname() != ""
 		if wantOK {
 			wantScheme, wantHost = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
 		}
@@ -86,7 +87,8 @@ func FuzzPlainMediaType(f *testing.F) {
 }
 
 // FuzzMemberTarget: the host and port CheckMembers compares, read without
-// url.Parse for the common form, are the parse's on every input.
+// url.Parse for the common form, are the parse's on every input, and a URL
+// without a host name is refused.
 func FuzzMemberTarget(f *testing.F) {
 	for _, s := range append(urlSeeds, "http://h:0/", "http://h:65536/", "https://h/", "http://h:0080/", "http://h:99999999999999999999/") {
 		f.Add(s)
@@ -99,6 +101,8 @@ func FuzzMemberTarget(f *testing.F) {
 		switch {
 		case err != nil || u.Host == "":
 			wantErr = "not an absolute URL"
+		case u.Hostname() == "":
+			wantErr = errNoHostName
 		default:
 			if wantPort, err = urlPort(u); err != nil {
 				wantErr, wantPort = err.Error(), 0
