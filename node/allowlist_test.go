@@ -4,9 +4,11 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"fusebox/api"
 	"fusebox/dynconfig"
+	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
 	"fusebox/transport/transporttest"
 )
@@ -81,6 +83,11 @@ func TestMemberAddressesRefused(t *testing.T) {
 	_, apiPort, _ := net.SplitHostPort(n.HTTPAddr())
 	_, err := n.client().PutEndpoint(ctxT(t), api.Endpoint{Name: "self", URL: "http://localhost:" + apiPort + "/nexus"})
 	wantField(t, err, "url")
+	// A URL with a port and no host name: Go dials it on this host.
+	_, err = n.client().SubmitTask(ctxT(t), callbackTask("http://:"+apiPort+"/v1/breakers/force", "wf-nohost", "nohost"))
+	wantField(t, err, "destination")
+	_, err = n.client().PutEndpoint(ctxT(t), api.Endpoint{Name: "nohost", URL: "http://:" + apiPort + "/nexus"})
+	wantField(t, err, "url")
 	_, err = n.client().PutEndpoint(ctxT(t), api.Endpoint{Name: "creds", URL: "http://user:password@127.0.0.1:9/nexus"})
 	wantField(t, err, "url")
 
@@ -113,5 +120,60 @@ func TestMemberAddressesRefused(t *testing.T) {
 	tk := waitTask(t, n, acc.TaskID, "failed", func(tk api.Task) bool { return tk.Status == state.TaskFailed })
 	if tk.LastAnswer == nil || !strings.Contains(tk.LastAnswer.Message, "blocked") {
 		t.Fatalf("last answer %+v; want the dialer's refusal", tk.LastAnswer)
+	}
+}
+
+// A node's Raft and gossip ports are protected at their bound addresses,
+// not only at the advertised ones: bound to 0.0.0.0 (Raft) or to 127.0.0.1
+// while advertising 127.0.0.2 (gossip, API), the ports stay refused on
+// 127.0.0.1 and on every other local address, at submit and at dial. And a
+// node whose Raft listens on every interface is not a loopback-only node,
+// whatever it advertises: it allows no destination by default.
+func TestBoundAddressesAreMembers(t *testing.T) {
+	cfg := testConfig(t, "b1", 1, nil)
+	cfg.RaftAddr = "0.0.0.0:0"
+	cfg.AdvertiseHTTPAddr, cfg.AdvertiseRaftAddr, cfg.AdvertiseGossipAddr = "127.0.0.2", "127.0.0.2", "127.0.0.2"
+	cfg.Insecure = true // Raft beyond loopback without TLS: this test only
+	n := startNode(t, cfg)
+	(&testCluster{t: t, nodes: []*testNode{n}}).waitReady(30 * time.Second)
+	testwait.For(t, 30*time.Second, "shards placed", func() bool { return shardsSettled(t, []*Node{n.Node}) })
+
+	const ns = "ns-bound"
+	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.*:*","AllowInsecure":true},{"Pattern":"localhost:*","AllowInsecure":true}]`)
+	policy := n.newDestinationPolicy()
+	if policy.DefaultAllow {
+		t.Error("a node with Raft bound on 0.0.0.0 allows every destination by default")
+	}
+	for what, addr := range map[string]string{"http": n.HTTPAddr(), "raft": n.RaftAddr(), "gossip": n.GossipAddr()} {
+		_, port, _ := net.SplitHostPort(addr)
+		for _, host := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "localhost"} {
+			url := "http://" + net.JoinHostPort(host, port) + "/v1/breakers/force"
+			ts := callbackTask(url, "wf-bound-"+what, "bound-"+what)
+			ts.NamespaceID = ns
+			_, err := n.client().SubmitTask(ctxT(t), ts)
+			if host == "127.0.0.3" && what != "raft" {
+				// Only the wildcard-bound listener covers every local address.
+				continue
+			}
+			wantField(t, err, "destination")
+			if !strings.Contains(err.Error(), "member") {
+				t.Errorf("%s %s: error %v does not say why", what, url, err)
+			}
+			if host == "localhost" {
+				continue
+			}
+			if err := policy.DialControl("tcp", net.JoinHostPort(host, port), nil); err == nil {
+				t.Errorf("%s: the dialer allows %s:%s", what, host, port)
+			}
+		}
+	}
+	// No list for the namespace and none globally: refused by default.
+	dest := transporttest.NewDestination(t)
+	ts := callbackTask(dest.CallbackURL(), "wf-default", "default")
+	ts.NamespaceID = "ns-unlisted"
+	_, err := n.client().SubmitTask(ctxT(t), ts)
+	wantField(t, err, "destination")
+	if !strings.Contains(err.Error(), "allowedAddresses") {
+		t.Errorf("error %v does not name the allowlist", err)
 	}
 }

@@ -66,7 +66,7 @@ func (n *Node) healthCheckOf(k breakerpool.Key) (healthprobe.Check, bool) {
 			return healthprobe.Check{}, false
 		}
 		u, err := url.Parse(k.Destination)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.User != nil {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Path != "" || u.User != nil {
 			return healthprobe.Check{}, false
 		}
 		return healthprobe.Check{URL: k.Destination + path, Interval: state.HealthDefaultInterval,
