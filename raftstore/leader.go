@@ -76,13 +76,38 @@ func (s *Store) leaderLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.ReconcileInterval)
 	defer t.Stop()
 	rs := newReconcileState()
+	// The leader's heartbeats say which servers Raft reaches: promotion
+	// waits for them (reconcileState.unreachable). Not blocking: raft drops
+	// an observation the channel has no room for, and this loop drains it
+	// at once.
+	obsCh := make(chan raft.Observation, 256)
+	obs := raft.NewObserver(obsCh, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+			return true
+		}
+		return false
+	})
+	r.RegisterObserver(obs)
+	defer r.DeregisterObserver(obs)
 	for {
 		s.reconcile(ctx, r, rs)
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-t.C:
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case o := <-obsCh:
+				if id, unreachable, changed := rs.observe(o.Data, time.Now()); changed && unreachable {
+					s.logger.Warn("reconcile: heartbeats to server failing; it is not promoted while they do", "server", id)
+				} else if changed {
+					s.logger.Info("reconcile: heartbeats to server resumed", "server", id)
+				}
+			case <-wake:
+				break wait
+			case <-t.C:
+				break wait
+			}
 		}
 	}
 }
@@ -130,9 +155,14 @@ func (s *Store) applyStep(r *raft.Raft, rs *reconcileState, st reconcileStep) bo
 		s.logger.Info("removed server from raft configuration", "server", id, "status", st.Member.Status.String(), "known", st.Known)
 		delete(rs.failedSince, id)
 		delete(rs.nonvoterSince, id)
+		delete(rs.unreachable, id)
 	case stepUpdateAddress:
+		// Raft replicates to the new address afresh: a success there
+		// reports no "resumed", so the old address's failures go.
+		delete(rs.unreachable, id)
 		s.updateAddress(r, st.Server, st.From)
 	case stepAddNonvoter:
+		delete(rs.unreachable, id) // a fresh replication: see stepUpdateAddress
 		if err := r.AddNonvoter(st.Server.ID, st.Server.Address, 0, s.cfg.ApplyTimeout).Error(); err != nil {
 			s.logger.Warn("reconcile: add non-voter", "server", id, "error", err)
 			return false

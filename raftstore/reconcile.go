@@ -19,10 +19,38 @@ import (
 type reconcileState struct {
 	nonvoterSince map[string]time.Time // first seen as an alive non-voter
 	failedSince   map[string]time.Time // first seen failed or missing
+	// unreachable are the servers the leader's heartbeats fail to (raft's
+	// FailedHeartbeatObservation), from the first failure until raft
+	// reports them resumed: gossip can call a server alive whose Raft port
+	// nobody reaches (a firewall, a certificate another CA issued, a member
+	// that holds the gossip key and nothing else).
+	unreachable map[string]time.Time
 }
 
 func newReconcileState() *reconcileState {
-	return &reconcileState{nonvoterSince: map[string]time.Time{}, failedSince: map[string]time.Time{}}
+	return &reconcileState{nonvoterSince: map[string]time.Time{}, failedSince: map[string]time.Time{}, unreachable: map[string]time.Time{}}
+}
+
+// observe records a heartbeat observation; it reports whether the server's
+// reachability changed (for the log).
+func (rs *reconcileState) observe(o any, now time.Time) (id string, unreachable, changed bool) {
+	switch o := o.(type) {
+	case raft.FailedHeartbeatObservation:
+		id = string(o.PeerID)
+		if _, ok := rs.unreachable[id]; ok {
+			return id, true, false
+		}
+		rs.unreachable[id] = now
+		return id, true, true
+	case raft.ResumedHeartbeatObservation:
+		id = string(o.PeerID)
+		if _, ok := rs.unreachable[id]; !ok {
+			return id, false, false
+		}
+		delete(rs.unreachable, id)
+		return id, false, true
+	}
+	return "", false, false
 }
 
 // reconcileInput is what one pass decides from.
@@ -90,6 +118,11 @@ func planReconcile(in reconcileInput, rs *reconcileState, now time.Time) []recon
 			if p.live(string(sv.ID)) {
 				p.liveVoters++
 			}
+		}
+	}
+	for id := range rs.unreachable {
+		if _, ok := p.inConfig[id]; !ok {
+			delete(rs.unreachable, id) // out of the configuration: re-added, it starts afresh
 		}
 	}
 	p.removals()
@@ -202,13 +235,18 @@ func (p *reconcilePlan) additions() {
 	}
 }
 
-// promotions: alive non-voters, once alive for Stabilization, in id order,
-// until the voter target is reached.
+// promotions: alive non-voters the leader's heartbeats reach, once both
+// have held for Stabilization, in id order, until the voter target is
+// reached. Gossip alone is not enough: promoting a server whose Raft port
+// the leader cannot reach raises the quorum without adding a vote (a lone
+// node that promoted one lost its quorum, and its leader, at once), as
+// Consul's autopilot promotes only servers it finds healthy.
 func (p *reconcilePlan) promotions() {
 	var candidates []string
 	for id, sv := range p.inConfig {
 		m, ok := p.members[id]
-		if sv.Suffrage == raft.Voter || !ok || m.Status != MemberAlive {
+		_, unreachable := p.rs.unreachable[id]
+		if sv.Suffrage == raft.Voter || !ok || m.Status != MemberAlive || unreachable {
 			delete(p.rs.nonvoterSince, id)
 			continue
 		}

@@ -162,3 +162,42 @@ func TestPlanReconcileLeavesInputAlone(t *testing.T) {
 		t.Fatalf("input reordered: %v", servers)
 	}
 }
+
+// A non-voter the leader's heartbeats do not reach is not promoted, however
+// long gossip calls it alive; once they resume it waits Stabilization
+// again. A server that leaves the configuration is forgotten.
+func TestPlanReconcileUnreachableNotPromoted(t *testing.T) {
+	rs := newReconcileState()
+	in := reconcileInput{Self: "n1", Servers: []raft.Server{voter("n1"), voter("n2"), nonvoter("n3")},
+		Members: []Member{member("n1", MemberAlive), member("n2", MemberAlive), member("n3", MemberAlive)}, Stabilization: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	if _, unreachable, changed := rs.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, t0); !unreachable || !changed {
+		t.Fatalf("a failed heartbeat: unreachable %v, changed %v", unreachable, changed)
+	}
+	if _, _, changed := rs.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, t0.Add(time.Second)); changed {
+		t.Fatal("a second failure reported as a change")
+	}
+	for _, at := range []time.Duration{0, 11 * time.Second, time.Hour} {
+		if got := render(planReconcile(in, rs, t0.Add(at))); got != "" {
+			t.Fatalf("plan %q at +%v for an unreachable non-voter, want none", got, at)
+		}
+	}
+	resumed := t0.Add(2 * time.Hour)
+	if _, unreachable, changed := rs.observe(raft.ResumedHeartbeatObservation{PeerID: "n3"}, resumed); unreachable || !changed {
+		t.Fatalf("resumed: unreachable %v, changed %v", unreachable, changed)
+	}
+	if got := render(planReconcile(in, rs, resumed)); got != "" { // the clock starts here
+		t.Fatalf("plan %q at once after resuming", got)
+	}
+	if got := render(planReconcile(in, rs, resumed.Add(9*time.Second))); got != "" {
+		t.Fatalf("plan %q: promoted before Stabilization of reachability", got)
+	}
+	if got := render(planReconcile(in, rs, resumed.Add(10*time.Second))); got != "promote n3" {
+		t.Fatalf("plan %q, want promote n3", got)
+	}
+	rs.observe(raft.FailedHeartbeatObservation{PeerID: "n4"}, resumed)
+	planReconcile(in, rs, resumed)
+	if _, ok := rs.unreachable["n4"]; ok {
+		t.Error("a server outside the configuration is still remembered as unreachable")
+	}
+}
