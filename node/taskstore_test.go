@@ -3,8 +3,10 @@ package node
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"fusebox/dynconfig"
 	"fusebox/queue"
@@ -121,5 +123,40 @@ func TestTaskAPIReadsDynamicLimits(t *testing.T) {
 	}
 	if got := TaskRetention(c)(); got != 90*time.Minute {
 		t.Fatalf("retention = %v, want 90m", got)
+	}
+}
+
+// A result message longer than the stored limit is cut on a character
+// boundary, and invalid UTF-8 in it is replaced: cut inside a character it
+// was refused by the FSM (through the JSON fallback, where each stray byte
+// grew to three) and the shard's flush retried it forever.
+func TestCompleteLongMessageCutOnCharacter(t *testing.T) {
+	rs := raftstoretest.SingleNode(t, "n1", 1)
+	ts := NewTaskStore(rs, "n1")
+	ctx := t.Context()
+	req, _ := json.Marshal(transport.Request{TaskGroup: "callbacks.Invocation", URL: "http://127.0.0.1:9/cb"})
+	nt := state.NewTask{NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "callbacks.Invocation", Destination: "http://127.0.0.1:9/cb", Request: req}
+	out, idx, err := rs.SubmitTasks(ctx, state.SubmitTasksCommand{Tasks: []state.NewTask{nt, nt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.WaitForApplied(ctx, idx); err != nil {
+		t.Fatal(err)
+	}
+	epoch := rs.Reader().ShardMap().Shards[0].Epoch
+	long := strings.Repeat("a", state.MaxTaskMessageBytes-2) + strings.Repeat("€", 10)
+	bad := "answer \xff\xfe " + strings.Repeat("b", state.MaxTaskMessageBytes)
+	err = ts.Complete(ctx, 0, epoch, []queue.Result{
+		{TaskID: out[0].TaskID, Status: queue.StatusFailed, Message: long},
+		{TaskID: out[1].TaskID, Status: queue.StatusFailed, Message: bad},
+	})
+	if err != nil {
+		t.Fatalf("complete with long messages: %v", err)
+	}
+	for _, o := range out {
+		tk, _ := rs.Reader().Task(o.TaskID)
+		if tk.Status != state.TaskFailed || len(tk.Message) > state.MaxTaskMessageBytes || !utf8.ValidString(tk.Message) {
+			t.Errorf("task %s: status %s, message of %d bytes (valid UTF-8: %v)", o.TaskID, tk.Status, len(tk.Message), utf8.ValidString(tk.Message))
+		}
 	}
 }
