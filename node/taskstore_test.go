@@ -160,3 +160,11 @@ func TestCompleteLongMessageCutOnCharacter(t *testing.T) {
 		}
 	}
 }
+
+// The executor fails a sync output larger than a result may store, so the
+// two limits must be one.
+func TestOutputLimitsAgree(t *testing.T) {
+	if transport.MaxOutputBytes != state.MaxTaskOutputBytes {
+		t.Fatalf("transport.MaxOutputBytes %d, state.MaxTaskOutputBytes %d", transport.MaxOutputBytes, state.MaxTaskOutputBytes)
+	}
+}

@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -266,5 +267,30 @@ fusebox_outbound_attempts_total{outcome="succeeded",task_group="callbacks.Invoca
 	}
 	if n := testutil.CollectAndCount(reg, "fusebox_outbound_attempt_duration_seconds"); n != 2 {
 		t.Errorf("%d duration series, want 2", n)
+	}
+}
+
+// A sync output that fit the read limit but grows past what a result may
+// store once made JSON (base64 for bytes, escapes for text) fails the
+// attempt as too large, as a body over the limit does: stored, the whole
+// shard's result batch was refused and retried forever.
+func TestSyncOutputTooLargeAsJSON(t *testing.T) {
+	for _, c := range []struct {
+		ctype string
+		body  []byte
+	}{
+		{"application/octet-stream", bytes.Repeat([]byte{0xAB}, 800<<10)},
+		{"text/plain", bytes.Repeat([]byte("<"), 200<<10)},
+	} {
+		srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", c.ctype)
+			_, _ = w.Write(c.body)
+		}))
+		e := newExecutor(t, transport.Options{})
+		res, err := execute(t, e, kindNamed("start").req(srv.URL))
+		checkOutcome(t, res, err, false, 200)
+		if len(res.Output) > transport.MaxOutputBytes || !strings.Contains(res.Message, "too large") {
+			t.Errorf("%s: output %d bytes, message %q", c.ctype, len(res.Output), res.Message)
+		}
 	}
 }

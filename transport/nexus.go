@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"strings"
@@ -54,10 +55,21 @@ func (e *Executor) startOperation(ctx context.Context, r *Request, res *Result) 
 	if err != nil {
 		return err
 	}
+	output, ctype := outputJSON(rd.Header.Get("type"), body)
+	if len(output) > MaxOutputBytes {
+		// Base64 or JSON escaping can grow a body that fit the read limit
+		// past what a result may store: the store would refuse the whole
+		// shard's result batch, and its flush would retry it forever.
+		return fmt.Errorf("sync output of %d bytes is %d as JSON, more than %d: %w", len(body), len(output), MaxOutputBytes, ErrResponseTooLarge)
+	}
 	res.Outcome = OutcomeSucceeded
-	res.Output, res.OutputContentType = outputJSON(rd.Header.Get("type"), body)
+	res.Output, res.OutputContentType = output, ctype
 	return nil
 }
+
+// MaxOutputBytes bounds a sync start's output as stored (its JSON form):
+// raftstore/state.MaxTaskOutputBytes, which node's tests hold it to.
+const MaxOutputBytes = 1 << 20
 
 // cancelOperation requests cancelation of the operation r.OperationID. Any
 // 2xx counts as delivered (the sdk itself accepts only 202).
