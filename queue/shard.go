@@ -514,6 +514,26 @@ func (s *shard) putBack(batch []Result, called []bool) {
 	}
 }
 
+// maxFlushBytes bounds the outputs and messages of one result write: a
+// write counted only by results could carry 256 outputs of 1 MiB, more than
+// a follower may forward (16 MiB) or raft-wal reads back as one entry
+// (64 MiB), and a write refused for its size is retried forever.
+const maxFlushBytes = 4 << 20
+
+// flushCount is how many of results (at most max) one write takes: at
+// least one, and no more than maxFlushBytes of outputs and messages.
+func flushCount(results []Result, max int) int {
+	n := min(len(results), max)
+	size := 0
+	for i := range n {
+		size += len(results[i].Output) + len(results[i].Message)
+		if size > maxFlushBytes && i > 0 {
+			return i
+		}
+	}
+	return n
+}
+
 // flush writes every waiting result, MaxFlushBatch at a time. A refused
 // write (stale epoch) loses the shard; another error puts the batch back.
 func (s *shard) flush(ctx context.Context) error {
@@ -529,7 +549,7 @@ func (s *shard) flush(ctx context.Context) error {
 			}
 			return nil
 		}
-		n := min(len(s.results), q.cfg.MaxFlushBatch-len(marks))
+		n := flushCount(s.results, q.cfg.MaxFlushBatch-len(marks))
 		batch, called := s.results[:n:n], s.called[:n:n]
 		s.results, s.called = s.results[n:], s.called[n:]
 		batch, called = s.dropSettled(batch, called)
