@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -187,32 +185,6 @@ func historyValue(h state.HistoryEntry) json.RawMessage {
 		return nil
 	}
 	return b
-}
-
-// meta stamps a command with the proposer's clock and the author: the name
-// of the token that authorised the request ("anonymous" without tokens),
-// never a client-supplied header. It is set here, before proposing, so a
-// write a follower forwards to the leader carries its caller's name inside
-// the command.
-func (s *Server) meta(r *http.Request) state.CommandMeta {
-	author := CallerName(r.Context())
-	return state.CommandMeta{At: time.Now().UTC(), Author: author, RequestID: scopedRequestID(author, r.Header.Get("X-Request-Id"))}
-}
-
-// scopedRequestID is the dedup id a write is proposed with: the caller's
-// X-Request-Id within its token's name, so one caller's id never answers
-// for another's. Unscoped, a producer that sent an id another tenant (or
-// an operator's script) would use later made that write a no-op that
-// answered with the first one's result: a submit answered 202 and never
-// stored. An id longer than the log's bound is passed as it is, for the
-// proposer to refuse naming request_id, as before.
-func scopedRequestID(author, id string) string {
-	if id == "" || len(id) > state.MaxRequestIDLen {
-		return id
-	}
-	h := sha256.New()
-	h.Write([]byte(strconv.Itoa(len(author)) + ":" + author + ":" + id))
-	return "rid1:" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
 // waitApplied gives read-your-writes on this node: the answer to a write

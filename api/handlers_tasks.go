@@ -118,12 +118,12 @@ func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 	if err := h.s.readJSON(w, r, &in); err != nil {
 		return err
 	}
-	meta := h.s.meta(r)
+	meta := h.s.metaFor(r, &in)
 	nt, err := h.newTask(r.Context(), &in, meta.At, "")
 	if err != nil {
 		return err
 	}
-	if err := h.guard.admit(&nt); err != nil {
+	if err := h.guard.admit(&nt, meta.RequestID != ""); err != nil {
 		return err
 	}
 	out, idx, err := h.svc.SubmitTasks(r.Context(), state.SubmitTasksCommand{
@@ -156,7 +156,7 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 	if err := h.guard.admitNode(); err != nil {
 		return err
 	}
-	meta := h.s.meta(r)
+	meta := h.s.metaFor(r, &in)
 	built := make([]state.NewTask, len(in.Tasks))
 	for i := range in.Tasks {
 		// Ids sort by time: offset each by its position to keep batch order.
@@ -171,6 +171,9 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 	})
 	if err != nil {
 		return err
+	}
+	if len(out) != len(built) {
+		return fmt.Errorf("submit: %d outcomes for %d tasks", len(out), len(built))
 	}
 	res := TaskBatchAccepted{Results: make([]TaskBatchItem, len(out))}
 	queued := 0

@@ -64,13 +64,14 @@ func (g *submitGuard) admitNode() error {
 
 // admit is admitNode, then the backlog limits nt carries against the local
 // replica's counts (possibly stale; the FSM decides exactly). A task with a
-// request id goes to the FSM regardless: a retry of one already accepted
-// must get its original answer (duplicate), not a 429.
-func (g *submitGuard) admit(nt *state.NewTask) error {
+// request id, or a write with an X-Request-Id (retry), goes to the FSM
+// regardless: a retry of one already accepted must get its original answer
+// (duplicate, or the first answer), not a 429 the task itself filled.
+func (g *submitGuard) admit(nt *state.NewTask, retry bool) error {
 	if err := g.admitNode(); err != nil {
 		return err
 	}
-	if nt.RequestID != "" {
+	if nt.RequestID != "" || retry {
 		return nil
 	}
 	dest := breakerDestination(nt)

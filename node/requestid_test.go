@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"fusebox/api"
+	"fusebox/dynconfig"
 )
 
 // X-Request-Id makes a caller's retried write apply once, and only its
@@ -63,5 +65,72 @@ func TestRequestIDScopedByCaller(t *testing.T) {
 	}
 	if again := submit("tenant-a", "wf-a"); again.TaskID != a.TaskID {
 		t.Errorf("tenant-a's retry with its X-Request-Id made task %s, want its first %s", again.TaskID, a.TaskID)
+	}
+}
+
+// An X-Request-Id is one write: reused for another body (another
+// namespace's task) or on another route (a batch, then a single submit) it
+// is another write, never the first one's answer; and a retry of an
+// accepted submit is answered as accepted even when that task filled its
+// destination's backlog (the API's local check answered 429).
+func TestRequestIDIsOneWrite(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	n := c.nodes[0]
+	const dest = "http://127.0.0.1:9/cb"
+	configSet(t, n, dynconfig.KeyTaskMaxDestinationBacklog, "ns-limit", "1")
+	hc := &http.Client{Timeout: 20 * time.Second}
+	post := func(path, rid string, body any) (int, []byte) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+path, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Request-Id", rid)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, out
+	}
+	task := func(ns, wf string) api.TaskSubmit {
+		ts := callbackTask(dest, wf, "")
+		ts.NamespaceID = ns
+		return ts
+	}
+	accepted := func(code int, body []byte) api.TaskAccepted {
+		t.Helper()
+		var a api.TaskAccepted
+		if code != http.StatusAccepted || json.Unmarshal(body, &a) != nil || a.TaskID == "" {
+			t.Fatalf("HTTP %d %s, want 202 with a task", code, body)
+		}
+		return a
+	}
+
+	a := accepted(post("/v1/tasks", "k1", task("ns-a", "wf")))
+	b := accepted(post("/v1/tasks", "k1", task("ns-b", "wf")))
+	if a.TaskID == b.TaskID {
+		t.Fatalf("ns-b's submit with ns-a's X-Request-Id answered ns-a's task %s", a.TaskID)
+	}
+	if tk, ok := n.store.Reader().Task(b.TaskID); !ok || tk.NamespaceID != "ns-b" {
+		t.Fatalf("ns-b's task %s: %+v (stored %v)", b.TaskID, tk, ok)
+	}
+
+	code, body := post("/v1/tasks:batch", "k2", api.TaskBatchSubmit{Tasks: []api.TaskSubmit{task("ns-a", "b1"), task("ns-a", "b2")}})
+	if code != http.StatusAccepted {
+		t.Fatalf("batch: HTTP %d %s", code, body)
+	}
+	single := accepted(post("/v1/tasks", "k2", task("ns-a", "s1")))
+	if tk, ok := n.store.Reader().Task(single.TaskID); !ok || tk.WorkflowID != "s1" {
+		t.Fatalf("a single submit reusing a batch's X-Request-Id: task %s is %+v (stored %v)", single.TaskID, tk, ok)
+	}
+
+	first := accepted(post("/v1/tasks", "k3", task("ns-limit", "wf")))
+	again := accepted(post("/v1/tasks", "k3", task("ns-limit", "wf")))
+	if again.TaskID != first.TaskID {
+		t.Fatalf("the retry made task %s, want the first answer %s", again.TaskID, first.TaskID)
+	}
+	if code, body := post("/v1/tasks", "k4", task("ns-limit", "wf2")); code != http.StatusTooManyRequests {
+		t.Fatalf("a new submit past the backlog: HTTP %d %s, want 429", code, body)
 	}
 }
