@@ -8,8 +8,10 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"fusebox/breakerpool"
 	"fusebox/transport"
@@ -234,5 +236,40 @@ func TestDialOptInByIPLiteral(t *testing.T) {
 	member := &transport.Policy{Members: staticMembers{dest}, AllowlistPatterns: func() []string { return []string{"127.0.0.1:*"} }}
 	if err := member.DialControl("tcp", dest, nil); err == nil {
 		t.Error("an IP literal in the allowlist opens a member's address")
+	}
+}
+
+// hangingResolver answers no lookup until its caller gives up.
+type hangingResolver struct{ calls atomic.Int32 }
+
+func (r *hangingResolver) LookupNetIP(ctx context.Context, _, _ string) ([]netip.Addr, error) {
+	r.calls.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A host whose DNS hangs is looked up once, however many tasks of a batch
+// (or concurrent submits) name it: each lookup waited out its timeout in
+// turn, about 17 minutes for a batch of 500. The URL is let through, as a
+// failed lookup always was (the dialer checks what it connects to).
+func TestHangingLookupOnce(t *testing.T) {
+	res := &hangingResolver{}
+	p := &transport.Policy{Members: staticMembers{"127.0.0.1:1"}, Resolver: res, DefaultAllow: true, ResolveTimeout: 200 * time.Millisecond}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if err := p.CheckMembers(t.Context(), "http://hangs.example:8080/cb"); err != nil {
+				t.Errorf("CheckMembers: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	for range 500 {
+		if err := p.CheckMembers(t.Context(), "http://hangs.example:8080/cb"); err != nil {
+			t.Fatalf("CheckMembers: %v", err)
+		}
+	}
+	if n := res.calls.Load(); n != 1 {
+		t.Errorf("%d lookups of one hanging host, want 1", n)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // MemberAddrs lists the host:port addresses of every cluster member's API,
@@ -81,7 +83,8 @@ type Policy struct {
 	mu       sync.Mutex
 	localIPs []netip.Addr
 	localAt  time.Time
-	resolved map[string]resolvedHost // CheckMembers' lookups, by host
+	resolved map[string]resolvedHost // CheckMembers' lookups, by host (failed ones too)
+	flight   singleflight.Group      // one lookup of a host at a time
 
 	namesMu sync.Mutex
 	names   map[string]resolvedHost // members' host names, resolved (members.go)
@@ -257,17 +260,21 @@ func (p *Policy) lookup(ctx context.Context, host string) []netip.Addr {
 		return r.ips
 	}
 	p.mu.Unlock()
-	ips, err := p.resolve(ctx, host)
-	if err != nil {
-		return nil
-	}
-	p.mu.Lock()
-	if p.resolved == nil || len(p.resolved) >= resolveEntries {
-		p.resolved = make(map[string]resolvedHost)
-	}
-	p.resolved[host] = resolvedHost{ips: ips, at: time.Now()}
-	p.mu.Unlock()
-	return ips
+	// One lookup per host at a time, and a failed one is remembered too:
+	// a batch of 500 tasks to a name whose DNS hangs waited out 500
+	// lookups in turn (about 17 minutes); a failure lets the URL through
+	// here either way, and the dialer checks the address it connects to.
+	v, _, _ := p.flight.Do(host, func() (any, error) {
+		ips, _ := p.resolve(ctx, host)
+		p.mu.Lock()
+		if p.resolved == nil || len(p.resolved) >= resolveEntries {
+			p.resolved = make(map[string]resolvedHost)
+		}
+		p.resolved[host] = resolvedHost{ips: ips, at: time.Now()}
+		p.mu.Unlock()
+		return ips, nil
+	})
+	return v.([]netip.Addr)
 }
 
 // resolve looks host up with the policy's resolver, bounded by
