@@ -91,6 +91,9 @@ func (m *Membership) Publish(h Hint) error {
 	return nil
 }
 
+// maxQueuedBroadcasts bounds the gossip queue (hints and leave intents).
+const maxQueuedBroadcasts = 4096
+
 // queueHint queues msg for gossip under the key's name unless a newer
 // generation of the key is already queued.
 func (m *Membership) queueHint(h Hint, msg []byte) {
@@ -104,6 +107,12 @@ func (m *Membership) queueHint(h Hint, msg []byte) {
 	b := &broadcast{name: name, gen: h.Generation, msg: msg}
 	hs.queued[name] = b
 	m.queue.QueueBroadcast(b)
+	if m.queue.NumQueued() > maxQueuedBroadcasts {
+		// The oldest go (finished, so sweepQueued forgets them): a hint
+		// also travels by direct send and push/pull, and a flood of keys
+		// must not grow the queue without end.
+		m.queue.Prune(maxQueuedBroadcasts)
+	}
 	m.metrics.hintsSent.WithLabelValues("gossip").Inc()
 }
 
@@ -165,6 +174,11 @@ func (m *Membership) classify(h Hint, viaPushPull bool) HintResult {
 	if h.Origin == m.cfg.NodeID {
 		return HintSelf
 	}
+	if !viaPushPull {
+		if mem, ok := m.Member(h.Origin); !ok || (mem.State != StateAlive && mem.State != StateSuspect) {
+			return HintUnknownOrigin
+		}
+	}
 	hs := m.hints
 	hs.mu.Lock()
 	if !viaPushPull && !hs.allowLocked(h.Origin) {
@@ -222,6 +236,10 @@ func (m *Membership) handleInbound(msg inbound) {
 	case msgLeaveIntent:
 		id, err := decodeLeaveIntent(msg.body)
 		if err != nil {
+			m.metrics.msgsDropped.WithLabelValues("bad_leave_intent").Inc()
+			return
+		}
+		if _, known := m.Member(id); !known { // made-up ids were remembered and re-gossiped
 			m.metrics.msgsDropped.WithLabelValues("bad_leave_intent").Inc()
 			return
 		}

@@ -119,6 +119,7 @@ func TestRegossipReachesPeersWithoutDirectSend(t *testing.T) {
 
 func TestStaleAndDuplicateHints(t *testing.T) {
 	n := startNode(t, "rx")
+	fakeMembers(n.Membership, "a", "b", "c")
 	sink := newSink()
 	n.SetHintHandlers(sink, nil)
 	send := func(gen uint64, origin string) HintResult {
@@ -277,6 +278,7 @@ func TestUndecodableMessagesAreCounted(t *testing.T) {
 
 func TestRateLimitDropsFlood(t *testing.T) {
 	n := startNode(t, "rx", func(c *Config) { c.HintRate = 10; c.HintBurst = 20 })
+	fakeMembers(n.Membership, "flooder", "polite")
 	sink := newSink()
 	n.SetHintHandlers(sink, nil)
 	for i := range 200 {
@@ -357,5 +359,42 @@ func TestCompressedAndPlainNodesInteroperate(t *testing.T) {
 				testwait.For(t, 10*time.Second, fmt.Sprintf("n%d to get n%d's hint", j, i), func() bool { return sinks[j].has(h.Key, 1) })
 			}
 		}
+	}
+}
+
+// A hint gossiped from an origin that is not a member is dropped and
+// counted: each made-up origin had a rate limiter of its own, so a
+// gossip-key holder that varied the origin went unlimited, and each hint
+// was queued for re-gossip. A leave intent for a made-up id is dropped.
+func TestHintFromUnknownOriginDropped(t *testing.T) {
+	n := startNode(t, "rx", func(c *Config) { c.HintRate = 10; c.HintBurst = 20 })
+	n.SetHintHandlers(newSink(), nil)
+	for i := range 200 {
+		enc, _ := EncodeHint(Hint{Key: testKey(fmt.Sprint("d", i)), State: HintOpen, Generation: 1, Origin: fmt.Sprint("made-up-", i)})
+		if got := n.receiveHint(enc, false); got != HintUnknownOrigin {
+			t.Fatalf("hint %d from a made-up origin = %s, want %s", i, got, HintUnknownOrigin)
+		}
+	}
+	if got := counter(t, n.metrics.hintsSent, "gossip"); got != 0 {
+		t.Errorf("%v hints from made-up origins queued for re-gossip", got)
+	}
+	n.handleInbound(inbound{typ: msgLeaveIntent, body: encodeLeaveIntent("made-up")[1:]})
+	if q := n.queue.NumQueued(); q != 0 {
+		t.Errorf("%d broadcasts queued after a leave intent for a made-up id", q)
+	}
+}
+
+// The gossip queue is bounded: a flood of distinct keys from a member keeps
+// at most maxQueuedBroadcasts queued (the oldest go).
+func TestGossipQueueBounded(t *testing.T) {
+	n := startNode(t, "rx", func(c *Config) { c.HintRate = 1e6; c.HintBurst = 1e6 })
+	fakeMembers(n.Membership, "busy")
+	n.SetHintHandlers(newSink(), nil)
+	for i := range maxQueuedBroadcasts + 1000 {
+		enc, _ := EncodeHint(Hint{Key: testKey(fmt.Sprint("k", i)), State: HintOpen, Generation: 1, Origin: "busy"})
+		n.receiveHint(enc, false)
+	}
+	if q := n.queue.NumQueued(); q > maxQueuedBroadcasts {
+		t.Errorf("%d broadcasts queued, want at most %d", q, maxQueuedBroadcasts)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -201,4 +202,12 @@ func testKey(dest string) breakerpool.Key {
 func gauge(t testing.TB, g *prometheus.GaugeVec, label string) float64 {
 	t.Helper()
 	return testutil.ToFloat64(g.WithLabelValues(label))
+}
+
+// fakeMembers makes ids alive members of n's table, as if each had joined
+// (hints are accepted only from members' origins).
+func fakeMembers(n *Membership, ids ...string) {
+	for i, id := range ids {
+		n.table.NotifyJoin(&memberlist.Node{Name: id, Addr: net.IPv4(127, 0, 0, 1), Port: uint16(40000 + i), Meta: []byte(`{"id":"` + id + `"}`)})
+	}
 }

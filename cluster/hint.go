@@ -81,4 +81,9 @@ const (
 	HintSelf        HintResult = "self"        // this node's own hint, echoed back
 	HintNoSink      HintResult = "nosink"      // no HintSink registered yet
 	HintDropped     HintResult = "dropped"     // inbound queue full
+	// HintUnknownOrigin: gossiped from an origin that is not an alive or
+	// suspect member. Every origin had a rate limiter of its own, so made-up
+	// origins (a gossip-key holder's) went unlimited and each was queued for
+	// re-gossip.
+	HintUnknownOrigin HintResult = "unknown_origin"
 )
