@@ -80,7 +80,7 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *transport.Policy) 
 		Limits:     queue.DynamicLimits(n.config),
 		Breakers:   queue.PoolBreakers(n.pool),
 		Executor:   exec,
-		Resolver:   endpointResolver{n.state},
+		Resolver:   endpointResolver{endpoints: n.state, sync: n.store.Sync},
 		Policy:     policy,
 		Fleet:      fleetShare{n.members},
 		Registerer: n.reg,
