@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer, q *Queue) (*metrics, error) {
 			Help: "Tasks this node found, on taking their shard, with an attempt begun under an earlier owner and no result recorded: calls it makes again that the destination may already have received (a crashed owner's included).",
 		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fusebox_queue_completion_writes_total", Help: "Batched result writes, by result (ok, refused, error).",
+			Name: "fusebox_queue_completion_writes_total", Help: "Batched result writes, by result (ok, refused, error, dropped).",
 		}, []string{"result"}),
 		writeSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fusebox_queue_completion_write_size", Help: "Results per batched write.",

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/breakerpool"
+	"fusebox/raftstore/state"
 	"fusebox/shardmap"
 )
 
@@ -514,26 +515,6 @@ func (s *shard) putBack(batch []Result, called []bool) {
 	}
 }
 
-// maxFlushBytes bounds the outputs and messages of one result write: a
-// write counted only by results could carry 256 outputs of 1 MiB, more than
-// a follower may forward (16 MiB) or raft-wal reads back as one entry
-// (64 MiB), and a write refused for its size is retried forever.
-const maxFlushBytes = 4 << 20
-
-// flushCount is how many of results (at most max) one write takes: at
-// least one, and no more than maxFlushBytes of outputs and messages.
-func flushCount(results []Result, max int) int {
-	n := min(len(results), max)
-	size := 0
-	for i := range n {
-		size += len(results[i].Output) + len(results[i].Message)
-		if size > maxFlushBytes && i > 0 {
-			return i
-		}
-	}
-	return n
-}
-
 // flush writes every waiting result, MaxFlushBatch at a time. A refused
 // write (stale epoch) loses the shard; another error puts the batch back.
 func (s *shard) flush(ctx context.Context) error {
@@ -571,6 +552,15 @@ func (s *shard) flush(ctx context.Context) error {
 			s.putBack(batch, called) // counted by lose
 			s.lose("result write refused: " + wrong.Error())
 			return err
+		case errors.Is(err, state.ErrInvalidArgument):
+			// Refused for what it holds, it would be refused again: find
+			// the result(s) at fault instead of retrying the batch forever.
+			q.m.writes.WithLabelValues("error").Inc()
+			q.log.Error("result write refused as invalid; writing its results one at a time", "shard", s.id, "results", len(batch), "error", err)
+			if err := s.writeOneByOne(ctx, batch, called); err != nil {
+				return err
+			}
+			continue
 		case err != nil:
 			q.m.writes.WithLabelValues("error").Inc()
 			q.log.Warn("result write failed, will retry", "shard", s.id, "results", n, "error", err)

@@ -37,6 +37,7 @@ type Store struct {
 	refused  int
 	failNext int
 	failErr  error
+	validate func(queue.Result) error // ValidateResults
 }
 
 // NewStore returns an empty store fenced by maps.
@@ -236,6 +237,13 @@ func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results [
 		s.failNext--
 		return s.failErr
 	}
+	if s.validate != nil {
+		for _, r := range results {
+			if err := s.validate(r); err != nil {
+				return err
+			}
+		}
+	}
 	if m == nil || shard < 0 || shard >= m.NumShards {
 		s.refused++
 		return &shardmap.WrongOwnerError{Shard: shard}
@@ -274,6 +282,15 @@ func (s *Store) Done(destination string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.done[destination]
+}
+
+// ValidateResults makes Complete refuse a whole batch, before any fence
+// check, when check refuses one of its results (as the Raft store's
+// proposer refuses an invalid result with state.ErrInvalidArgument).
+func (s *Store) ValidateResults(check func(queue.Result) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.validate = check
 }
 
 // FailCompletes makes the next n Complete calls fail with err (transient).

@@ -1,0 +1,94 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"fusebox/raftstore/state"
+	"fusebox/shardmap"
+)
+
+// maxFlushBytes bounds the outputs and messages of one result write: a
+// write counted only by results could carry 256 outputs of 1 MiB, more than
+// a follower may forward (16 MiB) or raft-wal reads back as one entry
+// (64 MiB), and a write refused for its size is retried forever.
+const maxFlushBytes = 4 << 20
+
+// flushCount is how many of results (at most max) one write takes: at
+// least one, and no more than maxFlushBytes of outputs and messages.
+func flushCount(results []Result, max int) int {
+	n := min(len(results), max)
+	size := 0
+	for i := range n {
+		size += len(results[i].Output) + len(results[i].Message)
+		if size > maxFlushBytes && i > 0 {
+			return i
+		}
+	}
+	return n
+}
+
+// writeOneByOne writes batch a result at a time after the store refused
+// the whole batch as invalid (state.ErrInvalidArgument): a result the store
+// refuses alone is written again without its output and with the refusal
+// in its message, and one refused even so is dropped — logged, counted
+// (writes{outcome="dropped"}), and forgotten here, so the task, still
+// pending in the store, is read and called again. Before, one such result
+// (a message cut inside a character, an output grown past its limit) got
+// its whole batch put back and retried forever, and none of the shard's
+// results were written again. Another error puts the rest back, as flush
+// does.
+func (s *shard) writeOneByOne(ctx context.Context, batch []Result, called []bool) error {
+	q := s.q
+	for i := range batch {
+		one := batch[i : i+1]
+		err := q.store.Complete(ctx, s.id, s.epoch, one)
+		if errors.Is(err, state.ErrInvalidArgument) {
+			fixed := []Result{withoutOutput(batch[i], err)}
+			if err = q.store.Complete(ctx, s.id, s.epoch, fixed); errors.Is(err, state.ErrInvalidArgument) {
+				q.m.writes.WithLabelValues("dropped").Inc()
+				q.log.Error("result refused even without its output; dropped, the task will be called again", "shard", s.id, "task", batch[i].TaskID, "error", err)
+				err = nil
+			} else if err == nil {
+				q.log.Warn("result written without its output after the store refused it", "shard", s.id, "task", batch[i].TaskID)
+			}
+		}
+		var wrong *shardmap.WrongOwnerError
+		switch {
+		case errors.As(err, &wrong):
+			q.m.writes.WithLabelValues("refused").Inc()
+			s.putBack(batch[i:], called[i:])
+			s.lose("result write refused: " + wrong.Error())
+			return err
+		case err != nil:
+			q.m.writes.WithLabelValues("error").Inc()
+			s.putBack(batch[i:], called[i:])
+			return err
+		}
+		q.m.writes.WithLabelValues("ok").Inc()
+		s.mu.Lock()
+		s.written += s.forgetWritten(one)
+		s.resultsWrittenLocked()
+		s.mu.Unlock()
+	}
+	signal(s.wake)
+	signal(s.ho.flushed)
+	return nil
+}
+
+// withoutOutput is r with no output and the store's refusal at the head of
+// its message, cut to the stored limit on a character boundary.
+func withoutOutput(r Result, refusal error) Result {
+	r.Output = nil
+	msg := "result refused by the task store (" + refusal.Error() + "); output dropped"
+	if r.Message != "" {
+		msg += ": " + r.Message
+	}
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	if len(msg) > state.MaxTaskMessageBytes {
+		msg = strings.ToValidUTF8(msg[:state.MaxTaskMessageBytes], "")
+	}
+	r.Message = msg
+	return r
+}
