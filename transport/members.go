@@ -142,7 +142,8 @@ func (p *Policy) isMemberName(name string, port int) bool {
 // memberNameIPs returns what members' host names resolve to, so the
 // dialer, which sees only addresses, refuses them too. A name is resolved
 // again at most every memberNameTTL; the stale ones are looked up
-// together, so a check waits at most ResolveTimeout however many there are.
+// together, so a check waits at most ResolveTimeout however many there are,
+// and concurrent checks share each lookup.
 // A failed lookup keeps the addresses found before (and is not retried
 // before the TTL either).
 func (p *Policy) memberNameIPs(names []string) [][]netip.Addr {
@@ -166,7 +167,11 @@ func (p *Policy) memberNameIPs(names []string) [][]netip.Addr {
 	var wg sync.WaitGroup
 	for _, i := range stale {
 		wg.Go(func() {
-			if ips, err := p.resolve(context.Background(), names[i]); err == nil {
+			// One lookup of a name at a time: concurrent checks share it.
+			v, err, _ := p.flight.Do("member\x00"+names[i], func() (any, error) {
+				return p.resolve(context.Background(), names[i])
+			})
+			if ips, ok := v.([]netip.Addr); err == nil && ok {
 				out[i] = ips
 			}
 		})
