@@ -125,6 +125,9 @@ type Store interface {
 	CaughtUp(maxLag time.Duration) bool
 	// FreshLag is the store's default contact bound.
 	FreshLag() time.Duration
+	// RaftUnreachable: this node leads, and its Raft heartbeats to the
+	// server have failed for a while (the store's reap timeout).
+	RaftUnreachable(id string) bool
 	// Sync commits a no-op through the leader and waits until it is
 	// applied locally (a read barrier).
 	Sync(ctx context.Context) error

@@ -71,8 +71,10 @@ func (m *Manager) leaderLoop(leaderCtx context.Context) {
 
 // placementMembers are the members that may own shards: gossip members that
 // are alive or merely suspect (a suspect keeps its shards; only a member
-// declared dead or left loses them), that run Raft (servers), and that are
-// not draining.
+// declared dead or left loses them), that run Raft (servers), that the
+// leader's Raft heartbeats reach (a member gossip calls alive but Raft has
+// not reached for the reap timeout cannot learn the log, and its shards
+// stalled for as long as gossip kept it), and that are not draining.
 func (m *Manager) placementMembers() []string {
 	draining := map[string]bool{}
 	for _, d := range m.state.DrainingNodes() {
@@ -80,7 +82,8 @@ func (m *Manager) placementMembers() []string {
 	}
 	var out []string
 	for _, mb := range m.members.Members() {
-		if (mb.Status == raftstore.MemberAlive || mb.Status == raftstore.MemberSuspect) && mb.RaftAddr != "" && !draining[mb.ID] {
+		if (mb.Status == raftstore.MemberAlive || mb.Status == raftstore.MemberSuspect) && mb.RaftAddr != "" && !draining[mb.ID] &&
+			!m.store.RaftUnreachable(mb.ID) {
 			out = append(out, mb.ID)
 		}
 	}

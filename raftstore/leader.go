@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -90,8 +91,10 @@ func (s *Store) leaderLoop(ctx context.Context) {
 	})
 	r.RegisterObserver(obs)
 	defer r.DeregisterObserver(obs)
+	defer s.unreachable.Store(nil)
 	for {
 		s.reconcile(ctx, r, rs)
+		s.publishUnreachable(rs)
 	wait:
 		for {
 			select {
@@ -100,8 +103,10 @@ func (s *Store) leaderLoop(ctx context.Context) {
 			case o := <-obsCh:
 				if id, unreachable, changed := rs.observe(o.Data, time.Now()); changed && unreachable {
 					s.logger.Warn("reconcile: heartbeats to server failing; it is not promoted while they do", "server", id)
+					s.publishUnreachable(rs)
 				} else if changed {
 					s.logger.Info("reconcile: heartbeats to server resumed", "server", id)
+					s.publishUnreachable(rs)
 				}
 			case <-wake:
 				break wait
@@ -110,6 +115,28 @@ func (s *Store) leaderLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// publishUnreachable makes rs's unreachable servers what RaftUnreachable
+// reads (a copy: rs is the leader loop's alone).
+func (s *Store) publishUnreachable(rs *reconcileState) {
+	m := maps.Clone(rs.unreachable)
+	s.unreachable.Store(&m)
+}
+
+// RaftUnreachable reports whether this node leads and its heartbeats to
+// server id have failed for at least ReapTimeout without resuming: a
+// member gossip calls alive that Raft cannot reach (a partition of the
+// Raft port alone, a certificate of another CA, a holder of the gossip key
+// and nothing else). It cannot learn the log, so it should own no shards
+// (ownership's placement).
+func (s *Store) RaftUnreachable(id string) bool {
+	m := s.unreachable.Load()
+	if m == nil {
+		return false
+	}
+	since, ok := (*m)[id]
+	return ok && time.Since(since) >= s.cfg.ReapTimeout
 }
 
 // reconcile makes the Raft configuration follow membership (the rules are

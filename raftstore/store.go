@@ -26,6 +26,10 @@ type Store struct {
 	fsm     *FSM
 	metrics *metrics
 
+	// unreachable is, while this node leads, the servers its heartbeats
+	// fail to and since when (leader.go; nil otherwise).
+	unreachable atomic.Pointer[map[string]time.Time]
+
 	logs     logStore // Config.LogStore, or the one the data dir holds (logstore.go)
 	snaps    *raft.FileSnapshotStore
 	trans    *raft.NetworkTransport
