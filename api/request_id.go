@@ -53,4 +53,3 @@ func scopedRequestID(author, route, id string, body []byte) string {
 	h.Write(body)
 	return "rid2:" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
-
