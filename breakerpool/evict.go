@@ -17,6 +17,15 @@ import (
 // IdleTTL. Use is tracked with a flag each Allow/Get sets and each sweep
 // clears (a CLOCK-style approximation, accurate to one EvictInterval).
 //
+// A breaker idle for staleFactor × IdleTTL is evicted whatever its
+// automatic state — open, half-open, or holding failures — unless an
+// operator forced it or a call is in flight. Without that, every key that
+// failed once and then saw no traffic stayed for ever: a submitter could
+// grow the pool by one breaker per made-up namespace (2,000 of 2,000 were
+// still there after three idle days). A key with tasks waiting calls
+// Allow at each of its turns, so it is never that idle; one that comes
+// back gets a new closed breaker, which trips again after its few calls.
+//
 // Handshake with Allow/Get: the sweep sets flagDead then re-reads the used
 // flag, while users set used then read flags; with sequentially consistent
 // atomics at least one side sees the other. A user that sees flagDead
@@ -36,7 +45,8 @@ func (p *Pool) EvictIdle(now time.Time) int {
 			b.lastSeen = t
 			return true
 		}
-		if t-b.lastSeen < ttl || !b.tryKill() {
+		idle := t - b.lastSeen
+		if idle < ttl || !b.tryKill(idle >= staleFactor*ttl) {
 			return true
 		}
 		if p.compareAndDelete(k, b) {
@@ -52,23 +62,31 @@ func (p *Pool) EvictIdle(now time.Time) int {
 	return n
 }
 
-// tryKill marks an idle, evictable breaker dead. See EvictIdle.
-func (b *Breaker) tryKill() bool {
+// staleFactor: a breaker idle this many IdleTTLs is evicted in any
+// automatic state (EvictIdle).
+const staleFactor = 24
+
+// tryKill marks an idle, evictable breaker dead; stale allows it in any
+// automatic state. See EvictIdle.
+func (b *Breaker) tryKill(stale bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advanceLocked(b.pool.mono())
-	if b.gate != gateNone || b.forcedClosed || b.state != gobreaker.StateClosed {
+	if b.forcedClosed || b.forcedOpen {
 		return false
 	}
 	inst := b.cur.Load()
-	if inst.trip.Load() != tripNone || inst.cb.State() != gobreaker.StateClosed {
+	if !stale && (b.gate != gateNone || b.state != gobreaker.StateClosed || inst.trip.Load() != tripNone || inst.cb.State() != gobreaker.StateClosed) {
 		return false
 	}
 	c := inst.cb.Counts()
 	if c.Requests > c.TotalSuccesses+c.TotalFailures+c.TotalExclusions {
 		return false // a call is in flight
 	}
-	if c.ConsecutiveFailures > 0 || (b.settings.Load().FailureRate > 0 && c.TotalFailures > 0) {
+	if b.gate == gateHalfOpen && b.probeAdmitted > b.probeSuccess {
+		return false // a probe is in flight
+	}
+	if !stale && (c.ConsecutiveFailures > 0 || (b.settings.Load().FailureRate > 0 && c.TotalFailures > 0)) {
 		return false
 	}
 	b.flags.Or(flagDead)

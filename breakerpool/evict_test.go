@@ -181,3 +181,47 @@ func TestEvictedSeriesRemoved(t *testing.T) {
 		}
 	}
 }
+
+// A breaker idle for staleFactor TTLs is evicted in any automatic state: a
+// key that failed once and then saw no traffic used to stay for ever (one
+// breaker per made-up namespace). An operator's forced state still keeps
+// it, and within the stale time the other rules stand (TestNeverEvicted).
+func TestStaleBreakerEvictedInAnyState(t *testing.T) {
+	cases := map[string]func(b *Breaker){
+		"consecutive failure": func(b *Breaker) { mustCall(t, b, false) },
+		"open":                func(b *Breaker) { trip(t, b) },
+		"half-open": func(b *Breaker) {
+			b.OpenFor(time.Hour, SourceHint)
+			b.ProbeNow(SourceHint)
+		},
+		"guarded": func(b *Breaker) { b.Guard(SourceHint) },
+	}
+	for name, setup := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := newTestPool(t, fastSettings(), Config{IdleTTL: testTTL, EvictInterval: time.Hour})
+			setup(p.Get(keyA))
+			now := time.Now()
+			p.EvictIdle(now)
+			if n := p.EvictIdle(now.Add(staleFactor*testTTL - time.Second)); n != 0 {
+				t.Fatalf("evicted %d before the stale time", n)
+			}
+			if n := p.EvictIdle(now.Add(staleFactor*testTTL + time.Second)); n != 1 {
+				t.Fatalf("evicted %d after the stale time, want 1", n)
+			}
+		})
+	}
+	for name, setup := range map[string]func(b *Breaker){
+		"forced closed": func(b *Breaker) { b.ForceClosed(SourceOperator) },
+		"forced open":   func(b *Breaker) { b.OpenFor(time.Hour, SourceOperator) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newTestPool(t, fastSettings(), Config{IdleTTL: testTTL, EvictInterval: time.Hour})
+			setup(p.Get(keyA))
+			now := time.Now()
+			p.EvictIdle(now)
+			if n := p.EvictIdle(now.Add(10 * staleFactor * testTTL)); n != 0 {
+				t.Fatalf("evicted %d breakers an operator forced", n)
+			}
+		})
+	}
+}
