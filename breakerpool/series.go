@@ -55,14 +55,23 @@ func (s *counterSnap) add(o, minus *counterSnap) {
 	}
 }
 
-// otherKey groups the summed series: the task group and namespace are kept.
+// otherKey groups the summed series: the task group, and the namespace
+// when it also has a breaker with series of its own (NamespaceShown), else
+// SeriesOther: the namespaces are the submitters' free text, and one
+// summed series set per namespace ever seen grew without bound.
 type otherKey struct{ taskGroup, namespace string }
 
 // otherEntry is a breaker summed under SeriesOther: only what it counted
 // since it joined (base) is added, so the sum neither jumps when a busy
 // key is demoted nor drops when one is promoted or evicted (its increments
-// move to retired, last being its value at the previous scrape).
-type otherEntry struct{ base, last counterSnap }
+// move to retired, last being its value at the previous scrape). key is
+// the sum it was added to at the last scrape: a breaker whose namespace
+// gains or loses series of its own moves to the other sum as if it left
+// one and joined the other.
+type otherEntry struct {
+	base, last counterSnap
+	key        otherKey
+}
 
 // seriesState is the cap's memory between scrapes.
 type seriesState struct {
@@ -74,7 +83,9 @@ type seriesState struct {
 
 	// shown holds the keys that had series of their own at the last
 	// scrape; nil before the first capped scrape and while the cap is off.
-	shown      atomic.Pointer[map[Key]struct{}]
+	shown atomic.Pointer[map[Key]struct{}]
+	// shownNS holds the namespaces of those keys (NamespaceShown).
+	shownNS    atomic.Pointer[map[string]struct{}]
 	aggregated atomic.Int64 // breakers summed under SeriesOther at the last scrape
 }
 
@@ -108,6 +119,23 @@ func (p *Pool) SeriesShown(k Key) bool {
 	// Not shown: summed at the last scrape, or new since. While that scrape
 	// summed nothing, it can only be new.
 	return p.series.aggregated.Load() == 0 && len(*m) < p.series.limit()
+}
+
+// NamespaceShown reports whether ns had a breaker with series of its own
+// at the last scrape (or there is no cap yet): only such a namespace has
+// summed series (destination SeriesOther) of its own; the others' are
+// summed under namespace SeriesOther too, here and in the outbound request
+// series.
+func (p *Pool) NamespaceShown(ns string) bool {
+	if p.series == nil {
+		return true
+	}
+	m := p.series.shownNS.Load()
+	if m == nil {
+		return true
+	}
+	_, ok := (*m)[ns]
+	return ok
 }
 
 // candidate is a live breaker at a scrape, with its lifetime call count.
@@ -146,6 +174,7 @@ func (st *seriesState) selectSeries(p *Pool) selection {
 	})
 	if limit < 0 {
 		st.shown.Store(nil)
+		st.shownNS.Store(nil)
 		st.aggregated.Store(0)
 		st.mu.Lock()
 		clear(st.members)
@@ -177,24 +206,42 @@ func (st *seriesState) selectSeries(p *Pool) selection {
 	sel := selection{shown: make([]*Breaker, 0, len(notClosed)+len(closed)),
 		others: map[otherKey][]*Breaker{}, sums: map[otherKey]*counterSnap{}}
 	shown := make(map[Key]struct{}, len(notClosed)+len(closed))
+	shownNS := map[string]struct{}{}
 	for _, cs := range [][]candidate{notClosed, closed} {
 		for _, c := range cs {
 			sel.shown = append(sel.shown, c.b)
 			shown[c.b.key] = struct{}{}
+			shownNS[c.b.key.NamespaceID] = struct{}{}
 		}
 	}
 
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	members := make(map[*Breaker]*otherEntry, len(rest))
+	retire := func(ok otherKey, e *otherEntry) {
+		r := st.retired[ok]
+		if r == nil {
+			r = &counterSnap{}
+			st.retired[ok] = r
+		}
+		r.add(&e.last, &e.base)
+	}
 	for _, c := range rest {
 		ok := otherKey{c.b.key.TaskGroup, c.b.key.NamespaceID}
+		if _, own := shownNS[ok.namespace]; !own {
+			ok.namespace = SeriesOther
+		}
 		sel.others[ok] = append(sel.others[ok], c.b)
 		cur := snapOf(c.b)
 		e := st.members[c.b]
+		if e != nil && e.key != ok { // left one sum for another
+			retire(e.key, e)
+			e = &otherEntry{base: e.last}
+		}
 		if e == nil {
 			e = &otherEntry{base: cur}
 		}
+		e.key = ok
 		e.last = cur
 		members[c.b] = e
 		delete(st.members, c.b)
@@ -206,16 +253,18 @@ func (st *seriesState) selectSeries(p *Pool) selection {
 		sum.add(&e.last, &e.base)
 	}
 	// Whoever left the sum (promoted, evicted) keeps what it added.
-	for b, e := range st.members {
-		ok := otherKey{b.key.TaskGroup, b.key.NamespaceID}
-		r := st.retired[ok]
-		if r == nil {
-			r = &counterSnap{}
-			st.retired[ok] = r
-		}
-		r.add(&e.last, &e.base)
+	for _, e := range st.members {
+		retire(e.key, e)
 	}
 	st.members = members
+	// A sum no breaker is in any more is dropped, its series with it (a
+	// series that ends, not a counter that goes down): kept, every
+	// namespace ever summed stayed a series set for ever.
+	for ok := range st.retired {
+		if _, live := sel.others[ok]; !live {
+			delete(st.retired, ok)
+		}
+	}
 	for ok, r := range st.retired {
 		sum := sel.sums[ok]
 		if sum == nil {
@@ -225,6 +274,7 @@ func (st *seriesState) selectSeries(p *Pool) selection {
 		sum.add(r, &counterSnap{})
 	}
 	st.shown.Store(&shown)
+	st.shownNS.Store(&shownNS)
 	st.aggregated.Store(int64(len(rest)))
 	return sel
 }

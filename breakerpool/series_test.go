@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -129,5 +130,51 @@ func TestSeriesShownForANewKeyWhileTheCapHasRoom(t *testing.T) {
 	scrape(t, p.reg) // two shown, one summed: the cap is full
 	if p.SeriesShown(key(3)) {
 		t.Fatal("a new key is shown while the cap is full")
+	}
+}
+
+// Namespaces are the submitters' free text: summed series exist per
+// namespace only for namespaces that also have a breaker with series of
+// its own, the rest are summed under namespace "_other", and a sum left
+// with no breaker is dropped. Before, 5,000 namespaces of one call each
+// kept 5,000 summed series sets, after their breakers were evicted too.
+func TestSummedSeriesBoundedByNamespaces(t *testing.T) {
+	p := newTestPool(t, fastSettings(), Config{SeriesLimit: func() int { return 10 }, IdleTTL: testTTL, EvictInterval: time.Hour})
+	for i := range 2000 {
+		mustCall(t, p.Get(Key{TaskGroup: TaskGroupCallback, NamespaceID: fmt.Sprint("ns-", i), Destination: "http://h"}), true)
+	}
+	namespaces := func() map[string]bool {
+		mfs, err := p.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "namespace" {
+						out[l.GetValue()] = true
+					}
+				}
+			}
+		}
+		return out
+	}
+	before := scrape(t, p.reg)["fusebox_breaker_requests_total{_other}"]
+	if n := len(namespaces()); n > 11 {
+		t.Fatalf("%d namespaces in the series with a limit of 10, want at most 11 (10 and _other)", n)
+	}
+	if !namespaces()[SeriesOther] {
+		t.Fatal("no namespace _other: the summed breakers are not summed there")
+	}
+	for range 3 {
+		mustCall(t, p.Get(Key{TaskGroup: TaskGroupCallback, NamespaceID: "ns-1999", Destination: "http://h"}), true)
+	}
+	if got := scrape(t, p.reg)["fusebox_breaker_requests_total{_other}"]; got < before {
+		t.Fatalf("_other went down: %v after %v", got, before)
+	}
+	sweepIdle(p)
+	if ns := namespaces(); len(ns) != 0 {
+		t.Errorf("series for namespaces %v after every breaker was evicted", ns)
 	}
 }

@@ -18,6 +18,9 @@ import (
 // destinations and their cardinality has the same bound.
 type SeriesFilter interface {
 	SeriesShown(k breakerpool.Key) bool
+	// NamespaceShown: ns keeps summed series of its own; the others'
+	// are summed under namespace SeriesOther too.
+	NamespaceShown(ns string) bool
 }
 
 // headerFailureSource is Temporal's Nexus response header naming where a
@@ -55,6 +58,9 @@ type requestSeries struct {
 	cbLatency    *prometheus.HistogramVec
 	// labelled holds the keys observed under their own destination.
 	labelled *xsync.Map[breakerpool.Key, struct{}]
+	// otherNS holds the namespaces observed with destination SeriesOther
+	// under their own name: deleted once the filter sums them too.
+	otherNS *xsync.Map[string, struct{}]
 }
 
 var requestBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
@@ -81,6 +87,7 @@ func newRequestSeries(filter SeriesFilter) *requestSeries {
 			Help: "Latency of completion callback requests, by outcome: Temporal's callback_outbound_latency.",
 		}, cbLabels),
 		labelled: xsync.NewMap[breakerpool.Key, struct{}](),
+		otherNS:  xsync.NewMap[string, struct{}](),
 	}
 }
 
@@ -107,6 +114,18 @@ func (s *requestSeries) Collect(ch chan<- prometheus.Metric) {
 				s.cbCount.DeletePartialMatch(l)
 				s.cbLatency.DeletePartialMatch(l)
 			}
+			return true
+		})
+		s.otherNS.Range(func(ns string, _ struct{}) bool {
+			if s.filter.NamespaceShown(ns) {
+				return true
+			}
+			s.otherNS.Delete(ns)
+			l := prometheus.Labels{"namespace": ns, "destination": breakerpool.SeriesOther}
+			s.nexusCount.DeletePartialMatch(l)
+			s.nexusLatency.DeletePartialMatch(l)
+			s.cbCount.DeletePartialMatch(l)
+			s.cbLatency.DeletePartialMatch(l)
 			return true
 		})
 	}
@@ -144,6 +163,11 @@ func (s *requestSeries) observe(r *Request, res *Result, err error, c *capture, 
 	}
 	if s.filter != nil && !s.filter.SeriesShown(k) {
 		k.Destination = breakerpool.SeriesOther
+		if !s.filter.NamespaceShown(k.NamespaceID) {
+			k.NamespaceID = breakerpool.SeriesOther
+		} else if _, ok := s.otherNS.Load(k.NamespaceID); !ok {
+			s.otherNS.Store(k.NamespaceID, struct{}{})
+		}
 	} else if _, ok := s.labelled.Load(k); !ok {
 		s.labelled.Store(k, struct{}{})
 	}

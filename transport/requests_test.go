@@ -14,16 +14,32 @@ import (
 	"fusebox/transport/transporttest"
 )
 
-// hidden is a SeriesFilter that hides the keys it holds.
+// hidden is a SeriesFilter that hides the keys and namespaces it holds.
 type hidden struct {
 	mu   sync.Mutex
 	keys map[breakerpool.Key]bool
+	ns   map[string]bool
 }
 
 func (h *hidden) SeriesShown(k breakerpool.Key) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return !h.keys[k]
+}
+
+func (h *hidden) NamespaceShown(ns string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.ns[ns]
+}
+
+func (h *hidden) hideNamespace(ns string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ns == nil {
+		h.ns = map[string]bool{}
+	}
+	h.ns[ns] = true
 }
 
 func (h *hidden) hide(k breakerpool.Key) {
@@ -141,6 +157,20 @@ func TestRequestSeriesTemporalOutcomes(t *testing.T) {
 	}
 	if got[nexusSeries("ep", "StartOperation", "successful", "_unknown_")] != 1 {
 		t.Errorf("a shown key lost its series: %v", got)
+	}
+
+	// A namespace the filter sums too: its _other series go at the next
+	// scrape, and its later hidden calls count under namespace _other
+	// (one set of summed series per namespace ever seen grew without end).
+	filter.hideNamespace("ns1")
+	_, _ = execute(t, e, cb)
+	got = requestCounts(t, reg)
+	if _, ok := got[callbackSeries(breakerpool.SeriesOther, "success")]; ok {
+		t.Errorf("a hidden namespace still has its _other series: %v", got)
+	}
+	other := "fusebox_callback_outbound_requests_total|destination=_other,namespace=_other,outcome=success"
+	if got[other] != 1 {
+		t.Errorf("a hidden namespace's call not under namespace _other (%s): %v", other, got)
 	}
 }
 
