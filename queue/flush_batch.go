@@ -54,23 +54,10 @@ func (s *shard) writeOneByOne(ctx context.Context, batch []Result, called []bool
 				q.log.Warn("result written without its output after the store refused it", "shard", s.id, "task", batch[i].TaskID)
 			}
 		}
-		var wrong *shardmap.WrongOwnerError
-		switch {
-		case errors.As(err, &wrong):
-			q.m.writes.WithLabelValues("refused").Inc()
-			s.putBack(batch[i:], called[i:])
-			s.lose("result write refused: " + wrong.Error())
-			return err
-		case err != nil:
-			q.m.writes.WithLabelValues("error").Inc()
-			s.putBack(batch[i:], called[i:])
-			return err
+		if err != nil {
+			return s.bookWrite(batch[i:], called[i:], err) // the rest go back
 		}
-		q.m.writes.WithLabelValues("ok").Inc()
-		s.mu.Lock()
-		s.written += s.forgetWritten(one)
-		s.resultsWrittenLocked()
-		s.mu.Unlock()
+		_ = s.bookWrite(one, called[i:i+1], nil)
 	}
 	signal(s.wake)
 	signal(s.ho.flushed)
@@ -91,4 +78,30 @@ func withoutOutput(r Result, refusal error) Result {
 	}
 	r.Message = msg
 	return r
+}
+
+// bookWrite books a result write's answer: a refusal (stale epoch) loses the
+// shard, another error puts the results back for a retry, success forgets
+// them. It returns err.
+func (s *shard) bookWrite(batch []Result, called []bool, err error) error {
+	q := s.q
+	var wrong *shardmap.WrongOwnerError
+	switch {
+	case errors.As(err, &wrong):
+		q.m.writes.WithLabelValues("refused").Inc()
+		s.putBack(batch, called) // counted by lose
+		s.lose("result write refused: " + wrong.Error())
+		return err
+	case err != nil:
+		q.m.writes.WithLabelValues("error").Inc()
+		q.log.Warn("result write failed, will retry", "shard", s.id, "results", len(batch), "error", err)
+		s.putBack(batch, called)
+		return err
+	}
+	q.m.writes.WithLabelValues("ok").Inc()
+	s.mu.Lock()
+	s.written += s.forgetWritten(batch)
+	s.resultsWrittenLocked()
+	s.mu.Unlock()
+	return nil
 }

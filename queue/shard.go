@@ -545,14 +545,7 @@ func (s *shard) flush(ctx context.Context) error {
 
 		err := q.store.Complete(ctx, s.id, s.epoch, batch)
 		q.m.writeSize.Observe(float64(n))
-		var wrong *shardmap.WrongOwnerError
-		switch {
-		case errors.As(err, &wrong):
-			q.m.writes.WithLabelValues("refused").Inc()
-			s.putBack(batch, called) // counted by lose
-			s.lose("result write refused: " + wrong.Error())
-			return err
-		case errors.Is(err, state.ErrInvalidArgument):
+		if errors.Is(err, state.ErrInvalidArgument) {
 			// Refused for what it holds, it would be refused again: find
 			// the result(s) at fault instead of retrying the batch forever.
 			q.m.writes.WithLabelValues("error").Inc()
@@ -561,17 +554,10 @@ func (s *shard) flush(ctx context.Context) error {
 				return err
 			}
 			continue
-		case err != nil:
-			q.m.writes.WithLabelValues("error").Inc()
-			q.log.Warn("result write failed, will retry", "shard", s.id, "results", n, "error", err)
-			s.putBack(batch, called)
+		}
+		if err := s.bookWrite(batch, called, err); err != nil {
 			return err
 		}
-		q.m.writes.WithLabelValues("ok").Inc()
-		s.mu.Lock()
-		s.written += s.forgetWritten(batch)
-		s.resultsWrittenLocked()
-		s.mu.Unlock()
 		signal(s.wake)
 		signal(s.ho.flushed)
 	}
