@@ -2,25 +2,13 @@ package node
 
 import (
 	"fmt"
-	"io"
-	"log"
 	"net"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
+	"fusebox/internal/gossiptest"
 	"fusebox/internal/testwait"
 )
-
-// ghostDelegate gossips fixed metadata and nothing else.
-type ghostDelegate struct{ meta []byte }
-
-func (d ghostDelegate) NodeMeta(int) []byte           { return d.meta }
-func (ghostDelegate) NotifyMsg([]byte)                {}
-func (ghostDelegate) GetBroadcasts(int, int) [][]byte { return nil }
-func (ghostDelegate) LocalState(bool) []byte          { return nil }
-func (ghostDelegate) MergeRemoteState([]byte, bool)   {}
 
 // A member gossip keeps calling alive whose Raft port nobody reaches owns
 // no shards once the leader's heartbeats have failed to it for the reap
@@ -36,20 +24,7 @@ func TestRaftUnreachableMemberOwnsNoShards(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	_ = ln.Close() // nobody listens there now
-	mc := memberlist.DefaultLANConfig()
-	mc.Name = "ghost"
-	mc.BindAddr, mc.BindPort, mc.AdvertisePort = "127.0.0.1", 0, 0
-	mc.Logger = log.New(io.Discard, "", 0)
-	mc.ProbeInterval, mc.GossipInterval = 200*time.Millisecond, 20*time.Millisecond
-	mc.Delegate = ghostDelegate{meta: fmt.Appendf(nil, `{"id":"ghost","raft":%q,"http":%q}`, dead, dead)}
-	ml, err := memberlist.Create(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ml.Shutdown() })
-	if _, err := ml.Join([]string{c.nodes[0].GossipAddr()}); err != nil {
-		t.Fatal(err)
-	}
+	ml := gossiptest.Join(t, "ghost", fmt.Appendf(nil, `{"id":"ghost","raft":%q,"http":%q}`, dead, dead), nil, c.nodes[0].GossipAddr())
 	n := c.nodes[0]
 	testwait.For(t, 20*time.Second, "the ghost a gossip member", func() bool {
 		for _, m := range n.members.Members() {

@@ -4,27 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
 	"fusebox/cluster"
+	"fusebox/internal/gossiptest"
 	"fusebox/internal/testwait"
 )
-
-// rogueDelegate gossips fixed metadata and nothing else.
-type rogueDelegate struct{ meta []byte }
-
-func (d rogueDelegate) NodeMeta(int) []byte           { return d.meta }
-func (rogueDelegate) NotifyMsg([]byte)                {}
-func (rogueDelegate) GetBroadcasts(int, int) [][]byte { return nil }
-func (rogueDelegate) LocalState(bool) []byte          { return nil }
-func (rogueDelegate) MergeRemoteState([]byte, bool)   {}
 
 // TestTLSRogueMemberGetsNoToken: whoever holds the gossip key but no node
 // certificate joins the gossip of a TLS cluster advertising an http://
@@ -55,24 +44,7 @@ func TestTLSRogueMemberGetsNoToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kr, err := memberlist.NewKeyring(keys, keys[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc := memberlist.DefaultLANConfig()
-	mc.Name = "rogue"
-	mc.BindAddr, mc.BindPort, mc.AdvertisePort = "127.0.0.1", 0, 0
-	mc.Keyring = kr
-	mc.Logger = log.New(io.Discard, "", 0)
-	mc.Delegate = rogueDelegate{meta: fmt.Appendf(nil, `{"id":"rogue","http":%q}`, rogueAPI.URL)}
-	ml, err := memberlist.Create(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ml.Shutdown() })
-	if _, err := ml.Join([]string{victim.cfg.GossipAddr}); err != nil {
-		t.Fatalf("the rogue (with the gossip key) could not join: %v", err)
-	}
+	gossiptest.Join(t, "rogue", fmt.Appendf(nil, `{"id":"rogue","http":%q}`, rogueAPI.URL), keys, victim.cfg.GossipAddr)
 	ctx := context.Background()
 	var rogueHTTP string
 	testwait.ForErr(t, 20*time.Second, "the victim to list the rogue member", func() error {
