@@ -41,7 +41,8 @@ func (s *Server) metaFor(r *http.Request, in any) state.CommandMeta {
 // a submit answered 202 and never stored. Nor does an id reused on another
 // route or with another body (a batch's results given to a single submit,
 // another namespace's task id as the answer). An id longer than the log's
-// bound is passed as it is, for the proposer to refuse.
+// bound is refused before (checkRequestText, naming the header); here it
+// is passed as it is.
 func scopedRequestID(author, route, id string, body []byte) string {
 	if id == "" || len(id) > state.MaxRequestIDLen {
 		return id

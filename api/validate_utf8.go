@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"fusebox/raftstore/state"
 )
 
 // Every id and name the API takes — task, request and workflow ids,
@@ -51,6 +53,11 @@ func checkRequestText(r *http.Request) *Error {
 				return BadField(h, "header %s: %s is not valid UTF-8", h, strconv.QuoteToASCII(v))
 			}
 		}
+	}
+	// Hashed into the write's dedup id (request_id.go), the header would
+	// otherwise be refused only by its length in the log, naming request_id.
+	if v := r.Header.Get("X-Request-Id"); len(v) > state.MaxRequestIDLen {
+		return BadField("X-Request-Id", "header X-Request-Id: %d bytes, more than %d", len(v), state.MaxRequestIDLen)
 	}
 	return nil
 }

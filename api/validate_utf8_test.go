@@ -258,3 +258,23 @@ func BenchmarkCheckJSONText(b *testing.B) {
 		}
 	}
 }
+
+// An X-Request-Id longer than the log's bound is refused naming the header
+// (it is hashed into the write's dedup id, so the log's own check, which
+// named request_id, would never see it).
+func TestLongRequestIDHeaderRefused(t *testing.T) {
+	store := raftstoretest.SingleNode(t, "n1", testShards)
+	s := New(Config{}, Deps{Store: store, State: store.Reader(), Breakers: noBreakers{}}, nil)
+	s.taskRoutes(newTaskService(store))
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	body := []byte(`{"namespace_id":"ns","workflow_id":"wf","task_group":"callbacks.Invocation",` +
+		`"destination":"http://127.0.0.1:9/cb","request":{"completion":{"state":"succeeded"}}}`)
+	status, e := rawCall(t, hs.URL, "POST", "/v1/tasks", body, map[string]string{"X-Request-Id": strings.Repeat("r", state.MaxRequestIDLen+1)})
+	if status != http.StatusBadRequest || e == nil || e.Field != "X-Request-Id" {
+		t.Fatalf("status %d, error %+v; want 400 naming X-Request-Id", status, e)
+	}
+	if status, e := rawCall(t, hs.URL, "POST", "/v1/tasks", body, map[string]string{"X-Request-Id": strings.Repeat("r", state.MaxRequestIDLen)}); status != http.StatusAccepted {
+		t.Fatalf("an X-Request-Id at the bound: status %d, %+v", status, e)
+	}
+}
