@@ -25,6 +25,9 @@ type TaskReader interface {
 	// the limits apply to (the FSM enforces them exactly).
 	DestinationBacklog(namespace, destination string) int
 	PendingTasks() int
+	// RequestSeen: the local replica remembers a write proposed with this
+	// (scoped) request id, so a retry with it gets the first answer.
+	RequestSeen(id string) bool
 }
 
 // TaskService is the replicated task table as the task API uses it: its
@@ -123,7 +126,7 @@ func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.guard.admit(&nt, meta.RequestID != ""); err != nil {
+	if err := h.guard.admit(&nt, meta.RequestID != "" && h.svc.RequestSeen(meta.RequestID)); err != nil {
 		return err
 	}
 	out, idx, err := h.svc.SubmitTasks(r.Context(), state.SubmitTasksCommand{

@@ -279,6 +279,10 @@ func (a pgTaskAPI) DestinationBacklog(namespace, destination string) int {
 }
 
 // PendingTasks implements api.TaskService (-1: no answer).
+// RequestSeen is false: this store keeps no request ids of writes (a
+// task's request_id is its idempotency key; docs/api.md).
+func (a pgTaskAPI) RequestSeen(string) bool { return false }
+
 func (a pgTaskAPI) PendingTasks() int {
 	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
 	defer cancel()

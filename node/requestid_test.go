@@ -133,4 +133,10 @@ func TestRequestIDIsOneWrite(t *testing.T) {
 	if code, body := post("/v1/tasks", "k4", task("ns-limit", "wf2")); code != http.StatusTooManyRequests {
 		t.Fatalf("a new submit past the backlog: HTTP %d %s, want 429", code, body)
 	}
+	// Its retry, once there is room, is decided afresh: the 429 is not
+	// the answer remembered for the id.
+	configSet(t, n, dynconfig.KeyTaskMaxDestinationBacklog, "ns-limit", "10")
+	if later := accepted(post("/v1/tasks", "k4", task("ns-limit", "wf2"))); later.TaskID == first.TaskID {
+		t.Fatalf("the retry answered another task %s", later.TaskID)
+	}
 }

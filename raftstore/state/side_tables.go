@@ -119,6 +119,13 @@ func (it *sideTables) forget(index, window uint64) {
 	it.trimmed = it.floor
 }
 
+// seen reports whether a write with request id is remembered (not yet
+// forgotten). Safe on a published version (no pivot).
+func (it *sideTables) seen(id string) bool {
+	r, ok := it.requests.Get(&requestRow{ID: id})
+	return ok && !it.forgotten(r)
+}
+
 // request returns the remembered result of id, or nil (never seen, or
 // forgotten). Writer only (it uses pivot).
 func (it *sideTables) request(id string) *requestRow {

@@ -175,6 +175,10 @@ func (s *State) DestinationBacklog(namespace, destination string) int {
 // O(1).
 func (s *State) PendingTasks() int { return s.tasks.Load().pendingTotal }
 
+// RequestSeen reports whether this replica remembers a write proposed with
+// request id (its answer is what a retry with the id gets).
+func (s *State) RequestSeen(id string) bool { return s.side.Load().seen(id) }
+
 // TaskQuery selects tasks for a listing.
 type TaskQuery struct {
 	// Shard, if not nil, keeps only that shard's tasks.
