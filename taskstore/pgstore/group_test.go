@@ -89,3 +89,36 @@ func TestSubmitGroupsConcurrentCallers(t *testing.T) {
 // A submit through another node's store wakes this store's subscribers
 // through the newest-id check (WakeInterval), with no local write and the
 // full poll an hour away.
+
+// A submit whose request id was kept out by a stored task that retention
+// deleted before its duplicate could be read is inserted after all: its
+// outcome was empty (answered 202 with no task id) and nothing was stored.
+func TestSubmitWhenTheDuplicateVanishes(t *testing.T) {
+	s := openTest(t)
+	at := micro(time.Now())
+	mk := func(id string) state.NewTask {
+		return state.NewTask{ID: id, Shard: 1, NamespaceID: "ns", WorkflowID: "wf", TaskGroup: "callbacks.Invocation",
+			Destination: "https://example.com/cb", RequestID: "r1", Request: []byte(`{}`), MaxDestinationBacklog: 1000, MaxPendingTasks: 1000}
+	}
+	first := fmt.Sprintf("%016x%016x", at.UnixNano(), 1)
+	if out, err := s.Submit(t.Context(), []state.NewTask{mk(first)}, at); err != nil || out[0].Outcome != state.SubmitAccepted {
+		t.Fatalf("first submit: %+v, %v", out, err)
+	}
+	once := sync.Once{}
+	afterInsertHook = func() {
+		once.Do(func() {
+			if _, err := s.pool.Exec(context.Background(), `DELETE FROM fusebox_tasks WHERE id = $1`, first); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(func() { afterInsertHook = nil })
+	second := fmt.Sprintf("%016x%016x", at.UnixNano(), 2)
+	out, err := s.Submit(t.Context(), []state.NewTask{mk(second)}, at)
+	if err != nil || len(out) != 1 || out[0].Outcome != state.SubmitAccepted || out[0].TaskID != second {
+		t.Fatalf("submit after the duplicate vanished: %+v, %v; want %s accepted", out, err, second)
+	}
+	if _, ok, err := s.Task(t.Context(), second); err != nil || !ok {
+		t.Fatalf("task %s not stored: %v", second, err)
+	}
+}

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"fusebox/raftstore/state"
@@ -68,7 +69,13 @@ func (s *Store) submitNow(ctx context.Context, tasks []state.NewTask, ats []time
 	}
 	s.pending.add(accepted)
 	if len(dupNS) > 0 {
+		if afterInsertHook != nil {
+			afterInsertHook()
+		}
 		if err := s.duplicates(ctx, tasks, inserted, refused, dupNS, dupRID, out); err != nil {
+			return nil, err
+		}
+		if err := s.insertVanished(ctx, tasks, ats, out); err != nil {
 			return nil, err
 		}
 	}
@@ -86,6 +93,47 @@ func (s *Store) submitNow(ctx context.Context, tasks []state.NewTask, ats []time
 		s.wroteLows(lows)
 	}
 	return out, nil
+}
+
+// afterInsertHook, set by tests only, runs between the INSERT and the read
+// of the stored duplicates (where retention can delete one).
+var afterInsertHook func()
+
+// insertVanished submits again the tasks whose INSERT a stored (namespace,
+// request id) kept out but whose stored task was gone when duplicates read
+// it (retention deleted it in between): their outcome was empty, answered
+// 202 with no task id, and nothing was stored. A few rounds; past them the
+// submit fails (a retry of it is safe: every task of it that was stored is
+// a duplicate then).
+func (s *Store) insertVanished(ctx context.Context, tasks []state.NewTask, ats []time.Time, out []state.SubmitOutcome) error {
+	for range 3 {
+		var again []int
+		for i := range out {
+			if out[i].Outcome == "" {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		sub, subAts := make([]state.NewTask, len(again)), make([]time.Time, len(again))
+		for j, i := range again {
+			sub[j], subAts[j] = tasks[i], ats[i]
+		}
+		res, err := s.submitNow(ctx, sub, subAts)
+		if err != nil {
+			return err
+		}
+		for j, i := range again {
+			out[i] = res[j]
+		}
+	}
+	for i := range out {
+		if out[i].Outcome == "" {
+			return fmt.Errorf("pgstore: submit: the stored task of request id %q (namespace %q) was deleted while this submit read it, three times; retry", tasks[i].RequestID, tasks[i].NamespaceID)
+		}
+	}
+	return nil
 }
 
 // insertTasks inserts the tasks not refused and records the ids inserted.
