@@ -2,7 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -120,5 +122,33 @@ func TestSubmitWhenTheDuplicateVanishes(t *testing.T) {
 	}
 	if _, ok, err := s.Task(t.Context(), second); err != nil || !ok {
 		t.Fatalf("task %s not stored: %v", second, err)
+	}
+}
+
+// The read of stored duplicates after a committed INSERT is tried again
+// when it fails: its error reported the whole submit as not committed,
+// though its new tasks were, and a client retry stored them twice. A
+// cancelled caller stops the tries.
+func TestReadAfterCommitRetries(t *testing.T) {
+	s := &Store{log: slog.New(slog.DiscardHandler)}
+	calls := 0
+	err := s.readAfterCommit(t.Context(), func() error {
+		if calls++; calls < 3 {
+			return errors.New("conn closed")
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("read failing twice: %v after %d calls, want nil after 3", err, calls)
+	}
+	calls = 0
+	if err := s.readAfterCommit(t.Context(), func() error { calls++; return errors.New("down") }); err == nil || calls != 5 {
+		t.Fatalf("read always failing: %v after %d calls, want its error after 5", err, calls)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	calls = 0
+	err = s.readAfterCommit(ctx, func() error { calls++; cancel(); return errors.New("down") })
+	if err == nil || calls != 1 {
+		t.Fatalf("cancelled caller: %v after %d calls, want its error after 1", err, calls)
 	}
 }

@@ -72,7 +72,9 @@ func (s *Store) submitNow(ctx context.Context, tasks []state.NewTask, ats []time
 		if afterInsertHook != nil {
 			afterInsertHook()
 		}
-		if err := s.duplicates(ctx, tasks, inserted, refused, dupNS, dupRID, out); err != nil {
+		if err := s.readAfterCommit(ctx, func() error {
+			return s.duplicates(ctx, tasks, inserted, refused, dupNS, dupRID, out)
+		}); err != nil {
 			return nil, err
 		}
 		if err := s.insertVanished(ctx, tasks, ats, out); err != nil {
@@ -93,6 +95,27 @@ func (s *Store) submitNow(ctx context.Context, tasks []state.NewTask, ats []time
 		s.wroteLows(lows)
 	}
 	return out, nil
+}
+
+// readAfterCommit runs read, a read that follows a committed INSERT, again
+// on any error while ctx lasts (five tries, 50 ms to 800 ms apart). Its
+// error reports the whole submit as not committed, though tasks of it are,
+// and a client's retry then stores again every task without a request id:
+// a dropped connection or a failover in between is worth waiting out.
+func (s *Store) readAfterCommit(ctx context.Context, read func() error) error {
+	var err error
+	for attempt := range 5 {
+		if err = read(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		s.log.Warn("reading duplicates after a committed submit failed; retrying", "attempt", attempt+1, "err", err)
+		select {
+		case <-time.After(50 * time.Millisecond << attempt):
+		case <-ctx.Done():
+			return err
+		}
+	}
+	return err
 }
 
 // afterInsertHook, set by tests only, runs between the INSERT and the read
