@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"fusebox/api"
 	"fusebox/breakerpool"
@@ -97,26 +95,10 @@ func (s *TaskStore) Complete(ctx context.Context, shard int, epoch uint64, resul
 	}
 	rs := slices.Clone(results) // the caller's results stay as they are
 	for i := range rs {
-		rs[i].Message = truncate(rs[i].Message, state.MaxTaskMessageBytes)
+		rs[i].Message = state.ClipMessage(rs[i].Message)
 	}
 	_, err := s.store.CompleteTasks(ctx, state.CompleteTasksCommand{Shard: shard, Epoch: epoch, Node: s.node, Results: rs})
 	return err
-}
-
-// truncate cuts s to at most n bytes on a UTF-8 boundary. Cut inside a
-// character, the message was invalid UTF-8: the binary codec refused it,
-// JSON spelled each stray byte as a 3-byte U+FFFD, the FSM then refused
-// the message as too long, and the shard's flush retried that batch
-// forever, writing none of its results.
-// Invalid UTF-8 anywhere is replaced first, for the same reason.
-func truncate(s string, n int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
 }
 
 // TaskAPI is the API's api.TaskService: the store plus the live

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"fusebox/raftstore/state"
 	"fusebox/shardmap"
@@ -72,11 +71,7 @@ func withoutOutput(r Result, refusal error) Result {
 	if r.Message != "" {
 		msg += ": " + r.Message
 	}
-	msg = strings.ToValidUTF8(msg, "\uFFFD")
-	if len(msg) > state.MaxTaskMessageBytes {
-		msg = strings.ToValidUTF8(msg[:state.MaxTaskMessageBytes], "")
-	}
-	r.Message = msg
+	r.Message = state.ClipMessage(msg)
 	return r
 }
 

@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"fusebox/internal/fastjson"
 )
@@ -454,4 +456,20 @@ func checkDestination(v string) *Error {
 		return invalidArg("destination", "contains control characters")
 	}
 	return nil
+}
+
+// ClipMessage makes s a message a result may store: invalid UTF-8 replaced
+// (U+FFFD), then cut to MaxTaskMessageBytes on a character boundary. Cut
+// inside a character, a message was invalid UTF-8: the binary codec
+// refused it, JSON spelled each stray byte as a 3-byte U+FFFD, the FSM
+// then refused it as too long, and the shard's flush retried that batch
+// forever, writing none of its results.
+func ClipMessage(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if len(s) <= MaxTaskMessageBytes {
+		return s
+	}
+	return strings.ToValidUTF8(s[:MaxTaskMessageBytes], "")
 }
