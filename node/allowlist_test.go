@@ -123,47 +123,50 @@ func TestMemberAddressesRefused(t *testing.T) {
 	}
 }
 
-// A node's Raft and gossip ports are protected at their bound addresses,
-// not only at the advertised ones: bound to 0.0.0.0 (Raft) or to 127.0.0.1
-// while advertising 127.0.0.2 (gossip, API), the ports stay refused on
-// 127.0.0.1 and on every other local address, at submit and at dial. And a
-// node whose Raft listens on every interface is not a loopback-only node,
-// whatever it advertises: it allows no destination by default.
+// A node's API, Raft and gossip ports are protected at their bound
+// addresses, not only at the advertised ones: bound to 127.0.0.1 while
+// advertising 127.0.0.2 (API, gossip) or 192.0.2.1 (Raft; TEST-NET-1,
+// never routed, and a lone node dials nothing at its own address), each
+// port is refused at both, and at localhost, at submit and at dial. And a
+// node that advertises its Raft beyond loopback is not a loopback-only
+// node: it allows no destination by default. (Tests bind loopback only;
+// a wildcard bind's every-local-address rule is transport's,
+// TestDialRefusesZonedMember and the member tests there.)
 func TestBoundAddressesAreMembers(t *testing.T) {
 	cfg := testConfig(t, "b1", 1, nil)
-	cfg.RaftAddr = "0.0.0.0:0"
-	cfg.AdvertiseHTTPAddr, cfg.AdvertiseRaftAddr, cfg.AdvertiseGossipAddr = "127.0.0.2", "127.0.0.2", "127.0.0.2"
-	cfg.Insecure = true // Raft beyond loopback without TLS: this test only
+	cfg.AdvertiseHTTPAddr, cfg.AdvertiseRaftAddr, cfg.AdvertiseGossipAddr = "127.0.0.2", "192.0.2.1", "127.0.0.2"
+	cfg.Insecure = true // Raft advertised beyond loopback without TLS: this test only
 	n := startNode(t, cfg)
 	(&testCluster{t: t, nodes: []*testNode{n}}).waitReady(30 * time.Second)
 	testwait.For(t, 30*time.Second, "shards placed", func() bool { return shardsSettled(t, []*Node{n.Node}) })
 
 	const ns = "ns-bound"
-	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.*:*","AllowInsecure":true},{"Pattern":"localhost:*","AllowInsecure":true}]`)
+	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.*:*","AllowInsecure":true},{"Pattern":"192.0.2.1:*","AllowInsecure":true},{"Pattern":"localhost:*","AllowInsecure":true}]`)
 	policy := n.newDestinationPolicy()
 	if policy.DefaultAllow {
-		t.Error("a node with Raft bound on 0.0.0.0 allows every destination by default")
+		t.Error("a node advertising its Raft beyond loopback allows every destination by default")
 	}
-	for what, addr := range map[string]string{"http": n.HTTPAddr(), "raft": n.RaftAddr(), "gossip": n.GossipAddr()} {
-		_, port, _ := net.SplitHostPort(addr)
-		for _, host := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "localhost"} {
-			url := "http://" + net.JoinHostPort(host, port) + "/v1/breakers/force"
+	bound := n.boundAddrs() // API, Raft, gossip
+	for i, what := range []string{"http", "raft", "gossip"} {
+		host, port, _ := net.SplitHostPort(bound[i])
+		adv := map[string]string{"http": "127.0.0.2", "raft": "192.0.2.1", "gossip": "127.0.0.2"}[what]
+		if host != "127.0.0.1" {
+			t.Fatalf("%s bound to %s, want 127.0.0.1", what, bound[i])
+		}
+		for _, h := range []string{"127.0.0.1", adv, "localhost"} {
+			url := "http://" + net.JoinHostPort(h, port) + "/v1/breakers/force"
 			ts := callbackTask(url, "wf-bound-"+what, "bound-"+what)
 			ts.NamespaceID = ns
 			_, err := n.client().SubmitTask(ctxT(t), ts)
-			if host == "127.0.0.3" && what != "raft" {
-				// Only the wildcard-bound listener covers every local address.
-				continue
-			}
 			wantField(t, err, "destination")
 			if !strings.Contains(err.Error(), "member") {
 				t.Errorf("%s %s: error %v does not say why", what, url, err)
 			}
-			if host == "localhost" {
+			if h == "localhost" {
 				continue
 			}
-			if err := policy.DialControl("tcp", net.JoinHostPort(host, port), nil); err == nil {
-				t.Errorf("%s: the dialer allows %s:%s", what, host, port)
+			if err := policy.DialControl("tcp", net.JoinHostPort(h, port), nil); err == nil {
+				t.Errorf("%s: the dialer allows %s:%s", what, h, port)
 			}
 		}
 	}
