@@ -202,7 +202,7 @@ func (a pgTaskAPI) SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) 
 	if at.IsZero() {
 		at = time.Now()
 	}
-	out, err := a.pg.store.Submit(ctx, c.Tasks, at)
+	out, err := a.pg.store.Submit(ctx, pgstore.KeyedByRequest(c.Tasks, c.RequestID), at)
 	if err != nil {
 		return nil, 0, a.unavailable("submit not committed", err)
 	}
@@ -278,11 +278,14 @@ func (a pgTaskAPI) DestinationBacklog(namespace, destination string) int {
 	return a.pg.store.DestinationBacklog(ctx, namespace, destination)
 }
 
-// PendingTasks implements api.TaskService (-1: no answer).
-// RequestSeen is false: this store keeps no request ids of writes (a
-// task's request_id is its idempotency key; docs/api.md).
-func (a pgTaskAPI) RequestSeen(string) bool { return false }
+// RequestSeen is true for any dedup id: the store may hold a task of it
+// (KeyedByRequest), which only the INSERT finds, so a submit with an
+// X-Request-Id skips the API's local backlog check and the store decides
+// (a retry of an accepted submit must get its task, not a 429 the task
+// itself filled). The store never remembers a refusal.
+func (a pgTaskAPI) RequestSeen(id string) bool { return id != "" }
 
+// PendingTasks implements api.TaskService (-1: no answer).
 func (a pgTaskAPI) PendingTasks() int {
 	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
 	defer cancel()

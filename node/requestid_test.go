@@ -12,6 +12,7 @@ import (
 
 	"fusebox/api"
 	"fusebox/dynconfig"
+	"fusebox/internal/pgtest"
 )
 
 // X-Request-Id makes a caller's retried write apply once, and only its
@@ -68,14 +69,26 @@ func TestRequestIDScopedByCaller(t *testing.T) {
 	}
 }
 
-// An X-Request-Id is one write: reused for another body (another
-// namespace's task) or on another route (a batch, then a single submit) it
-// is another write, never the first one's answer; and a retry of an
-// accepted submit is answered as accepted even when that task filled its
-// destination's backlog (the API's local check answered 429).
+// An X-Request-Id is one write, on both task stores: reused for another
+// body (another namespace's task) or on another route (a batch, then a
+// single submit) it is another write, never the first one's answer; a
+// retry of an accepted submit, single or batch, is answered with its first
+// tasks and stores nothing more, even when that task filled its
+// destination's backlog (the API's local check answered 429); and a 429 is
+// not the answer a retry gets once there is room. On PostgreSQL the
+// X-Request-Id was ignored: every retry stored its tasks again.
 func TestRequestIDIsOneWrite(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	n := c.nodes[0]
+	t.Run(TaskStoreRaft, func(t *testing.T) {
+		testRequestIDIsOneWrite(t, newTestCluster(t, 1, nil).nodes[0])
+	})
+	t.Run(TaskStorePostgres, func(t *testing.T) {
+		n := pgNode(t, pgtest.NewDatabase(t))
+		waitNodeReady(t, n)
+		testRequestIDIsOneWrite(t, n)
+	})
+}
+
+func testRequestIDIsOneWrite(t *testing.T, n *testNode) {
 	const dest = "http://127.0.0.1:9/cb"
 	configSet(t, n, dynconfig.KeyTaskMaxDestinationBacklog, "ns-limit", "1")
 	hc := &http.Client{Timeout: 20 * time.Second}
@@ -106,29 +119,71 @@ func TestRequestIDIsOneWrite(t *testing.T) {
 		}
 		return a
 	}
+	stored := func(id string) api.Task {
+		t.Helper()
+		tk, err := n.client().Task(ctxT(t), id)
+		if err != nil {
+			t.Fatalf("task %s: %v", id, err)
+		}
+		if tk.RequestID != "" {
+			t.Fatalf("task %s shows request_id %q; it was submitted without one", id, tk.RequestID)
+		}
+		return tk
+	}
+	count := func(ns string) int {
+		t.Helper()
+		l, err := n.client().Tasks(ctxT(t), api.TaskListQuery{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := 0
+		for _, tk := range l.Tasks {
+			if tk.NamespaceID == ns {
+				c++
+			}
+		}
+		return c
+	}
 
 	a := accepted(post("/v1/tasks", "k1", task("ns-a", "wf")))
 	b := accepted(post("/v1/tasks", "k1", task("ns-b", "wf")))
 	if a.TaskID == b.TaskID {
 		t.Fatalf("ns-b's submit with ns-a's X-Request-Id answered ns-a's task %s", a.TaskID)
 	}
-	if tk, ok := n.store.Reader().Task(b.TaskID); !ok || tk.NamespaceID != "ns-b" {
-		t.Fatalf("ns-b's task %s: %+v (stored %v)", b.TaskID, tk, ok)
+	if tk := stored(b.TaskID); tk.NamespaceID != "ns-b" {
+		t.Fatalf("ns-b's task %s: %+v", b.TaskID, tk)
+	}
+	if again := accepted(post("/v1/tasks", "k1", task("ns-a", "wf"))); again.TaskID != a.TaskID {
+		t.Fatalf("the retry made task %s, want the first answer %s", again.TaskID, a.TaskID)
+	}
+	if got := count("ns-a"); got != 1 {
+		t.Fatalf("ns-a holds %d tasks after a submit and its retry, want 1", got)
 	}
 
-	code, body := post("/v1/tasks:batch", "k2", api.TaskBatchSubmit{Tasks: []api.TaskSubmit{task("ns-a", "b1"), task("ns-a", "b2")}})
-	if code != http.StatusAccepted {
-		t.Fatalf("batch: HTTP %d %s", code, body)
+	batch := api.TaskBatchSubmit{Tasks: []api.TaskSubmit{task("ns-c", "b1"), task("ns-c", "b2")}}
+	var first, retry api.TaskBatchAccepted
+	for _, into := range []*api.TaskBatchAccepted{&first, &retry} {
+		code, body := post("/v1/tasks:batch", "k2", batch)
+		if code != http.StatusAccepted || json.Unmarshal(body, into) != nil || len(into.Results) != 2 {
+			t.Fatalf("batch: HTTP %d %s", code, body)
+		}
 	}
-	single := accepted(post("/v1/tasks", "k2", task("ns-a", "s1")))
-	if tk, ok := n.store.Reader().Task(single.TaskID); !ok || tk.WorkflowID != "s1" {
-		t.Fatalf("a single submit reusing a batch's X-Request-Id: task %s is %+v (stored %v)", single.TaskID, tk, ok)
+	for i := range first.Results {
+		if retry.Results[i].TaskID != first.Results[i].TaskID || first.Results[i].TaskID == "" {
+			t.Fatalf("batch retry answered %+v, want the first answer %+v", retry.Results, first.Results)
+		}
+	}
+	if got := count("ns-c"); got != 2 {
+		t.Fatalf("ns-c holds %d tasks after a batch of 2 and its retry, want 2", got)
+	}
+	single := accepted(post("/v1/tasks", "k2", task("ns-c", "s1")))
+	if tk := stored(single.TaskID); tk.WorkflowID != "s1" {
+		t.Fatalf("a single submit reusing a batch's X-Request-Id: task %s is %+v", single.TaskID, tk)
 	}
 
-	first := accepted(post("/v1/tasks", "k3", task("ns-limit", "wf")))
-	again := accepted(post("/v1/tasks", "k3", task("ns-limit", "wf")))
-	if again.TaskID != first.TaskID {
-		t.Fatalf("the retry made task %s, want the first answer %s", again.TaskID, first.TaskID)
+	limited := accepted(post("/v1/tasks", "k3", task("ns-limit", "wf")))
+	if again := accepted(post("/v1/tasks", "k3", task("ns-limit", "wf"))); again.TaskID != limited.TaskID {
+		t.Fatalf("the retry made task %s, want the first answer %s", again.TaskID, limited.TaskID)
 	}
 	if code, body := post("/v1/tasks", "k4", task("ns-limit", "wf2")); code != http.StatusTooManyRequests {
 		t.Fatalf("a new submit past the backlog: HTTP %d %s, want 429", code, body)
@@ -136,7 +191,7 @@ func TestRequestIDIsOneWrite(t *testing.T) {
 	// Its retry, once there is room, is decided afresh: the 429 is not
 	// the answer remembered for the id.
 	configSet(t, n, dynconfig.KeyTaskMaxDestinationBacklog, "ns-limit", "10")
-	if later := accepted(post("/v1/tasks", "k4", task("ns-limit", "wf2"))); later.TaskID == first.TaskID {
+	if later := accepted(post("/v1/tasks", "k4", task("ns-limit", "wf2"))); later.TaskID == limited.TaskID {
 		t.Fatalf("the retry answered another task %s", later.TaskID)
 	}
 }

@@ -30,6 +30,7 @@ func scanTask(row pgx.Row) (state.Task, error) {
 	if err != nil {
 		return t, err
 	}
+	t.RequestID = clientRequestID(t.RequestID)
 	t.Shard, t.Attempts, t.Blocked, t.Unexpected, t.HTTPStatus = int(shard), int(attempts), int(blocked), int(unexpected), int(httpStatus)
 	t.Request, t.ScheduleToClose, t.AttemptEpoch = json.RawMessage(req), time.Duration(s2c), uint64(attemptEpoch)
 	if output != nil {
