@@ -100,8 +100,9 @@ func (s *Store) submitNow(ctx context.Context, tasks []state.NewTask, ats []time
 // readAfterCommit runs read, a read that follows a committed INSERT, again
 // on any error while ctx lasts (five tries, 50 ms to 800 ms apart). Its
 // error reports the whole submit as not committed, though tasks of it are,
-// and a client's retry then stores again every task without a request id:
-// a dropped connection or a failover in between is worth waiting out.
+// and a client's retry then stores again every task with neither a
+// request id nor an X-Request-Id (request_key.go): a dropped connection or
+// a failover in between is worth waiting out.
 func (s *Store) readAfterCommit(ctx context.Context, read func() error) error {
 	var err error
 	for attempt := range 5 {
