@@ -302,6 +302,20 @@ func compareKeys(a, b Key) int {
 // Len returns the number of breakers.
 func (p *Pool) Len() int { return int(p.n.Load()) }
 
+// Destinations returns the number of distinct destinations of the
+// breakers: a walk of the pool, for the rare reader that needs it (the
+// hint policy's self-suspicion, during a burst of openings).
+func (p *Pool) Destinations() int {
+	seen := make(map[string]struct{})
+	p.entries.Range(func(k Key, b *Breaker) bool {
+		if b.flags.Load()&flagDead == 0 {
+			seen[k.Destination] = struct{}{}
+		}
+		return true
+	})
+	return len(seen)
+}
+
 // resolve asks the source for k's settings, falling back to defaults (and
 // logging) if the source returns invalid ones.
 func (p *Pool) resolve(k Key) Settings {

@@ -141,7 +141,8 @@ func (c Config) withDefaults() (Config, error) {
 type Pool interface {
 	Get(k breakerpool.Key) *breakerpool.Breaker
 	Lookup(k breakerpool.Key) (*breakerpool.Breaker, bool)
-	Len() int
+	// Destinations counts the distinct destinations of its breakers.
+	Destinations() int
 }
 
 // Membership is the part of the membership the policy uses
@@ -330,7 +331,7 @@ func (p *Policy) maintain(now time.Time) {
 // evaluateSuspicionLocked re-decides self-suspicion and wakes the loop when
 // the verdict changed.
 func (p *Policy) evaluateSuspicionLocked(now time.Time) {
-	if !p.susp.evaluate(now, p.pool.Len()) {
+	if !p.susp.evaluate(now, p.pool.Destinations) {
 		return
 	}
 	on := p.susp.on

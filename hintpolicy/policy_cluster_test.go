@@ -2,6 +2,7 @@ package hintpolicy
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -411,4 +412,44 @@ func TestPolicySelfSuspicion(t *testing.T) {
 		m, ok := n1.m.Member("n0")
 		return ok && !m.Meta.Suspect
 	})
+}
+
+// TestSelfSuspicionCountsDestinations: the burst is counted in
+// destinations, not breaker keys. One tenant's dozen namespaces calling
+// one dead host open a dozen keys; before, that made the node suspect its
+// own egress and withhold every other tenant's open hints. Openings of
+// five distinct destinations of the node's eight still make it suspect.
+func TestSelfSuspicionCountsDestinations(t *testing.T) {
+	broken := transporttest.NewDestination(t)
+	if err := broken.SetMode(transporttest.ModeRefuse); err != nil {
+		t.Fatal(err)
+	}
+	nodes := startPCluster(t, 2, testSettings(breakerpool.HintProbe, time.Minute), Config{SuspectWindow: time.Minute, Tick: 20 * time.Millisecond})
+	n0 := nodes[0]
+	setURL(broken.CallbackURL(), n0)
+	client := newClient(t)
+	for i := range 8 {
+		n0.pool.Get(testKey(fmt.Sprint("d", i))) // 8 destinations
+	}
+	published := func() float64 { return testutil.ToFloat64(n0.pol.met.published.WithLabelValues("open")) }
+	for i := range 12 {
+		k := testKey("d0")
+		k.NamespaceID = fmt.Sprint("tenant-x-", i)
+		tripLocally(t, n0, client, k)
+	}
+	testwait.For(t, 5*time.Second, "12 openings to be published", func() bool { return published() == 12 })
+	n0.pol.maintain(time.Now()) // decide now, not at the next tick
+	if on, why := n0.pol.Suspect(); on {
+		t.Fatalf("suspect after one destination's 12 namespaces opened: %s", why)
+	}
+	for i := 1; i <= 4; i++ {
+		tripLocally(t, n0, client, testKey(fmt.Sprint("d", i)))
+	}
+	testwait.For(t, 5*time.Second, "n0 to suspect itself after 5 of 8 destinations opened", func() bool {
+		on, _ := n0.pol.Suspect()
+		return on
+	})
+	if _, why := n0.pol.Suspect(); !strings.Contains(why, "5 of 8 destinations") {
+		t.Fatalf("detail %q, want it to count 5 of 8 destinations", why)
+	}
 }
