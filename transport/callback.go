@@ -30,7 +30,7 @@ func (e *Executor) callback(ctx context.Context, r *Request, c *capture) error {
 	if err != nil {
 		return err
 	}
-	drain(resp.Body) // bounded; keeps the connection reusable and the snippet
+	drain(resp.Body) // up to 64 KiB; keeps the connection reusable and the snippet
 	if c.bodyErr != nil {
 		return c.bodyErr
 	}

@@ -109,6 +109,16 @@ func NewHTTPClient() *http.Client { return newHTTPClient(nil) }
 // five (TestExecutorKeepsConnectionsForEveryCallInFlight).
 const maxIdleConnsPerHost = 1000
 
+// maxIdleConns is how many idle connections the client keeps in all. Equal
+// to the per-host bound, one host whose calls had a thousand connections
+// open at once left a thousand idle, and net/http closed every other
+// host's idle connections to keep to it: the next round of 50 calls to an
+// innocent host dialled 50 new connections (for https, 50 handshakes)
+// instead of none (TestBusyHostKeepsOthersIdleConnections). Idle
+// connections exist only after as many calls were in flight, and close
+// after IdleConnTimeout.
+const maxIdleConns = 8 * maxIdleConnsPerHost
+
 // newHTTPClient is NewHTTPClient whose dialer refuses what policy refuses.
 func newHTTPClient(policy *Policy) *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
@@ -119,7 +129,7 @@ func newHTTPClient(policy *Policy) *http.Client {
 		Proxy:                  http.ProxyFromEnvironment,
 		DialContext:            dialer.DialContext,
 		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           maxIdleConnsPerHost,
+		MaxIdleConns:           maxIdleConns,
 		MaxIdleConnsPerHost:    maxIdleConnsPerHost,
 		IdleConnTimeout:        90 * time.Second,
 		TLSHandshakeTimeout:    10 * time.Second,
