@@ -119,11 +119,14 @@ func (it *sideTables) forget(index, window uint64) {
 	it.trimmed = it.floor
 }
 
-// seen reports whether a write with request id is remembered (not yet
-// forgotten). Safe on a published version (no pivot).
-func (it *sideTables) seen(id string) bool {
+// remembered returns the row of a write with request id, if remembered
+// (not yet forgotten). Safe on a published version (no pivot).
+func (it *sideTables) remembered(id string) (*requestRow, bool) {
 	r, ok := it.requests.Get(&requestRow{ID: id})
-	return ok && !it.forgotten(r)
+	if !ok || it.forgotten(r) {
+		return nil, false
+	}
+	return r, true
 }
 
 // request returns the remembered result of id, or nil (never seen, or

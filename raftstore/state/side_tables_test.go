@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -361,5 +362,31 @@ func TestRestoredRequestRowsStayUntilTheNextCommand(t *testing.T) {
 	}
 	if got := snapshotRequestIDs(t, snapshotBytes(t, f)); !slices.Equal(got, []string{"r9"}) {
 		t.Fatalf("remembered %v, want only the new r9", got)
+	}
+}
+
+// RequestResult is the answer a retry with the id gets, error included,
+// with the index of the entry that gave it, until the window forgets it.
+func TestRequestResultIsTheRetrysAnswer(t *testing.T) {
+	f := newTestFSM(t, StateOptions{RequestWindow: 5})
+	ok := applyCmd(t, f, 1, MsgSetConfig, SetConfigCommand{CommandMeta: meta0, Key: "k", Value: json.RawMessage(`{"v":1}`)}, "a")
+	mustOK(t, ok)
+	bad := applyCmd(t, f, 2, MsgSetConfig, SetConfigCommand{CommandMeta: meta0, Key: "reject.me", Value: json.RawMessage(`{"v":1}`)}, "b")
+	wantCode(t, bad, CodeInvalidArgument, "key")
+	for i, id := range []string{"a", "b"} {
+		want := []*ApplyResult{ok, bad}[i]
+		got, seen := f.State().RequestResult(id)
+		retry := applyCmd(t, f, uint64(3+i), MsgSync, struct{}{}, id)
+		if !seen || got.Index != want.Index || !bytes.Equal(got.Value, want.Value) || !reflect.DeepEqual(got.Err, want.Err) ||
+			retry.Index != got.Index || !bytes.Equal(retry.Value, got.Value) || !reflect.DeepEqual(retry.Err, got.Err) {
+			t.Fatalf("RequestResult(%s) = %+v, %v; the entry answered %+v, its retry %+v", id, got, seen, want, retry)
+		}
+	}
+	if _, seen := f.State().RequestResult("never"); seen {
+		t.Fatal("an id never proposed is remembered")
+	}
+	applyCmd(t, f, 7, MsgSync, struct{}{}, "") // floor 2: a and b forgotten
+	if _, seen := f.State().RequestResult("a"); seen {
+		t.Fatal("a is remembered past its window")
 	}
 }

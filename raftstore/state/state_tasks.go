@@ -177,7 +177,22 @@ func (s *State) PendingTasks() int { return s.tasks.Load().pendingTotal }
 
 // RequestSeen reports whether this replica remembers a write proposed with
 // request id (its answer is what a retry with the id gets).
-func (s *State) RequestSeen(id string) bool { return s.side.Load().seen(id) }
+func (s *State) RequestSeen(id string) bool {
+	_, ok := s.side.Load().remembered(id)
+	return ok
+}
+
+// RequestResult returns the result this replica remembers for a write
+// proposed with request id — the answer a retry with the id gets, its Index
+// the entry that produced it — and false when it remembers none (never
+// seen, or forgotten). Value is shared with the state: read it only.
+func (s *State) RequestResult(id string) (ApplyResult, bool) {
+	r, ok := s.side.Load().remembered(id)
+	if !ok {
+		return ApplyResult{}, false
+	}
+	return r.Result, true
+}
 
 // TaskQuery selects tasks for a listing.
 type TaskQuery struct {
