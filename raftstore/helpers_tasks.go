@@ -16,7 +16,9 @@ import (
 // task its shard (shardmap.ShardOf over the cluster's shard count) and, when
 // empty, its id (NewTaskID, so that ids sort in batch order). Outcomes come back in the order given; the raft
 // index is for WaitForApplied. A single task without a request id is
-// group-committed with other single submits in flight (submit_batch.go).
+// group-committed with other single submits in flight (submit_batch.go). A
+// submit with a request id whose answer is a replay refusing some tasks
+// (a retry of a 429) proposes those tasks again (submit_retry.go).
 func (s *Store) SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) ([]state.SubmitOutcome, uint64, error) {
 	stamp(&c.CommandMeta)
 	n := s.state.ShardCount()
@@ -41,6 +43,10 @@ func (s *Store) SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) ([]
 			return nil, idx, err
 		}
 		return []state.SubmitOutcome{out}, idx, nil
+	}
+	if c.RequestID != "" {
+		// A retry's refused tasks are decided afresh (submit_retry.go).
+		return s.submitRetrying(ctx, c)
 	}
 	return applySubmit(ctx, s, c)
 }
