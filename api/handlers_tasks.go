@@ -25,9 +25,6 @@ type TaskReader interface {
 	// the limits apply to (the FSM enforces them exactly).
 	DestinationBacklog(namespace, destination string) int
 	PendingTasks() int
-	// RequestSeen: the local replica remembers a write proposed with this
-	// (scoped) request id, so a retry with it gets the first answer.
-	RequestSeen(id string) bool
 }
 
 // TaskService is the replicated task table as the task API uses it: its
@@ -36,6 +33,12 @@ type TaskReader interface {
 type TaskService interface {
 	TaskReader
 	SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) ([]state.SubmitOutcome, uint64, error)
+	// RememberedSubmit is the answer the local replica remembers for a
+	// submit proposed with this (scoped) request id, after the retries of
+	// its refused tasks (raftstore's submit_retry.go), and whether it
+	// remembers one: a retry gets that answer, but a task it still
+	// refuses is decided afresh.
+	RememberedSubmit(requestID string) ([]state.SubmitOutcome, bool)
 	RedriveTasks(ctx context.Context, c state.RedriveTasksCommand) (state.RedriveOutcome, error)
 	// ImportTasks inserts tasks moved from another cluster with their ids,
 	// attempts, next attempt and deadline, idempotently: an error means
@@ -126,7 +129,7 @@ func (h *taskHandlers) submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.guard.admit(&nt, meta.RequestID != "" && h.svc.RequestSeen(meta.RequestID)); err != nil {
+	if err := h.guard.admit(&nt, h.answered(meta.RequestID)); err != nil {
 		return err
 	}
 	out, idx, err := h.svc.SubmitTasks(r.Context(), state.SubmitTasksCommand{
@@ -202,6 +205,18 @@ func (h *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request) error
 	h.waitApplied(r.Context(), idx)
 	writeJSONFast(w, http.StatusAccepted, res)
 	return nil
+}
+
+// answered reports whether the local replica remembers an answer to a
+// single submit with request id that a retry must get as it is: not one
+// that refuses the task, which the retry decides afresh, local backlog
+// check included.
+func (h *taskHandlers) answered(requestID string) bool {
+	if requestID == "" {
+		return false
+	}
+	out, ok := h.svc.RememberedSubmit(requestID)
+	return ok && (len(out) != 1 || out[0].Outcome != state.SubmitOverloaded)
 }
 
 // newTask validates one submit and builds the task to propose

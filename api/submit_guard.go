@@ -64,13 +64,15 @@ func (g *submitGuard) admitNode() error {
 
 // admit is admitNode, then the backlog limits nt carries against the local
 // replica's counts (possibly stale; the FSM decides exactly). A task with a
-// request id, or a retry of a write the replica remembers (its
-// X-Request-Id seen), goes to the FSM regardless: a retry of one already
-// accepted must get its original answer (duplicate, or the first answer),
-// not a 429 the task itself filled. A first attempt refused here is never
-// proposed, so nothing remembers the refusal and its retry is decided
-// afresh (a refusal the FSM makes is remembered, and replayed to a retry
-// with the same id: docs/api.md).
+// request id, or a retry of a write the replica remembers an answer to
+// (its X-Request-Id answered, not refused), goes to the FSM regardless: a
+// retry of one already accepted must get its original answer (duplicate,
+// or the first answer), not a 429 the task itself filled. A first attempt
+// refused here is never proposed, so nothing remembers the refusal and its
+// retry is decided afresh. A refusal the FSM made is remembered, but a
+// retry of it is checked here again and, if admitted, decided afresh by
+// the store (raftstore's submit_retry.go): a 429 here adds nothing to the
+// log.
 func (g *submitGuard) admit(nt *state.NewTask, retry bool) error {
 	if err := g.admitNode(); err != nil {
 		return err

@@ -32,6 +32,9 @@ type taskService struct {
 	*state.State              // the reads (Store.Reader())
 	max, total   atomic.Int64 // per destination, in all
 	free, floor  atomic.Uint64
+	// stale makes DestinationBacklog answer 0: a node whose view is
+	// behind, so that the FSM, not the API's check, refuses.
+	stale atomic.Bool
 	// policy decides destinations (nil allows all); names are the extra
 	// header names to redact.
 	policy *transport.Policy
@@ -47,6 +50,13 @@ func (s *taskService) SubmitLimits(string, string) (int, int) {
 }
 
 func (s *taskService) DataDirSpace() (uint64, uint64) { return s.free.Load(), s.floor.Load() }
+
+func (s *taskService) DestinationBacklog(namespace, destination string) int {
+	if s.stale.Load() {
+		return 0
+	}
+	return s.State.DestinationBacklog(namespace, destination)
+}
 
 func (s *taskService) RedactHeaderNames(string, string) []string { return s.names }
 

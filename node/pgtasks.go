@@ -278,12 +278,12 @@ func (a pgTaskAPI) DestinationBacklog(namespace, destination string) int {
 	return a.pg.store.DestinationBacklog(ctx, namespace, destination)
 }
 
-// RequestSeen is true for any dedup id: the store may hold a task of it
-// (KeyedByRequest), which only the INSERT finds, so a submit with an
-// X-Request-Id skips the API's local backlog check and the store decides
-// (a retry of an accepted submit must get its task, not a 429 the task
-// itself filled). The store never remembers a refusal.
-func (a pgTaskAPI) RequestSeen(id string) bool { return id != "" }
+// RememberedSubmit reports any dedup id as remembered, with no answer: the
+// store may hold tasks of it (KeyedByRequest), which only the INSERT finds,
+// so a submit with an X-Request-Id skips the API's local backlog check and
+// the store decides (a retry of an accepted submit must get its task, not
+// a 429 the task itself filled). The store never remembers a refusal.
+func (a pgTaskAPI) RememberedSubmit(id string) ([]state.SubmitOutcome, bool) { return nil, id != "" }
 
 // PendingTasks implements api.TaskService (-1: no answer).
 func (a pgTaskAPI) PendingTasks() int {

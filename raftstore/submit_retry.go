@@ -46,7 +46,9 @@ import (
 // The links a replica already applied are followed in its state
 // (State.RequestResult) instead of by proposing each one again: a batch
 // retried through a long overload leaves a link per retry, and walking
-// them costs no Raft entry.
+// them costs no Raft entry. The API reads the same chain (RememberedSubmit)
+// so that a retry whose answer still refuses its task meets the local
+// backlog check again (api/submit_guard.go) instead of adding a link.
 
 const (
 	// maxRetryProposals bounds the derived submits one call proposes: more
@@ -117,6 +119,30 @@ func (s *Store) submitChain(ctx context.Context, c state.SubmitTasksCommand) ([]
 		}
 	}
 	return a.out, a.last, nil
+}
+
+// RememberedSubmit is the answer this replica remembers for a submit
+// proposed with request id, following the retries of its refused tasks
+// that it has applied (see above), and whether it remembers one. A
+// remembered error answers nil outcomes and true. The API checks a retry
+// whose answer still refuses its task against the backlog again.
+func (s *Store) RememberedSubmit(requestID string) ([]state.SubmitOutcome, bool) {
+	if requestID == "" {
+		return nil, false
+	}
+	r, ok := s.state.RequestResult(requestID)
+	if !ok || r.Err != nil {
+		return nil, ok
+	}
+	var out []state.SubmitOutcome
+	if err := fastjson.Unmarshal(r.Value, &out); err != nil {
+		return nil, true
+	}
+	a := newChainAnswer(requestID, out, r.Index)
+	if a.followLocal(s.state) != nil {
+		return nil, true
+	}
+	return a.out, true
 }
 
 // chainAnswer is one submit's answer as the chain of its retries gives it.

@@ -175,13 +175,6 @@ func (s *State) DestinationBacklog(namespace, destination string) int {
 // O(1).
 func (s *State) PendingTasks() int { return s.tasks.Load().pendingTotal }
 
-// RequestSeen reports whether this replica remembers a write proposed with
-// request id (its answer is what a retry with the id gets).
-func (s *State) RequestSeen(id string) bool {
-	_, ok := s.side.Load().remembered(id)
-	return ok
-}
-
 // RequestResult returns the result this replica remembers for a write
 // proposed with request id — the answer a retry with the id gets, its Index
 // the entry that produced it — and false when it remembers none (never
