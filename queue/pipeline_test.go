@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -343,5 +344,41 @@ func TestBlockedTasksComeDueInTurns(t *testing.T) {
 	}
 	if calls, _, _ := exec.stats(); calls != 0 {
 		t.Fatalf("executor ran %d times behind an open breaker", calls)
+	}
+}
+
+// A dead destination's refused tasks take turns per destination, not per
+// key: four namespaces' tasks for one host behind open breakers come due
+// one turn of the key's rate (1000 s) apart across all of them. With a
+// sequence per key each namespace's tasks took the same turns, and a host
+// called from N namespaces was rewritten N times as fast.
+func TestBlockedTurnsShareTheDestination(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.MaxTaskRPS = 0.001 // a turn of 1000 s
+	e := newEnv(t, 1, lim)
+	var tasks []queue.Task
+	for ns := range 4 {
+		k := key("d")
+		k.NamespaceID = fmt.Sprint("tenant-", ns)
+		e.pool.Get(k).OpenFor(time.Hour, breakerpool.SourceOperator)
+		for i := range 3 {
+			tk := callback(fmt.Sprintf("blocked-%d-%d", ns, i), 0, "d", "http://127.0.0.1:9/cb")
+			tk.NamespaceID = k.NamespaceID
+			tasks = append(tasks, tk)
+		}
+	}
+	e.start(t, fastCfg(), newFakeExec(false), nil)
+	e.add(t, tasks...)
+	testwait.For(t, 10*time.Second, "blocked tasks rescheduled", func() bool { return e.allBlocked(tasks, 2) })
+	var dues []time.Time
+	for _, tk := range tasks {
+		got, _ := e.store.Task(tk.ID)
+		dues = append(dues, got.NextAttemptAt)
+	}
+	slices.SortFunc(dues, time.Time.Compare)
+	for i := 1; i < len(dues); i++ {
+		if gap := dues[i].Sub(dues[i-1]); gap < 999*time.Second {
+			t.Fatalf("tasks %d and %d of one dead destination come due %v apart, want a turn (1000 s): %v", i-1, i, gap, dues)
+		}
 	}
 }

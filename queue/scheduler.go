@@ -54,6 +54,12 @@ type scheduler struct {
 	rmu   sync.Mutex               // guards ramps; taken after mu, never before
 	ramps map[breakerpool.Key]ramp // key → its recovery ramp, armed or under way (ramp.go)
 
+	// turns is, per destination, the turn given to the last task an open
+	// breaker of it refused (blockedTurn, defer.go); tmu guards it and is
+	// taken alone.
+	tmu   sync.Mutex
+	turns map[string]time.Time
+
 	wg       sync.WaitGroup // workers
 	buffered atomic.Int64
 	active   atomic.Int64
@@ -66,7 +72,7 @@ type scheduler struct {
 
 func newScheduler(q *Queue) *scheduler {
 	return &scheduler{q: q, groups: make(map[breakerpool.Key]*group), ramps: make(map[breakerpool.Key]ramp),
-		wake: make(chan struct{}, 1), fleetWake: make(chan struct{}, 1)}
+		turns: make(map[string]time.Time), wake: make(chan struct{}, 1), fleetWake: make(chan struct{}, 1)}
 }
 
 // kick wakes rampLoop and the fleet sampler; it never blocks.
@@ -125,9 +131,6 @@ type group struct {
 	// dry are the shards that deferred tasks of this key, told one at a
 	// time when it runs dry (recall.go).
 	dry []*shard
-	// blockedTurn is the turn given to the last task of this key that its
-	// open breaker refused (scheduler.blockedTurn, defer.go).
-	blockedTurn time.Time
 }
 
 // lookup returns k's group, or nil when it has none.
@@ -309,6 +312,13 @@ func (s *scheduler) gc(now time.Time) int {
 			n++
 		}
 	}
+	s.tmu.Lock()
+	for d, at := range s.turns {
+		if at.Before(now) { // a past turn counts as none (blockedTurn)
+			delete(s.turns, d)
+		}
+	}
+	s.tmu.Unlock()
 	return n
 }
 
