@@ -168,3 +168,20 @@ func TestOutputLimitsAgree(t *testing.T) {
 		t.Fatalf("transport.MaxOutputBytes %d, state.MaxTaskOutputBytes %d", transport.MaxOutputBytes, state.MaxTaskOutputBytes)
 	}
 }
+
+// The executor fails a start whose token is longer than
+// transport.MaxOperationTokenBytes, and a cancel or completion may carry
+// one that long, because that is what a result may record: the Raft
+// store's operation_id bound (a literal in the replicated validation,
+// which must not change) is held to the constant here.
+func TestOperationTokenLimitsAgree(t *testing.T) {
+	r := state.TaskResult{TaskID: "t-1", Status: state.TaskSucceeded, Attempts: 1,
+		OperationID: strings.Repeat("t", transport.MaxOperationTokenBytes)}
+	if err := r.Validate(); err != nil {
+		t.Fatalf("a result with a token of transport.MaxOperationTokenBytes refused: %v", err)
+	}
+	r.OperationID += "t"
+	if err := r.Validate(); err == nil || err.Field != "operation_id" {
+		t.Fatalf("a result with a token one byte over transport.MaxOperationTokenBytes: %v; want refused", err)
+	}
+}

@@ -63,11 +63,21 @@ func (s *shard) writeOneByOne(ctx context.Context, batch []Result, called []bool
 	return nil
 }
 
-// withoutOutput is r with no output and the store's refusal at the head of
-// its message, cut to the stored limit on a character boundary.
+// withoutOutput is r with no output and no operation id, and the store's
+// refusal at the head of its message, cut to the stored limit on a
+// character boundary. The operation id goes too: a token longer than the
+// store keeps (raftstore: 4096 bytes; the executor now fails such a start,
+// transport.MaxOperationTokenBytes) was refused again here, the result
+// dropped, and the task — still pending — called again at the full rate,
+// no attempt counted, no backoff. Without its token the start's result is
+// written and the task ends.
 func withoutOutput(r Result, refusal error) Result {
-	r.Output = nil
-	msg := "result refused by the task store (" + refusal.Error() + "); output dropped"
+	dropped := "output"
+	if r.OperationID != "" {
+		dropped = "output and operation_id"
+	}
+	r.Output, r.OperationID = nil, ""
+	msg := "result refused by the task store (" + refusal.Error() + "); " + dropped + " dropped"
 	if r.Message != "" {
 		msg += ": " + r.Message
 	}

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -10,6 +11,18 @@ import (
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 )
+
+// MaxOperationTokenBytes bounds an operation token: the one a start may
+// record (raftstore/state refuses a longer operation_id; node's
+// TestOperationTokenLimitsAgree holds the two together), and the one a
+// cancel's operation_id or a completion's operation_token may carry.
+// Temporal's component.nexusoperations.limit.operation.token.length (4096).
+const MaxOperationTokenBytes = 4096
+
+// ErrInvalidOperationToken is the cause of a start failed because its
+// answer's token is longer than MaxOperationTokenBytes (Temporal's error
+// of the same name, components/nexusoperations/executors.go).
+var ErrInvalidOperationToken = errors.New("invalid operation token")
 
 // nexusClient builds an sdk client for r. Construction is a URL parse and a
 // struct (see DESIGN.md, "sdk clients are not cached"), cheaper than any
@@ -45,6 +58,15 @@ func (e *Executor) startOperation(ctx context.Context, r *Request, res *Result) 
 		return err
 	}
 	if out.Pending != nil {
+		if n := len(out.Pending.Token); n > MaxOperationTokenBytes {
+			// No store keeps it (raftstore refuses a longer operation_id),
+			// and a cancel or completion could not carry it: recorded, the
+			// result was refused and the task called again forever. As
+			// Temporal (executors.go executeInvocationTask, isDestinationDown):
+			// the start fails, non-retryable, and is no outage — a 2xx is
+			// classified failed, so the breaker sees success.
+			return fmt.Errorf("%w: length exceeds allowed limit (%d/%d)", ErrInvalidOperationToken, n, MaxOperationTokenBytes)
+		}
 		res.Outcome = OutcomeStarted
 		res.OperationID = out.Pending.Token
 		return nil

@@ -37,7 +37,8 @@ const (
 	tagSuccess        = "success"    // callbacks (Temporal's word there)
 	tagRequestTimeout = "request-timeout"
 	tagUnknownError   = "unknown-error"
-	tagAborted        = "aborted" // fusebox: the caller gave up (shard moved, closing)
+	tagInvalidToken   = "invalid-operation-token" // Nexus start: token over MaxOperationTokenBytes
+	tagAborted        = "aborted"                 // fusebox: the caller gave up (shard moved, closing)
 	tagHandlerError   = "handler-error:"
 	tagOpUnsuccessful = "operation-unsuccessful:"
 	tagUnknownValue   = "_unknown_" // Temporal's empty tag value
@@ -193,7 +194,8 @@ func (s *requestSeries) observe(r *Request, res *Result, err error, c *capture, 
 
 // requestOutcome is Temporal's outcome tag of one request: successful /
 // pending (start) or success (callback); request-timeout when the attempt's
-// deadline passed; operation-unsuccessful:<state> for a 424; handler-error:
+// deadline passed; invalid-operation-token for a start whose token is too
+// long; operation-unsuccessful:<state> for a 424; handler-error:
 // <TYPE> for the statuses the Nexus sdk maps to a handler error type;
 // unknown-error for anything else (no answer, another status, a 2xx that
 // breaks the protocol); aborted when the caller gave up first.
@@ -207,6 +209,8 @@ func requestOutcome(taskGroup string, res *Result, err error, c *capture) string
 		return tagSuccessful
 	case res.Outcome == OutcomeAborted:
 		return tagAborted
+	case errors.Is(err, ErrInvalidOperationToken):
+		return tagInvalidToken
 	case isTimeout(err) || isTimeout(c.bodyErr):
 		return tagRequestTimeout
 	}
