@@ -17,6 +17,12 @@ import (
 // when taken (a limit change in between). The task is released, not failed.
 var errRateRace = fmt.Errorf("queue: rate token vanished after breaker admission: %w", breakerpool.ErrNoVerdict)
 
+// errLate: the task's deadline passed, or came within the minimum request
+// timeout, while it waited for its rate token; it ends deadline exceeded
+// without a call, and the breaker gets no verdict (it learnt nothing about
+// the destination).
+var errLate = fmt.Errorf("queue: deadline reached while waiting for a rate token: %w", breakerpool.ErrNoVerdict)
+
 // errClosing: the queue is closing; a task still waiting for a token is
 // released unstarted.
 var errClosing = errors.New("queue: closing")
@@ -196,6 +202,7 @@ type call struct {
 	cb        breakerpool.CircuitBreakerExecutable
 
 	called bool
+	late   *Result // the deadline failure, when the re-check after the rate wait refused the call
 	res    transport.Result
 	xerr   error
 	perr   *panicError
@@ -213,6 +220,17 @@ func (c *call) release() {
 // gate kept for it, then calls the destination.
 func (c *call) Execute(ctx context.Context) error {
 	q, it, t := c.q, c.it, &c.it.task
+	// The deadline again, and the timeout cut to what is left now: process
+	// checked before the wait for the rate token (acquireToken), which can
+	// outlast the time left. Temporal checks right before its call
+	// (components/nexusoperations/executors.go executeInvocationTask:
+	// callTimeout against MinRequestTimeout). Before the token is taken: a
+	// call not made does not spend one.
+	if r, over := q.pastDeadline(t, &c.req); over {
+		c.release()
+		c.late = &r
+		return errLate
+	}
 	start := time.Now()
 	ok := c.g.lim.AllowN(start, 1)
 	c.release()
@@ -240,6 +258,8 @@ func (c *call) done(err error) {
 	switch {
 	case errors.As(err, &c.perr):
 		sh.finish(it, q.unexpected(t, t.Attempts+boolInt(c.called), c.perr.Error()))
+	case !c.called && c.late != nil && errors.Is(err, errLate):
+		sh.finish(it, *c.late)
 	case !c.called && errors.Is(err, errRateRace):
 		sh.release(it, q.cfg.RejectRetry)
 	case !c.called && breakerpool.IsCircuitBreakerOpen(err):

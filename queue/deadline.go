@@ -15,7 +15,12 @@ const DeadlineExceeded = "deadline exceeded"
 // task group's minimum request timeout (Temporal's component.
 // nexusoperations.limit.request.timeout.min) while the deadline, not the
 // request timeout, bounds the call. Otherwise it bounds req.Timeout by the
-// time left, so no call outlives its task's deadline.
+// time left, so no call outlives its task's deadline. process calls it
+// before the rate gate, and call.Execute again right before the call,
+// once the rate token is there: Temporal checks right before its call
+// (components/nexusoperations/executors.go executeInvocationTask), and the
+// wait for a token can outlast the time left. req.Timeout only ever comes
+// down to a time left, so the second call cuts it again correctly.
 //
 // The deadline is an absolute time in the task, fixed at submit, so every
 // replica agrees on it; the owner's clock only decides when to look, and

@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
+
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
 	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
 	"fusebox/transport"
+	"fusebox/transport/transporttest"
 )
 
 // liveConfig is a real dynamic-config collection serving the queue's limits,
@@ -197,5 +200,63 @@ func TestDeadlineBoundsNexusRequestTimeout(t *testing.T) {
 	}
 	if got, _ := e.store.Task(tooClose.ID); !strings.Contains(got.Message, "less than the minimum request timeout 1.5s") {
 		t.Fatalf("message %q", got.Message)
+	}
+}
+
+// The deadline is checked again once the rate limiter gives a task its
+// token, right before the call, as Temporal checks it right before its
+// call (components/nexusoperations/executors.go executeInvocationTask).
+// Checked only before the wait, a task that waited for its token was
+// called with less than the minimum request timeout left, or past its
+// deadline. At 0.5 calls/s three starts due at once with 3 s left: the
+// first is called, the second's token comes with ~1 s left (< 1.5 s) and
+// the third's after the deadline. Neither is called, both fail deadline
+// exceeded with no attempt counted, and the breaker gets no verdict.
+func TestDeadlineCheckedAgainAfterRateWait(t *testing.T) {
+	dest := transporttest.NewDestination(t)
+	lc := newLiveConfig(t)
+	lc.set(t, dynconfig.KeyHostSchedulerMaxTaskRPS, "", "ep", `0.5`)
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	e.startLive(t, fastCfg(), lc, newExecutor(t), mapResolver{"ep": dest.NexusURL()})
+	deadline := time.Now().Add(3 * time.Second)
+	var tasks []queue.Task
+	for _, id := range []string{"s-1", "s-2", "s-3"} {
+		tk := nexusStart(id, "ep")
+		tk.Request = stored(transport.Request{Service: transporttest.Service, Operation: transporttest.OpEcho, Input: []byte(`{}`)})
+		tk.Deadline = deadline
+		tasks = append(tasks, tk)
+	}
+	e.add(t, tasks...)
+	testwait.For(t, 10*time.Second, "every start ended", func() bool {
+		for _, tk := range tasks {
+			if got, _ := e.store.Task(tk.ID); !got.Terminal() {
+				return false
+			}
+		}
+		return true
+	})
+	calls := dest.Calls()
+	for _, c := range calls {
+		if left := deadline.Sub(c.At); left < 1400*time.Millisecond {
+			t.Errorf("start %s called with %v left before its deadline; want none under the 1.5 s minimum", c.RequestID, left.Round(time.Millisecond))
+		}
+	}
+	late := 0
+	for _, tk := range tasks {
+		got, _ := e.store.Task(tk.ID)
+		if got.Status == queue.StatusFailed {
+			late++
+			if !strings.HasPrefix(got.Message, queue.DeadlineExceeded) || got.Attempts != 0 {
+				t.Errorf("%s: %q after %d attempts; want deadline exceeded, no attempt", tk.ID, got.Message, got.Attempts)
+			}
+		}
+	}
+	if len(calls) != 1 || late != 2 {
+		t.Fatalf("%d starts called, %d failed at the deadline; want 1 and 2", len(calls), late)
+	}
+	k := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: "ns", Destination: "ep"}
+	verdicts := metric(t, e.reg, "fusebox_breaker_requests_total", map[string]string{"task_group": k.TaskGroup, "destination": k.Destination, "outcome": "success"})
+	if verdicts != 1 || e.pool.Get(k).State() != gobreaker.StateClosed {
+		t.Fatalf("breaker saw %v successes (state %v); want 1, the call made", verdicts, e.pool.Get(k).State())
 	}
 }
