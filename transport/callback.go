@@ -57,7 +57,21 @@ func newCallbackRequest(ctx context.Context, r *Request) (*http.Request, error) 
 	if err != nil {
 		return nil, err
 	}
-	return nexus.NewCompletionHTTPRequest(ctx, r.URL, comp)
+	req, err := nexus.NewCompletionHTTPRequest(ctx, r.URL, comp)
+	if err != nil {
+		return nil, err
+	}
+	if tok := r.Completion.OperationToken; tok != "" {
+		// sdk-go v0.4.0 sends a failed or canceled completion's token only
+		// as the deprecated Nexus-Operation-Id (OperationCompletionUnsuccessful.
+		// applyToHTTPRequest sets one header or the other), and Temporal's
+		// receiver reads Nexus-Operation-Token alone (common/nexus/nexusrpc/
+		// completion.go, completionHTTPHandler.ServeHTTP), as its sender sets
+		// it in every state. The sdk's Nexus-Operation-Id stays, for older
+		// receivers; Header may not set either (reserved).
+		req.Header.Set(nexus.HeaderOperationToken, tok)
+	}
+	return req, nil
 }
 
 func nexusCompletion(c *Completion) (nexus.OperationCompletion, error) {

@@ -12,6 +12,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/transport"
+	"fusebox/transport/transporttest"
 )
 
 // tokenHandler answers every Nexus start 201 with a token of n bytes.
@@ -55,6 +56,40 @@ func TestStartTokenOverLimitFails(t *testing.T) {
 			s := nexusSeries(r.Destination, "StartOperation", "invalid-operation-token", "_unknown_")
 			if got := requestCounts(t, reg); got[s] != 1 {
 				t.Errorf("%s = %v; have %v", s, got[s], got)
+			}
+		})
+	}
+}
+
+// A completion carries its operation token in Nexus-Operation-Token in
+// every state. sdk-go v0.4.0 sends only the deprecated Nexus-Operation-Id
+// for a failed or canceled one (OperationCompletionUnsuccessful), and
+// Temporal's receiver (common/nexus/nexusrpc/completion.go,
+// completionHTTPHandler.ServeHTTP) reads the token header alone. The
+// deprecated header is still sent, for receivers that read only it.
+func TestCompletionSendsTokenHeaderInEveryState(t *testing.T) {
+	dest := transporttest.NewDestination(t)
+	e := newExecutor(t, transport.Options{})
+	for _, state := range []string{transport.CompletionSucceeded, transport.CompletionFailed, transport.CompletionCanceled} {
+		t.Run(state, func(t *testing.T) {
+			dest.Reset()
+			comp := &transport.Completion{State: state, OperationToken: "tok-" + state}
+			if state != transport.CompletionSucceeded {
+				comp.FailureMessage = "boom"
+			}
+			res, err := execute(t, e, transport.Request{TaskGroup: breakerpool.TaskGroupCallback, URL: dest.CallbackURL(), Completion: comp})
+			if err != nil {
+				t.Fatalf("%s completion: %v (%+v)", state, err, res)
+			}
+			calls := dest.Calls()
+			if len(calls) != 1 || calls[0].State != state {
+				t.Fatalf("receiver saw %+v; want one %s completion", calls, state)
+			}
+			if got := calls[0].OperationToken; got != comp.OperationToken {
+				t.Errorf("Nexus-Operation-Token %q, want %q", got, comp.OperationToken)
+			}
+			if got := calls[0].Header.Get("Nexus-Operation-Id"); got != comp.OperationToken {
+				t.Errorf("Nexus-Operation-Id %q, want %q (kept for older receivers)", got, comp.OperationToken)
 			}
 		})
 	}
