@@ -10,7 +10,9 @@ import (
 
 	"fusebox/api"
 	"fusebox/breakerpool"
+	"fusebox/dynconfig"
 	"fusebox/transport"
+	"fusebox/transport/transporttest"
 )
 
 // tokenServer answers every Nexus start 201 with a token of n bytes and
@@ -61,5 +63,48 @@ func TestStartWithOverlongTokenFailsOnce(t *testing.T) {
 	}
 	if got := starts.Load(); got != 1 {
 		t.Fatalf("destination got %d starts, want 1", got)
+	}
+}
+
+// A token between 1 KiB and 4 KiB — one Temporal accepts and fusebox's own
+// start records — can be cancelled and completed: operation_id and
+// completion.operation_token were bounded at 1 KiB, so the cancel of an
+// operation fusebox itself started was refused at submit.
+func TestRecordedLongTokenCanBeCancelledAndCompleted(t *testing.T) {
+	var starts atomic.Int32
+	srv := tokenServer(t, 2000, &starts)
+	c := newTestCluster(t, 1, nil)
+	n := c.nodes[0]
+	putEndpoint(t, c, "ep-mid", srv.URL)
+	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, deliveryNS, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
+	acc, err := n.client().SubmitTask(ctxT(t), startSubmit("ep-mid", "wf-mid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := waitTask(t, n, acc.TaskID, "started", func(x api.Task) bool { return x.Status != "pending" })
+	if tk.Status != "succeeded" || len(tk.OperationID) != 2000 {
+		t.Fatalf("start: %s, operation_id of %d bytes; want succeeded with the 2000-byte token", tk.Status, len(tk.OperationID))
+	}
+	cancel := api.TaskSubmit{
+		NamespaceID: deliveryNS, WorkflowID: "wf-mid", TaskGroup: breakerpool.TaskGroupNexusCancelation, Destination: "ep-mid",
+		Request: api.TaskRequest{Service: "svc", Operation: "op", OperationID: tk.OperationID},
+	}
+	dest := transporttest.NewDestination(t)
+	complete := api.TaskSubmit{
+		NamespaceID: deliveryNS, WorkflowID: "wf-mid", TaskGroup: breakerpool.TaskGroupCallback, Destination: dest.CallbackURL(),
+		Request: api.TaskRequest{Completion: &transport.Completion{State: transport.CompletionCanceled,
+			FailureMessage: "canceled", OperationToken: tk.OperationID}},
+	}
+	for _, s := range []api.TaskSubmit{cancel, complete} {
+		acc, err := n.client().SubmitTask(ctxT(t), s)
+		if err != nil {
+			t.Fatalf("%s with the %d-byte token fusebox recorded: %v", s.TaskGroup, len(tk.OperationID), err)
+		}
+		if done := waitTask(t, n, acc.TaskID, "delivered", func(x api.Task) bool { return x.Status != "pending" }); done.Status != "succeeded" {
+			t.Fatalf("%s: %s (%+v); want succeeded", s.TaskGroup, done.Status, done.LastAnswer)
+		}
+	}
+	if calls := dest.Calls(); len(calls) != 1 || calls[0].OperationToken != tk.OperationID {
+		t.Fatalf("receiver saw %d completions; want one carrying the recorded token", len(calls))
 	}
 }

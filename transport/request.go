@@ -30,7 +30,7 @@ const (
 	MaxURLBytes         = 8 << 10
 	MaxHeaders          = 64
 	MaxHeaderValueBytes = 8 << 10
-	MaxNameBytes        = 1 << 10 // Service, Operation, OperationID, RequestID
+	MaxNameBytes        = 1 << 10 // Service, Operation, RequestID (a token: MaxOperationTokenBytes)
 	MaxTimeout          = 10 * time.Minute
 )
 
@@ -178,7 +178,7 @@ func (r *Request) validateCancel() error {
 	if err := r.validateNexusNames(); err != nil {
 		return err
 	}
-	if err := validateName("operation_id", r.OperationID, true); err != nil {
+	if err := validateToken("operation_id", r.OperationID, true); err != nil {
 		return err
 	}
 	if len(r.Input) > 0 {
@@ -252,7 +252,7 @@ func (r *Request) validateCallback() error {
 			return invalid("completion.state", "must be %q, %q or %q, got %q",
 				CompletionSucceeded, CompletionFailed, CompletionCanceled, c.State)
 		}
-		if err := validateName("completion.operation_token", c.OperationToken, false); err != nil {
+		if err := validateToken("completion.operation_token", c.OperationToken, false); err != nil {
 			return err
 		}
 	}
@@ -329,14 +329,28 @@ func mediaToken(s string) bool {
 }
 
 func validateName(field, v string, required bool) error {
+	return validateBounded(field, v, required, MaxNameBytes)
+}
+
+// validateToken checks an operation token (a cancel's operation_id, a
+// completion's operation_token) against MaxOperationTokenBytes, the bound
+// of the token a start records: one shared limit, so whatever fusebox
+// recorded (and whatever Temporal accepts, up to its
+// limit.operation.token.length of 4096) can be cancelled and completed.
+// Under MaxNameBytes (1 KiB) tokens from 1 to 4 KiB were refused at submit.
+func validateToken(field, v string, required bool) error {
+	return validateBounded(field, v, required, MaxOperationTokenBytes)
+}
+
+func validateBounded(field, v string, required bool, maxBytes int) error {
 	if v == "" {
 		if required {
 			return invalid(field, "required")
 		}
 		return nil
 	}
-	if len(v) > MaxNameBytes {
-		return invalid(field, "longer than %d bytes", MaxNameBytes)
+	if len(v) > maxBytes {
+		return invalid(field, "longer than %d bytes", maxBytes)
 	}
 	if !validHeaderValue(v) {
 		return invalid(field, "contains control characters")

@@ -125,3 +125,26 @@ func TestValidateTooManyHeaders(t *testing.T) {
 		t.Fatalf("Validate() = %v", err)
 	}
 }
+
+// A cancel's operation_id and a completion's operation_token take a token
+// of up to MaxOperationTokenBytes (4096, the store's bound and Temporal's
+// limit.operation.token.length), so a token a start recorded can be
+// cancelled and completed; they were bounded at MaxNameBytes (1 KiB).
+func TestValidateTokenUpToTheTokenLimit(t *testing.T) {
+	for _, n := range []int{transport.MaxNameBytes + 1, transport.MaxOperationTokenBytes, transport.MaxOperationTokenBytes + 1} {
+		tok := strings.Repeat("t", n)
+		cancel := kindNamed("cancel").req("https://dest.example/nexus")
+		cancel.OperationID = tok
+		cb := kindNamed("callback").req("https://dest.example")
+		cb.Completion.OperationToken = tok
+		for field, err := range map[string]error{"operation_id": cancel.Validate(), "completion.operation_token": cb.Validate()} {
+			var ve *transport.ValidationError
+			switch {
+			case n <= transport.MaxOperationTokenBytes && err != nil:
+				t.Errorf("%s of %d bytes refused: %v", field, n, err)
+			case n > transport.MaxOperationTokenBytes && (!errors.As(err, &ve) || ve.Field != field):
+				t.Errorf("%s of %d bytes: %v; want refused naming %s", field, n, err, field)
+			}
+		}
+	}
+}
