@@ -3,6 +3,7 @@ package node
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"fusebox/api"
 	"fusebox/dynconfig"
 	"fusebox/queue"
+	"fusebox/transport/transporttest"
 )
 
 // schedule_to_close_timeout end to end on a real node: a destination that
@@ -76,4 +78,33 @@ func TestScheduleToCloseDeadline(t *testing.T) {
 	good.NamespaceID, bad.NamespaceID, bad.ScheduleToCloseTimeout = ns, ns, "3651d"
 	_, err = n.client().SubmitTasks(ctxT(t), []api.TaskSubmit{good, bad})
 	wantField(t, err, "tasks[1].schedule_to_close_timeout")
+}
+
+// A Nexus start carries its task's time left in Operation-Timeout, from
+// the deadline the queue passes to each attempt (never stored): Temporal
+// sends the remaining schedule-to-close time (executors.go
+// executeInvocationTask); fusebox fixed a deadline but sent none.
+func TestStartCarriesOperationTimeoutOfItsDeadline(t *testing.T) {
+	dest := transporttest.NewDestination(t)
+	c := newTestCluster(t, 1, nil)
+	n := c.nodes[0]
+	putEndpoint(t, c, "ep-s2c", dest.NexusURL())
+	ts := echoTask("ep-s2c", "wf-s2c", "req-s2c")
+	ts.ScheduleToCloseTimeout = "1h"
+	acc, err := n.client().SubmitTask(ctxT(t), ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk := waitTask(t, n, acc.TaskID, "delivered", func(x api.Task) bool { return x.Status != "pending" }); tk.Status != "succeeded" {
+		t.Fatalf("start: %s (%+v)", tk.Status, tk.LastAnswer)
+	}
+	calls := dest.CallsWithRequestID(acc.TaskID) // the Nexus request id: the task id
+	if len(calls) != 1 {
+		t.Fatalf("%d starts arrived, want 1", len(calls))
+	}
+	v := calls[0].Header.Get("Operation-Timeout")
+	ms, err := strconv.ParseInt(strings.TrimSuffix(v, "ms"), 10, 64)
+	if !strings.HasSuffix(v, "ms") || err != nil || ms > time.Hour.Milliseconds() || ms < (time.Hour-time.Minute).Milliseconds() {
+		t.Fatalf("Operation-Timeout %q for a start with an hour left; want about %dms", v, time.Hour.Milliseconds())
+	}
 }

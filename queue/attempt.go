@@ -109,6 +109,7 @@ func (q *Queue) process(g *group, it *item) {
 		req.RequestID = t.ID // idempotency key: a redelivery after a shard move carries the same id
 	}
 	req.Namespace, req.Destination = t.NamespaceID, g.key.Destination // the request series' labels
+	req.Deadline = t.Deadline                                         // a start's Operation-Timeout (never stored)
 	if req.Timeout == 0 {
 		// g.key is KeyOf(t), derived once when the task joined its group.
 		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, g.key.Destination), transport.MaxTimeout)

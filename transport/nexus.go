@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 )
@@ -52,7 +54,7 @@ func (e *Executor) startOperation(ctx context.Context, r *Request, res *Result) 
 		RequestID:      r.RequestID,
 		CallbackURL:    r.CallbackURL,
 		CallbackHeader: nexusHeader(r.CallbackHeader),
-		Header:         nexusHeader(r.Header),
+		Header:         withOperationTimeout(nexusHeader(r.Header), r.Deadline),
 	})
 	if err != nil {
 		return err
@@ -121,6 +123,29 @@ func nexusHeader(h map[string]string) nexus.Header {
 		out[strings.ToLower(k)] = v
 	}
 	return out
+}
+
+// withOperationTimeout adds Operation-Timeout, the time left before
+// deadline in milliseconds ("1234ms", the sdk's and Temporal's format),
+// unless h already has it or there is no deadline. Temporal tells a
+// start's handler its remaining schedule-to-close time so
+// (components/nexusoperations/executors.go executeInvocationTask: "Set
+// the operation timeout header if not already set"); fusebox's deadline is
+// that timeout. Measured here, at the call, after any wait for the rate
+// limit.
+func withOperationTimeout(h nexus.Header, deadline time.Time) nexus.Header {
+	if deadline.IsZero() || h.Get(nexus.HeaderOperationTimeout) != "" {
+		return h
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		return h // the queue makes no call then; a direct caller gets none
+	}
+	if h == nil {
+		h = make(nexus.Header, 1)
+	}
+	h[nexus.HeaderOperationTimeout] = strconv.FormatInt(left.Milliseconds(), 10) + "ms"
+	return h
 }
 
 func withRequestID(h nexus.Header, id string) nexus.Header {

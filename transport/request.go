@@ -95,6 +95,10 @@ type Request struct {
 	// Destination is derived from URL as scheme://host.
 	Namespace   string `json:"-"`
 	Destination string `json:"-"`
+	// Deadline is the task's schedule-to-close deadline (zero: none), set
+	// by the queue for each attempt like Namespace, never stored: a Nexus
+	// start tells the handler the time left in Operation-Timeout.
+	Deadline time.Time `json:"-"`
 }
 
 // ValidationError names the field of a Request that can never succeed.
