@@ -196,7 +196,8 @@ func (s *requestSeries) observe(r *Request, res *Result, err error, c *capture, 
 // pending (start) or success (callback); request-timeout when the attempt's
 // deadline passed; invalid-operation-token for a start whose token is too
 // long; operation-unsuccessful:<state> for a 424; handler-error:
-// <TYPE> for the statuses the Nexus sdk maps to a handler error type;
+// <TYPE> for the statuses Temporal's Nexus client maps to a handler error
+// type (handlerErrorType);
 // unknown-error for anything else (no answer, another status, a 2xx that
 // breaks the protocol); aborted when the caller gave up first.
 func requestOutcome(taskGroup string, res *Result, err error, c *capture) string {
@@ -226,13 +227,26 @@ func requestOutcome(taskGroup string, res *Result, err error, c *capture) string
 	return tagUnknownError
 }
 
-// handlerErrorType maps a status to the Nexus handler error type the sdk
-// (v0.4.0, bestEffortHandlerErrorFromResponse) gives it; "" for a status
-// it reports as an unexpected response.
+// Handler error types sdk-go v0.4.0 does not name (newer sdks do).
+const (
+	handlerErrorRequestTimeout = "REQUEST_TIMEOUT"
+	handlerErrorConflict       = "CONFLICT"
+)
+
+// handlerErrorType maps a status to the Nexus handler error type Temporal's
+// client gives it (common/nexus/nexusrpc/client.go,
+// httpStatusCodeToHandlerErrorType); "" for a status it reports as an
+// unexpected response. sdk-go v0.4.0's table (bestEffortHandlerErrorFromResponse)
+// lacks 408 and 409, which fusebox tagged unknown-error: Temporal tags them
+// handler-error:REQUEST_TIMEOUT and handler-error:CONFLICT.
 func handlerErrorType(status int) string {
 	switch status {
 	case http.StatusBadRequest:
 		return string(nexus.HandlerErrorTypeBadRequest)
+	case http.StatusRequestTimeout:
+		return handlerErrorRequestTimeout
+	case http.StatusConflict:
+		return handlerErrorConflict
 	case http.StatusUnauthorized:
 		return string(nexus.HandlerErrorTypeUnauthenticated)
 	case http.StatusForbidden:

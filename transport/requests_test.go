@@ -2,6 +2,9 @@ package transport_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -178,5 +181,32 @@ func mustMode(t *testing.T, d *transporttest.Destination, m transporttest.Mode) 
 	t.Helper()
 	if err := d.SetMode(m); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// 408 and 409 are handler errors in Temporal's request series,
+// handler-error:REQUEST_TIMEOUT and handler-error:CONFLICT
+// (common/nexus/nexusrpc/client.go httpStatusCodeToHandlerErrorType, read
+// by executors.go startCallOutcomeTag and nexus_invocation.go outcomeTag);
+// fusebox tagged them unknown-error, the tag of sdk-go v0.4.0's table.
+func TestRequestSeriesTag408And409AsHandlerErrors(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newExecutor(t, transport.Options{Registerer: reg})
+	want := map[string]float64{}
+	for status, typ := range map[int]string{http.StatusRequestTimeout: "REQUEST_TIMEOUT", http.StatusConflict: "CONFLICT"} {
+		srv := newServer(t, statusHandler(status, ""))
+		for _, k := range []string{"start", "callback"} {
+			r := kindNamed(k).req(srv.URL)
+			r.Namespace, r.Destination = "ns1", fmt.Sprint("d-", status)
+			_, _ = execute(t, e, r)
+			if k == "start" {
+				want[nexusSeries(r.Destination, "StartOperation", "handler-error:"+typ, "_unknown_")] = 1
+			} else {
+				want[callbackSeries(r.Destination, "handler-error:"+typ)] = 1
+			}
+		}
+	}
+	if got := requestCounts(t, reg); !maps.Equal(got, want) {
+		t.Fatalf("request series %v, want %v", got, want)
 	}
 }
