@@ -94,9 +94,16 @@ func classify(ctx context.Context, timeout time.Duration, c *capture, err error)
 	status := c.status
 	retryable := strings.ToLower(c.header.Get(headerRetryable))
 	isDown := IsDownStatus(status)
-	// The header is a request-level signal; a 424 reports the operation's
-	// own terminal state and a 2xx is an answer, so neither is overridden.
-	if status/100 != 2 && status != statusOperationFailed {
+	// The header is a handler error's retry behaviour, and only a status
+	// Temporal's client maps to a handler error type carries one
+	// (common/nexus/nexusrpc/client.go httpStatusCodeToHandlerErrorType,
+	// the table of handlerErrorType). Any other — a 2xx, a 424 (the
+	// operation's own terminal state), 3xx, 418, 502, 504… — is an answer
+	// or an unexpected response, whose class no header changes: Temporal
+	// retries an unexpected response as destination-down whatever it says
+	// (executors.go isDestinationDown, nexus_invocation.go
+	// isRetryableCallError).
+	if handlerErrorType(status) != "" {
 		switch retryable {
 		case "true":
 			isDown = true

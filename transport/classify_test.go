@@ -90,8 +90,8 @@ func TestRetryableHeaderOverrides(t *testing.T) {
 		retryable string
 		down      bool
 	}{
-		{400, "true", true}, {404, "true", true}, {501, "TRUE", true},
-		{503, "false", false}, {500, "false", false}, {429, "false", false}, {418, "false", false},
+		{400, "true", true}, {404, "true", true}, {501, "TRUE", true}, {409, "true", true},
+		{503, "false", false}, {500, "false", false}, {429, "false", false}, {408, "false", false}, {520, "false", false},
 		{400, "maybe", false}, {503, "maybe", true}, // unparsable: default
 		{424, "true", false}, // operation failure is terminal
 	}
@@ -102,6 +102,27 @@ func TestRetryableHeaderOverrides(t *testing.T) {
 				srv := newServer(t, statusHandler(c.status, c.retryable))
 				res, err := execute(t, e, k.req(srv.URL))
 				checkOutcome(t, res, err, c.down, c.status)
+			})
+		}
+	}
+}
+
+// Nexus-Request-Retryable overrides the class of a handler error only:
+// a status Temporal's client maps to no handler error type (3xx, 418,
+// 502, 504, 505…) is an unexpected response, retried and counted
+// destination-down whatever the header says (common/nexus/nexusrpc/
+// client.go httpStatusCodeToHandlerErrorType → UnexpectedResponseError;
+// executors.go isDestinationDown and nexus_invocation.go
+// isRetryableCallError consult only a HandlerError's retryability).
+// fusebox applied the header to every non-2xx status but 424.
+func TestRetryableHeaderIgnoredWithoutHandlerErrorType(t *testing.T) {
+	e := newExecutor(t, transport.Options{})
+	for _, k := range kinds {
+		for _, status := range []int{302, 418, 502, 504, 505, 599} {
+			t.Run(fmt.Sprintf("%s/%d", k.name, status), func(t *testing.T) {
+				srv := newServer(t, statusHandler(status, "false"))
+				res, err := execute(t, e, k.req(srv.URL))
+				checkOutcome(t, res, err, true, status)
 			})
 		}
 	}

@@ -236,7 +236,9 @@ const (
 // handlerErrorType maps a status to the Nexus handler error type Temporal's
 // client gives it (common/nexus/nexusrpc/client.go,
 // httpStatusCodeToHandlerErrorType); "" for a status it reports as an
-// unexpected response. sdk-go v0.4.0's table (bestEffortHandlerErrorFromResponse)
+// unexpected response. It is also where the Nexus-Request-Retryable header
+// applies (classify): only a handler error has a retry behaviour.
+// sdk-go v0.4.0's table (bestEffortHandlerErrorFromResponse)
 // lacks 408 and 409, which fusebox tagged unknown-error: Temporal tags them
 // handler-error:REQUEST_TIMEOUT and handler-error:CONFLICT.
 func handlerErrorType(status int) string {
