@@ -33,29 +33,36 @@ const maxMessage = 1 << 10
 // for reading whatever a URL serves.
 const MaxAnswerBytes = 512
 
-// IsDownStatus reports whether an HTTP status means "destination down" before
-// any nexus-request-retryable override: 408, 429, 5xx except 501, and every
-// status not listed as an answer. 2xx, 400, 401, 403, 404, 409, 424 and 501
-// are answers (not down). The table is Temporal's (see DESIGN.md).
-func IsDownStatus(status int) bool {
+// IsDownStatus reports whether an HTTP status means "destination down" for
+// a task group's call, before any Nexus-Request-Retryable override: 408,
+// 429, 5xx except 501, and every status not listed as an answer. 2xx, 400,
+// 401, 403, 404, 409 and 501 are answers (not down), and so is 424 — the
+// operation failed or was canceled — to a start only. To a cancel or a
+// callback 424 means nothing: Temporal's clients see an unexpected
+// response there (nexusrpc handle.go Cancel; callbacks'
+// nexus_invocation.go isRetryableCallError), retried and counted
+// destination-down. The table is Temporal's (see DESIGN.md).
+func IsDownStatus(taskGroup string, status int) bool {
 	switch {
 	case status >= 200 && status < 300:
 		return false
 	}
 	switch status {
 	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden,
-		http.StatusNotFound, http.StatusConflict, http.StatusNotImplemented,
-		statusOperationFailed:
+		http.StatusNotFound, http.StatusConflict, http.StatusNotImplemented:
 		return false
+	case statusOperationFailed:
+		return taskGroup != breakerpool.TaskGroupNexusInvocation
 	default:
 		// 408, 429, 500, 502, 503, 504, 520 and anything unlisted (3xx, 418…).
 		return true
 	}
 }
 
-// classify turns a failed attempt into its Result and error. ctx is the
-// caller's context (not the one bounded by the request timeout).
-func classify(ctx context.Context, timeout time.Duration, c *capture, err error) (Result, error) {
+// classify turns a failed attempt of a taskGroup call into its Result and
+// error. ctx is the caller's context (not the one bounded by the request
+// timeout).
+func classify(ctx context.Context, taskGroup string, timeout time.Duration, c *capture, err error) (Result, error) {
 	res := Result{Status: c.status}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
@@ -93,7 +100,7 @@ func classify(ctx context.Context, timeout time.Duration, c *capture, err error)
 
 	status := c.status
 	retryable := strings.ToLower(c.header.Get(headerRetryable))
-	isDown := IsDownStatus(status)
+	isDown := IsDownStatus(taskGroup, status)
 	// The header is a handler error's retry behaviour, and only a status
 	// Temporal's client maps to a handler error type carries one
 	// (common/nexus/nexusrpc/client.go httpStatusCodeToHandlerErrorType,

@@ -57,8 +57,7 @@ func TestClassificationByStatus(t *testing.T) {
 		status int
 		down   bool
 	}{
-		{400, false}, {401, false}, {403, false}, {404, false}, {409, false},
-		{424, false}, {501, false},
+		{400, false}, {401, false}, {403, false}, {404, false}, {409, false}, {501, false},
 		{408, true}, {429, true}, {500, true}, {502, true}, {503, true}, {504, true}, {520, true},
 		// not listed: down
 		{302, true}, {418, true}, {499, true}, {505, true}, {599, true},
@@ -67,7 +66,7 @@ func TestClassificationByStatus(t *testing.T) {
 	for _, k := range kinds {
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%s/%d", k.name, c.status), func(t *testing.T) {
-				if got := transport.IsDownStatus(c.status); got != c.down {
+				if got := transport.IsDownStatus(k.req("").TaskGroup, c.status); got != c.down {
 					t.Fatalf("IsDownStatus(%d) = %v", c.status, got)
 				}
 				srv := newServer(t, statusHandler(c.status, ""))
@@ -93,7 +92,6 @@ func TestRetryableHeaderOverrides(t *testing.T) {
 		{400, "true", true}, {404, "true", true}, {501, "TRUE", true}, {409, "true", true},
 		{503, "false", false}, {500, "false", false}, {429, "false", false}, {408, "false", false}, {520, "false", false},
 		{400, "maybe", false}, {503, "maybe", true}, // unparsable: default
-		{424, "true", false}, // operation failure is terminal
 	}
 	e := newExecutor(t, transport.Options{})
 	for _, k := range kinds {
@@ -102,6 +100,34 @@ func TestRetryableHeaderOverrides(t *testing.T) {
 				srv := newServer(t, statusHandler(c.status, c.retryable))
 				res, err := execute(t, e, k.req(srv.URL))
 				checkOutcome(t, res, err, c.down, c.status)
+			})
+		}
+	}
+}
+
+// 424 (operation failed or canceled) is an answer only to a start: it ends
+// the task failed. To a cancel or a callback it means nothing in Temporal
+// — the cancel's client (nexusrpc handle.go Cancel) and the completion's
+// (nexus_invocation.go isRetryableCallError) see an unexpected response,
+// retried and counted destination-down — where fusebox failed the task.
+// No Nexus-Request-Retryable header changes either class (424 is no
+// handler error).
+func TestStatus424FailsOnlyAStart(t *testing.T) {
+	e := newExecutor(t, transport.Options{})
+	for _, retryable := range []string{"", "true", "false"} {
+		srv := newServer(t, statusHandler(http.StatusFailedDependency, retryable))
+		for _, k := range kinds {
+			t.Run(k.name+"/"+retryable, func(t *testing.T) {
+				r := k.req(srv.URL)
+				down := r.TaskGroup != breakerpool.TaskGroupNexusInvocation
+				if got := transport.IsDownStatus(r.TaskGroup, http.StatusFailedDependency); got != down {
+					t.Errorf("IsDownStatus(%s, 424) = %v, want %v", r.TaskGroup, got, down)
+				}
+				res, err := execute(t, e, r)
+				checkOutcome(t, res, err, down, http.StatusFailedDependency)
+				if !down && !strings.Contains(res.Message, "operation failed") {
+					t.Errorf("a start's 424: message %q does not say the operation failed", res.Message)
+				}
 			})
 		}
 	}

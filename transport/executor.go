@@ -217,7 +217,7 @@ func (e *Executor) execute(ctx context.Context, r *Request, c *capture) (Result,
 	if err == nil {
 		return res, nil
 	}
-	return classify(ctx, timeout, c, err)
+	return classify(ctx, r.TaskGroup, timeout, c, err)
 }
 
 // captureKey carries a *capture through the sdk to the HTTP caller.
