@@ -61,3 +61,8 @@ func checkHealthPath(s string) string {
 func (s *Snapshot) HealthPath(ns, dest string) string {
 	return s.get(idxHealthPath, ns, dest).(string)
 }
+
+// MaxOutputBytes returns fusebox.tasks.maxOutputBytes for (ns, dest).
+func (s *Snapshot) MaxOutputBytes(ns, dest string) int {
+	return s.get(idxMaxOutputBytes, ns, dest).(int)
+}

@@ -144,10 +144,18 @@ const (
 	// KeyTaskMinFreeDiskMB is the free space (MiB) a node's data dir must
 	// keep: below it, that node answers submits with 503; 0 turns it off.
 	KeyTaskMinFreeDiskMB = "fusebox.tasks.minFreeDiskMB"
+	// KeyTaskMaxOutputBytes bounds the output of a Nexus start answered
+	// synchronously, as stored (its JSON form): above it the task fails as
+	// too large. Every replica keeps a result's output for the retention,
+	// so this bounds what one destination's answers cost every node.
+	KeyTaskMaxOutputBytes = "fusebox.tasks.maxOutputBytes"
 
 	DefaultTaskMaxDestinationBacklog = 100_000
 	DefaultTaskMaxPendingTasks       = 1_000_000
 	DefaultTaskMinFreeDiskMB         = 256
+	// DefaultTaskMaxOutputBytes is the most any store keeps
+	// (raftstore/state.MaxTaskOutputBytes), and the key's upper bound.
+	DefaultTaskMaxOutputBytes = 1 << 20
 )
 
 // DefaultMetricsDestinationSeriesLimit is breakerpool's default.
@@ -220,6 +228,9 @@ var registry = []*definition{
 	// Active health checks (issue 19 §4).
 	healthPathKey(KeyDestinationHealthPath, PerNamespaceDestination,
 		`health check of a callback destination (scheme://host): while its breaker is open the probe owner GETs scheme://host + this path every 10s (2s timeout, 200 passes) instead of spending a task; "" (default): none`),
+	// Isolation between destinations (thirty-seventh session).
+	intKey(KeyTaskMaxOutputBytes, DefaultTaskMaxOutputBytes, 1, DefaultTaskMaxOutputBytes, PerNamespaceDestination,
+		"bytes a Nexus start's synchronous output may take as stored (JSON); a larger one fails the task as too large (not a destination failure); every replica keeps outputs for the retention"),
 }
 
 // byName maps a key name to its index in registry.
@@ -258,6 +269,7 @@ var (
 	idxRampDuration     = byName[KeyRampDuration]
 	idxMaxRetryAfter    = byName[KeyBreakerMaxRetryAfter]
 	idxHealthPath       = byName[KeyDestinationHealthPath]
+	idxMaxOutputBytes   = byName[KeyTaskMaxOutputBytes]
 	idxFleetRPS         = byName[KeyFleetRPS]
 )
 

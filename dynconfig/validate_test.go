@@ -305,6 +305,7 @@ func TestKeys(t *testing.T) {
 		KeyBreakerMaxRetryAfter:           {"duration", `"10m0s"`, "global,namespace,destination,namespace+destination"},
 		KeyDestinationHealthPath:          {"path", `""`, "global,namespace,destination,namespace+destination"},
 		KeyFleetRPS:                       {"float", "0", "global,namespace,destination,namespace+destination"},
+		KeyTaskMaxOutputBytes:             {"int", "1048576", "global,namespace,destination,namespace+destination"},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("Keys() has %d keys, want %d", len(keys), len(want))

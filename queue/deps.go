@@ -112,6 +112,13 @@ type Limits interface {
 	RequestTimeout(taskGroup, namespaceID, destination string) time.Duration
 }
 
+// OutputLimits is the bound a Limits may also carry (*dynconfig.Snapshot
+// does) on a sync start's output as stored (fusebox.tasks.maxOutputBytes);
+// without it the transport's MaxOutputBytes applies.
+type OutputLimits interface {
+	MaxOutputBytes(namespaceID, destination string) int
+}
+
 // LimitsSource serves the current Limits and tells when they change.
 type LimitsSource interface {
 	Current() Limits

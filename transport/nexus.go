@@ -80,6 +80,12 @@ func (e *Executor) startOperation(ctx context.Context, r *Request, res *Result) 
 		return err
 	}
 	output, ctype := outputJSON(rd.Header.Get("type"), body)
+	if limit := r.MaxOutput; limit > 0 && limit < MaxOutputBytes && len(output) > limit {
+		// The operator's bound for this destination: every replica keeps
+		// an output for the retention, so one destination's large answers
+		// took memory and log from every other's.
+		return fmt.Errorf("sync output of %d bytes is %d as JSON, more than %d (fusebox.tasks.maxOutputBytes): %w", len(body), len(output), limit, ErrResponseTooLarge)
+	}
 	if len(output) > MaxOutputBytes {
 		// Base64 or JSON escaping can grow a body that fit the read limit
 		// past what a result may store: the store would refuse the whole

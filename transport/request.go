@@ -99,6 +99,10 @@ type Request struct {
 	// by the queue for each attempt like Namespace, never stored: a Nexus
 	// start tells the handler the time left in Operation-Timeout.
 	Deadline time.Time `json:"-"`
+	// MaxOutput, when > 0 and below MaxOutputBytes, bounds a sync start's
+	// output as stored (fusebox.tasks.maxOutputBytes), set per attempt and
+	// never stored like Deadline.
+	MaxOutput int `json:"-"`
 }
 
 // ValidationError names the field of a Request that can never succeed.
