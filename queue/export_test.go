@@ -67,3 +67,39 @@ func (q *Queue) GroupRate(k breakerpool.Key) (limit float64, burst int, ok bool)
 	}
 	return float64(g.lim.Limit()), g.lim.Burst(), true
 }
+
+// CreateGroups makes a scheduler group for each key, as a first task of it
+// would (benchmarks: a node with many idle keys).
+func (q *Queue) CreateGroups(keys []breakerpool.Key) {
+	for _, k := range keys {
+		q.sched.create(k)
+	}
+}
+
+// RetuneEveryGroup is retune as it was before the thirty-seventh session,
+// the same-run baseline of BenchmarkRetune: it walks every group with a
+// limits lookup each (fleetManaged), whatever the group is.
+func (q *Queue) RetuneEveryGroup(now time.Time) {
+	s := q.sched
+	l := s.q.limits.Current()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.rmu.Lock()
+	touched := make(map[breakerpool.Key]bool, len(s.ramps))
+	for k, r := range s.ramps {
+		if r.since.After(now) {
+			continue
+		}
+		touched[k] = true
+		_, _, _, ok := s.rampOfLocked(l, k, now)
+		if !ok || (r.armed && s.groups[k] == nil && now.Sub(r.since) > rampArmTTL) {
+			delete(s.ramps, k)
+		}
+	}
+	s.rmu.Unlock()
+	for k, g := range s.groups {
+		if touched[k] || s.q.fleetManaged(l, k) {
+			s.tune(g, l, now, false)
+		}
+	}
+}

@@ -72,17 +72,14 @@ type FleetBacklog struct {
 // FleetBacklogs returns, for every key with a fleet budget and tasks here,
 // its backlog: the tasks queued at its group (up to its BufferSize) plus
 // the calls under way. That is the weight the budget is shared by. Cheap
-// enough to call every 50 ms: whether a group has a budget is the flag the
-// last retune (≤ 100 ms ago) set, not a limits lookup.
+// enough to call every 50 ms: it visits the budgeted groups only (the set
+// create, refresh and gc keep), with no limits lookup.
 func (q *Queue) FleetBacklogs() []FleetBacklog {
 	s := q.sched
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
 	var out []FleetBacklog
-	for k, g := range s.groups {
-		if !g.budgeted.Load() {
-			continue
-		}
+	for k, g := range s.budgeted {
 		g.mu.Lock()
 		n := int64(len(g.buf) - g.head + g.workers)
 		g.mu.Unlock()
@@ -94,16 +91,18 @@ func (q *Queue) FleetBacklogs() []FleetBacklog {
 }
 
 // FleetIdle reports whether no key can have a backlog here until
-// FleetWake's channel is signalled: the queue has no group (a group is
-// created before its first task is queued, and signals).
+// FleetWake's channel is signalled: the queue has no group with a fleet
+// budget (a group is created, and its budget known, before its first task
+// is queued; a config change that gives one a budget signals too).
 func (q *Queue) FleetIdle() bool {
 	s := q.sched
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.groups) == 0
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	return len(s.budgeted) == 0
 }
 
-// FleetWake is signalled when a first group appears (one receiver).
+// FleetWake is signalled when a first budgeted group appears (one
+// receiver).
 func (q *Queue) FleetWake() <-chan struct{} { return q.sched.fleetWake }
 
 // FleetStatus is a budgeted key's rate on this node.

@@ -222,13 +222,15 @@ func (s *scheduler) setRamp(k breakerpool.Key, r ramp) {
 
 // retune moves ramps to their next stage and applies fleet shares: it
 // tunes every group that ramps (or just stopped) or has a fleet budget,
-// and forgets ramps that ended.
+// and forgets ramps that ended. It visits only those groups (the ramps'
+// keys and s.budgeted): any other group's rate is its configured one,
+// which changes only with the config, and refresh applies that.
 func (s *scheduler) retune(now time.Time) {
 	l := s.q.limits.Current()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	s.rmu.Lock()
-	touched := make(map[breakerpool.Key]bool, len(s.ramps))
+	touched := make([]breakerpool.Key, 0, len(s.ramps))
 	for k, r := range s.ramps {
 		if r.since.After(now) {
 			// Started after this tick's time (a close racing the tick, or a
@@ -237,19 +239,26 @@ func (s *scheduler) retune(now time.Time) {
 			// was tuned back to the full rate: no ramp after that close.
 			continue
 		}
-		touched[k] = true
+		touched = append(touched, k)
 		_, _, _, ok := s.rampOfLocked(l, k, now)
 		if !ok || (r.armed && s.groups[k] == nil && now.Sub(r.since) > rampArmTTL) {
 			delete(s.ramps, k) // its group is tuned back to the full rate below
 		}
 	}
 	s.rmu.Unlock()
-	for k, g := range s.groups {
-		managed := s.q.fleetManaged(l, k)
-		g.budgeted.Store(managed)
-		if touched[k] || managed {
-			s.tune(g, l, now, false)
+	s.fmu.Lock()
+	groups := make([]*group, 0, len(s.budgeted)+len(touched))
+	for _, g := range s.budgeted {
+		groups = append(groups, g)
+	}
+	for _, k := range touched {
+		if g := s.groups[k]; g != nil && s.budgeted[k] == nil {
+			groups = append(groups, g)
 		}
+	}
+	s.fmu.Unlock()
+	for _, g := range groups {
+		s.tune(g, l, now, false)
 	}
 }
 
@@ -267,11 +276,11 @@ func (s *scheduler) rampCount() int {
 	return n
 }
 
-// rampLoop retunes every rampTick until Close, while there is a group or
-// a ramp to retune. With neither it waits for the scheduler's kick instead
-// of ticking: a ticker's channel that nobody waits on does not wake the
-// runtime, and every wake-up of an idle process costs CPU (an idle node
-// ticked ten times a second here for nothing).
+// rampLoop retunes every rampTick until Close, while there is a budgeted
+// group or a ramp to retune. With neither it waits for the scheduler's
+// kick instead of ticking: a ticker's channel that nobody waits on does
+// not wake the runtime, and every wake-up of an idle process costs CPU (an
+// idle node ticked ten times a second here for nothing).
 func (q *Queue) rampLoop() {
 	defer q.loopsDone.Done()
 	t := time.NewTicker(rampTick)

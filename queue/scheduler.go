@@ -60,19 +60,31 @@ type scheduler struct {
 	tmu   sync.Mutex
 	turns map[string]time.Time
 
+	// budgeted are the groups whose key has a fleet rate budget (fleet.go):
+	// with the ramps' groups, the only ones retune and FleetBacklogs visit.
+	// Whether a key has a budget is config, so create, refresh and gc keep
+	// the set and the 100 ms retune makes no limits lookup per group:
+	// walking every group kept 6 % of a core busy on a node with 50,000
+	// idle keys, each kept GroupIdleTTL (DESIGN.md, "Staged recovery").
+	// fmu guards it; taken after mu (R or W), never with rmu held.
+	fmu      sync.Mutex
+	budgeted map[breakerpool.Key]*group
+
 	wg       sync.WaitGroup // workers
 	buffered atomic.Int64
 	active   atomic.Int64
 
-	// wake tells rampLoop that a first group or ramp may have appeared:
-	// with neither it does not tick (ramp.go); fleetWake tells the fleet
-	// report's sampler the same (FleetWake).
+	// wake tells rampLoop that a first budgeted group or a ramp may have
+	// appeared: with neither it does not tick (ramp.go); fleetWake tells
+	// the fleet report's sampler that a first budgeted group may have
+	// appeared (FleetWake).
 	wake, fleetWake chan struct{}
 }
 
 func newScheduler(q *Queue) *scheduler {
 	return &scheduler{q: q, groups: make(map[breakerpool.Key]*group), ramps: make(map[breakerpool.Key]ramp),
-		turns: make(map[string]time.Time), wake: make(chan struct{}, 1), fleetWake: make(chan struct{}, 1)}
+		turns: make(map[string]time.Time), budgeted: make(map[breakerpool.Key]*group),
+		wake: make(chan struct{}, 1), fleetWake: make(chan struct{}, 1)}
 }
 
 // kick wakes rampLoop and the fleet sampler; it never blocks.
@@ -85,15 +97,35 @@ func (s *scheduler) kick() {
 	}
 }
 
-// idle reports whether there is nothing to retune: no group and no ramp.
+// idle reports whether there is nothing to retune: no budgeted group and
+// no ramp. Other groups' rates change only with the config (refresh).
 func (s *scheduler) idle() bool {
-	s.mu.RLock()
-	n := len(s.groups)
-	s.mu.RUnlock()
+	s.fmu.Lock()
+	n := len(s.budgeted)
+	s.fmu.Unlock()
 	s.rmu.Lock()
 	n += len(s.ramps)
 	s.rmu.Unlock()
 	return n == 0
+}
+
+// setBudgeted records whether g's key has a fleet budget (s.mu held, R or
+// W; g in s.groups). A first budgeted group wakes rampLoop and the fleet
+// sampler.
+func (s *scheduler) setBudgeted(g *group, on bool) {
+	s.fmu.Lock()
+	_, was := s.budgeted[g.key]
+	switch {
+	case on && !was:
+		s.budgeted[g.key] = g
+	case !on && was:
+		delete(s.budgeted, g.key)
+	}
+	first := on && !was && len(s.budgeted) == 1
+	s.fmu.Unlock()
+	if first {
+		s.kick()
+	}
 }
 
 // group is one key's buffer, concurrency limit and rate limiter. Workers are
@@ -104,9 +136,6 @@ type group struct {
 	s    *scheduler
 	lim  *rate.Limiter
 	gate chan struct{} // one slot: serializes token acquisition (see acquireToken)
-	// budgeted: the key has a fleet rate budget (fleet.go), as of the last
-	// retune; FleetBacklogs reads it instead of the limits.
-	budgeted atomic.Bool
 	// callTime is the moving average of the group's call durations (ns,
 	// float64 bits; 0 until the first call): with conc it bounds the
 	// group's rate (pace, defer.go).
@@ -209,9 +238,7 @@ func (s *scheduler) create(k breakerpool.Key) *group {
 		bufCap: bufCap, conc: conc, lastUsed: time.Now(), changed: make(chan struct{}),
 	}
 	s.groups[k] = g
-	if len(s.groups) == 1 {
-		s.kick()
-	}
+	s.setBudgeted(g, s.q.fleetManaged(l, k))
 	return g
 }
 
@@ -280,7 +307,8 @@ func (s *scheduler) refresh() {
 	l := s.q.limits.Current()
 	for k, g := range s.groups {
 		bufCap, conc, _, _ := limitsFor(l, k)
-		s.tune(g, l, time.Now(), false) // a ramp or fleet share lowers the configured rate
+		s.setBudgeted(g, s.q.fleetManaged(l, k)) // before tune: retune takes it over from here
+		s.tune(g, l, time.Now(), false)          // a ramp or fleet share lowers the configured rate
 		g.mu.Lock()
 		g.bufCap, g.conc = bufCap, conc
 		close(g.changed)
@@ -308,6 +336,7 @@ func (s *scheduler) gc(now time.Time) int {
 		idle := g.workers == 0 && g.head == len(g.buf) && now.Sub(g.lastUsed) >= s.q.cfg.GroupIdleTTL
 		g.mu.Unlock()
 		if idle {
+			s.setBudgeted(g, false)
 			delete(s.groups, k)
 			n++
 		}
