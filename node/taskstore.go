@@ -33,7 +33,7 @@ type taskTable interface {
 	TaskBacklog(shard int) int
 	Subscribe(table state.Table) (<-chan struct{}, func())
 	SubscribeShard(shard int) (<-chan struct{}, func())
-	ScanBlocked(shard int, afterAt time.Time, afterID string, limit int, match func(*state.Task) bool, skip func(id string) bool) ([]*state.Task, bool)
+	ScanBlocked(shard int, afterAt time.Time, afterID string, limit int, match func(*state.Task) bool, skip func(id string) bool) ([]*state.Task, time.Time, string, bool)
 	ScanPending(shard int, afterAt time.Time, afterID string, until time.Time, limit int, match func(*state.Task) bool, skip func(id string) bool) ([]*state.Task, bool)
 	TakeDueLow(shard int) (time.Time, bool)
 }
@@ -206,10 +206,13 @@ var (
 	_ queue.LaterStore   = (*TaskStore)(nil)
 )
 
-// Blocked implements queue.BlockedStore over state.State.ScanBlocked.
+// Blocked implements queue.BlockedStore over state.State.ScanBlocked,
+// whose row budget (state.MaxBlockedScan) may end a page short: last is
+// then the last row it examined.
 func (s *TaskStore) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
-	rows, done := s.tasks.ScanBlocked(shard, after.At, after.ID, limit, keyMatch(k), skip)
-	return cursorPage(rows, done)
+	rows, nextAt, nextID, done := s.tasks.ScanBlocked(shard, after.At, after.ID, limit, keyMatch(k), skip)
+	out, _, _ := cursorPage(rows, done)
+	return out, queue.Cursor{At: nextAt, ID: nextID}, done
 }
 
 // Later implements queue.LaterStore over state.State.ScanPending.

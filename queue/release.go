@@ -19,6 +19,12 @@ import (
 // (BlockedStore) and dispatches them like due tasks, so the group's buffer,
 // concurrency and rate limits pace them, not their own delays. Nothing is
 // written: a released task's next result replaces its row as usual.
+//
+// The walk starts at the close, not at the shard's first task: a task due
+// by then is the due reads' (readBatch reads every due task, blocked or
+// not), and a shard's backlog is mostly due tasks, which the walk used to
+// pass over one by one under the shard's mutex — a whole shard per close,
+// for every key that closed (DESIGN.md, "Release on close").
 
 // Cursor is a position in a shard's due order: after the task (At, ID).
 type Cursor struct {
@@ -31,11 +37,28 @@ type Cursor struct {
 type BlockedStore interface {
 	// Blocked returns up to limit pending tasks of shard that a breaker
 	// refused (Blocked > 0) and whose KeyOf is k, in due order after
-	// `after` (zero: from the start). skip works as in Due. last is the
-	// position of the last task returned; done is true when the walk
-	// reached the shard's end.
+	// `after` (zero: from the start). skip works as in Due. last is where
+	// the next page starts: the last task returned, or, when the store
+	// bounds the rows one call examines and the bound came first (fewer
+	// than limit tasks, done false), the last row it examined. done is true
+	// when the walk reached the shard's end.
 	Blocked(shard int, k breakerpool.Key, after Cursor, limit int, skip func(id string) bool) (tasks []Task, last Cursor, done bool)
 }
+
+// before reports whether c is before o in due order.
+func (c Cursor) before(o Cursor) bool {
+	if c.At.Equal(o.At) {
+		return c.ID < o.ID
+	}
+	return c.At.Before(o.At)
+}
+
+// releaseReadsPerPass bounds the Blocked reads of one reader pass. Each
+// read is bounded by the store's row budget (raftstore:
+// state.MaxBlockedScan rows, about 75 µs), and the pass holds the shard's
+// mutex: without this bound a burst of K closes held it for K reads. The
+// walks left over continue in the next pass, at once.
+const releaseReadsPerPass = 4
 
 // LaterStore is a Store that can list a shard's pending tasks of one key
 // due later than now (defer.go: deferred tasks recalled when their key
@@ -51,12 +74,14 @@ type LaterStore interface {
 
 // release is one shard's walk over the blocked tasks of a closed key.
 type release struct {
-	key    breakerpool.Key
+	key breakerpool.Key
+	// from is the close: the walk starts there, and starts there again.
+	from   time.Time
 	cursor Cursor
 	// waitFor: results recorded by the shard before the close (a refusal
 	// decided before it may still be unwritten, and land behind the
 	// cursor). Once that many are written, the walk runs once more from
-	// the start, so none is missed: at once if it had reached the end
+	// from, so none is missed: at once if it had reached the end
 	// (parked), else when it does (again).
 	waitFor       uint64
 	parked, again bool
@@ -110,10 +135,11 @@ func (q *Queue) KeyClosed(k breakerpool.Key) {
 	if _, ok := q.store.(BlockedStore); !ok || q.closing.Load() {
 		return
 	}
+	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, s := range q.shards {
-		s.startRelease(k, nil)
+		s.startRelease(k, now, nil)
 	}
 	q.log.Debug("breaker closed: its blocked tasks are due now", "key", k.String(), "shards", len(q.shards))
 }
@@ -129,16 +155,17 @@ func (q *Queue) KeyProbing(k breakerpool.Key, probes int) {
 	}
 	budget := new(atomic.Int64)
 	budget.Store(int64(probes))
+	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, s := range q.shards {
-		s.startRelease(k, budget)
+		s.startRelease(k, now, budget)
 	}
 }
 
-// startRelease starts (or restarts from the beginning) the walk for k,
+// startRelease starts (or restarts) the walk for k from now, the close,
 // bounded by budget when it is not nil.
-func (s *shard) startRelease(k breakerpool.Key, budget *atomic.Int64) {
+func (s *shard) startRelease(k breakerpool.Key, now time.Time, budget *atomic.Int64) {
 	s.mu.Lock()
 	if s.lost {
 		s.mu.Unlock()
@@ -149,7 +176,7 @@ func (s *shard) startRelease(k breakerpool.Key, budget *atomic.Int64) {
 		r = &release{key: k}
 		s.releases[k] = r
 	}
-	r.cursor, r.parked, r.again, r.budget = Cursor{}, false, false, budget
+	r.from, r.cursor, r.parked, r.again, r.budget = now, Cursor{At: now}, false, false, budget
 	r.waitFor = 0
 	if s.finished > s.written {
 		r.waitFor = s.finished
@@ -160,13 +187,18 @@ func (s *shard) startRelease(k breakerpool.Key, budget *atomic.Int64) {
 
 // readReleases dispatches up to limit blocked tasks of the released keys
 // (with s.mu held, after the due read). A key whose breaker is no longer
-// closed ends its walk: its tasks wait for their own time again.
-func (s *shard) readReleases(limit int, skip func(string) bool) []*item {
+// closed ends its walk: its tasks wait for their own time again. more is
+// true when a walk has more to read now (its read stopped at the store's
+// row budget, the pass at releaseReadsPerPass, or it starts its second
+// pass) and this pass moved on: the reader then reads again at once. A
+// pass that moved no walk on (the store failing) waits for the next
+// wake-up instead of spinning.
+func (s *shard) readReleases(limit int, skip func(string) bool) (items []*item, more bool) {
 	bs, ok := s.q.store.(BlockedStore)
 	if !ok || len(s.releases) == 0 {
-		return nil
+		return nil, false
 	}
-	var items []*item
+	reads, moved, unfinished := 0, false, false
 	for k, r := range s.releases {
 		if limit <= 0 {
 			break
@@ -182,11 +214,16 @@ func (s *shard) readReleases(limit int, skip func(string) bool) []*item {
 		if r.parked {
 			continue // waiting for the results decided before the close
 		}
+		if reads == releaseReadsPerPass {
+			unfinished = true
+			break
+		}
 		n := r.take(limit)
 		if n == 0 {
 			s.endReleaseLocked(r, "probes taken")
 			continue
 		}
+		reads++
 		tasks, last, done := bs.Blocked(s.id, k, r.cursor, n, skip)
 		r.giveBack(n - len(tasks))
 		for i := range tasks {
@@ -194,23 +231,24 @@ func (s *shard) readReleases(limit int, skip func(string) bool) []*item {
 			s.inflight[tasks[i].ID] = it
 			items = append(items, it)
 		}
-		if len(tasks) > 0 {
-			r.cursor = last
+		if r.cursor.before(last) {
+			r.cursor, moved = last, true
 		}
 		r.released += len(tasks)
 		limit -= len(tasks)
-		if done {
-			switch {
-			case r.waitFor > 0:
-				r.parked = true
-			case r.again:
-				r.again, r.cursor = false, Cursor{}
-			default:
-				s.endReleaseLocked(r, "all released")
-			}
+		switch {
+		case !done:
+			unfinished = unfinished || len(tasks) < n // stopped at the row budget
+		case r.waitFor > 0:
+			r.parked = true
+		case r.again:
+			r.again, r.cursor = false, Cursor{At: r.from}
+			unfinished, moved = true, true
+		default:
+			s.endReleaseLocked(r, "all released")
 		}
 	}
-	return items
+	return items, unfinished && moved
 }
 
 // resultsWrittenLocked is called by the flusher (s.mu held) after written
@@ -223,7 +261,7 @@ func (s *shard) resultsWrittenLocked() {
 		}
 		r.waitFor = 0
 		if r.parked {
-			r.parked, r.cursor = false, Cursor{}
+			r.parked, r.cursor = false, Cursor{At: r.from}
 		} else {
 			r.again = true
 		}

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -199,5 +200,55 @@ func TestReleasedTaskReleasedUnstartedIsNotStranded(t *testing.T) {
 	testwait.For(t, 15*time.Second, "every task delivered once in contact", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
 	if calls, _, _ := exec.stats(); calls != n {
 		t.Fatalf("%d calls for %d tasks", calls, n)
+	}
+}
+
+// A store that bounds the rows one Blocked read examines (raftstore does:
+// state.MaxBlockedScan) ends pages short, often with no task, when the
+// closed keys' blocked tasks are few among other rows. Every blocked task
+// of every key that closed is still released: each walk resumes where its
+// last read stopped, the reader reads again at once, and a burst of closes
+// is read a few keys per pass. The walks start at the close: the tasks due
+// before it are the due reads'.
+func TestReleaseWalkResumesAtTheStoresRowBudget(t *testing.T) {
+	const keys, perKey, others = 10, 3, 300
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	e.store.SetBlockedRowBudget(7)
+	base := time.Now().Add(time.Hour)
+	var blocked, later []queue.Task
+	for i := range keys*perKey + others {
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		if i%11 == 0 && len(blocked) < keys*perKey { // every 11th row, among the others
+			tk := callback(fmt.Sprintf("blk-%03d", i), 0, fmt.Sprint("dest-", len(blocked)%keys), "http://127.0.0.1:9/cb")
+			tk.Blocked, tk.NextAttemptAt = 2, at
+			blocked = append(blocked, tk)
+			continue
+		}
+		tk := callback(fmt.Sprintf("later-%03d", i), 0, "later", "http://127.0.0.1:9/cb")
+		tk.NextAttemptAt = at
+		later = append(later, tk)
+	}
+	e.add(t, append(blocked, later...)...)
+	exec := newFakeExec(false)
+	q := e.start(t, fastCfg(), exec, nil)
+	testwait.For(t, 5*time.Second, "the shard to start", func() bool { _, ok := q.ShardState(0); return ok })
+
+	closed := time.Now()
+	for i := range keys {
+		q.KeyClosed(key(fmt.Sprint("dest-", i)))
+	}
+	testwait.For(t, 10*time.Second, "every blocked task of the closed keys delivered", func() bool { return e.allStatus(blocked, queue.StatusSucceeded) })
+	if calls, _, _ := exec.stats(); calls != len(blocked) {
+		t.Fatalf("%d calls, want %d (the closed keys' blocked tasks only)", calls, len(blocked))
+	}
+	if !e.allStatus(later, queue.StatusPending) {
+		t.Fatal("a task of a key that did not close was delivered before its time")
+	}
+	calls, rows, from := e.store.BlockedWalks()
+	if from.Before(closed) {
+		t.Fatalf("a walk started at %v, before the close at %v", from, closed)
+	}
+	if calls < rows/7 || rows > keys*(len(blocked)+len(later)) {
+		t.Fatalf("%d reads examined %d rows at a budget of 7, for %d keys over %d rows", calls, rows, keys, len(blocked)+len(later))
 	}
 }

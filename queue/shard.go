@@ -389,7 +389,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	}
 	// Blocked tasks of keys whose breaker closed, before their time (not
 	// moving the cursor: they are due later than it).
-	released := s.readReleases(limit-len(tasks), skip)
+	released, releaseMore := s.readReleases(limit-len(tasks), skip)
 	// Deferred tasks of keys that ran dry, before their turn (recall.go).
 	recalled := s.readRecalls(now, limit-len(tasks)-len(released), skip)
 	written := s.written
@@ -402,7 +402,8 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 		s.depthWritten, s.depthSet = written, true
 		s.depth.Set(float64(q.store.Backlog(s.id)))
 	}
-	return len(tasks)+len(released)+len(recalled) == limit && !refused, now
+	more = len(tasks)+len(released)+len(recalled) == limit && !refused
+	return more || releaseMore, now
 }
 
 // nextWake is the earliest of the next due task (known from the last read,

@@ -38,6 +38,10 @@ type Store struct {
 	failNext int
 	failErr  error
 	validate func(queue.Result) error // ValidateResults
+	// Blocked's row budget (SetBlockedRowBudget) and its walks
+	// (BlockedWalks).
+	blockedBudget, blockedCalls, blockedRows int
+	blockedFrom                              time.Time
 }
 
 // NewStore returns an empty store fenced by maps.
@@ -360,49 +364,75 @@ var (
 
 // Blocked implements queue.BlockedStore: the shard's pending tasks with
 // Blocked > 0 and key k, ordered by (NextAttemptAt, ID) as raftstore's due
-// index, after the cursor.
+// index, after the cursor. With SetBlockedRowBudget it examines at most
+// that many of the shard's pending rows per call, as raftstore does.
 func (s *Store) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
-	return s.keyWalk(shard, k, after, time.Time{}, limit, skip, func(t *queue.Task) bool { return t.Blocked > 0 })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.blockedCalls++
+	if s.blockedCalls == 1 || after.At.Before(s.blockedFrom) {
+		s.blockedFrom = after.At
+	}
+	out, last, examined, done := s.keyWalkLocked(shard, k, after, time.Time{}, limit, s.blockedBudget, skip, func(t *queue.Task) bool { return t.Blocked > 0 })
+	s.blockedRows += examined
+	return out, last, done
+}
+
+// SetBlockedRowBudget bounds the rows one Blocked call examines (0: no
+// bound), as raftstore's state.MaxBlockedScan does: a page may then end
+// short of its limit, its last cursor the last row examined.
+func (s *Store) SetBlockedRowBudget(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.blockedBudget = n
+}
+
+// BlockedWalks returns how many Blocked calls were made, the rows they
+// examined, and the earliest position one started after.
+func (s *Store) BlockedWalks() (calls, rows int, from time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.blockedCalls, s.blockedRows, s.blockedFrom
 }
 
 // Later implements queue.LaterStore: the shard's pending tasks of key k
 // after the cursor and due no later than until, in the same order.
 func (s *Store) Later(shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
-	return s.keyWalk(shard, k, after, until, limit, skip, func(*queue.Task) bool { return true })
-}
-
-// keyWalk returns up to limit pending tasks of shard with key k for which
-// match is true, in due order after the cursor (a zero cursor: from the
-// start) and, unless until is zero, due no later than until.
-func (s *Store) keyWalk(shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool, match func(*queue.Task) bool) ([]queue.Task, queue.Cursor, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var found []*queue.Task
-	for _, t := range s.pending[shard] {
-		if match(t) && queue.KeyOf(t) == k && (until.IsZero() || !t.NextAttemptAt.After(until)) {
-			found = append(found, t)
-		}
-	}
-	slices.SortFunc(found, func(a, b *queue.Task) int {
+	out, last, _, done := s.keyWalkLocked(shard, k, after, until, limit, 0, skip, func(*queue.Task) bool { return true })
+	return out, last, done
+}
+
+// keyWalkLocked walks the shard's pending rows in due order after the
+// cursor (a zero cursor: from the start), examining at most rows of them
+// (0: no bound), and returns up to limit tasks with key k for which match
+// is true and, unless until is zero, due no later than until; examined is
+// how many rows it walked.
+func (s *Store) keyWalkLocked(shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit, rows int, skip func(string) bool, match func(*queue.Task) bool) (out []queue.Task, last queue.Cursor, examined int, done bool) {
+	all := slices.Clone(s.pending[shard])
+	slices.SortFunc(all, func(a, b *queue.Task) int {
 		if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	var out []queue.Task
-	var last queue.Cursor
-	for _, t := range found {
+	for _, t := range all {
 		if c := t.NextAttemptAt.Compare(after.At); (after.ID != "" || !after.At.IsZero()) && (c < 0 || (c == 0 && t.ID <= after.ID)) {
 			continue
 		}
-		if len(out) == limit {
-			return out, last, false
+		if len(out) == limit || (rows > 0 && examined == rows) {
+			return out, last, examined, false
 		}
-		if skip != nil && skip(t.ID) {
+		examined++
+		if rows > 0 {
+			last = queue.Cursor{At: t.NextAttemptAt, ID: t.ID} // where a short page resumes
+		}
+		if !match(t) || queue.KeyOf(t) != k || (!until.IsZero() && t.NextAttemptAt.After(until)) || (skip != nil && skip(t.ID)) {
 			continue
 		}
 		out = append(out, *t)
 		last = queue.Cursor{At: t.NextAttemptAt, ID: t.ID}
 	}
-	return out, last, true
+	return out, last, examined, true
 }

@@ -3,6 +3,8 @@ package state
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -137,19 +139,19 @@ func TestScanBlockedAndBlockedListing(t *testing.T) {
 		}
 		return out
 	}
-	got, done := x.st.ScanBlocked(shard, time.Time{}, "", 10, onA, nil)
+	got, _, _, done := x.st.ScanBlocked(shard, time.Time{}, "", 10, onA, nil)
 	if g := ids(got); !done || len(g) != 2 || g[0] != "a2" || g[1] != "a1" {
 		t.Fatalf("ScanBlocked = %v done=%v, want [a2 a1] done", g, done)
 	}
-	got, done = x.st.ScanBlocked(shard, time.Time{}, "", 1, onA, nil)
+	got, _, _, done = x.st.ScanBlocked(shard, time.Time{}, "", 1, onA, nil)
 	if g := ids(got); done || len(g) != 1 || g[0] != "a2" {
 		t.Fatalf("first page = %v done=%v", g, done)
 	}
-	got, done = x.st.ScanBlocked(shard, got[0].NextAttemptAt, got[0].ID, 1, onA, nil)
+	got, _, _, done = x.st.ScanBlocked(shard, got[0].NextAttemptAt, got[0].ID, 1, onA, nil)
 	if g := ids(got); len(g) != 1 || g[0] != "a1" {
 		t.Fatalf("second page = %v done=%v", g, done)
 	}
-	got, _ = x.st.ScanBlocked(shard, time.Time{}, "", 10, onA, func(id string) bool { return id == "a2" })
+	got, _, _, _ = x.st.ScanBlocked(shard, time.Time{}, "", 10, onA, func(id string) bool { return id == "a2" })
 	if g := ids(got); len(g) != 1 || g[0] != "a1" {
 		t.Fatalf("with a2 skipped = %v", g)
 	}
@@ -169,5 +171,65 @@ func TestScanBlockedAndBlockedListing(t *testing.T) {
 	}
 	if len(listed) != 3 || listed[0] != "a1" || listed[1] != "a2" || listed[2] != "b1" {
 		t.Fatalf("blocked listing = %v, want [a1 a2 b1]", listed)
+	}
+}
+
+// ScanBlocked examines at most its row budget per call and says where to
+// resume: a key with few blocked tasks among many other rows is walked in
+// bounded pages (the queue's release walk holds its shard's mutex for one),
+// and resuming from each page's position finds every blocked task of the
+// key, in due order, none twice.
+func TestScanBlockedResumesAtItsRowBudget(t *testing.T) {
+	defer func(b int) { blockedScanBudget = b }(blockedScanBudget)
+	blockedScanBudget = 3
+	x := newTaskFSM(t)
+	const a, b = "http://a.example", "http://b.example"
+	var submitted []NewTask
+	for i := range 12 {
+		id, dest := fmt.Sprintf("t%02d", i), b
+		if i == 1 || i == 7 || i == 11 {
+			dest = a
+		}
+		submitted = append(submitted, cbTask(id, "ns", "w", dest+"/cb", dest))
+	}
+	x.submit(t0, 0, submitted...)
+	first, _ := x.st.Task("t00")
+	shard := first.Shard
+	owner, epoch := x.owner(shard)
+	var res []TaskResult
+	for i := range 12 { // every row blocked, due in id order
+		res = append(res, TaskResult{TaskID: fmt.Sprintf("t%02d", i), Status: TaskPending, Blocked: 1, NextAttemptAt: t0.Add(time.Duration(i+1) * time.Second)})
+	}
+	x.complete(shard, owner, epoch, res...)
+	onA := func(t *Task) bool { return t.destination() == a }
+
+	var got []string
+	at, id, calls := time.Time{}, "", 0
+	for done := false; !done; calls++ {
+		if calls > 12 {
+			t.Fatal("the walk does not end")
+		}
+		var page []*Task
+		var nextAt time.Time
+		var nextID string
+		page, nextAt, nextID, done = x.st.ScanBlocked(shard, at, id, 10, onA, nil)
+		if !done && len(page) == 0 && nextID == id {
+			t.Fatalf("a page stopped short at (%v, %q) without moving on", nextAt, nextID)
+		}
+		for _, tk := range page {
+			got = append(got, tk.ID)
+		}
+		at, id = nextAt, nextID
+	}
+	if want := []string{"t01", "t07", "t11"}; !slices.Equal(got, want) {
+		t.Fatalf("walk = %v, want %v", got, want)
+	}
+	if calls < 12/3 {
+		t.Fatalf("%d calls over 12 rows at a budget of 3: the budget did not bound a call", calls)
+	}
+	// The first page stops at the budget: one match in its three rows.
+	page, nextAt, nextID, done := x.st.ScanBlocked(shard, time.Time{}, "", 10, onA, nil)
+	if done || len(page) != 1 || page[0].ID != "t01" || nextID != "t02" || !nextAt.Equal(t0.Add(3*time.Second)) {
+		t.Fatalf("first page = %d tasks, next (%v, %q), done %v; want [t01], next t02, not done", len(page), nextAt, nextID, done)
 	}
 }

@@ -258,6 +258,46 @@ func testBlocked(t *testing.T, h Harness) {
 	}
 }
 
+// testBlockedSparse: a key's few blocked tasks behind more of the shard's
+// pending rows than a store may examine in one read (raftstore bounds a
+// read to state.MaxBlockedScan rows: its pages then end short, with no
+// task, their cursor the last row examined). Walking page after page from
+// each one's cursor finds every blocked task of the key, once.
+func testBlockedSparse(t *testing.T, h Harness) {
+	const bulk, batch = 1_100, 550
+	ctx := t.Context()
+	var others []state.NewTask
+	for i := range bulk { // another destination, same shard
+		nt := newTask(h, "ns", "sparse", "", i)
+		nt.Destination, nt.DestinationKey = "http://127.0.0.1:8/cb", "http://127.0.0.1:8"
+		others = append(others, nt)
+	}
+	for i := 0; i < bulk; i += batch {
+		submit(t, h, others[i:i+batch]...)
+	}
+	var tasks []state.NewTask
+	for i := range 3 {
+		tasks = append(tasks, newTask(h, "ns", "sparse", "", bulk+i))
+	}
+	submit(t, h, tasks...)
+	shard := tasks[0].Shard
+	later := time.Now().Add(time.Hour)
+	var res []queue.Result
+	for i, nt := range tasks {
+		res = append(res, queue.Result{TaskID: nt.ID, Status: queue.StatusPending, Blocked: 1, NextAttemptAt: later.Add(time.Duration(i) * time.Second)})
+	}
+	if err := h.Store.Complete(ctx, shard, h.Epoch(shard), res); err != nil {
+		t.Fatal(err)
+	}
+	k := breakerpool.Key{TaskGroup: tasks[0].TaskGroup, NamespaceID: "ns", Destination: tasks[0].DestinationKey}
+	got := walkPages(queue.Cursor{}, func(cur queue.Cursor) ([]queue.Task, queue.Cursor, bool) {
+		return h.Store.Blocked(shard, k, cur, 10, nil)
+	})
+	if want := []string{tasks[0].ID, tasks[1].ID, tasks[2].ID}; !slices.Equal(got, want) {
+		t.Fatalf("blocked behind %d other rows = %v, want %v", bulk, got, want)
+	}
+}
+
 // testLater: a key's pending tasks after a cursor and up to a due time,
 // blocked or not, in due order and paged, the skipped ones left out.
 func testLater(t *testing.T, h Harness) {

@@ -54,6 +54,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("SubmitLimits", func(t *testing.T) { testSubmitLimits(t, newHarness(t)) })
 	t.Run("ShardStatsAndCollect", func(t *testing.T) { testStatsCollect(t, newHarness(t)) })
 	t.Run("BlockedByKey", func(t *testing.T) { testBlocked(t, newHarness(t)) })
+	t.Run("BlockedWalkSparse", func(t *testing.T) { testBlockedSparse(t, newHarness(t)) })
 	t.Run("LaterByKey", func(t *testing.T) { testLater(t, newHarness(t)) })
 }
 
