@@ -8,7 +8,7 @@ import (
 	"fusebox/breakerpool"
 )
 
-// Fleet rate budget (issue 19 §3, DESIGN.md "Fleet rate budget"). A key
+// Fleet rate budget (issue 19 §3, RECOVERY.md "Fleet rate budget"). A key
 // whose limits give it a fleet-wide budget (FleetLimits.FleetRPS > 0) runs
 // at this node's share of it (Deps.Fleet: backlog-weighted in node/, from
 // the peers' gossiped backlogs), never above its per-host rate. retune

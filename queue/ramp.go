@@ -9,7 +9,7 @@ import (
 	"fusebox/breakerpool"
 )
 
-// Staged recovery (issue 19 §2, DESIGN.md "Staged recovery").
+// Staged recovery (issue 19 §2, RECOVERY.md "Staged recovery").
 //
 // When a key's breaker closes after an outage, its backlog — every task the
 // open breaker refused, released at once (release.go), plus every task

@@ -65,7 +65,7 @@ type scheduler struct {
 	// Whether a key has a budget is config, so create, refresh and gc keep
 	// the set and the 100 ms retune makes no limits lookup per group:
 	// walking every group kept 6 % of a core busy on a node with 50,000
-	// idle keys, each kept GroupIdleTTL (DESIGN.md, "Staged recovery").
+	// idle keys, each kept GroupIdleTTL (RECOVERY.md, "Staged recovery").
 	// fmu guards it; taken after mu (R or W), never with rmu held.
 	fmu      sync.Mutex
 	budgeted map[breakerpool.Key]*group
