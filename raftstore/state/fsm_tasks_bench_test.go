@@ -185,22 +185,7 @@ func BenchmarkFSMTaskMemory(b *testing.B) {
 
 func benchmarkFSMTaskMemory(b *testing.B, bin bool) {
 	const shards, submitBatch = 16, 500
-	st, err := NewState(StateOptions{Validator: fakeValidator{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	f := NewFSM(st, nil)
-	idx := uint64(0)
-	apply := func(typ MessageType, payload any) {
-		cmd, err := benchEncode(bin, typ, payload)
-		if err != nil {
-			b.Fatal(err)
-		}
-		idx++
-		if res := f.ApplyBatch([]Entry{{Index: idx, Command: true, Data: EncodeEntry(cmd, "")}})[0]; res != nil && res.Err != nil {
-			b.Fatal(res.Err)
-		}
-	}
+	st, apply := benchFSM(b, bin)
 	apply(MsgSetShardCount, SetShardCountCommand{CommandMeta: meta0, Count: shards})
 	request := json.RawMessage(`{"task_group":"callbacks.Invocation","url":"http://127.0.0.1:1/cb","body":"eyJvayI6dHJ1ZX0=","headers":{"content-type":"application/json"}}`)
 	heap := func() uint64 {
@@ -221,7 +206,7 @@ func benchmarkFSMTaskMemory(b *testing.B, bin bool) {
 		apply(MsgSubmitTasks, SubmitTasksCommand{CommandMeta: CommandMeta{At: t0}, Tasks: tasks})
 	}
 	b.ReportMetric(float64(heap()-before)/float64(b.N), "bytes/task")
-	runtime.KeepAlive(f)
+	runtime.KeepAlive(st)
 }
 
 func mustNewMapB(b *testing.B, n int) *shardmap.Map {
@@ -230,4 +215,27 @@ func mustNewMapB(b *testing.B, n int) *shardmap.Map {
 		b.Fatal(err)
 	}
 	return m
+}
+
+// benchFSM is a fresh state and FSM for a benchmark, and apply, which
+// applies one command (binary when bin, where the type has a binary form)
+// as the next entry and fails b on an error result.
+func benchFSM(b *testing.B, bin bool) (*State, func(MessageType, any)) {
+	b.Helper()
+	st, err := NewState(StateOptions{Validator: fakeValidator{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := NewFSM(st, nil)
+	idx := uint64(0)
+	return st, func(typ MessageType, payload any) {
+		cmd, err := benchEncode(bin, typ, payload)
+		if err != nil {
+			b.Fatal(err)
+		}
+		idx++
+		if res := f.ApplyBatch([]Entry{{Index: idx, Command: true, Data: EncodeEntry(cmd, "")}})[0]; res != nil && res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
 }

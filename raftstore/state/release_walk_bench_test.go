@@ -25,22 +25,7 @@ import (
 // longest read is not reported: on a shared machine it is a preemption's).
 func BenchmarkReleaseWalk(b *testing.B) {
 	const shards, batch, total = 16, 500, 100_000
-	st, err := NewState(StateOptions{Validator: fakeValidator{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	f := NewFSM(st, nil)
-	idx := uint64(0)
-	apply := func(typ MessageType, payload any) {
-		cmd, err := benchEncode(true, typ, payload)
-		if err != nil {
-			b.Fatal(err)
-		}
-		idx++
-		if res := f.ApplyBatch([]Entry{{Index: idx, Command: true, Data: EncodeEntry(cmd, "")}})[0]; res != nil && res.Err != nil {
-			b.Fatal(res.Err)
-		}
-	}
+	st, apply := benchFSM(b, true)
 	apply(MsgSetShardCount, SetShardCountCommand{CommandMeta: meta0, Count: shards})
 	request := json.RawMessage(`{"task_group":"callbacks.Invocation","url":"http://127.0.0.1:1/cb","body":"eyJvayI6dHJ1ZX0=","headers":{"content-type":"application/json"}}`)
 	for done := 0; done < total; done += batch {

@@ -14,22 +14,7 @@ import (
 // rows in id order).
 func BenchmarkDestinationCounts(b *testing.B) {
 	const shards, total, dests, batch = 16, 100_000, 50, 500
-	st, err := NewState(StateOptions{Validator: fakeValidator{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	f := NewFSM(st, nil)
-	idx := uint64(0)
-	apply := func(typ MessageType, payload any) {
-		cmd, err := EncodeCommand(typ, payload)
-		if err != nil {
-			b.Fatal(err)
-		}
-		idx++
-		if res := f.ApplyBatch([]Entry{{Index: idx, Command: true, Data: EncodeEntry(cmd, "")}})[0]; res != nil && res.Err != nil {
-			b.Fatal(res.Err)
-		}
-	}
+	st, apply := benchFSM(b, false)
 	apply(MsgSetShardCount, SetShardCountCommand{CommandMeta: meta0, Count: shards})
 	request := json.RawMessage(`{"task_group":"callbacks.Invocation","url":"http://127.0.0.1:1/cb"}`)
 	for done := 0; done < total; done += batch {
