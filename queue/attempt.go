@@ -391,7 +391,7 @@ func (q *Queue) unexpected(t *Task, attempts int, msg string) Result {
 	q.log.Warn("unexpected task error", "task", t.ID, "error", msg, "count", u)
 	return Result{
 		TaskID: t.ID, Status: StatusPending, Attempts: attempts, Unexpected: u,
-		NextAttemptAt: time.Now().Add(q.retryDelay(t, u)), Message: msg, HTTPStatus: t.HTTPStatus,
+		NextAttemptAt: time.Now().Add(RescheduleBackoff(q.cfg.RescheduleBase, u, rand.Float64())), Message: msg, HTTPStatus: t.HTTPStatus,
 	}
 }
 

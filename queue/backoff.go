@@ -18,6 +18,16 @@ const (
 	BlockedBackoffBase   = 3 * time.Second
 	BlockedBackoffFactor = 1.5
 	BlockedBackoffMax    = 5 * time.Minute
+	// RescheduleBase, RescheduleFactor and RescheduleMax shape the retry
+	// after an unexpected error: 1s × 1.1ⁿ capped at 3 min, Temporal's task
+	// reschedule policy (common/util.go CreateTaskReschedulePolicy, used by
+	// service/history/queues/executable.go for a task whose processing
+	// failed). 70 such errors (history.TaskDLQUnexpectedErrorAttempts) then
+	// take about 75 minutes to reach the DLQ, as in Temporal; under the
+	// destination-down retry policy they took about 59 hours.
+	RescheduleBase   = time.Second
+	RescheduleFactor = 1.1
+	RescheduleMax    = 3 * time.Minute
 	// JitterMin is the low end of the jitter factor range [JitterMin, 1).
 	JitterMin = 0.8
 )
@@ -51,6 +61,16 @@ func expBackoff(base time.Duration, factor float64, n int, max time.Duration) ti
 // a jitter factor in [0.8, 1.0) drawn from u ∈ [0, 1).
 func DownBackoff(attempts int, u float64) time.Duration {
 	return RetryBackoff(DownBackoffBase, DownBackoffMax, attempts, u)
+}
+
+// RescheduleBackoff is the delay before the next attempt of a task whose
+// unexpected error number `n` (1 for the first) just happened: base ×
+// 1.1^(n-1) (base: RescheduleBase, 1 s), capped at 3 min, times a jitter
+// factor in [0.8, 1.0) drawn from u ∈ [0, 1), as Temporal's
+// ExponentialRetryPolicy jitters it.
+func RescheduleBackoff(base time.Duration, n int, u float64) time.Duration {
+	d := expBackoff(base, RescheduleFactor, n-1, RescheduleMax)
+	return time.Duration(float64(d) * jitter(u))
 }
 
 // RetryBackoff is DownBackoff under a retry policy (initial, maxInterval):

@@ -97,3 +97,35 @@ func TestRetryBackoffPolicy(t *testing.T) {
 		}
 	}
 }
+
+// An unexpected error is retried as Temporal reschedules a task whose
+// processing failed (common.CreateTaskReschedulePolicy): 1s × 1.1ⁿ capped
+// at 3 min, jittered down by up to 20 %. Under the destination's retry
+// policy (1s × 2ⁿ capped at 1 h) Temporal's 70 errors took about 59 hours
+// to reach the DLQ; now about 75 minutes.
+func TestRescheduleBackoffTable(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		u    float64
+		want time.Duration
+	}{
+		{1, 0, 800 * time.Millisecond},
+		{2, 0, time.Duration(0.8 * 1.1 * float64(time.Second))},
+		{10, 0.5, time.Duration(0.9 * math.Pow(1.1, 9) * float64(time.Second))},
+		{55, 0, time.Duration(0.8 * math.Pow(1.1, 54) * float64(time.Second))}, // 172 s, just under the cap
+		{56, 0, time.Duration(0.8 * float64(3*time.Minute))},                   // 189 s: capped
+		{0, 0, 800 * time.Millisecond},                                         // clamped to the first
+	} {
+		got := RescheduleBackoff(RescheduleBase, c.n, c.u)
+		if d := got - c.want; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("RescheduleBackoff(%d, %v) = %v, want %v", c.n, c.u, got, c.want)
+		}
+	}
+	var total time.Duration
+	for n := 1; n < 70; n++ { // the 70th error dead-letters: 69 waits
+		total += RescheduleBackoff(RescheduleBase, n, 1-1e-12)
+	}
+	if total < 60*time.Minute || total > 80*time.Minute {
+		t.Fatalf("69 reschedules take %v at most; want about 75 minutes, Temporal's", total)
+	}
+}

@@ -49,6 +49,10 @@ type Config struct {
 	// history.TaskDLQUnexpectedErrorAttempts from the live limits (default
 	// 70) at every error; a positive value overrides it.
 	MaxUnexpectedErrors int
+	// RescheduleBase is the first delay after an unexpected error, growing
+	// ×1.1 an error up to 3 min (RescheduleBackoff). 0 is Temporal's 1 s,
+	// which is not configurable there either; tests shorten it.
+	RescheduleBase time.Duration
 	// MaxAttempts, when > 0, ends a task failed once that many attempts
 	// found its destination down. 0 retries until the task succeeds.
 	MaxAttempts int
@@ -76,6 +80,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"GroupIdleTTL", int64(c.GroupIdleTTL)}, {"GCInterval", int64(c.GCInterval)},
 		{"MaxUnexpectedErrors", int64(c.MaxUnexpectedErrors)}, {"MaxAttempts", int64(c.MaxAttempts)},
 		{"FullReadBackstop", int64(c.FullReadBackstop)}, {"DeferAfter", int64(c.DeferAfter)},
+		{"RescheduleBase", int64(c.RescheduleBase)},
 	} {
 		if f.v < 0 {
 			return c, fmt.Errorf("queue: Config.%s must not be negative, got %d", f.name, f.v)
@@ -94,6 +99,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.GCInterval, max(c.GroupIdleTTL/2, 10*time.Millisecond))
 	def(&c.FullReadBackstop, DefaultFullReadBackstop)
 	def(&c.DeferAfter, DefaultDeferAfter)
+	def(&c.RescheduleBase, RescheduleBase)
 	if c.MaxFlushBatch == 0 {
 		c.MaxFlushBatch = DefaultMaxFlushBatch
 	}

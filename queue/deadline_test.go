@@ -148,12 +148,13 @@ func TestRetryPolicyFromDynamicConfigLive(t *testing.T) {
 // history.TaskDLQUnexpectedErrorAttempts decides when unexpected errors
 // dead-letter a task, live: past the 5 that were hard-coded the task is
 // still pending under Temporal's 70; set to 8, it goes to the DLQ at 8.
+// (The reschedule's 1 s is shortened here: Config.RescheduleBase.)
 func TestDLQAttemptsFromDynamicConfig(t *testing.T) {
 	lc := newLiveConfig(t)
-	lc.set(t, dynconfig.KeyNexusRetryInitialInterval, "", "", `"10ms"`)
-	lc.set(t, dynconfig.KeyNexusRetryMaxInterval, "", "", `"20ms"`)
 	e := newEnv(t, 1, queuetest.DefaultLimits())
-	e.startLive(t, fastCfg(), lc, newFakeExec(false), mapResolver{"flaky": "error: registry not ready"})
+	cfg := fastCfg()
+	cfg.RescheduleBase = 10 * time.Millisecond
+	e.startLive(t, cfg, lc, newFakeExec(false), mapResolver{"flaky": "error: registry not ready"})
 	tk := nexusStart("flaky", "flaky")
 	e.add(t, tk)
 	testwait.For(t, 5*time.Second, "six unexpected errors", func() bool {
