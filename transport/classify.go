@@ -80,6 +80,14 @@ func classify(ctx context.Context, taskGroup string, timeout time.Duration, c *c
 		// made, the destination is not down, and retrying cannot help.
 		return failed(res, "transport error: "+ConnBlocked+": "+blocked.Reason, err)
 	}
+	if !c.responded && isLocalResource(err) {
+		// This node is short of descriptors, ports or buffers: no verdict
+		// for the breaker (the destination was never reached), and the task
+		// is retried as an unexpected error, Temporal's path for a task
+		// whose processing failed.
+		res.Message = "transport error: " + ConnLocal + ": this node is out of file descriptors, local ports or socket buffers"
+		return res, fmt.Errorf("%s: %w (%w)", res.Message, breakerpool.ErrNoVerdict, err)
+	}
 	if !c.responded || (c.bodyErr != nil && !c.tooLarge) {
 		// No answer, or an answer cut off mid-body: unhealthy, whatever the status.
 		// The message is a class, never the raw error: a dial error names
