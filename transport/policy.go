@@ -267,6 +267,17 @@ func (p *Policy) lookup(ctx context.Context, host string) []netip.Addr {
 	v, _, _ := p.flight.Do(host, func() (any, error) {
 		ips, _ := p.resolve(ctx, host)
 		p.mu.Lock()
+		if len(p.resolved) >= resolveEntries {
+			// Expired entries go first: wiped whole, a tenant submitting
+			// to many hosts made every other tenant's next submit look
+			// its host up again. Only more than resolveEntries hosts
+			// within resolveTTL still empty it.
+			for h, r := range p.resolved {
+				if time.Since(r.at) >= resolveTTL {
+					delete(p.resolved, h)
+				}
+			}
+		}
 		if p.resolved == nil || len(p.resolved) >= resolveEntries {
 			p.resolved = make(map[string]resolvedHost)
 		}
