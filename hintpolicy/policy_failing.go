@@ -50,7 +50,7 @@ func (p *Policy) observeFailing(t breakerpool.Transition) {
 		p.met.published.WithLabelValues(PublishFailingRateLimited).Inc()
 		return
 	}
-	h := cluster.Hint{Key: t.Key, State: cluster.HintFailing, Generation: st.clock + 1,
+	h := cluster.Hint{Key: t.Key, State: cluster.HintFailing, Generation: nextGeneration(st, now),
 		Reason: fmt.Sprintf("%d consecutive failures", t.Failures)}
 	if err := p.members.Publish(h); err != nil {
 		p.met.published.WithLabelValues(PublishError).Inc()

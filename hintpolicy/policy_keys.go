@@ -9,11 +9,26 @@ import (
 	"fusebox/cluster"
 )
 
+// nextGeneration is the generation of st's next publication at now: the
+// higher of clock+1 (Lamport: after everything sent or seen) and the wall
+// clock in milliseconds. A plain counter restarted at 1 whenever the key's
+// state was forgotten (a closed key idle for KeyIdleTTL), the node
+// restarted, or it missed an episode's hints, while peers (and the
+// gossip layer's dedup per origin, which never forgets) kept the higher
+// numbers: every later hint for the key was dropped as stale, so only
+// the first outage from each node was shared (the hint review: 12 calls
+// from peers instead of 0–1 for a key's second outage). Numbered by time,
+// a fresh state starts above any generation published before it, unless
+// the node's clock is behind the publisher's by more than the time since.
+func nextGeneration(st *keyState, now time.Time) uint64 {
+	return max(st.clock+1, uint64(max(now.UnixMilli(), 0)))
+}
+
 // keyState is what the policy remembers about one breaker key. Guarded by
 // Policy.mu.
 type keyState struct {
-	// clock is the key's Lamport clock: the highest generation sent or
-	// received. A publication uses clock+1.
+	// clock is the key's hybrid logical clock: the highest generation sent
+	// or received. A publication uses nextGeneration.
 	clock uint64
 	// lastOrigin sent the hint at clock (duplicate detection across
 	// origins is by (clock, origin)).

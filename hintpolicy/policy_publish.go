@@ -134,7 +134,7 @@ func (p *Policy) publishLocked(st *keyState, t breakerpool.Transition, now time.
 			h.Reason = "retry-after (" + h.Reason + ")"
 		}
 	}
-	st.clock++
+	st.clock = nextGeneration(st, now)
 	h.Generation = st.clock
 	st.lastOrigin = p.self
 	if err := p.members.Publish(h); err != nil {
