@@ -89,7 +89,12 @@ func (p *Policy) probeRole(t breakerpool.Transition, ok bool, b *breakerpool.Bre
 // holdLocked keeps an open breaker open for d more (never past bound), as
 // long as it is still in the open state of generation gen: a breaker that
 // moved on (half-open, closed) in the meantime is left alone, so a hold
-// never reopens a breaker. Operator-forced opens are not touched.
+// never reopens a breaker. Operator-forced opens are not touched, nor
+// openings held by a destination's Retry-After: every node resumes at that
+// deadline, the destination's own word. Held like a trip (Timeout × [2,
+// 2.5)), they waited for the probe owner's closed hint, and an owner with
+// no traffic for the key sends none: a 1 s Retry-After kept the other
+// nodes off for 120–150 s at the default Timeout (the hint review).
 func (p *Policy) holdLocked(b *breakerpool.Breaker, gen uint64, d time.Duration, bound, now time.Time) bool {
 	if rest := bound.Sub(now); d > rest {
 		d = rest
@@ -98,7 +103,8 @@ func (p *Policy) holdLocked(b *breakerpool.Breaker, gen uint64, d time.Duration,
 		return false
 	}
 	s := b.Status()
-	if s.State != gobreaker.StateOpen || s.Generation != gen || s.Mode == breakerpool.ModeForcedOpen || s.OpenRemaining >= d {
+	if s.State != gobreaker.StateOpen || s.Generation != gen || s.Mode == breakerpool.ModeForcedOpen || s.OpenRemaining >= d ||
+		s.RetryAfterUntil != nil {
 		return false
 	}
 	// The window between Status and OpenFor is a few instructions; a

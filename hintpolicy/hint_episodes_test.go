@@ -1,6 +1,7 @@
 package hintpolicy
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -70,4 +71,41 @@ func TestSecondOutageAfterKeyForgotten(t *testing.T) {
 		return true
 	})
 	outage("second outage")
+}
+
+// A destination's Retry-After is the moment every node resumes, also when
+// the key's probe owner has no traffic for it. The other nodes held such an
+// opening like a trip (Timeout × [2, 2.5)) waiting for the owner's closed
+// hint, which an idle owner never sends: with a 20 s Timeout, a 1 s
+// Retry-After kept them off for 40 s or more.
+func TestRetryAfterNotHeldForAnIdleOwner(t *testing.T) {
+	const timeout = 20 * time.Second
+	dest := transporttest.NewDestination(t)
+	nodes := startPCluster(t, 3, testSettings(breakerpool.HintProbe, timeout), Config{})
+	setURL(dest.CallbackURL(), nodes...)
+	client := newClient(t)
+	k := keyOwnedBy(t, nodes[0], "n2")
+	drivers := driveAll(t, nodes[:2], client, k, 20) // n2, the owner, has no traffic
+	dest.SetRetryAfter("1")
+	if err := dest.SetMode(transporttest.ModeTooManyRequests); err != nil {
+		t.Fatal(err)
+	}
+	var until time.Time
+	testwait.For(t, 5*time.Second, "a Retry-After opening", func() bool {
+		for _, n := range nodes[:2] {
+			if s := status(n, k); s.RetryAfterUntil != nil {
+				until = *s.RetryAfterUntil
+				return true
+			}
+		}
+		return false
+	})
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range drivers {
+		// Well before a hold's end (40 s at the earliest).
+		testwait.For(t, time.Until(until)+10*time.Second, fmt.Sprintf("n%d to deliver after the Retry-After deadline", i),
+			func() bool { return d.deliveredSince(until) })
+	}
 }
