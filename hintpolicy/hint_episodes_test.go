@@ -109,3 +109,31 @@ func TestRetryAfterNotHeldForAnIdleOwner(t *testing.T) {
 			func() bool { return d.deliveredSince(until) })
 	}
 }
+
+// The designated peer's confirmation probe is one probe: counted as
+// role="confirm" when asked, not again as "warm" when its half-open
+// transition (source hint) reaches the policy, though no closed hint came.
+func TestConfirmProbeCountedOnce(t *testing.T) {
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
+		t.Fatal(err)
+	}
+	nodes := startPCluster(t, 3, testSettings(breakerpool.HintConfirm, 10*time.Second), confirmTestCfg)
+	setURL(dest.CallbackURL(), nodes...)
+	client := newClient(t)
+	k := testKey("dead")
+	for _, n := range nodes[1:] {
+		n.pool.Get(k)
+	}
+	d := nodeByID(nodes, designatedFor(nodes[1], k, "n0"))
+	_ = nodes[0].call(client, k)
+	testwait.For(t, 5*time.Second, "the designated peer's half-open transition to reach its policy", func() bool {
+		d.pol.mu.Lock()
+		defer d.pol.mu.Unlock()
+		st, ok := d.pol.keys[k]
+		return ok && st.local == gobreaker.StateHalfOpen
+	})
+	if c, w := probes(t, d, ProbeConfirm), probes(t, d, ProbeWarm); c != 1 || w != 0 {
+		t.Fatalf("one confirmation probe counted confirm=%v warm=%v, want 1 and 0", c, w)
+	}
+}

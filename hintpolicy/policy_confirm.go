@@ -226,6 +226,7 @@ func (p *Policy) askLocked(b *breakerpool.Breaker, k breakerpool.Key, st *keySta
 		b.ProbeNow(breakerpool.SourceHint) // half-open: the next real call is the probe
 		if b.State() == gobreaker.StateHalfOpen {
 			p.met.probes.WithLabelValues(ProbeConfirm).Inc()
+			st.confirmProbe = true // its half-open transition is not a warm start (Observe)
 		}
 		return ActionConfirmProbe
 	}

@@ -63,6 +63,9 @@ type keyState struct {
 	// the origins whose reports on the key are ignored to when that ends.
 	conf     *confirmation
 	distrust map[string]time.Time
+	// confirmProbe: a confirmation round made this node's breaker half-open
+	// and counted the probe; its transition is not counted again as warm.
+	confirmProbe bool
 
 	touched time.Time
 }

@@ -60,6 +60,10 @@ func (p *Policy) Observe(t breakerpool.Transition) {
 			p.publishLocked(st, t, now)
 		}
 	case gobreaker.StateHalfOpen:
+		if st.confirmProbe && t.Source == breakerpool.SourceHint {
+			st.confirmProbe = false // counted as ProbeConfirm when asked (askLocked)
+			break
+		}
 		p.met.probes.WithLabelValues(p.probeRole(t, ok, b)).Inc()
 	case gobreaker.StateClosed:
 		st.holdBound = time.Time{}
