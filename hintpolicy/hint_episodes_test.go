@@ -8,6 +8,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/cluster"
 	"fusebox/internal/testwait"
 	"fusebox/transport/transporttest"
 )
@@ -136,4 +137,34 @@ func TestConfirmProbeCountedOnce(t *testing.T) {
 	if c, w := probes(t, d, ProbeConfirm), probes(t, d, ProbeWarm); c != 1 || w != 0 {
 		t.Fatalf("one confirmation probe counted confirm=%v warm=%v, want 1 and 0", c, w)
 	}
+}
+
+// A breaker an open hint created and no call used is evicted as stale
+// without a transition. Its key's state, last seen open, was then never
+// idle and never forgotten, so the key table filled with such keys; and a
+// hint handled with a transient state (the table full) took a precreate
+// slot nothing could give back, until every new key's hint was skipped.
+func TestEvictedHintBreakerLeavesNoState(t *testing.T) {
+	n := startPNode(t, "n0", testSettings(breakerpool.HintAdopt, time.Minute),
+		Config{MaxKeys: 1, MaxPrecreated: 4, KeyIdleTTL: 50 * time.Millisecond, Tick: 20 * time.Millisecond})
+	k := testKey("one-off")
+	if !n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintOpen, Generation: 1, Origin: "peer", OpenFor: time.Minute}) {
+		t.Fatal("open hint not handled")
+	}
+	testwait.For(t, 5*time.Second, "the precreated breaker to open", func() bool { return isOpen(n, k) })
+	// Full table: a second key's hint is handled with a transient state.
+	other := testKey("transient")
+	n.pol.HandleHint(cluster.Hint{Key: other, State: cluster.HintOpen, Generation: 1, Origin: "peer", OpenFor: time.Minute})
+	now := time.Now()
+	n.pool.EvictIdle(now.Add(time.Hour))                   // clears the use flags
+	n.pool.EvictIdle(now.Add(time.Hour + 30*24*time.Hour)) // stale: evicted whatever its state
+	if _, ok := n.pool.Lookup(k); ok {
+		t.Fatal("the breaker was not evicted")
+	}
+	testwait.For(t, 5*time.Second, "the key's state to be forgotten and every precreate slot given back", func() bool {
+		n.pol.mu.Lock()
+		defer n.pol.mu.Unlock()
+		_, kept := n.pol.keys[k]
+		return !kept && n.pol.precreated == 0
+	})
 }

@@ -109,12 +109,24 @@ func (p *Policy) keyLocked(k breakerpool.Key, now time.Time) *keyState {
 	return st
 }
 
-// gcLocked forgets expired distrust and idle keys.
+// gcLocked forgets expired distrust and idle keys. A key whose breaker the
+// pool no longer has (evicted: a breaker a hint opened and no call used
+// evicts as stale without a transition) is closed as far as this node is
+// concerned: its last open state, hold and open publication were kept for
+// ever, the key was never idle, and the table filled with such keys.
 func (p *Policy) gcLocked(now time.Time) {
 	for k, st := range p.keys {
 		for o, until := range st.distrust {
 			if !now.Before(until) {
 				delete(st.distrust, o)
+			}
+		}
+		if st.local != gobreaker.StateClosed || !st.holdBound.IsZero() || (st.published && st.pubState != cluster.HintClosed) {
+			if _, ok := p.pool.Lookup(k); !ok {
+				st.local, st.holdBound = gobreaker.StateClosed, time.Time{}
+				if st.published {
+					st.pubState = cluster.HintClosed
+				}
 			}
 		}
 		if st.idle(now, p.cfg.KeyIdleTTL) {

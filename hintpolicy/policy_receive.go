@@ -58,7 +58,10 @@ func (p *Policy) HandleHint(h cluster.Hint) (fresh bool) {
 	}
 	b, ok := p.pool.Lookup(h.Key)
 	if !ok {
-		if p.precreated >= p.cfg.MaxPrecreated {
+		// A precreate slot is released through the key's stored state
+		// (sweepPrecreatedLocked); a transient one (the table is full)
+		// could never give it back, and the slots ran out for good.
+		if _, stored := p.keys[h.Key]; !stored || p.precreated >= p.cfg.MaxPrecreated {
 			p.met.actions.WithLabelValues(ActionSkipUnknown).Inc()
 			return true
 		}
