@@ -199,8 +199,25 @@ func (q *Queue) Close() error {
 		for _, s := range shards {
 			s.flushOnce.Do(func() { close(s.stopFlush) })
 		}
+		// A write under way when the flushers were told to stop has no
+		// deadline of its own: with the store hung (PostgreSQL paused, a
+		// connection stuck in its handshake), Close waited for it for good
+		// and the node's shutdown ended in its hard timeout, exit 1, never
+		// leaving the cluster. So the writers get FlushTimeout for the write
+		// under way and the last one (final), then their writes are
+		// cancelled: what is unwritten stays pending in the store.
+		writers := time.NewTimer(2 * q.cfg.FlushTimeout)
+		defer writers.Stop()
 		for _, s := range shards {
-			<-s.flusherDone
+			select {
+			case <-s.flusherDone:
+			case <-writers.C:
+				q.log.Warn("result writes did not finish: cancelling them; their tasks stay pending", "timeout", 2*q.cfg.FlushTimeout)
+				for _, s := range shards {
+					s.fstop()
+				}
+				<-s.flusherDone
+			}
 			s.cancel()
 			s.fstop()
 		}

@@ -210,6 +210,39 @@ func TestCloseCancelsAfterDrainTimeout(t *testing.T) {
 	}
 }
 
+// Close ends while the store does not answer: the writes under way get
+// FlushTimeout, then are cancelled, and their tasks stay pending (none is
+// lost: the calls' results are simply not written). Close waited for the
+// write for good, and a node's shutdown with its database paused ended in
+// its hard timeout, exit 1, without leaving the cluster.
+func TestCloseWithTheStoreHung(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	exec := newFakeExec(false)
+	cfg := fastCfg()
+	cfg.FlushTimeout = 100 * time.Millisecond
+	q := e.start(t, cfg, exec, nil)
+	release := e.store.HangCompletes()
+	defer release()
+	tasks := callbacks(3, 1, "hung", "d")
+	e.add(t, tasks...)
+	testwait.For(t, 10*time.Second, "a result write to hang", func() bool { return e.store.Hanging() > 0 })
+	done := make(chan struct{})
+	go func() { _ = q.Close(); close(done) }()
+	testwait.For(t, 30*time.Second, "Close to return with the store hung", func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	for _, tk := range tasks {
+		if got, _ := e.store.Task(tk.ID); got.Status != queue.StatusPending {
+			t.Fatalf("task %s: %+v; want still pending (its result was not written)", tk.ID, got)
+		}
+	}
+}
+
 func TestConfigAndDepsValidation(t *testing.T) {
 	e := newEnv(t, 1, queuetest.DefaultLimits())
 	full := queue.Deps{Store: e.store, Ownership: queuetest.HolderOwnership(e.holder, "a"), Limits: e.limits,

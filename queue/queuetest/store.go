@@ -38,6 +38,8 @@ type Store struct {
 	failNext int
 	failErr  error
 	validate func(queue.Result) error // ValidateResults
+	hang     chan struct{}            // HangCompletes: closed to release
+	hanging  int                      // Complete calls waiting on hang
 	// Blocked's row budget (SetBlockedRowBudget) and its walks
 	// (BlockedWalks).
 	blockedBudget, blockedCalls, blockedRows int
@@ -234,6 +236,24 @@ func (s *Store) Complete(ctx context.Context, shard int, epoch uint64, results [
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	hang := s.hang
+	s.mu.Unlock()
+	if hang != nil {
+		s.mu.Lock()
+		s.hanging++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.hanging--
+			s.mu.Unlock()
+		}()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-hang:
+		}
+	}
 	m := s.maps.Load()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -295,6 +315,31 @@ func (s *Store) ValidateResults(check func(queue.Result) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.validate = check
+}
+
+// HangCompletes makes every Complete wait, as a database that stopped
+// answering does, until its context ends or release is called.
+func (s *Store) HangCompletes() (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.hang = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.hang = nil
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Hanging returns how many Complete calls are waiting (HangCompletes).
+func (s *Store) Hanging() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hanging
 }
 
 // FailCompletes makes the next n Complete calls fail with err (transient).
