@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ type Node struct {
 	adv  advertised // what peers are told to dial (advertise.go)
 
 	httpLn    net.Listener
+	dirLock   *os.File // the data dir's lock (datadir_lock.go), held until Close ends
 	config    *dynconfig.Collection
 	pool      *breakerpool.Pool
 	members   *cluster.Membership
@@ -104,6 +106,11 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
 		return err
 	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	n.dirLock = lock
 	if err := n.loadTokens(); err != nil {
 		return err
 	}
@@ -351,6 +358,9 @@ func (n *Node) Close(ctx context.Context) error {
 			errs = append(errs, n.config.Close())
 		}
 		n.closeTLS()
+		if n.dirLock != nil {
+			_ = n.dirLock.Close() // last: the data dir is free for another process
+		}
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
