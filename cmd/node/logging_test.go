@@ -26,3 +26,15 @@ func TestOneComponentPerLine(t *testing.T) {
 		}
 	}
 }
+
+// --shutdown-timeout 0 or less is refused naming the flag: read as "no
+// limit" it stopped every node at once, as a crash (exit 1, no hand-over,
+// calls made again).
+func TestServeRefusesNonPositiveShutdownTimeout(t *testing.T) {
+	for _, v := range []string{"0s", "-5s"} {
+		_, err := runCLI(t, t.Context(), "serve", "--data-dir", t.TempDir(), "--shutdown-timeout", v)
+		if err == nil || !strings.Contains(err.Error(), "--shutdown-timeout") {
+			t.Fatalf("--shutdown-timeout %s: %v; want an error naming the flag", v, err)
+		}
+	}
+}

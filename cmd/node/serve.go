@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,10 +65,15 @@ To form a 3-node cluster, start each node with a distinct --node-id,
 --data-dir and addresses, --bootstrap-expect 3 and --join listing the others'
 gossip addresses.
 
-SIGINT or SIGTERM shuts down gracefully: the node stops accepting requests,
-leaves the gossip pool and closes Raft, in that order; a second signal kills it.
+SIGINT or SIGTERM shuts down gracefully: the node hands its shards (and, as
+the Raft leader, its leadership) to the others, lets the calls under way
+finish (up to 10s) and writes their results, stops accepting requests, leaves
+the gossip pool and closes Raft. If that takes longer than --shutdown-timeout
+(and 5s of grace) it stops anyway and exits 1, as a crash would: nothing
+accepted is lost, but calls may be made again. A second signal kills it.
 SIGHUP reloads the TLS certificate, key and CA files (also picked up within
-a few seconds of a change on disk); a bad file keeps the old material.
+a few seconds of a change on disk) and --admin-token-file; a bad file keeps
+the old material. A SIGHUP during shutdown is ignored.
 
 With --tls-cert-file, --tls-key-file and --tls-ca-file the HTTP API serves
 HTTPS only, and Raft and leader forwarding use mutual TLS: peers must present
@@ -232,6 +239,11 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 	if f.gcHeapFloorMB < 0 {
 		return fmt.Errorf("--gc-heap-floor-mb %d: must not be negative", f.gcHeapFloorMB)
 	}
+	if f.shutdownTimeout <= 0 {
+		// 0 read as "no limit" stopped every node at once, as a crash:
+		// exit 1, no hand-over, calls under way made again elsewhere.
+		return fmt.Errorf("--shutdown-timeout %v: must be positive (how long a graceful shutdown may take; default 30s)", f.shutdownTimeout)
+	}
 	n, err := node.New(cfg, logger)
 	if err != nil {
 		return err
@@ -249,6 +261,10 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "fusebox node %q listening: %s://%s (gossip %s, raft %s), data in %s\n",
 		cfg.NodeID, scheme(cfg), n.HTTPAddr(), n.GossipAddr(), n.RaftAddr(), cfg.DataDir)
 	<-ctx.Done()
+	// Past here SIGHUP is ignored, not left to its default action (exit):
+	// a reload (systemd's ExecReload, a certificate hook) during the
+	// hand-over killed the node halfway through it.
+	signal.Ignore(syscall.SIGHUP)
 	stopHUP()
 	logger.Info("shutting down", "timeout", f.shutdownTimeout)
 	sctx, cancel := contextWithTimeout(f.shutdownTimeout)
