@@ -37,7 +37,8 @@ for people, or JSON with --json for scripts. Exit codes: 0 success, 1 error,
 2 bad usage, 3 the cluster refused (invalid input, not found, conflict),
 4 unavailable (no leader, node unreachable); commands that follow tasks
 (tasks submit --wait, dlq redrive --watch) exit 5 when a task failed or was
-dead-lettered and 6 when --timeout passed first.
+dead-lettered and 6 when --timeout passed first; debug exits 7 when it wrote
+its bundle but a part of it failed.
 
 Environment (a flag wins): FUSEBOX_ADDR (--addr), FUSEBOX_TOKEN (the token
 itself, used when no token file is given), FUSEBOX_TOKEN_FILE (--token-file;

@@ -16,6 +16,7 @@ import (
 
 	"fusebox/api"
 	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
 	"fusebox/node"
 )
 
@@ -126,6 +127,11 @@ func TestAdminDebugBundleProfiles(t *testing.T) {
 	if err := n.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Ready first: a node without a shard map yet answers shards with 503,
+	// a failed part.
+	testwait.ForErr(t, 30*time.Second, "the node ready", func() error {
+		return api.NewClient(n.HTTPAddr(), "", nil).Do(ctx, "GET", "/readyz", nil, nil, nil)
+	})
 	h := &adminNode{t: t, ctx: ctx, n: n}
 	out := filepath.Join(dir, "b.tar.gz")
 	h.mustRun("wrote", "debug", "--duration", "1s", "--output", out)
@@ -140,5 +146,58 @@ func TestAdminDebugBundleProfiles(t *testing.T) {
 	}
 	if !strings.Contains(files["fusebox-debug/p1/goroutine.txt"], "goroutine ") {
 		t.Error("goroutine.txt holds no stacks")
+	}
+}
+
+// TestAdminDebugEveryMemberItsOwnDeadline: on three nodes every member's
+// parts are collected, each member within its own --timeout + --duration
+// (one deadline shared by all, members collected one after another, ran
+// out during the third and still reported success). A member that does
+// not answer: each failed part says so on stderr, the bundle is written
+// with <part>.error files, and the command exits 7 naming them.
+func TestAdminDebugEveryMemberItsOwnDeadline(t *testing.T) {
+	c := newAdminCluster(t, 3, nil)
+	h := c[0]
+	out := filepath.Join(t.TempDir(), "all.tar.gz")
+	// Each member takes --duration (2 s); one after another, the three took
+	// 6 s, past a shared deadline of 2 s + 2 s.
+	text := h.mustRun("wrote "+out+" (3 nodes)", "debug", "--duration", "2s", "--timeout", "2s", "--output", out)
+	files := untar(t, out)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		for _, part := range []string{"members.json", "raft.json", "metrics-1.prom", "metrics-3.prom", "logs.jsonl"} {
+			if _, ok := files["fusebox-debug/"+id+"/"+part]; !ok {
+				t.Errorf("bundle lacks %s/%s", id, part)
+			}
+		}
+	}
+	for name, body := range files {
+		if strings.HasSuffix(name, ".error") {
+			t.Errorf("%s: %s", name, body)
+		}
+	}
+	if strings.Contains(text, "failed") {
+		t.Errorf("progress reports a failure:\n%s", text)
+	}
+
+	// n3 stops; it stays listed (left, or alive until gossip notices), and
+	// --node asks for it whatever its state.
+	cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c[2].n.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	gone := filepath.Join(t.TempDir(), "n3.tar.gz")
+	text, err := h.run("debug", "--node", "n3", "--duration", "1s", "--timeout", "2s", "--output", gone)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 7 || !strings.Contains(ee.msg, "n3/members") || !strings.Contains(ee.msg, "n3/metrics-3.prom") {
+		t.Fatalf("debug of a stopped member: %v\n%s\nwant exit 7 naming the failed parts", err, text)
+	}
+	for _, want := range []string{"debug: n3: members failed:", "debug: n3: metrics sample 3/3 failed:", "wrote " + gone} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	if _, ok := untar(t, gone)["fusebox-debug/n3/members.error"]; !ok {
+		t.Error("the bundle of a stopped member lacks n3/members.error")
 	}
 }

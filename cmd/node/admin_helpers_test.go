@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"fusebox/api"
+	"fusebox/internal/testwait"
 	"fusebox/node"
 )
 
@@ -95,4 +97,68 @@ func (h *adminNode) wantExit(code int, want string, args ...string) {
 	if !errors.As(err, &ee) || ee.code != code || !strings.Contains(ee.msg+out, want) {
 		h.t.Fatalf("%v: err %v (%s); want exit %d mentioning %q", args, err, out, code, want)
 	}
+}
+
+// newAdminCluster starts n real in-process nodes on loopback that form one
+// cluster, waits until every one is ready and the first sees all of them
+// alive, and returns a way to run the admin commands against each. At the
+// end of the test they are closed and no goroutine may be left behind.
+func newAdminCluster(t *testing.T, n int, mutate func(*node.Config)) []*adminNode {
+	t.Helper()
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs last: after every Close
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	t.Cleanup(cancel)
+	var (
+		out  []*adminNode
+		join []string
+		tok  string // the nodes' admin token, if any
+	)
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("n%d", i)
+		cfg := node.Config{NodeID: id, DataDir: filepath.Join(t.TempDir(), id), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
+			RaftAddr: "127.0.0.1:0", Join: join, BootstrapExpect: n, Shards: 4, Timing: "fast", Version: "test"}
+		if mutate != nil {
+			mutate(&cfg)
+		}
+		tok = cfg.AdminToken
+		nd, err := node.New(cfg, nil)
+		if err != nil {
+			t.Fatalf("node %s: %v", id, err)
+		}
+		t.Cleanup(func() {
+			cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer ccancel()
+			_ = nd.Close(cctx)
+		})
+		if err := nd.Start(ctx); err != nil {
+			t.Fatalf("start %s: %v", id, err)
+		}
+		if i == 1 {
+			join = []string{nd.GossipAddr()}
+		}
+		out = append(out, &adminNode{t: t, ctx: ctx, n: nd})
+	}
+	testwait.ForErr(t, 60*time.Second, "every node ready, and all alive as the first sees them", func() error {
+		for _, h := range out {
+			if err := api.NewClient(h.n.HTTPAddr(), "", nil).Do(ctx, "GET", "/readyz", nil, nil, nil); err != nil {
+				return fmt.Errorf("%s: %w", h.n.HTTPAddr(), err)
+			}
+		}
+		ms, err := api.NewClient(out[0].n.HTTPAddr(), tok, nil).Members(ctx)
+		if err != nil {
+			return err
+		}
+		alive := 0
+		for _, m := range ms {
+			if m.State == "alive" {
+				alive++
+			}
+		}
+		if alive != n {
+			return fmt.Errorf("%d of %d members alive", alive, n)
+		}
+		return nil
+	})
+	return out
 }
