@@ -34,11 +34,14 @@ func adminCmd() *cobra.Command {
 		Short: "Administer a running cluster over its HTTP API",
 		Long: `Administer a running cluster through any node's HTTP API. Output is a table
 for people, or JSON with --json for scripts. Exit codes: 0 success, 1 error,
-2 bad usage, 3 the cluster refused (invalid input, not found, conflict),
-4 unavailable (no leader, node unreachable); commands that follow tasks
-(tasks submit --wait, dlq redrive --watch) exit 5 when a task failed or was
-dead-lettered and 6 when --timeout passed first; debug exits 7 when it wrote
-its bundle but a part of it failed.
+2 bad usage, 3 the cluster refused (invalid input, not found, conflict,
+no token or one without the role), 4 unavailable (no leader, node
+unreachable); commands that follow tasks (tasks submit --wait, dlq redrive
+--watch) exit 5 when a task failed or was dead-lettered and 6 when --timeout
+passed first; debug exits 7 when it wrote its bundle but a part of it failed.
+
+A cluster with API tokens (serve --admin-token-file) needs one for every
+command, reads too: the read role for reads, admin for changes.
 
 Environment (a flag wins): FUSEBOX_ADDR (--addr), FUSEBOX_TOKEN (the token
 itself, used when no token file is given), FUSEBOX_TOKEN_FILE (--token-file;
@@ -53,7 +56,7 @@ A node started with TLS serves HTTPS only: use --addr https://HOST:PORT and
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.addr, "addr", "127.0.0.1:8470", "HTTP address of any node")
-	pf.StringVar(&o.tokenFile, "token-file", "", "file holding the admin bearer token (needed for changes when the cluster has one)")
+	pf.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token; a cluster with tokens needs one for every command, reads too (read role; admin for changes)")
 	pf.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for an answer")
 	pf.StringVar(&o.tls.CAFile, "ca-file", "", "PEM CA certificate(s) to verify an HTTPS node with (the cluster's fusebox-ca.pem)")
@@ -141,7 +144,14 @@ func apiExit(err error) error {
 		case api.CodeNoLeader, api.CodeNotLeader, api.CodeUnavailable, api.CodeOverloaded:
 			code = 4
 		}
-		return &exitError{code: code, msg: e.Error()}
+		msg := e.Error()
+		switch e.Code {
+		case api.CodeUnauthenticated:
+			msg += "; give a token with --token-file FILE (or FUSEBOX_TOKEN_FILE), or the token itself in FUSEBOX_TOKEN"
+		case api.CodePermission:
+			msg += "; give a token of that role with --token-file FILE (or FUSEBOX_TOKEN_FILE), or the token itself in FUSEBOX_TOKEN"
+		}
+		return &exitError{code: code, msg: msg}
 	}
 	return &exitError{code: 4, msg: err.Error()}
 }
