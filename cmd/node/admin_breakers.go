@@ -54,8 +54,14 @@ func breakersCmd(o *adminOpts) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.Mode = args[0]
 			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
-				warnUnseenKey(ctx, c, f, cmd.ErrOrStderr()) // admin_breakers_keys.go
+				// The nodes' breakers before the force (after it, the force
+				// itself makes the key); an error here leaves the warning out:
+				// the force reports an unreachable node itself.
+				before, lerr := c.Breakers(ctx, true)
 				fb, err := c.ForceBreaker(ctx, f)
+				if err == nil && lerr == nil {
+					warnUnseenKey(before, fb, cmd.ErrOrStderr()) // admin_breakers_keys.go
+				}
 				return fb, func(tw *tabwriter.Writer) {
 					until := "until cleared"
 					if !fb.Until.IsZero() {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -11,29 +10,30 @@ import (
 	"fusebox/api"
 )
 
-// warnUnseenKey warns on w when no node has a breaker for f's key (a typo
-// forces a key nothing uses) and lists the keys that match closely: the
-// same destination host, or a destination within a few edits. The force
-// still goes ahead: an operator may force a key before its first task.
-func warnUnseenKey(ctx context.Context, c *api.Client, f api.BreakerForce, w io.Writer) {
-	l, err := c.Breakers(ctx, true)
-	if err != nil {
-		return // the force itself reports an unreachable node
-	}
+// warnUnseenKey warns on w when no node had a breaker for the key the
+// cluster forced (a typo forces a key nothing uses) and lists the keys
+// that match closely: the same destination host, or a destination within a
+// few edits. The force still goes ahead: an operator may force a key
+// before its first task. before is the nodes' breakers read just before
+// the force (after it, the force itself makes the key). fb is the API's
+// answer: its destination is the normalised key (a callback URL's
+// scheme://host[:port]) as redacted for display, so neither the comparison
+// nor the warning sees the URL's path or query as given.
+func warnUnseenKey(before api.BreakerList, fb api.ForcedBreaker, w io.Writer) {
 	seen := map[string]bool{}
 	var close []string
-	for _, b := range l.Breakers {
-		if b.TaskGroup == f.TaskGroup && b.Namespace == f.Namespace && b.Destination == f.Destination {
+	for _, b := range before.Breakers {
+		if b.TaskGroup == fb.TaskGroup && b.Namespace == fb.Namespace && b.Destination == fb.Destination {
 			return
 		}
 		k := b.TaskGroup + "/" + b.Namespace + "/" + b.Destination
-		if !seen[k] && similarKey(f, b) {
+		if !seen[k] && similarKey(fb.Destination, b) {
 			seen[k] = true
 			close = append(close, k)
 		}
 	}
 	sort.Strings(close)
-	fmt.Fprintf(w, "warning: no node has a breaker for %s/%s/%s (never seen, or evicted when idle)\n", f.TaskGroup, f.Namespace, f.Destination)
+	fmt.Fprintf(w, "warning: no node has a breaker for %s/%s/%s (never seen, or evicted when idle)\n", fb.TaskGroup, fb.Namespace, fb.Destination)
 	if len(close) > 0 {
 		fmt.Fprintf(w, "close matches: %s\n", strings.Join(close, ", "))
 	}
@@ -41,14 +41,14 @@ func warnUnseenKey(ctx context.Context, c *api.Client, f api.BreakerForce, w io.
 
 // similarKey: the same destination under another group or namespace, the
 // same URL host, or a destination within 3 edits.
-func similarKey(f api.BreakerForce, b api.Breaker) bool {
-	if strings.EqualFold(f.Destination, b.Destination) {
+func similarKey(dest string, b api.Breaker) bool {
+	if strings.EqualFold(dest, b.Destination) {
 		return true
 	}
-	if h := destHost(f.Destination); h != "" && h == destHost(b.Destination) {
+	if h := destHost(dest); h != "" && h == destHost(b.Destination) {
 		return true
 	}
-	return editDistance(strings.ToLower(f.Destination), strings.ToLower(b.Destination)) <= 3
+	return editDistance(strings.ToLower(dest), strings.ToLower(b.Destination)) <= 3
 }
 
 func destHost(d string) string {

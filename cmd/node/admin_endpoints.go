@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"fusebox/api"
+	"fusebox/transport"
 )
 
 func endpointsCmd(o *adminOpts) *cobra.Command {
@@ -53,7 +54,9 @@ func endpointsCmd(o *adminOpts) *cobra.Command {
 			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				res, err := c.PutEndpoint(ctx, api.Endpoint{Name: args[0], URL: args[1], Description: desc})
 				return res, func(tw *tabwriter.Writer) {
-					fmt.Fprintf(tw, "endpoint %s → %s at raft index %d\n", args[0], args[1], res.Index)
+					// Redacted as every read shows it: a query or user:password
+					// may hold a secret.
+					fmt.Fprintf(tw, "endpoint %s → %s at raft index %d\n", args[0], transport.RedactURL(args[1]), res.Index)
 				}, err
 			})
 		},
