@@ -53,6 +53,10 @@ func breakersCmd(o *adminOpts) *cobra.Command {
 		ValidArgs: []string{"open", "closed", "auto"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.Mode = args[0]
+			names := fieldNamer{cmd: cmd, fields: forceFields} // admin_flags.go
+			if err := checkForce(names, f); err != nil {
+				return err
+			}
 			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				// The nodes' breakers before the force (after it, the force
 				// itself makes the key); an error here leaves the warning out:
@@ -71,7 +75,7 @@ func breakersCmd(o *adminOpts) *cobra.Command {
 						until = ""
 					}
 					fmt.Fprintf(tw, "%s/%s/%s forced %s %s at raft index %d\n", fb.TaskGroup, fb.Namespace, fb.Destination, fb.Mode, until, fb.Index)
-				}, err
+				}, flagNamed(err, names)
 			})
 		},
 	}

@@ -46,8 +46,12 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 					return err
 				}
 			}
+			names := fieldNamer{cmd: cmd, fields: submitFields, file: fileArg != ""} // admin_flags.go
+			if err := checkSubmit(names, body); err != nil {
+				return err
+			}
 			if wait {
-				return submitAndWait(cmd, o, body)
+				return submitAndWait(cmd, o, body, names)
 			}
 			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				acc, err := c.SubmitTask(ctx, body)
@@ -57,7 +61,7 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 						what = "duplicate of an earlier submit"
 					}
 					fmt.Fprintf(tw, "task %s on shard %d (%s)\n", acc.TaskID, acc.Shard, what)
-				}, err
+				}, flagNamed(err, names)
 			})
 		},
 	}
@@ -95,9 +99,13 @@ func tasksCmd(o *adminOpts) *cobra.Command {
 			if cmd.Flags().Changed("shard") {
 				q.Shard = &shard
 			}
+			names := fieldNamer{cmd: cmd, fields: listFields}
+			if err := checkList(names, q.Status, q.Limit, q.Shard); err != nil {
+				return err
+			}
 			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				l, err := c.Tasks(ctx, q)
-				return l, func(tw *tabwriter.Writer) { taskTable(tw, l) }, err
+				return l, func(tw *tabwriter.Writer) { taskTable(tw, l) }, flagNamed(err, names)
 			})
 		},
 	}
@@ -122,9 +130,13 @@ func dlqCmd(o *adminOpts) *cobra.Command {
 		Short: "List dead-lettered tasks with the reason",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			names := fieldNamer{cmd: cmd, fields: listFields}
+			if err := checkList(names, "", limit, nil); err != nil {
+				return err
+			}
 			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				l, err := c.DLQ(ctx, after, limit)
-				return l, func(tw *tabwriter.Writer) { taskTable(tw, l) }, err
+				return l, func(tw *tabwriter.Writer) { taskTable(tw, l) }, flagNamed(err, names)
 			})
 		},
 	}

@@ -157,7 +157,8 @@ func TestAdminTasksErrorsMapToExitCodes(t *testing.T) {
 			header: map[string]string{"Retry-After": "1"}},
 		"GET /v1/tasks/x": {status: 404, body: `{"error":{"code":"not_found","message":"no task \"x\""}}`},
 	})
-	if _, err := runAdmin(t, addr, tasksCmd, "tasks", "submit", "--namespace", "ns"); exitCode(err) != 4 || !strings.Contains(err.Error(), "shard 1 is full") {
+	if _, err := runAdmin(t, addr, tasksCmd, "tasks", "submit", "--namespace", "ns", "--workflow", "wf", "--task-group", "callbacks.Invocation",
+		"--destination", "http://x/cb"); exitCode(err) != 4 || !strings.Contains(err.Error(), "shard 1 is full") {
 		t.Fatalf("429: exit %d, %v", exitCode(err), err)
 	}
 	if _, err := runAdmin(t, addr, tasksCmd, "tasks", "get", "x"); exitCode(err) != 3 {

@@ -21,7 +21,7 @@ const (
 
 // submitAndWait submits body and polls the task until it ends or --timeout
 // passes, reporting each new attempt on stderr.
-func submitAndWait(cmd *cobra.Command, o *adminOpts, body api.TaskSubmit) error {
+func submitAndWait(cmd *cobra.Command, o *adminOpts, body api.TaskSubmit, names fieldNamer) error {
 	c, err := o.client()
 	if err != nil {
 		return err
@@ -30,7 +30,7 @@ func submitAndWait(cmd *cobra.Command, o *adminOpts, body api.TaskSubmit) error 
 	defer cancel()
 	acc, err := c.SubmitTask(ctx, body)
 	if err != nil {
-		return apiExit(connHint(c.Addr(), err))
+		return apiExit(connHint(c.Addr(), flagNamed(err, names)))
 	}
 	progress := cmd.ErrOrStderr()
 	fmt.Fprintf(progress, "task %s accepted on shard %d; waiting for it to end (--timeout %v)\n", acc.TaskID, acc.Shard, o.timeout)
