@@ -54,7 +54,7 @@ replaced, whatever its mode; a failed export leaves it as it was). Tasks submitt
 delivered while the export runs may or may not be in it: stop submitters first
 (docs/scaling.md, "Moving to the postgres store").`,
 		Example: `  fusebox admin tasks export --output pending.jsonl
-  fusebox admin tasks import --input pending.jsonl --addr http://new-cluster:7946`,
+  fusebox admin tasks import --input pending.jsonl --addr http://new-cluster:8470`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if page < 1 || page > api.MaxTaskListLimit {
