@@ -216,10 +216,18 @@ func (r *Request) noCallbackFields() error {
 
 func (r *Request) validateCallback() error {
 	switch {
-	case r.Service != "" || r.Operation != "" || len(r.Input) > 0 || r.OperationID != "":
-		return invalid("service", "service, operation, input and operation_id are not used by callbacks")
-	case r.CallbackURL != "" || len(r.CallbackHeader) > 0:
+	case r.Service != "":
+		return invalid("service", "not used by callbacks (service, operation, input and operation_id are a Nexus start's)")
+	case r.Operation != "":
+		return invalid("operation", "not used by callbacks (service, operation, input and operation_id are a Nexus start's)")
+	case len(r.Input) > 0:
+		return invalid("input", "not used by callbacks (a callback sends its completion or body)")
+	case r.OperationID != "":
+		return invalid("operation_id", "not used by callbacks (service, operation, input and operation_id are a Nexus start's)")
+	case r.CallbackURL != "":
 		return invalid("callback_url", "not used by callbacks (url is the callback URL)")
+	case len(r.CallbackHeader) > 0:
+		return invalid("callback_header", "not used by callbacks (header sets the callback's own headers)")
 	case r.Completion == nil && len(r.Body) == 0:
 		return invalid("completion", "a callback needs a completion or a non-empty body")
 	case r.Completion != nil && len(r.Body) > 0:

@@ -86,6 +86,12 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"callback with both", cb(func(r *transport.Request) { r.Body = []byte("x") }), "body"},
 		{"callback with service", cb(func(r *transport.Request) { r.Service = "s" }), "service"},
 		{"callback with callback url", cb(func(r *transport.Request) { r.CallbackURL = "http://x" }), "callback_url"},
+		// Each field named as itself: input and callback_header were
+		// reported as service and callback_url.
+		{"callback with operation", cb(func(r *transport.Request) { r.Operation = "o" }), "operation"},
+		{"callback with input", cb(func(r *transport.Request) { r.Input = []byte("{}") }), "input"},
+		{"callback with operation id", cb(func(r *transport.Request) { r.OperationID = "x" }), "operation_id"},
+		{"callback with callback header", cb(func(r *transport.Request) { r.CallbackHeader = map[string]string{"a": "b"} }), "callback_header"},
 		{"callback body too big", raw(func(r *transport.Request) { r.Body = big }), "body"},
 		{"bad content type", raw(func(r *transport.Request) { r.ContentType = "text/" }), "content_type"},
 		{"content type with completion", cb(func(r *transport.Request) { r.ContentType = "text/plain" }), "content_type"},
