@@ -37,5 +37,8 @@ func (n *Node) crash() {
 			_ = n.config.Close()
 		}
 		n.closeTLS()
+		if n.dirLock != nil {
+			_ = n.dirLock.Close() // a dead process holds no lock
+		}
 	})
 }
