@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -189,10 +190,31 @@ func (s *Server) nodeShardsOf(node string) (NodeShards, error) {
 	return out, nil
 }
 
+// isMember reports whether gossip knows node (in any state).
+func (s *Server) isMember(node string) bool {
+	if s.deps.Members == nil {
+		return false
+	}
+	for _, m := range s.deps.Members.Members() {
+		if m.ID == node {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Server) nodeShards(w http.ResponseWriter, r *http.Request) error {
-	out, err := s.nodeShardsOf(r.PathValue("id"))
+	node := r.PathValue("id")
+	out, err := s.nodeShardsOf(node)
 	if err != nil {
 		return err
+	}
+	// A node the cluster does not know — no member, no shard, no drain —
+	// is a 404 naming it: answered 200 with no shards, a typo in the id
+	// read as an empty node (drain and undrain refuse such an id).
+	if len(out.Shards) == 0 && !out.Draining && !s.isMember(node) {
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "node",
+			Message: fmt.Sprintf("node %q is not a member of the cluster and owns no shards (GET /v1/cluster/members lists them)", node)}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -123,4 +123,10 @@ func TestShardRoutes(t *testing.T) {
 	if ns, err = c.NodeShards(ctx, "n2"); err != nil || ns.Node != "n2" || len(ns.Shards) != len(m.OwnedBy("n2")) {
 		t.Fatalf("node shards: %+v, %v", ns, err)
 	}
+	// An id the cluster does not know is a 404 naming node, not an empty
+	// node (a typo read as a node without shards).
+	_, err = c.NodeShards(ctx, "zz")
+	if !errors.As(err, &e) || e.Status != http.StatusNotFound || e.Field != "node" {
+		t.Fatalf("shards of an unknown node: %v; want 404 naming node", err)
+	}
 }
