@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -117,7 +118,7 @@ func (c *Config) validateTaskStore() error {
 			return fmt.Errorf("--postgres-url %s: want postgres://[user[:password]@]host[:port]/database", pgstore.RedactURL(c.PostgresURL))
 		}
 		if _, err := pgxpool.ParseConfig(c.PostgresURL); err != nil {
-			return fmt.Errorf("--postgres-url %s: not a valid PostgreSQL connection URL", pgstore.RedactURL(c.PostgresURL))
+			return fmt.Errorf("--postgres-url %s: not a valid PostgreSQL connection URL: %s", pgstore.RedactURL(c.PostgresURL), pgParseReason(err, u))
 		}
 	default:
 		return fmt.Errorf("--task-store %q: want raft or postgres", c.TaskStore)
@@ -169,4 +170,20 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--timing %q: want lan or fast", c.Timing)
 	}
 	return nil
+}
+
+// pgParseReason is why pgx refused a connection URL, without the URL: its
+// error quotes the connection string with the password redacted only "best
+// effort" (pgconn.ParseConfigError), so the quote is cut and the password,
+// if any, is blanked wherever it still appears. Without a reason, a bad
+// port, sslmode or pool_max_conns all read "not a valid … URL".
+func pgParseReason(err error, u *url.URL) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "`: "); i >= 0 && strings.HasPrefix(msg, "cannot parse `") {
+		msg = msg[i+len("`: "):]
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		msg = strings.ReplaceAll(msg, pw, "<redacted>")
+	}
+	return msg
 }

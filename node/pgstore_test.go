@@ -13,6 +13,7 @@ import (
 	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
 	"fusebox/raftstore/state"
+	"fusebox/taskstore/pgstore"
 	"fusebox/transport/transporttest"
 )
 
@@ -263,6 +264,20 @@ func TestConfigTaskStoreFlags(t *testing.T) {
 			t.Errorf("%q %q: error %v, want one naming %s", tc.store, tc.url, err, tc.want)
 		case err != nil && strings.Contains(err.Error(), "pw@"):
 			t.Errorf("%q %q: error %v shows the password", tc.store, tc.url, err)
+		}
+	}
+	// A URL pgx refuses says why, without the password (pgx's own message
+	// quotes the URL, redacted only "best effort").
+	for url, why := range map[string]string{
+		"postgres://u:s3cret-pw@127.0.0.1:5432/db?sslmode=bogus":      "sslmode",
+		"postgres://u:s3cret-pw@127.0.0.1:5432/db?pool_max_conns=abc": "pool_max_conns",
+		"postgres://u:s3cret-pw@127.0.0.1:99999/db":                   "port",
+	} {
+		cfg := base
+		cfg.TaskStore, cfg.PostgresURL = TaskStorePostgres, url
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), why) || strings.Contains(err.Error(), "s3cret-pw") {
+			t.Errorf("%s: %v; want the reason (%s), no password", pgstore.RedactURL(url), err, why)
 		}
 	}
 	cfg := base
