@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -34,4 +35,32 @@ func TestDataDirInUseRefused(t *testing.T) {
 		t.Fatalf("the data dir is still locked after its node closed: %v", err)
 	}
 	_ = f.Close()
+}
+
+// A taken --raft-addr or --gossip-addr is named by its flag: the errors
+// were the components' own ("raft transport on …", memberlist's "Failed
+// to start TCP listener"), which leave the operator to guess the flag.
+func TestTakenAddressNamesItsFlag(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, flag := range []string{"--raft-addr", "--gossip-addr"} {
+		cfg := testConfig(t, "n1", 1, nil)
+		if flag == "--raft-addr" {
+			cfg.RaftAddr = taken.Addr().String()
+		} else {
+			cfg.GossipAddr = taken.Addr().String()
+		}
+		n, err := New(cfg, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = n.Start(t.Context())
+		_ = n.Close(context.Background())
+		if err == nil || !strings.HasPrefix(err.Error(), flag+" "+taken.Addr().String()) {
+			t.Fatalf("%s taken: %v; want an error naming the flag", flag, err)
+		}
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"fusebox/raftstore"
 )
@@ -51,4 +53,25 @@ func dataDirError(err error) error {
 		return fmt.Errorf("--data-dir: %w. Move the Raft log (wal/ or raft.db) and snapshots/ out of the data dir (keep them for investigation) and restart with --rejoin-empty to copy the state from the leader (docs/operations.md, \"A node lost its Raft log\")", err)
 	}
 	return fmt.Errorf("raft: %w", err)
+}
+
+// inUse reports whether another socket holds addr (TCP), by trying to bind
+// it: used after a component failed to start, to name the flag whose
+// address is taken. memberlist reports its bind errors as text only
+// (%v), so the error itself cannot be inspected.
+func inUse(addr string) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return errors.Is(err, syscall.EADDRINUSE)
+	}
+	_ = ln.Close()
+	return false
+}
+
+// addrError names flag when its address is taken, else returns err as is.
+func addrError(flag, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) || inUse(addr) {
+		return fmt.Errorf("%s %s: the address is in use (another process listens there): %w", flag, addr, err)
+	}
+	return err
 }

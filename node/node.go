@@ -164,7 +164,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Validator: configValidator{},
 	})
 	if err != nil {
-		return dataDirError(err)
+		return addrError("--raft-addr", cfg.RaftAddr, dataDirError(err))
 	}
 	n.state = n.store.Reader()
 	n.members, err = cluster.New(cluster.Config{
@@ -172,13 +172,13 @@ func (n *Node) Start(ctx context.Context) error {
 		Meta: cluster.Meta{ID: cfg.NodeID, HTTPAddr: n.AdvertiseHTTPAddr(), RaftAddr: n.store.RaftAddr(), Version: cfg.Version, LogVersion: state.BuildLogVersion()},
 	}, n.base.With("component", "gossip"), n.reg)
 	if err != nil {
-		return fmt.Errorf("gossip: %w", err)
+		return addrError("--gossip-addr", cfg.GossipAddr, fmt.Errorf("gossip: %w", err))
 	}
 	adapter.m = n.members
 	// Components outlive Start's context (it only bounds start-up): they are
 	// stopped by Close.
 	if err := n.members.Start(context.Background()); err != nil {
-		return fmt.Errorf("gossip: %w", err)
+		return addrError("--gossip-addr", cfg.GossipAddr, fmt.Errorf("gossip: %w", err))
 	}
 	n.gossipUp.Store(true)
 	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.hasHealthCheck, n.confirmByHealth, n.reg, n.log.With("component", "hints")); err != nil {
