@@ -1,17 +1,11 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"go.uber.org/goleak"
-
-	"fusebox/api"
-	"fusebox/internal/testwait"
 	"fusebox/node"
 )
 
@@ -20,8 +14,6 @@ import (
 // (--token-file, FUSEBOX_TOKEN); the help says reads need a token and that
 // exit 3 covers these refusals.
 func TestAdminAuthFailuresNameTheTokenFlags(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	t.Setenv("FUSEBOX_TOKEN", "")
 	t.Setenv("FUSEBOX_TOKEN_FILE", "")
 	os.Unsetenv("FUSEBOX_ADMIN_TOKEN_FILE")
@@ -35,21 +27,7 @@ func TestAdminAuthFailuresNameTheTokenFlags(t *testing.T) {
 	if err := os.WriteFile(readFile, []byte(readTok+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(node.Config{NodeID: "n1", DataDir: filepath.Join(dir, "n1"), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
-		RaftAddr: "127.0.0.1:0", Shards: 4, Timing: "fast", Version: "test", AdminTokenFile: tokens}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	t.Cleanup(func() { _ = n.Close(context.Background()) })
-	if err := n.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	testwait.ForErr(t, 30*time.Second, "the node ready", func() error {
-		return api.NewClient(n.HTTPAddr(), "", nil).Do(ctx, "GET", "/readyz", nil, nil, nil)
-	})
-	h := &adminNode{t: t, ctx: ctx, n: n}
+	h := newAdminNodeWith(t, func(c *node.Config) { c.AdminTokenFile = tokens })
 
 	for _, want := range []string{"--token-file", "FUSEBOX_TOKEN"} {
 		h.wantExit(3, want, "members") // a read without a token

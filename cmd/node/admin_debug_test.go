@@ -16,7 +16,6 @@ import (
 
 	"fusebox/api"
 	"fusebox/breakerpool"
-	"fusebox/internal/testwait"
 	"fusebox/node"
 )
 
@@ -116,23 +115,7 @@ func keys(m map[string]string) []string {
 // profile over the duration, a heap profile and the goroutine stacks.
 func TestAdminDebugBundleProfiles(t *testing.T) {
 	dir := t.TempDir()
-	n, err := node.New(node.Config{NodeID: "p1", DataDir: filepath.Join(dir, "p1"), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
-		RaftAddr: "127.0.0.1:0", Shards: 4, Timing: "fast", Version: "test", EnablePprof: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	t.Cleanup(func() { _ = n.Close(context.Background()) })
-	if err := n.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Ready first: a node without a shard map yet answers shards with 503,
-	// a failed part.
-	testwait.ForErr(t, 30*time.Second, "the node ready", func() error {
-		return api.NewClient(n.HTTPAddr(), "", nil).Do(ctx, "GET", "/readyz", nil, nil, nil)
-	})
-	h := &adminNode{t: t, ctx: ctx, n: n}
+	h := newAdminNodeWith(t, func(c *node.Config) { c.NodeID, c.EnablePprof = "p1", true })
 	out := filepath.Join(dir, "b.tar.gz")
 	h.mustRun("wrote", "debug", "--duration", "1s", "--output", out)
 	files := untar(t, out)

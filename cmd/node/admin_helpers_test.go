@@ -28,12 +28,19 @@ type adminNode struct {
 // newAdminNode starts the node; at the end of the test it is closed and no
 // goroutine may be left behind.
 func newAdminNode(t *testing.T, shards int) *adminNode {
+	return newAdminNodeWith(t, func(c *node.Config) { c.Shards = shards })
+}
+
+// newAdminNodeWith is newAdminNode with its config changed by mutate
+// (tokens, pprof, shards); it returns once the node is ready.
+func newAdminNodeWith(t *testing.T, mutate func(*node.Config)) *adminNode {
 	t.Helper()
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs last: after Close
-	dir := t.TempDir()
-	n, err := node.New(node.Config{NodeID: "n1", DataDir: filepath.Join(dir, "n1"), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
-		RaftAddr: "127.0.0.1:0", Shards: shards, Timing: "fast", Version: "test"}, nil)
+	cfg := node.Config{NodeID: "n1", DataDir: filepath.Join(t.TempDir(), "n1"), HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
+		RaftAddr: "127.0.0.1:0", Shards: 4, Timing: "fast", Version: "test"}
+	mutate(&cfg)
+	n, err := node.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,13 +50,10 @@ func newAdminNode(t *testing.T, shards int) *adminNode {
 	if err := n.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	apic := api.NewClient(n.HTTPAddr(), "", nil)
-	for apic.Do(ctx, "GET", "/readyz", nil, nil, nil) != nil {
-		if ctx.Err() != nil {
-			t.Fatal("node not ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Ready first: a node without a shard map yet answers some reads 503.
+	testwait.ForErr(t, 30*time.Second, "the node ready", func() error {
+		return api.NewClient(n.HTTPAddr(), "", nil).Do(ctx, "GET", "/readyz", nil, nil, nil)
+	})
 	return &adminNode{t: t, ctx: ctx, n: n}
 }
 
