@@ -231,7 +231,7 @@ func TestSnapshotMetaMissingDoesNotPanic(t *testing.T) {
 	_, trans := raft.NewInmemTransport("")
 	rc := raft.DefaultConfig()
 	rc.LocalID = "n1"
-	rc.Logger = newHCLogger(slog.New(slog.DiscardHandler), "raft")
+	rc.Logger = newHCLogger(slog.New(slog.DiscardHandler), "raft", nil)
 	r, err := newRaft(rc, NewFSM(mustState(), slog.New(slog.DiscardHandler)), bolt, bolt, snaps, trans)
 	if err == nil {
 		_ = r.Shutdown().Error()

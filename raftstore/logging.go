@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -16,8 +17,9 @@ import (
 // newHCLogger returns an hclog.Logger (raft's logger type) whose output is
 // re-emitted through slog. raft logs at DEBUG by default; the hclog level is
 // taken from what the slog handler accepts, so with an INFO handler raft's
-// debug chatter is not even formatted.
-func newHCLogger(l *slog.Logger, name string) hclog.Logger {
+// debug chatter is not even formatted. Once closing is set, raft's errors
+// are logged at INFO (shutdownErrors).
+func newHCLogger(l *slog.Logger, name string, closing *atomic.Bool) hclog.Logger {
 	ctx := context.Background()
 	level := hclog.Error
 	switch {
@@ -32,7 +34,7 @@ func newHCLogger(l *slog.Logger, name string) hclog.Logger {
 		Name:       name,
 		Level:      level,
 		JSONFormat: true,
-		Output:     newSlogWriter(l),
+		Output:     newSlogWriter(l, closing),
 	})
 }
 
@@ -42,10 +44,12 @@ func newHCLogger(l *slog.Logger, name string) hclog.Logger {
 type slogWriter struct {
 	l  *slog.Logger
 	th *logthrottle.Throttle
+	// closing is the store's: set when Close begins (nil: never).
+	closing *atomic.Bool
 }
 
-func newSlogWriter(l *slog.Logger) *slogWriter {
-	return &slogWriter{l: l, th: logthrottle.New(logthrottle.DefaultEvery, logthrottle.DefaultBurst)}
+func newSlogWriter(l *slog.Logger, closing *atomic.Bool) *slogWriter {
+	return &slogWriter{l: l, th: logthrottle.New(logthrottle.DefaultEvery, logthrottle.DefaultBurst), closing: closing}
 }
 
 func (w *slogWriter) Write(p []byte) (int, error) {
@@ -70,6 +74,14 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		msg, _ := m["@message"].(string)
 		if lvl == slog.LevelWarn && expectedWarning(msg, m) {
 			lvl = slog.LevelInfo
+		}
+		if lvl == slog.LevelError && w.closing != nil && w.closing.Load() {
+			// shutdownErrors: the store is closing, and what raft reports
+			// then is the shutdown itself — every clean stop logged
+			// "failed to decode incoming command … use of closed network
+			// connection" at ERROR, which alerts on error logs caught.
+			lvl = slog.LevelInfo
+			m["during_shutdown"] = true
 		}
 		ok, suppressed := w.th.Allow(lineKind(lvl, msg, m))
 		if !ok {

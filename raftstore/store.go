@@ -62,6 +62,7 @@ type Store struct {
 
 	startOnce sync.Once
 	closeOnce sync.Once
+	closing   atomic.Bool // set when Close begins: raft's errors after it are logged at INFO
 	closeErr  error
 }
 
@@ -103,7 +104,7 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	if err != nil {
 		return nil, err
 	}
-	hl := newHCLogger(s.logger, "raft")
+	hl := newHCLogger(s.logger, "raft", &s.closing)
 	if dir.logStore != cfg.LogStore && !s.rejoin {
 		// The data dir holds the other log store: move its log over
 		// (logstore.go). A data dir whose log is lost has nothing to move.
@@ -231,7 +232,7 @@ func (s *Store) start(ctx context.Context) error {
 		return errors.New("raftstore: Start after Close")
 	}
 	rc := s.cfg.raftConfig()
-	rc.Logger = newHCLogger(s.logger, "raft")
+	rc.Logger = newHCLogger(s.logger, "raft", &s.closing)
 	if err := s.recoverFromPeersFile(rc); err != nil {
 		return err
 	}
@@ -282,6 +283,7 @@ func (s *Store) start(ctx context.Context) error {
 // transport and raft.db. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.closing.Store(true) // raft's errors from here on are the shutdown's (logging.go)
 		s.cancel()
 		s.submits.close()
 		s.completes.close()
