@@ -110,12 +110,13 @@ func (q *Queue) process(g *group, it *item) {
 	}
 	req.Namespace, req.Destination = t.NamespaceID, g.key.Destination // the request series' labels
 	req.Deadline = t.Deadline                                         // a start's Operation-Timeout (never stored)
-	if ol, ok := q.limits.Current().(OutputLimits); ok && t.TaskGroup == breakerpool.TaskGroupNexusInvocation {
+	lim := q.limits.Current()
+	if ol, ok := lim.(OutputLimits); ok && t.TaskGroup == breakerpool.TaskGroupNexusInvocation {
 		req.MaxOutput = ol.MaxOutputBytes(t.NamespaceID, g.key.Destination) // never stored either
 	}
 	if req.Timeout == 0 {
 		// g.key is KeyOf(t), derived once when the task joined its group.
-		req.Timeout = min(q.limits.Current().RequestTimeout(t.TaskGroup, t.NamespaceID, g.key.Destination), transport.MaxTimeout)
+		req.Timeout = min(lim.RequestTimeout(t.TaskGroup, t.NamespaceID, g.key.Destination), transport.MaxTimeout)
 	}
 	if r, over := q.pastDeadline(t, &req); over {
 		sh.finish(it, r)
