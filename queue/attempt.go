@@ -245,6 +245,7 @@ func (c *call) Execute(ctx context.Context) error {
 	q.m.rateWait.Observe(start.Sub(c.waitStart).Seconds())
 	c.called = true
 	it.called = true
+	it.callAt = start.UnixNano()
 	if t.Attempts == 0 {
 		q.m.firstAttempt.WithLabelValues(t.TaskGroup).Observe(time.Since(t.CreatedAt).Seconds())
 	}

@@ -67,6 +67,11 @@ type Config struct {
 	// away than this is written back due at that turn (defer.go), so that
 	// one destination's burst does not hold back the shard's others.
 	DeferAfter time.Duration
+	// DestinationShare is how many of a shard's tasks one destination (all
+	// its namespaces and task groups) may have dispatched at once; beyond
+	// it its tasks are held, and deferred once the window is full
+	// (share.go). 0 is half of MaxPendingPerShard.
+	DestinationShare int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -80,7 +85,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"GroupIdleTTL", int64(c.GroupIdleTTL)}, {"GCInterval", int64(c.GCInterval)},
 		{"MaxUnexpectedErrors", int64(c.MaxUnexpectedErrors)}, {"MaxAttempts", int64(c.MaxAttempts)},
 		{"FullReadBackstop", int64(c.FullReadBackstop)}, {"DeferAfter", int64(c.DeferAfter)},
-		{"RescheduleBase", int64(c.RescheduleBase)},
+		{"RescheduleBase", int64(c.RescheduleBase)}, {"DestinationShare", int64(c.DestinationShare)},
 	} {
 		if f.v < 0 {
 			return c, fmt.Errorf("queue: Config.%s must not be negative, got %d", f.name, f.v)
@@ -105,6 +110,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxPendingPerShard == 0 {
 		c.MaxPendingPerShard = DefaultMaxPendingPerShard
+	}
+	if c.DestinationShare == 0 {
+		c.DestinationShare = max(c.MaxPendingPerShard/2, 1)
 	}
 	return c, nil
 }

@@ -244,6 +244,7 @@ func (s *shard) deferSaturated(now time.Time) {
 			s.held.byKey[k] = kept
 		}
 	}
+	out = s.deferShares(now, out) // share.go
 	s.mu.Unlock()
 	if len(out) == 0 {
 		return

@@ -63,35 +63,44 @@ func (h *heldTasks) merge(o heldTasks) {
 // buffer refuses one, then items in order; what is refused is held (see
 // heldTasks). An item whose key already has tasks held is held behind them
 // without being offered: its buffer refused the last offer, and the group's
-// room signal (roomFor) wakes this shard to offer them again, in order. It
-// reports whether any task is held after it.
+// room signal (roomFor) wakes this shard to offer them again, in order. A
+// task whose destination has its share of the shard dispatched is held
+// without an offer too; the first of its dispatched tasks to end below the
+// share wakes the shard (share.go). It reports whether any task is held
+// after it.
 func (s *shard) dispatch(retry heldTasks, items []*item, now time.Time) (refused bool) {
 	var held heldTasks
 	for k, its := range retry.byKey {
 		for i, it := range its {
-			s.offers.Add(1)
-			if !s.q.sched.submit(it) {
+			if taken, _ := s.offer(it, now); !taken {
 				clear(its[:i]) // the taken ones: not kept alive by the rest's array
 				held.put(k, its[i:]...)
 				break
 			}
 		}
 	}
-	fresh := 0 // newly held, counted as refused once each
+	full, shared := 0, 0 // newly held, counted once each
 	for _, it := range items {
 		if held.has(it.key) || s.held.has(it.key) {
 			held.add(it)
-			fresh++
+			full++
 			continue
 		}
-		s.offers.Add(1)
-		if !s.q.sched.submit(it) {
+		switch taken, atShare := s.offer(it, now); {
+		case taken:
+		case atShare:
 			held.add(it)
-			fresh++
+			shared++
+		default:
+			held.add(it)
+			full++
 		}
 	}
-	if fresh > 0 {
-		s.q.m.rejections.WithLabelValues("buffer_full").Add(float64(fresh))
+	if full > 0 {
+		s.q.m.rejections.WithLabelValues("buffer_full").Add(float64(full))
+	}
+	if shared > 0 {
+		s.q.m.rejections.WithLabelValues("destination_share").Add(float64(shared))
 	}
 	if held.len() == 0 {
 		return false
@@ -103,4 +112,21 @@ func (s *shard) dispatch(retry heldTasks, items []*item, now time.Time) (refused
 	s.held.merge(held)
 	s.mu.Unlock()
 	return true
+}
+
+// offer offers it to its group unless its destination is at its share
+// (atShare); taken reports whether the group took it.
+func (s *shard) offer(it *item, now time.Time) (taken, atShare bool) {
+	s.mu.Lock()
+	ok := s.tryOut(it, now)
+	s.mu.Unlock()
+	if !ok {
+		return false, true
+	}
+	s.offers.Add(1)
+	if !s.q.sched.submit(it) {
+		s.notOut(it)
+		return false, false
+	}
+	return true, false
 }

@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer, q *Queue) (*metrics, error) {
 			Name: "fusebox_queue_task_results_total", Help: "Dispositions of dispatched tasks, by outcome.",
 		}, []string{"outcome"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fusebox_queue_scheduler_rejections_total", Help: "Tasks the scheduler refused, by reason (buffer_full, stale_ownership, destination_not_allowed, handover).",
+			Name: "fusebox_queue_scheduler_rejections_total", Help: "Tasks the scheduler refused, by reason (buffer_full, destination_share, stale_ownership, destination_not_allowed, handover).",
 		}, []string{"reason"}),
 		rateWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fusebox_queue_rate_limiter_wait_seconds", Help: "Time a task waited for a rate-limiter token.",

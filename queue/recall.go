@@ -137,13 +137,24 @@ func (s *shard) readRecalls(now time.Time, limit int, skip func(string) bool) []
 		return !deferred || skip(id)
 	}
 	var items []*item
+	var shareRoom map[string]int // what each destination's share has left for this pass's recalls
 	for k, until := range s.deferredTo {
 		if !until.After(now) {
 			// Every task deferred to it is due: the due reads take them.
 			s.dropHorizon(k)
 			continue
 		}
-		n := min(limit, s.q.sched.recallRoom(k))
+		room, ok := shareRoom[k.Destination]
+		if !ok {
+			room = s.shareRoom(k.Destination)
+		}
+		if room <= 0 {
+			// Its destination has its share dispatched: the first of its
+			// tasks to end below it wakes this shard (share.go).
+			s.atShare(k.Destination)
+			continue
+		}
+		n := min(limit, s.q.sched.recallRoom(k), room)
 		if n <= 0 {
 			s.q.sched.watchDry(k, s)
 			continue
@@ -155,11 +166,15 @@ func (s *shard) readRecalls(now time.Time, limit int, skip func(string) bool) []
 		tasks, last, done := ls.Later(s.id, k, from, until, n, skipRecall)
 		for i := range tasks {
 			it := newItem(tasks[i], s, nil)
-			s.inflight[tasks[i].ID] = it
+			s.track(it)
 			s.forgetDeferred(tasks[i].ID)
 			items = append(items, it)
 		}
 		limit -= len(tasks)
+		if shareRoom == nil {
+			shareRoom = make(map[string]int)
+		}
+		shareRoom[k.Destination] = room - len(tasks)
 		if len(tasks) < n {
 			// Room left: the next shard that deferred tasks of k may
 			// fill it.

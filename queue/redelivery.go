@@ -117,7 +117,9 @@ func (s *shard) forgetWritten(batch []Result) uint64 {
 	var n uint64
 	for i := range batch {
 		if r := &batch[i]; !r.Started {
-			delete(s.inflight, r.TaskID)
+			if it := s.inflight[r.TaskID]; it != nil {
+				s.untrack(it)
+			}
 			delete(s.seen, r.TaskID)
 			n++
 			if r.Status == StatusPending && r.NextAttemptAt.Before(s.cursor) {

@@ -228,7 +228,7 @@ func (s *shard) readReleases(limit int, skip func(string) bool) (items []*item, 
 		r.giveBack(n - len(tasks))
 		for i := range tasks {
 			it := newItem(tasks[i], s, r)
-			s.inflight[tasks[i].ID] = it
+			s.track(it)
 			items = append(items, it)
 		}
 		if r.cursor.before(last) {

@@ -32,6 +32,13 @@ type item struct {
 	// rel is the release walk that dispatched this blocked task before its
 	// time (release.go); nil for a due task.
 	rel *release
+	// dl is the task's destination's load in its shard's window, and
+	// outAt the time it was dispatched, 0 while it is not (share.go; both
+	// under sh.mu). callAt is when its call began, 0 if it was not made
+	// (written by its worker before the call, read by the same worker).
+	dl     *destLoad
+	outAt  int64
+	callAt int64
 }
 
 // newItem is a dispatch of t by sh; rel is the release walk that reads it

@@ -56,9 +56,14 @@ type shard struct {
 	deferredIDs map[string]struct{}
 	recallFrom  map[breakerpool.Key]Cursor
 	deferMark   uint64 // finished after the last deferral (recall.go)
-	results     []Result
-	called      []bool // parallel to results: the result answers a call
-	lost        bool
+	// dests is, per destination, its tasks in the window (share.go), and
+	// shareTurns the latest turn a task of it was deferred to for its
+	// share. Under mu.
+	dests      map[string]*destLoad
+	shareTurns map[string]time.Time
+	results    []Result
+	called     []bool // parallel to results: the result answers a call
+	lost       bool
 	// releases are the walks over closed keys' blocked tasks (release.go);
 	// finished and written count results recorded and written, so a walk
 	// can wait for the results decided before its close.
@@ -145,6 +150,7 @@ func signal(ch chan struct{}) {
 // is dropped (a call it answers was counted by lose as in flight).
 func (s *shard) finish(it *item, r Result) {
 	s.mu.Lock()
+	s.endOut(it, time.Now())
 	if s.lost {
 		s.mu.Unlock()
 		return
@@ -167,8 +173,9 @@ func (s *shard) release(it *item, park time.Duration) {
 	}
 	s.q.m.results.WithLabelValues(outcomeReleased).Inc()
 	s.mu.Lock()
+	s.endOut(it, time.Now())
 	if s.inflight[it.task.ID] == it {
-		delete(s.inflight, it.task.ID)
+		s.untrack(it)
 		if park > 0 && !s.lost {
 			s.parked[it.task.ID] = time.Now().Add(park)
 		}
@@ -380,7 +387,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	items := make([]*item, len(tasks))
 	for i := range tasks {
 		items[i] = newItem(tasks[i], s, nil)
-		s.inflight[tasks[i].ID] = items[i]
+		s.track(items[i])
 		s.forgetDeferred(tasks[i].ID)
 		s.noteInterrupted(&tasks[i])
 		if at := tasks[i].NextAttemptAt; at.After(s.cursor) {

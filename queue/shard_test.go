@@ -185,6 +185,7 @@ func TestTrackedReadCutShortStartsThereAgain(t *testing.T) {
 	exec := newFakeExec(true)
 	cfg := fastCfg()
 	cfg.MaxPendingPerShard = 4
+	cfg.DestinationShare = 4 // its one destination may fill the window
 	e.startTracked(t, cfg, exec)
 	first := callbacks(2, 1, "now", "d")
 	e.add(t, first...)
@@ -290,6 +291,7 @@ func TestReaderAtCapacitySleeps(t *testing.T) {
 	exec := newFakeExec(true)
 	cfg := fastCfg()
 	cfg.MaxPendingPerShard = 2
+	cfg.DestinationShare = 2 // its one destination may fill the window
 	q := e.start(t, cfg, exec, nil)
 	tasks := callbacks(4, 1, "cap", "d")
 	// One task, then the next while the first is in flight: the second

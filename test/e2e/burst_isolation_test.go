@@ -34,10 +34,17 @@ import (
 //     the burst's destination has answered once: its pace comes from the age
 //     of its calls under way while every slot is busy (queue.callTimeAt).
 //     Before that, it had no pace until its first answer, 8 s later.
+//   - many namespaces: the burst spread over 40 namespaces at the default
+//     limits (100 calls in flight and 100 buffered per namespace and node),
+//     answers taking 8 s. No one key fills its buffer, so before each
+//     destination had a share of the window (queue/share.go) every shard's
+//     window filled with calls under way, none held and none deferred, and
+//     the other destination's tasks waited for the first answers.
 func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		rps, conc  string
+		namespaces int // 3 when 0
 		answerTime time.Duration
 		// beforeAnswers: the other tasks go before any answer of the burst's
 		beforeAnswers bool
@@ -45,6 +52,7 @@ func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 		{name: "rate-limited", rps: "20"},
 		{name: "slow", rps: "1000000", conc: "10", answerTime: time.Second},
 		{name: "unanswering", rps: "1000000", conc: "10", answerTime: 8 * time.Second, beforeAnswers: true},
+		{name: "many namespaces", namespaces: 40, answerTime: 8 * time.Second, beforeAnswers: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const burst, others = 24000, 10
@@ -52,7 +60,9 @@ func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 			slow, fast := NewDest(t), NewDest(t)
 			slow.SetHold(tc.answerTime)
 			dest := transport.BreakerDestination(breakerpool.TaskGroupCallback, slow.CallbackURL())
-			setConfig(t, c, keyRPS, dest, tc.rps)
+			if tc.rps != "" {
+				setConfig(t, c, keyRPS, dest, tc.rps)
+			}
 			if tc.conc != "" {
 				setConfig(t, c, keyConcurrency, dest, tc.conc)
 			}
@@ -62,7 +72,7 @@ func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 			}
 			tasks := make([]api.TaskSubmit, burst)
 			for i := range tasks {
-				tasks[i] = callbackTask(fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("burst-%d", i), slow.CallbackURL(), i)
+				tasks[i] = callbackTask(fmt.Sprintf("ns-%d", i%max(tc.namespaces, 3)), fmt.Sprintf("burst-%d", i), slow.CallbackURL(), i)
 			}
 			start := time.Now()
 			deliverybench.SubmitAll(t, clients, tasks)
