@@ -168,3 +168,43 @@ func TestEvictedHintBreakerLeavesNoState(t *testing.T) {
 		return !kept && n.pol.precreated == 0
 	})
 }
+
+// A key's probe owner is chosen among the nodes whose own calls opened it,
+// so a destination that comes back is probed at Timeout by a node that has
+// calls for it. Hashed over every member, the owner here was n2, which has
+// no calls for the key: it never probed nor sent the closed hint, and n0
+// and n1 held their breakers open for their whole fallback (Timeout × [2,
+// 2.5) after their opening) before probing themselves. Now one of them owns
+// the probe, the other holds for it and warm-starts on its closed hint: one
+// probe, no fallback.
+func TestRecoveryNotHeldForAnIdleOwner(t *testing.T) {
+	const timeout = 5 * time.Second
+	dest := transporttest.NewDestination(t)
+	nodes := startPCluster(t, 3, testSettings(breakerpool.HintProbe, timeout), Config{})
+	setURL(dest.CallbackURL(), nodes...)
+	client := newClient(t)
+	k := keyOwnedBy(t, nodes[0], "n2")
+	drivers := driveAll(t, nodes[:2], client, k, 20) // n2, the owner over every member, has no calls
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "n0 and n1 open", func() bool { return isOpen(nodes[0], k) && isOpen(nodes[1], k) })
+	opened := time.Now() // at or after both openings
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
+		t.Fatal(err)
+	}
+	// The owner probes at Timeout × [1, 1.2) after its opening; a fallback
+	// would be at 2 × Timeout at the earliest.
+	for i, d := range drivers {
+		testwait.For(t, time.Until(opened.Add(timeout*17/10)), fmt.Sprintf("n%d to deliver before any fallback", i),
+			func() bool { return d.deliveredSince(opened) })
+	}
+	var owner, fallback float64
+	for _, n := range nodes[:2] {
+		owner += probes(t, n, ProbeOwner)
+		fallback += probes(t, n, ProbeFallback)
+	}
+	if owner != 1 || fallback != 0 {
+		t.Fatalf("probes: %v by the owner and %v at a fallback, want 1 and 0", owner, fallback)
+	}
+}

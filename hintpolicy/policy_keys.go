@@ -1,6 +1,7 @@
 package hintpolicy
 
 import (
+	"slices"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -54,6 +55,13 @@ type keyState struct {
 	// episode: the first fallback deadline plus MaxHoldTimeouts·Timeout.
 	// Zero when the breaker is not open.
 	holdBound time.Time
+
+	// trippers are the nodes whose own calls opened the key's breaker in
+	// its current episode: the origins of the open hints heard for it (only
+	// a local trip is published as open) and this node after a local trip,
+	// each until its closed hint or this node's close. The key's probe
+	// owner is chosen among them (probeOwnerLocked). At most maxTrippers.
+	trippers []string
 
 	// precreated: an open hint created this node's breaker for the key;
 	// the slot is released once the breaker is used or evicted.
@@ -157,4 +165,22 @@ func (p *Policy) sweepPrecreatedLocked() {
 		p.precreated--
 	}
 	p.met.precreated.Set(float64(p.precreated))
+}
+
+// maxTrippers bounds a key's trippers; beyond it a new one is not recorded
+// (the owner is chosen among the first).
+const maxTrippers = 64
+
+// addTripper records that id's own calls opened the key's breaker.
+func (st *keyState) addTripper(id string) {
+	if len(st.trippers) < maxTrippers && !slices.Contains(st.trippers, id) {
+		st.trippers = append(st.trippers, id)
+	}
+}
+
+// dropTripper forgets id as a tripper (its breaker closed).
+func (st *keyState) dropTripper(id string) {
+	if i := slices.Index(st.trippers, id); i >= 0 {
+		st.trippers = slices.Delete(st.trippers, i, i+1)
+	}
 }

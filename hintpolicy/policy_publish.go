@@ -43,16 +43,23 @@ func (p *Policy) Observe(t breakerpool.Transition) {
 	}
 	switch t.To {
 	case gobreaker.StateOpen:
-		if t.Source == breakerpool.SourceLocal && t.From == gobreaker.StateClosed {
-			p.susp.record(t.Key, now)
-			p.evaluateSuspicionLocked(now)
+		if t.Source == breakerpool.SourceLocal {
+			st.addTripper(p.self)
+			if t.From == gobreaker.StateClosed {
+				p.susp.record(t.Key, now)
+				p.evaluateSuspicionLocked(now)
+			}
 		}
 		if ok {
 			timeout := b.Settings().Timeout.D()
 			if t.From != gobreaker.StateOpen || st.holdBound.IsZero() {
 				st.holdBound = p.holdBoundFor(now, timeout)
 			}
-			if b.Settings().HintPolicy != breakerpool.HintOff && !p.isOwner(t.Key) {
+			// Held for the probe owner, if another node with calls for
+			// the key owns it; else this node probes at its Timeout. An
+			// owner heard from later (its open hint) extends the hold
+			// (applyOpenLocked).
+			if o := p.probeOwnerLocked(t.Key, st); b.Settings().HintPolicy != breakerpool.HintOff && o != "" && o != p.self {
 				p.holdLocked(b, t.Generation, p.fallback(timeout), st.holdBound, now)
 			}
 		}
@@ -64,9 +71,10 @@ func (p *Policy) Observe(t breakerpool.Transition) {
 			st.confirmProbe = false // counted as ProbeConfirm when asked (askLocked)
 			break
 		}
-		p.met.probes.WithLabelValues(p.probeRole(t, ok, b)).Inc()
+		p.met.probes.WithLabelValues(p.probeRole(t, ok, b, st)).Inc()
 	case gobreaker.StateClosed:
 		st.holdBound = time.Time{}
+		st.trippers = nil // the episode is over here
 		if st.pubState == cluster.HintOpen {
 			st.pubState = cluster.HintClosed // an operator or hint close: no longer ours to advertise
 		}
@@ -77,13 +85,13 @@ func (p *Policy) Observe(t breakerpool.Transition) {
 }
 
 // probeRole names why a breaker went half-open.
-func (p *Policy) probeRole(t breakerpool.Transition, ok bool, b *breakerpool.Breaker) string {
+func (p *Policy) probeRole(t breakerpool.Transition, ok bool, b *breakerpool.Breaker, st *keyState) string {
 	switch {
 	case t.Source == breakerpool.SourceHint:
 		return ProbeWarm
 	case !ok || b.Settings().HintPolicy == breakerpool.HintOff:
 		return ProbeLocal
-	case p.isOwner(t.Key):
+	case p.probeOwnerLocked(t.Key, st) == p.self:
 		return ProbeOwner
 	default:
 		return ProbeFallback

@@ -39,6 +39,7 @@ func (p *Policy) HandleHint(h cluster.Hint) (fresh bool) {
 	st.clock, st.lastOrigin = h.Generation, h.Origin
 
 	if h.State == cluster.HintClosed {
+		st.dropTripper(h.Origin)
 		b, ok := p.pool.Lookup(h.Key)
 		if ok && b.Settings().HintPolicy == breakerpool.HintConfirm {
 			p.confirmClosedLocked(b, h, st, now)
@@ -55,6 +56,9 @@ func (p *Policy) HandleHint(h cluster.Hint) (fresh bool) {
 	if h.Suspect || p.originSuspect(h.Origin) {
 		p.met.actions.WithLabelValues(ActionIgnoredSuspect).Inc()
 		return false
+	}
+	if h.State == cluster.HintOpen {
+		st.addTripper(h.Origin) // only a local trip is published as open
 	}
 	b, ok := p.pool.Lookup(h.Key)
 	if !ok {
@@ -114,8 +118,8 @@ func (p *Policy) originSuspect(origin string) bool {
 //     that same moment, capped by this node's MaxRetryAfter;
 //     applyRetryAfterLocked in Receive.)
 //   - either: an open breaker that does not own the key's probe, hearing the
-//     owner's open hint (its probe failed), holds on for another fallback
-//     period, never past the episode's bound.
+//     owner's open hint (its trip, or its probe failed), holds on for
+//     another fallback period, never past the episode's bound.
 func (p *Policy) applyOpenLocked(b *breakerpool.Breaker, h cluster.Hint, st *keyState, now time.Time) string {
 	set := b.Settings()
 	if set.HintPolicy == breakerpool.HintOff {
@@ -138,7 +142,7 @@ func (p *Policy) applyOpenLocked(b *breakerpool.Breaker, h cluster.Hint, st *key
 			p.met.probes.WithLabelValues(ProbeGuard).Inc()
 			return ActionGuard
 		}
-	case s.State == gobreaker.StateOpen && h.Origin == p.Owner(h.Key) && !p.isOwner(h.Key):
+	case s.State == gobreaker.StateOpen && h.Origin == p.probeOwnerLocked(h.Key, st) && h.Origin != p.self:
 		if st.holdBound.IsZero() { // the opening is still on its way to Observe
 			st.holdBound = p.holdBoundFor(now, set.Timeout.D())
 		}

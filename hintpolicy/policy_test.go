@@ -229,12 +229,14 @@ func TestPolicyOwnerExtensionIsBounded(t *testing.T) {
 	start := time.Now()
 	b.OpenFor(timeout, breakerpool.SourceLocal) // as a local trip would
 	bound := start.Add(time.Duration(float64(timeout)*(DefaultFallbackFactor+DefaultFallbackJitter)) + 2*timeout)
+	// The owner trips too (it has calls for the key): n0 holds for its probe.
+	gen := uint64(time.Now().Add(time.Minute).UnixMilli()) // the owner's clock: above n0's publication
+	n0.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintOpen, Generation: gen, Origin: "n1", OpenFor: timeout})
 	testwait.For(t, 5*time.Second, "non-owner to hold past its own timeout", func() bool {
 		return status(n0, k).OpenRemaining > timeout
 	})
 	// The owner keeps reporting failed probes; the hold is extended but
 	// never past the bound, and then the non-owner probes by itself.
-	gen := uint64(time.Now().Add(time.Minute).UnixMilli()) // the owner's clock: above n0's publication
 	testwait.For(t, 10*time.Second, "non-owner to fall back despite the owner's hints", func() bool {
 		gen++
 		n0.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintOpen, Generation: gen, Origin: "n1", OpenFor: timeout})

@@ -63,6 +63,22 @@ func (v *ownerView) owner(k breakerpool.Key) string {
 	return best
 }
 
+// ownerAmong returns the probe owner of k among the candidates that are in
+// among (the key's trippers, probeOwnerLocked): "" when none is.
+func (v *ownerView) ownerAmong(k breakerpool.Key, among []string) string {
+	var best string
+	var bestScore uint64
+	for _, id := range among {
+		if _, ok := slices.BinarySearch(v.ids, id); !ok {
+			continue
+		}
+		if s := rendezvousScore(k, id); best == "" || s > bestScore || (s == bestScore && id < best) {
+			best, bestScore = id, s
+		}
+	}
+	return best
+}
+
 // equal reports whether two views have the same candidates.
 func (v *ownerView) equal(o *ownerView) bool {
 	return o != nil && slices.Equal(v.ids, o.ids)
