@@ -5,17 +5,24 @@ import (
 )
 
 // emit hands an event to the observer goroutine without blocking; it is
-// called with the breaker's lock held. A full queue drops the event and
-// counts it.
+// called with the breaker's lock held. An event the queue refuses, or any
+// while earlier ones wait in the overflow, goes to the overflow (overflow.go).
 func (p *Pool) emit(t Transition) {
-	select {
-	case p.events <- t:
-	default:
+	if p.over.n.Load() == 0 {
+		select {
+		case p.events <- t:
+			return
+		default:
+		}
+	}
+	if p.over.put(t) {
 		p.dropped.Inc()
 	}
 }
 
-// observeLoop logs transitions and delivers them to the observer.
+// observeLoop logs transitions and delivers them to the observer: the
+// queue's first, then, once it is empty, the overflow's, all of them before
+// the queue is read again.
 func (p *Pool) observeLoop() {
 	defer p.wg.Done()
 	for {
@@ -23,17 +30,42 @@ func (p *Pool) observeLoop() {
 		case <-p.stop:
 			return
 		case t := <-p.events:
-			if t.Kind == KindFailing {
-				p.log.Debug("breaker failing", "key", t.Key.String(), "consecutive_failures", t.Failures,
-					"generation", t.Generation)
-				p.cfg.OnFailing(t) // only emitted when set
-				continue
-			}
-			logTransition(p.log, t)
-			if p.cfg.Observer != nil {
-				p.cfg.Observer(t)
-			}
+			p.deliver(t)
+			continue
+		default:
 		}
+		if batch := p.over.take(); len(batch) > 0 {
+			for _, t := range batch {
+				select {
+				case <-p.stop:
+					return
+				default:
+				}
+				p.deliver(t)
+			}
+			continue
+		}
+		select {
+		case <-p.stop:
+			return
+		case t := <-p.events:
+			p.deliver(t)
+		case <-p.over.wake:
+		}
+	}
+}
+
+// deliver logs t and hands it to the observer (an early warning to OnFailing).
+func (p *Pool) deliver(t Transition) {
+	if t.Kind == KindFailing {
+		p.log.Debug("breaker failing", "key", t.Key.String(), "consecutive_failures", t.Failures,
+			"generation", t.Generation)
+		p.cfg.OnFailing(t) // only emitted when set
+		return
+	}
+	logTransition(p.log, t)
+	if p.cfg.Observer != nil {
+		p.cfg.Observer(t)
 	}
 }
 

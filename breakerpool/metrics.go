@@ -108,7 +108,7 @@ func (c *collector) export(ch chan<- prometheus.Metric, tg, ns, d string, s coun
 func (p *Pool) registerMetrics(reg prometheus.Registerer) error {
 	p.dropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fusebox_breaker_observer_dropped_total",
-		Help: "Breaker transitions dropped because the observer queue was full.",
+		Help: "Breaker transitions and early warnings never delivered to the observer: while its queue was full, a later event of the same breaker replaced them (each breaker's latest is always delivered).",
 	})
 	p.evicted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fusebox_breaker_evictions_total",

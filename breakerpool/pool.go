@@ -41,7 +41,8 @@ type Config struct {
 	DisableJitter bool
 	// Observer receives every state transition, in order per key, on one
 	// goroutine owned by the pool. It may be slow: events wait in a bounded
-	// queue and are dropped (and counted) when it is full; it never blocks
+	// queue, and beyond it in an overflow that keeps each breaker's latest
+	// (an earlier one it replaces is counted as dropped); it never blocks
 	// a breaker. It runs outside every breaker lock, so it may call Pool
 	// and Breaker methods.
 	Observer func(Transition)
@@ -133,6 +134,7 @@ type Pool struct {
 	readMu sync.Mutex // one rebuild at a time
 
 	events  chan Transition
+	over    *overflow // events the queue refused (overflow.go)
 	dropped prometheus.Counter
 	evicted prometheus.Counter
 
@@ -171,6 +173,7 @@ func New(cfg Config, src SettingsSource, reg prometheus.Registerer, log *slog.Lo
 		base:       time.Now(),
 		entries:    xsync.NewMap[Key, *Breaker](),
 		events:     make(chan Transition, cfg.ObserverQueue),
+		over:       newOverflow(),
 		settingsCh: make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 	}
