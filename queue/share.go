@@ -104,10 +104,12 @@ func (s *shard) tryOut(it *item, now time.Time) bool {
 	return true
 }
 
+// notOut undoes tryOut for an offer the group refused.
 func (s *shard) notOut(it *item) {
 	s.mu.Lock()
 	it.dl.out--
 	it.outAt = 0
+	s.belowShare(it.dl)
 	s.mu.Unlock()
 }
 
@@ -126,6 +128,12 @@ func (s *shard) endOut(it *item, now time.Time) {
 		d.callTime = movingAverage(d.callTime, now.UnixNano()-it.callAt)
 	}
 	it.outAt, it.callAt = 0, 0
+	s.belowShare(d)
+}
+
+// belowShare wakes the reader when d's tasks waited for its share and it
+// has room again (s.mu held).
+func (s *shard) belowShare(d *destLoad) {
 	if d.waiting && d.out < s.share() {
 		d.waiting = false
 		s.room.Store(true)
