@@ -62,16 +62,7 @@ func TestSlowDestinationDoesNotHoldBackOthers(t *testing.T) {
 // wait for the first slow answer, which here comes only once they are
 // delivered: the test times out.
 func TestUnansweringDestinationDoesNotHoldBackOthers(t *testing.T) {
-	hang := make(chan struct{})
-	var once sync.Once
-	answerAll := func() { once.Do(func() { close(hang) }) }
-	exec := newFakeExec(false)
-	exec.answer = func(r transport.Request) (transport.Result, error) {
-		if r.URL == "http://slow.test/cb" {
-			<-hang
-		}
-		return transport.Result{Outcome: transport.OutcomeSucceeded, Status: 200}, nil
-	}
+	exec, answerAll := hangingSlowExec()
 	const slowN, fastN = 200, 5
 	e := startDeferring(t, exec, func(l *queuetest.LimitValues) {
 		l.BufferSize, l.Concurrency, l.MaxTaskRPS = 2, 2, math.Inf(1)
@@ -170,6 +161,21 @@ func startDeferring(t *testing.T, exec *fakeExec, slow func(*queuetest.LimitValu
 	cfg.DeferAfter = 100 * time.Millisecond
 	e.start(t, cfg, exec, nil)
 	return e
+}
+
+// hangingSlowExec is an executor whose calls to http://slow.test/cb return
+// only once answerAll is called (every other destination answers at once).
+func hangingSlowExec() (exec *fakeExec, answerAll func()) {
+	hang := make(chan struct{})
+	var once sync.Once
+	exec = newFakeExec(false)
+	exec.answer = func(r transport.Request) (transport.Result, error) {
+		if r.URL == "http://slow.test/cb" {
+			<-hang
+		}
+		return transport.Result{Outcome: transport.OutcomeSucceeded, Status: 200}, nil
+	}
+	return exec, func() { once.Do(func() { close(hang) }) }
 }
 
 // slowAnswer answers http://slow.test after d (the destination's answer

@@ -3,14 +3,12 @@ package queue_test
 import (
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
 	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
-	"fusebox/transport"
 )
 
 // Many namespaces calling one host that answers nothing do not hold back
@@ -22,16 +20,7 @@ import (
 // (DestinationShare), its further tasks are held and then deferred, and
 // every task is still called exactly once.
 func TestManyNamespacesOnAHangingHostDoNotHoldBackOthers(t *testing.T) {
-	hang := make(chan struct{})
-	var once sync.Once
-	answerAll := func() { once.Do(func() { close(hang) }) }
-	exec := newFakeExec(false)
-	exec.answer = func(r transport.Request) (transport.Result, error) {
-		if r.URL == "http://slow.test/cb" {
-			<-hang
-		}
-		return transport.Result{Outcome: transport.OutcomeSucceeded, Status: 200}, nil
-	}
+	exec, answerAll := hangingSlowExec()
 	e := startDeferring(t, exec, func(l *queuetest.LimitValues) {
 		l.BufferSize, l.Concurrency, l.MaxTaskRPS = 2, 2, math.Inf(1)
 	})
