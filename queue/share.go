@@ -159,6 +159,10 @@ func (s *shard) atShare(dest string) {
 	}
 }
 
+// maxShareAhead bounds a turn deferShares gives from the age of a
+// destination's calls, in DeferAfters from now (10 s by default).
+const maxShareAhead = 5
+
 // slowAt is the time d's dispatched tasks take, when it is long enough to
 // defer for (0 when not): the longer of its calls' average and, while it is
 // at its share, the age of its latest dispatch (every task dispatched then
@@ -170,19 +174,23 @@ func (s *shard) atShare(dest string) {
 // age alone is a measure only from measureAfter on: a turn from a younger
 // age would err early, and a task read back while its destination is still
 // at its share is deferred again.
-func (d *destLoad) slowAt(now time.Time, share int64, keep, measureAfter time.Duration) float64 {
-	t := d.callTime
+//
+// byAge reports that the age set it: the destination is not answering at
+// the pace its calls had, and a pace from an age only falls while it waits.
+func (d *destLoad) slowAt(now time.Time, share int64, keep, measureAfter time.Duration) (t float64, byAge bool) {
+	t = d.callTime
 	if d.out >= share {
 		age := float64(now.UnixNano() - d.lastOut)
 		if d.callTime == 0 && age < float64(measureAfter) {
-			return 0
+			return 0, false
 		}
+		byAge = age > t
 		t = max(t, age)
 	}
 	if t < float64(keep) {
-		return 0
+		return 0, false
 	}
-	return max(t, d.lifetime)
+	return max(t, d.lifetime), byAge
 }
 
 // deferShares picks, once the window is full, the held tasks of each
@@ -200,7 +208,7 @@ func (s *shard) deferShares(now time.Time, out []deferral) []deferral {
 		if d == nil || d.out < s.share() || q.breakers.Breaker(k).State() != gobreaker.StateClosed {
 			continue
 		}
-		t := d.slowAt(now, s.share(), keep, q.cfg.DeferAfter)
+		t, byAge := d.slowAt(now, s.share(), keep, q.cfg.DeferAfter)
 		if t == 0 {
 			continue
 		}
@@ -224,6 +232,16 @@ func (s *shard) deferShares(now time.Time, out []deferral) []deferral {
 			at := now.Add(max(turn, q.cfg.DeferAfter))
 			if last := s.shareTurns[d.name]; !at.After(last) {
 				at = last.Add(step)
+			}
+			// A pace from the age of its calls (a destination that has
+			// stopped answering) falls as they wait, and each task read
+			// back too early goes after the turns given before, so the
+			// turns ran on while it hung. A recall brings them back when
+			// it answers again, but only on this shard instance: after a
+			// move they waited for turns that had run past its recovery.
+			// Such turns are never further than maxShareAhead.
+			if lim := now.Add(maxShareAhead * q.cfg.DeferAfter); byAge && at.After(lim) {
+				at = lim
 			}
 			if s.shareTurns == nil {
 				s.shareTurns = make(map[string]time.Time)

@@ -115,3 +115,38 @@ func TestManyNamespacesOnAFastHostAreNotDeferred(t *testing.T) {
 		t.Fatalf("%v tasks of a fast host deferred, want 0", d)
 	}
 }
+
+// A host that stops answering is paced by the age of its calls, which only
+// grows while it hangs, and a task read back while it still hangs goes
+// after the turns given before: the turns ran on, seconds past the host's
+// recovery here after three rounds (tens of seconds at the defaults). A recall brings them back when it answers again,
+// but only on the shard instance that deferred them; after a move they
+// waited for those turns. Turns from an age are now never more than five
+// DeferAfters ahead.
+func TestHangingHostTurnsStayNear(t *testing.T) {
+	exec, answerAll := hangingSlowExec()
+	e := startDeferring(t, exec, func(l *queuetest.LimitValues) {
+		l.BufferSize, l.Concurrency, l.MaxTaskRPS = 2, 2, math.Inf(1)
+	})
+	t.Cleanup(answerAll)
+	slow, _ := namespacesThenOthers(t, e, exec, 10, 20, 5)
+	const limit = 5*100*time.Millisecond + 100*time.Millisecond // maxShareAhead DeferAfters, and slack
+	furthest := func() time.Duration {
+		var f time.Duration
+		for _, tk := range slow {
+			if got, _ := e.store.Task(tk.ID); got.Status == queue.StatusPending {
+				f = max(f, time.Until(got.NextAttemptAt))
+			}
+		}
+		return f
+	}
+	testwait.For(t, 20*time.Second, "every slow task deferred three times, or a turn past the limit", func() bool {
+		return furthest() > limit ||
+			metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"}) >= float64(3*len(slow))
+	})
+	if f := furthest(); f > limit {
+		t.Fatalf("a deferred task's turn is %v ahead, want at most %v", f.Round(time.Millisecond), limit)
+	}
+	answerAll()
+	testwait.For(t, 60*time.Second, "every slow task delivered", func() bool { return e.allStatus(slow, queue.StatusSucceeded) })
+}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -101,6 +102,7 @@ func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 				// run dry (queue/recall.go) instead of leaving it idle.
 				slow.SetHold(0)
 				sped := time.Now()
+				defer logDeferrals(t, c, func() int { return len(slow.Deliveries()) }, burst)
 				testwait.For(t, 60*time.Second, "every burst task delivered after the speed-up", func() bool { return len(slow.Deliveries()) == burst })
 				t.Logf("all %d burst tasks delivered %v after the destination sped up", burst, time.Since(sped).Round(time.Millisecond))
 				recalled := 0.0
@@ -118,5 +120,34 @@ func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 			}
 			c.StopAll(t)
 		})
+	}
+}
+
+// logDeferrals logs, if the test failed, how far delivery got, each node's
+// deferral counters and the first pending tasks' turns: what a stall left.
+func logDeferrals(t *testing.T, c *Cluster, delivered func() int, total int) {
+	if !t.Failed() {
+		return
+	}
+	t.Logf("delivered %d of %d", delivered(), total)
+	for _, p := range c.Procs {
+		m, err := scrapeMetrics(p)
+		if err != nil {
+			t.Logf("%s: %v", p.Name(), err)
+			continue
+		}
+		t.Logf("%s: deferred %v, recalled %v, held for a share %v, pending %v", p.Name(),
+			metricSum(m, "fusebox_queue_task_results_total", `outcome="deferred"`),
+			metricSum(m, "fusebox_queue_deferred_recalled_total"),
+			metricSum(m, "fusebox_queue_scheduler_rejections_total", `reason="destination_share"`),
+			metricSum(m, "fusebox_queue_depth"))
+	}
+	list, err := c.Procs[0].Client().Tasks(context.Background(), api.TaskListQuery{Status: "pending", Limit: 20})
+	if err != nil {
+		t.Logf("pending tasks: %v", err)
+		return
+	}
+	for _, tk := range list.Tasks {
+		t.Logf("pending %s (shard %d): due in %v, %d attempts", tk.ID, tk.Shard, time.Until(tk.NextAttemptAt).Round(time.Millisecond), tk.Attempts)
 	}
 }
