@@ -76,10 +76,7 @@ func (g *group) callTimeAt(now time.Time, conc int) float64 {
 func (g *group) observeCall(d time.Duration) {
 	for {
 		old := g.callTime.Load()
-		avg := float64(max(d, 1))
-		if prev := math.Float64frombits(old); prev > 0 {
-			avg = prev + callTimeWeight*(avg-prev)
-		}
+		avg := movingAverage(math.Float64frombits(old), int64(d)) // share.go
 		if g.callTime.CompareAndSwap(old, math.Float64bits(avg)) {
 			return
 		}

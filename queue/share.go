@@ -142,7 +142,8 @@ func (s *shard) belowShare(d *destLoad) {
 	}
 }
 
-// movingAverage folds a sample of ns into avg (0: none yet).
+// movingAverage folds a sample of ns into avg (0: none yet), about the last
+// eight samples counting (callTimeWeight); a group's call time too.
 func movingAverage(avg float64, ns int64) float64 {
 	x := float64(max(ns, 1))
 	if avg == 0 {
