@@ -258,7 +258,16 @@ func (g *group) work() {
 		if g.head == len(g.buf) || g.workers > g.conc {
 			g.workers--
 			g.lastUsed = time.Now()
+			// Dry now, if no shard holds tasks for it: the last dequeue
+			// found shards waiting and did not tell the shards waiting for
+			// it to run dry (below), and a waiting shard told of room may
+			// have nothing left to offer (its held tasks deferred, or held
+			// for their destination's share), so no dequeue would follow
+			// to tell them; their deferred tasks then waited for turns
+			// minutes away (recall.go).
+			dry := g.takeDryLocked()
 			g.mu.Unlock()
+			dryFor(dry)
 			return
 		}
 		it := g.buf[g.head]
