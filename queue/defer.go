@@ -242,6 +242,11 @@ func (s *shard) deferSaturated(now time.Time) {
 		}
 	}
 	out = s.deferShares(now, out) // share.go
+	if len(out) > 0 && !s.recallCheck.After(now) {
+		// The recall backstop's first look, DeferAfter after this (an
+		// earlier one would read back what was just written: recall.go).
+		s.recallCheck = now.Add(q.cfg.DeferAfter)
+	}
 	s.mu.Unlock()
 	if len(out) == 0 {
 		return

@@ -80,6 +80,32 @@ func TestUnansweringDestinationDoesNotHoldBackOthers(t *testing.T) {
 	calledOnce(t, e, exec, append(slowTasks, fast...))
 }
 
+// Deferred tasks are recalled when their key has room, even when every
+// signal that it ran dry was lost: the reader looks every DeferAfter while
+// it has deferred tasks (recall.go, recallBackstop). Here a key paced at 5
+// calls a second has its held tasks deferred to turns up to 40 s away, the
+// signals are dropped, and its limit is lifted: before the backstop its
+// tasks came at those turns (the test timed out), now within DeferAfter.
+func TestDeferredTasksRecalledWithoutTheirSignal(t *testing.T) {
+	const slowN = 200
+	exec := newFakeExec(false)
+	e := startDeferring(t, exec, func(l *queuetest.LimitValues) {
+		l.BufferSize, l.Concurrency, l.MaxTaskRPS = 2, 1, 5
+	})
+	slowTasks, _ := burstThenOthers(t, e, slowN, 5)
+	testwait.For(t, 10*time.Second, "most of the slow tasks deferred", func() bool {
+		return metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "deferred"}) >= slowN/2
+	})
+	e.q.LoseRecallSignals()
+	lim := queuetest.DefaultLimits()
+	lim.BufferSize, lim.Concurrency, lim.MaxTaskRPS = 2, 1, math.Inf(1)
+	e.limits.SetDestination("http://slow.test", lim)
+	testwait.For(t, 15*time.Second, "every slow task delivered", func() bool { return e.allStatus(slowTasks, queue.StatusSucceeded) })
+	if r := metric(t, e.reg, "fusebox_queue_deferred_recalled_total", nil); r == 0 {
+		t.Fatal("nothing recalled: the tasks came at their turns")
+	}
+}
+
 // A saturated key whose breaker is open is not deferred: its held tasks
 // reach the breaker as fast as its worker takes them and are refused, each
 // written back once (retry_blocked, due at its turn). Deferred first, they

@@ -103,3 +103,21 @@ func (q *Queue) RetuneEveryGroup(now time.Time) {
 		}
 	}
 }
+
+// LoseRecallSignals forgets every group's shards waiting for it to run dry
+// and every shard's dry flag, as an edge lost anywhere would (recall.go,
+// recallBackstop).
+func (q *Queue) LoseRecallSignals() {
+	q.sched.mu.RLock()
+	for _, g := range q.sched.groups {
+		g.mu.Lock()
+		g.dry = nil
+		g.mu.Unlock()
+	}
+	q.sched.mu.RUnlock()
+	q.mu.Lock()
+	for _, s := range q.shards {
+		s.dry.Store(false)
+	}
+	q.mu.Unlock()
+}

@@ -41,6 +41,7 @@ type env struct {
 	limits *queuetest.Limits
 	pool   *breakerpool.Pool
 	reg    *prometheus.Registry
+	q      *queue.Queue // the queue start started, if any
 }
 
 // newEnv builds a shard map (numShards, all owned by "a" at epoch 1), a
@@ -64,7 +65,8 @@ func newEnv(t testing.TB, numShards int, lim queuetest.LimitValues) *env {
 // start builds and starts a queue for node "a"; it is closed at cleanup.
 func (e *env) start(t testing.TB, cfg queue.Config, exec queue.Executor, res queue.Resolver) *queue.Queue {
 	t.Helper()
-	return e.startNode(t, "a", cfg, exec, res, e.reg)
+	e.q = e.startNode(t, "a", cfg, exec, res, e.reg)
+	return e.q
 }
 
 func (e *env) startNode(t testing.TB, node string, cfg queue.Config, exec queue.Executor, res queue.Resolver, reg prometheus.Registerer) *queue.Queue {

@@ -107,6 +107,40 @@ func dryFor(shards []*shard) {
 	}
 }
 
+// recallBackstop marks a key as dry every DeferAfter while this shard has
+// deferred tasks to recall (s.mu held, reader only): the walk then reads
+// back what each key's buffer and its destination's share have room for,
+// and a key with none reads nothing and costs no store read. The signals
+// above are edges, one shard told at a time, and an edge lost anywhere
+// (a group removed while idle, with its list of waiting shards; a shard
+// told while its destination's share was full, which waits for its own
+// end below the share and does not pass the turn on) left deferred tasks
+// for turns minutes away while their destination sat idle: a CI run of
+// the e2e many-namespaces case ended with 3,200 tasks of a host that had
+// answered at once for a minute still pending, due in 3 to 9 minutes. The
+// backstop makes the wait at most DeferAfter, whatever the edges do.
+func (s *shard) recallBackstop(now time.Time) {
+	if len(s.deferredTo) == 0 || now.Before(s.recallCheck) {
+		return
+	}
+	s.recallCheck = now.Add(s.q.cfg.DeferAfter)
+	s.dry.Store(true)
+}
+
+// nextRecallCheck is when the reader should wake for recallBackstop, if it
+// has deferred tasks to recall (s.mu held). A check that a read passed
+// over (one at capacity, or out of contact) is looked at DeferAfter from
+// now, not at once: waking at a past time would spin.
+func (s *shard) nextRecallCheck(now time.Time) (time.Time, bool) {
+	if len(s.deferredTo) == 0 {
+		return time.Time{}, false
+	}
+	if at := s.recallCheck; at.After(now) {
+		return at, true
+	}
+	return now.Add(s.q.cfg.DeferAfter), true
+}
+
 // recallRoom is how many tasks k's buffer can take now: its free capacity,
 // or a whole buffer when k has no group.
 func (s *scheduler) recallRoom(k breakerpool.Key) int {

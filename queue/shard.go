@@ -101,6 +101,10 @@ type shard struct {
 
 	room atomic.Bool // a group this shard holds tasks for has room (roomFor)
 	dry  atomic.Bool // a key this shard deferred tasks of ran dry (recall.go)
+	// recallCheck is when the reader next looks for room to recall
+	// deferred tasks without being told (recall.go, recallBackstop).
+	// Reader goroutine only.
+	recallCheck time.Time
 
 	ho handover // a hand-over before a planned move (handover.go)
 
@@ -398,6 +402,7 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	// moving the cursor: they are due later than it).
 	released, releaseMore := s.readReleases(limit-len(tasks), skip)
 	// Deferred tasks of keys that ran dry, before their turn (recall.go).
+	s.recallBackstop(now)
 	recalled := s.readRecalls(now, limit-len(tasks)-len(released), skip)
 	written := s.written
 	s.mu.Unlock()
@@ -414,8 +419,8 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 }
 
 // nextWake is the earliest of the next due task (known from the last read,
-// or looked up), the backstop full read, the next parked expiry and the held
-// tasks' retry; zero when there is none.
+// or looked up), the backstop full read, the next parked expiry, the held
+// tasks' retry and the recall backstop; zero when there is none.
 func (s *shard) nextWake(now time.Time) time.Time {
 	next := s.nextDue
 	if !s.nextKnown {
@@ -437,6 +442,9 @@ func (s *shard) nextWake(now time.Time) time.Time {
 	}
 	if s.held.len() > 0 && (next.IsZero() || s.heldUntil.Before(next)) {
 		next = s.heldUntil
+	}
+	if at, ok := s.nextRecallCheck(now); ok && (next.IsZero() || at.Before(next)) {
+		next = at
 	}
 	s.mu.Unlock()
 	return next

@@ -51,7 +51,10 @@ func TestRejoinEmptyRemovesThenReadds(t *testing.T) {
 		return !ok
 	})
 	c.members.setStatus(victim, MemberAlive)
-	testwait.For(t, 15*time.Second, "the rejoined node promoted to voter", func() bool {
+	// A generous deadline: one CI run under -race, with the e2e processes
+	// loading both cores, passed 15 s (it catches up, then is stable for
+	// Stabilization, with every heartbeat answered).
+	testwait.For(t, 30*time.Second, "the rejoined node promoted to voter", func() bool {
 		return suffrage(t, leader)[victim] == "Voter"
 	})
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
