@@ -111,14 +111,14 @@ func dryFor(shards []*shard) {
 // deferred tasks to recall (s.mu held, reader only): the walk then reads
 // back what each key's buffer and its destination's share have room for,
 // and a key with none reads nothing and costs no store read. The signals
-// above are edges, one shard told at a time, and an edge lost anywhere
-// (a group removed while idle, with its list of waiting shards; a shard
-// told while its destination's share was full, which waits for its own
-// end below the share and does not pass the turn on) left deferred tasks
-// for turns minutes away while their destination sat idle: a CI run of
-// the e2e many-namespaces case ended with 3,200 tasks of a host that had
-// answered at once for a minute still pending, due in 3 to 9 minutes. The
-// backstop makes the wait at most DeferAfter, whatever the edges do.
+// above are edges, one shard told at a time, and an edge can be lost: a
+// shard told while its destination's share is full waits for its own end
+// below the share and does not pass the turn on, so the other shards
+// registered with an idle group wait for a dequeue that does not come;
+// and a group removed while idle forgets its registered shards. Their
+// deferred tasks then waited for turns that can be minutes away while
+// their destination sat idle. With the backstop the wait is at most
+// DeferAfter, whatever the edges do.
 func (s *shard) recallBackstop(now time.Time) {
 	if len(s.deferredTo) == 0 || now.Before(s.recallCheck) {
 		return

@@ -8,6 +8,7 @@ import (
 
 	"fusebox/api"
 	"fusebox/breakerpool"
+	"fusebox/dynconfig"
 	"fusebox/internal/deliverybench"
 	"fusebox/internal/testwait"
 	"fusebox/transport"
@@ -67,6 +68,14 @@ func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 			if tc.conc != "" {
 				setConfig(t, c, keyConcurrency, dest, tc.conc)
 			}
+			if tc.answerTime > 0 {
+				// Well past the held answers: 8,000 calls opened at once
+				// on a loaded machine can arrive a few seconds late, an 8 s
+				// answer then passed the default 10 s timeout, six in a
+				// row opened a namespace's breaker, and its tasks waited
+				// for the breaker's 60 s Timeout (two CI runs failed so).
+				setConfig(t, c, dynconfig.KeyCallbackRequestTimeout, dest, `"30s"`)
+			}
 			var clients []*api.Client
 			for _, p := range c.Procs {
 				clients = append(clients, p.Client())
@@ -124,7 +133,8 @@ func TestTasksBurstDoesNotHoldBackOtherDestinations(t *testing.T) {
 }
 
 // logDeferrals logs, if the test failed, how far delivery got, each node's
-// deferral counters and the first pending tasks' turns: what a stall left.
+// deferral, retry and breaker counters and the first pending tasks' turns
+// and last answers: what a stall left.
 func logDeferrals(t *testing.T, c *Cluster, delivered func() int, total int) {
 	if !t.Failed() {
 		return
@@ -136,11 +146,13 @@ func logDeferrals(t *testing.T, c *Cluster, delivered func() int, total int) {
 			t.Logf("%s: %v", p.Name(), err)
 			continue
 		}
-		t.Logf("%s: deferred %v, recalled %v, held for a share %v, pending %v", p.Name(),
+		t.Logf("%s: deferred %v, recalled %v, held for a share %v, pending %v, failed and retried %v, refused by a breaker %v", p.Name(),
 			metricSum(m, "fusebox_queue_task_results_total", `outcome="deferred"`),
 			metricSum(m, "fusebox_queue_deferred_recalled_total"),
 			metricSum(m, "fusebox_queue_scheduler_rejections_total", `reason="destination_share"`),
-			metricSum(m, "fusebox_queue_depth"))
+			metricSum(m, "fusebox_queue_depth"),
+			metricSum(m, "fusebox_queue_task_results_total", `outcome="retry_down"`),
+			metricSum(m, "fusebox_queue_task_results_total", `outcome="retry_blocked"`))
 	}
 	list, err := c.Procs[0].Client().Tasks(context.Background(), api.TaskListQuery{Status: "pending", Limit: 20})
 	if err != nil {
@@ -148,6 +160,14 @@ func logDeferrals(t *testing.T, c *Cluster, delivered func() int, total int) {
 		return
 	}
 	for _, tk := range list.Tasks {
-		t.Logf("pending %s (shard %d): due in %v, %d attempts", tk.ID, tk.Shard, time.Until(tk.NextAttemptAt).Round(time.Millisecond), tk.Attempts)
+		why := ""
+		if a := tk.LastAnswer; a != nil {
+			why += fmt.Sprintf(", last answer %d %q", a.HTTPStatus, a.Message)
+		}
+		if b := tk.Blocked; b != nil {
+			why += fmt.Sprintf(", blocked (%s)", b.Reason)
+		}
+		t.Logf("pending %s (%s, shard %d): due in %v, %d attempts%s", tk.ID, tk.NamespaceID, tk.Shard,
+			time.Until(tk.NextAttemptAt).Round(time.Millisecond), tk.Attempts, why)
 	}
 }

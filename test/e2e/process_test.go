@@ -120,6 +120,7 @@ func NewProcess(t testing.TB, cfg ProcessConfig) *Process {
 		p.hc.CloseIdleConnections()
 		if t.Failed() {
 			t.Logf("---- %s: last %d log lines (%s) ----\n%s", cfg.NodeID, logTailLines, p.logPath, p.LogTail(logTailLines))
+			p.keepLog()
 		}
 	})
 	return p
@@ -478,6 +479,31 @@ func (p *Process) killQuietly() {
 
 // LogTail returns the last n lines of the process's log.
 func (p *Process) LogTail(n int) string { return localproc.LogTail(p.logPath, n) }
+
+// keepLogsEnv names a directory a failed test's process logs are copied
+// to, whole, before its temporary directory goes (the failure prints only
+// their tails).
+const keepLogsEnv = "FUSEBOX_E2E_KEEP_LOGS"
+
+// keepLog copies the process's log to $FUSEBOX_E2E_KEEP_LOGS, if set, as
+// <test>-<node>.log.
+func (p *Process) keepLog() {
+	dir := os.Getenv(keepLogsEnv)
+	if dir == "" {
+		return
+	}
+	b, err := os.ReadFile(p.logPath)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(p.t.Name()) + "-" + p.cfg.NodeID + ".log"
+		err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+	if err != nil {
+		p.t.Logf("keeping %s's log: %v", p.cfg.NodeID, err)
+	}
+}
 
 // LogContains reports whether the process's log contains s.
 func (p *Process) LogContains(s string) bool {
