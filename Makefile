@@ -51,9 +51,10 @@ bench:
 # A longer randomized chaos schedule against real processes. The seed is
 # printed; SEED=<seed> replays it exactly. SECURE=1 runs the cluster with TLS,
 # encrypted gossip and named tokens. STORE=postgres keeps tasks in a throwaway
-# PostgreSQL, which the schedule also crashes and starts again.
+# PostgreSQL, which the schedule also crashes and starts again. DEST=1 adds
+# outages of the task destination (503s, or answers past the timeout).
 chaos: build $(if $(filter postgres,$(STORE)),pg-tools)
-	SEED=$(SEED) FUSEBOX_CHAOS=1 FUSEBOX_CHAOS_SECURE=$(SECURE) FUSEBOX_CHAOS_STORE=$(STORE) FUSEBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -v -run TestChaosRandom ./test/e2e/
+	SEED=$(SEED) FUSEBOX_CHAOS=1 FUSEBOX_CHAOS_SECURE=$(SECURE) FUSEBOX_CHAOS_STORE=$(STORE) FUSEBOX_CHAOS_DEST=$(DEST) FUSEBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -v -run TestChaosRandom ./test/e2e/
 
 # Every fuzz target for FUZZTIME each (make test runs only their seed corpora).
 # FUZZMINTIME bounds the minimization of each new input: with seeds of tens of

@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"fusebox/api"
+	"fusebox/breakerpool"
+	"fusebox/dynconfig"
 	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
+	"fusebox/transport"
 	"fusebox/transport/transporttest"
 )
 
@@ -25,6 +28,11 @@ type chaosParams struct {
 	// (FUSEBOX_CHAOS_STORE, make chaos STORE=postgres), where the schedule
 	// also crashes the database (immediate shutdown) and starts it again.
 	store string
+	// dest (FUSEBOX_CHAOS_DEST=1, make chaos DEST=1) adds outages of the
+	// task destination to the schedule: 503s or answers held past the
+	// request timeout, so breakers open, gossip and close under node
+	// faults. Off, the draws are those of the schedules before it.
+	dest bool
 }
 
 func chaosParamsFromEnv(t *testing.T) chaosParams {
@@ -53,6 +61,7 @@ func chaosParamsFromEnv(t *testing.T) chaosParams {
 		}
 		p.duration = v
 	}
+	p.dest = os.Getenv("FUSEBOX_CHAOS_DEST") == "1"
 	switch s := os.Getenv("FUSEBOX_CHAOS_STORE"); s {
 	case "", "raft":
 		p.store = "raft"
@@ -76,6 +85,10 @@ const (
 	// actDBCrash (postgres store only) stops PostgreSQL with an immediate
 	// shutdown, leaves it down for a drawn time and starts it again.
 	actDBCrash chaosAction = "db-crash"
+	// actDestDown (FUSEBOX_CHAOS_DEST=1 only) takes the task destination
+	// down for a drawn time: 503s, or answers held until the caller gives
+	// up, then up again.
+	actDestDown chaosAction = "dest-down"
 )
 
 // TestChaosRandom runs a seeded random schedule of kill / pause / stop /
@@ -89,10 +102,14 @@ func TestChaosRandom(t *testing.T) {
 		t.Skip("FUSEBOX_CHAOS=1 runs the randomized chaos schedule")
 	}
 	cp := chaosParamsFromEnv(t)
-	t.Logf("SEED=%d (nodes %d, steps %d, time bound %v, task store %s)", cp.seed, cp.nodes, cp.steps, cp.duration, cp.store)
+	t.Logf("SEED=%d (nodes %d, steps %d, time bound %v, task store %s, destination outages %v)", cp.seed, cp.nodes, cp.steps, cp.duration, cp.store, cp.dest)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("replay with: FUSEBOX_CHAOS=1 FUSEBOX_CHAOS_STORE=%s SEED=%d go test -run TestChaosRandom ./test/e2e/", cp.store, cp.seed)
+			dest := ""
+			if cp.dest {
+				dest = "FUSEBOX_CHAOS_DEST=1 "
+			}
+			t.Logf("replay with: FUSEBOX_CHAOS=1 FUSEBOX_CHAOS_STORE=%s %sSEED=%d go test -run TestChaosRandom ./test/e2e/", cp.store, dest, cp.seed)
 		}
 	})
 	rng := rand.New(rand.NewPCG(cp.seed, 0x5eed))
@@ -109,6 +126,10 @@ func TestChaosRandom(t *testing.T) {
 	}
 	c := newTestCluster(t, cp.nodes, opts)
 	c.WaitForLeader(t, leaderTimeout)
+	td := NewDest(t) // the tasks' destination (below)
+	if cp.dest {
+		chaosDestConfig(t, c, td) // before the writer: its writes keep the states apart
+	}
 	dest := transporttest.NewDestination(t)
 	w := NewWriter(c, "ep-", dest.NexusURL())
 	w.Run(10 * time.Millisecond)
@@ -117,7 +138,6 @@ func TestChaosRandom(t *testing.T) {
 	// over namespaces and workflows (every shard), to one destination that
 	// holds its answers a little, so calls are in flight at every fault.
 	// CheckInvariants verifies every accepted task at the end.
-	td := NewDest(t)
 	td.SetHold(50 * time.Millisecond)
 	putEndpoint(t, c, "tasks-ep", td.NexusURL())
 	tl := NewTaskLoad(c, "chaos", func(i int) (api.TaskSubmit, *Dest) {
@@ -134,7 +154,16 @@ func TestChaosRandom(t *testing.T) {
 	down := map[int]chaosAction{} // node index → how it went down
 	deadline := time.Now().Add(cp.duration)
 	for step := 0; step < cp.steps && time.Now().Before(deadline); step++ {
-		act, idx := nextChaos(rng, cp.nodes, down, maxDown, db != nil)
+		act, idx := nextChaos(rng, cp.nodes, down, maxDown, db != nil, cp.dest)
+		if act == actDestDown {
+			mode := []transporttest.Mode{transporttest.ModeUnavailable, transporttest.ModeSlow}[rng.IntN(2)]
+			outage := time.Duration(300+rng.IntN(2700)) * time.Millisecond
+			t.Logf("step %d: %s (%v) for %v; down %v; writes %v; %v", step, act, mode, outage, downNames(c, down), w.Stats(), tl.Stats())
+			td.SetMode(t, mode)
+			<-time.After(outage) // the fault's duration, part of the schedule
+			td.SetMode(t, transporttest.ModeUp)
+			continue
+		}
 		if act == actDBCrash {
 			outage := time.Duration(300+rng.IntN(2700)) * time.Millisecond
 			t.Logf("step %d: %s for %v; down %v; writes %v; %v", step, act, outage, downNames(c, down), w.Stats(), tl.Stats())
@@ -215,8 +244,9 @@ func TestChaosRandom(t *testing.T) {
 // nextChaos draws the next action and its target from rng alone (never
 // from cluster state), so a seed replays the same schedule. With db, one
 // draw in five of a fault is a database crash (target -1); without, the
-// draws are those of the schedules before the postgres mode.
-func nextChaos(rng *rand.Rand, n int, down map[int]chaosAction, maxDown int, db bool) (chaosAction, int) {
+// draws are those of the schedules before the postgres mode. With dest,
+// one draw in four of what is left is a destination outage (target -1).
+func nextChaos(rng *rand.Rand, n int, down map[int]chaosAction, maxDown int, db, dest bool) (chaosAction, int) {
 	var ups, downs []int
 	for i := range n {
 		if _, ok := down[i]; ok {
@@ -231,6 +261,9 @@ func nextChaos(rng *rand.Rand, n int, down map[int]chaosAction, maxDown int, db 
 	if db && rng.IntN(5) == 0 {
 		return actDBCrash, -1
 	}
+	if dest && rng.IntN(4) == 0 {
+		return actDestDown, -1
+	}
 	acts := []chaosAction{actKill, actPause, actStop, actRestart}
 	return acts[rng.IntN(len(acts))], ups[rng.IntN(len(ups))]
 }
@@ -243,4 +276,19 @@ func downNames(c *Cluster, down map[int]chaosAction) []string {
 		}
 	}
 	return out
+}
+
+// chaosDestConfig gives the task destination's breakers a 1 s Timeout and
+// its calls a 2 s timeout (both task groups), so an outage of a few seconds
+// opens breakers that probe and close within the schedule, and a held
+// answer gives up quickly. At the defaults (60 s, 10 s) the tasks refused
+// by an open breaker would wait past the invariants' deadline.
+func chaosDestConfig(t *testing.T, c *Cluster, td *Dest) {
+	t.Helper()
+	cb := transport.BreakerDestination(breakerpool.TaskGroupCallback, td.CallbackURL())
+	for _, dest := range []string{"tasks-ep", cb} {
+		setConfig(t, c, keyBreaker, dest, `{"Timeout":"1s"}`)
+	}
+	setConfig(t, c, dynconfig.KeyCallbackRequestTimeout, cb, `"2s"`)
+	setConfig(t, c, dynconfig.KeyNexusRequestTimeout, "tasks-ep", `"2s"`)
 }

@@ -84,18 +84,26 @@ func (d *Dest) SetMode(t testing.TB, m transporttest.Mode) {
 }
 
 // ServeHTTP lets the destination act, records the call, holds the answer,
-// then sends it unless the caller went away.
+// then sends it unless the caller went away. A call the destination did not
+// answer before the caller gave up (ModeSlow) is recorded with status 0: a
+// recorder reports 200 for a handler that wrote nothing, and such calls
+// counted as deliveries (a chaos schedule with slow outages reported 206
+// duplicate deliveries that were calls abandoned unanswered).
 func (d *Dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := httptest.NewRecorder()
+	rec.Code = 0 // set by the handler's first WriteHeader or Write
 	arrived := time.Now()
 	d.inner.ServeHTTP(rec, r)
+	if rec.Code == 0 && r.Context().Err() == nil {
+		rec.Code = http.StatusOK // net/http answers 200 for a handler that wrote nothing
+	}
 	d.mu.Lock()
 	i := len(d.calls)
 	d.calls = append(d.calls, FrontCall{RequestID: r.Header.Get("Nexus-Request-Id"), Path: r.URL.Path, Status: rec.Code, Arrived: arrived})
 	d.mu.Unlock()
 
-	gone := false
-	if h := time.Duration(d.hold.Load()); h > 0 {
+	gone := rec.Code == 0 // no answer to send: the caller gave up
+	if h := time.Duration(d.hold.Load()); h > 0 && !gone {
 		timer := time.NewTimer(h)
 		select {
 		case <-timer.C:
