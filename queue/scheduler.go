@@ -263,8 +263,8 @@ func (g *group) work() {
 			// it to run dry (below), and a waiting shard told of room may
 			// have nothing left to offer (its held tasks deferred, or held
 			// for their destination's share), so no dequeue would follow
-			// to tell them; their deferred tasks then waited for turns
-			// minutes away (recall.go).
+			// to tell them, and their deferred tasks waited for the
+			// recall backstop, DeferAfter later (recall.go).
 			dry := g.takeDryLocked()
 			g.mu.Unlock()
 			dryFor(dry)

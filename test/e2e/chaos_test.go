@@ -282,7 +282,8 @@ func downNames(c *Cluster, down map[int]chaosAction) []string {
 // its calls a 2 s timeout (both task groups), so an outage of a few seconds
 // opens breakers that probe and close within the schedule, and a held
 // answer gives up quickly. At the defaults (60 s, 10 s) the tasks refused
-// by an open breaker would wait past the invariants' deadline.
+// by an open breaker would wait a minute or more for its probe, most of
+// the invariants' 90 s wait.
 func chaosDestConfig(t *testing.T, c *Cluster, td *Dest) {
 	t.Helper()
 	cb := transport.BreakerDestination(breakerpool.TaskGroupCallback, td.CallbackURL())
