@@ -26,6 +26,11 @@ func TestResumedFollowerResyncsWithoutWaitingForATick(t *testing.T) {
 		}
 	}
 
+	// Fresh now, so no catch-up of its own is under way: one that had lost
+	// contact under load (after startFreshABC) and was catching up stored
+	// the time of its barrier over the stale check below, and counted as
+	// fresh with no barrier after it (the likely cause of one CI failure).
+	testwait.For(t, 20*time.Second, "the follower fresh", f.own.Fresh)
 	// The follower "was stopped" a minute ago: its last check is that old.
 	applied := f.store.Stats().AppliedIndex
 	f.own.lastCheck.Store(time.Now().Add(-time.Minute).UnixNano())
