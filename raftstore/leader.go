@@ -76,7 +76,7 @@ func (s *Store) leaderLoop(ctx context.Context) {
 	defer unsub()
 	t := time.NewTicker(s.cfg.ReconcileInterval)
 	defer t.Stop()
-	rs := newReconcileState()
+	rs := newReconcileState(failWindowFor(s.cfg.raftConfig().HeartbeatTimeout))
 	// The leader's heartbeats say which servers Raft reaches: promotion
 	// waits for them (reconcileState.unreachable). Not blocking: raft drops
 	// an observation the channel has no room for, and this loop drains it
@@ -93,6 +93,9 @@ func (s *Store) leaderLoop(ctx context.Context) {
 	defer r.DeregisterObserver(obs)
 	defer s.unreachable.Store(nil)
 	for {
+		for _, id := range rs.expire(time.Now()) {
+			s.logger.Info("reconcile: no heartbeat failure to server for a while; taken as reachable again", "server", id, "after", rs.failWindow)
+		}
 		s.reconcile(ctx, r, rs)
 		s.publishUnreachable(rs)
 	wait:
@@ -182,14 +185,14 @@ func (s *Store) applyStep(r *raft.Raft, rs *reconcileState, st reconcileStep) bo
 		s.logger.Info("removed server from raft configuration", "server", id, "status", st.Member.Status.String(), "known", st.Known)
 		delete(rs.failedSince, id)
 		delete(rs.nonvoterSince, id)
-		delete(rs.unreachable, id)
+		rs.forgetHeartbeats(id)
 	case stepUpdateAddress:
 		// Raft replicates to the new address afresh: a success there
 		// reports no "resumed", so the old address's failures go.
-		delete(rs.unreachable, id)
+		rs.forgetHeartbeats(id)
 		s.updateAddress(r, st.Server, st.From)
 	case stepAddNonvoter:
-		delete(rs.unreachable, id) // a fresh replication: see stepUpdateAddress
+		rs.forgetHeartbeats(id) // a fresh replication: see stepUpdateAddress
 		if err := r.AddNonvoter(st.Server.ID, st.Server.Address, 0, s.cfg.ApplyTimeout).Error(); err != nil {
 			s.logger.Warn("reconcile: add non-voter", "server", id, "error", err)
 			return false

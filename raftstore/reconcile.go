@@ -19,16 +19,56 @@ import (
 type reconcileState struct {
 	nonvoterSince map[string]time.Time // first seen as an alive non-voter
 	failedSince   map[string]time.Time // first seen failed or missing
-	// unreachable are the servers the leader's heartbeats fail to (raft's
-	// FailedHeartbeatObservation), from the first failure until raft
-	// reports them resumed: gossip can call a server alive whose Raft port
-	// nobody reaches (a firewall, a certificate another CA issued, a member
-	// that holds the gossip key and nothing else).
+	// unreachable are the servers the leader's heartbeats fail to, from the
+	// first failure of the streak, once a second failure confirmed it (see
+	// failing); until raft reports them resumed or the failures stop:
+	// gossip can call a server alive whose Raft port nobody reaches (a
+	// firewall, a certificate another CA issued, a member that holds the
+	// gossip key and nothing else).
 	unreachable map[string]time.Time
+	// failing are the servers with a heartbeat failure (raft's
+	// FailedHeartbeatObservation) that raft has not reported resumed.
+	//
+	// One failure is not enough to call a server unreachable, and a failure
+	// is not forever. Raft reports a failure for every failed heartbeat and
+	// a resume only when a later heartbeat of the same replication
+	// succeeds. A replication that ends (the server removed, this node
+	// stepping down) stops its heartbeat goroutine only once the call it is
+	// blocked in returns: a dial to a server cut off the network returns
+	// after the transport's 10 s timeout, and its failure is reported then,
+	// however long after the end, and never answered by a resume. A leader
+	// that had removed such a server and added it back in the meantime took
+	// that failure for the new replication, which never fails: the server
+	// stayed unreachable for the whole term, never promoted and, in node/,
+	// out of shard placement (TestLateHeartbeatFailureOfEndedReplication;
+	// e2e TestPartitionedOwnerStopsCalling/leader found it: a leader cut
+	// off the network and healed stayed a non-voter with no shards).
+	// A replication that keeps failing reports a failure at least every
+	// failWindow, so a streak needs two failures to count, and ends with no
+	// failure for failWindow (expire).
+	failing    map[string]failStreak
+	failWindow time.Duration
 }
 
-func newReconcileState() *reconcileState {
-	return &reconcileState{nonvoterSince: map[string]time.Time{}, failedSince: map[string]time.Time{}, unreachable: map[string]time.Time{}}
+// failStreak is a server's heartbeat failures not answered by a resume.
+type failStreak struct {
+	first, last time.Time
+	n           int
+}
+
+// newReconcileState starts a term's bookkeeping; failWindow bounds the time
+// between two failures of one failing replication (failWindowFor).
+func newReconcileState(failWindow time.Duration) *reconcileState {
+	return &reconcileState{nonvoterSince: map[string]time.Time{}, failedSince: map[string]time.Time{},
+		unreachable: map[string]time.Time{}, failing: map[string]failStreak{}, failWindow: failWindow}
+}
+
+// failWindowFor is the longest a replication that keeps failing goes
+// between two reported failures: its heartbeat waits up to HeartbeatTimeout/2
+// of back-off and HeartbeatTimeout/10 of interval, then a call that can
+// take the transport's timeout twice (a dial, then the I/O deadline).
+func failWindowFor(heartbeat time.Duration) time.Duration {
+	return 2*raftTransportTimeout + heartbeat
 }
 
 // observe records a heartbeat observation; it reports whether the server's
@@ -37,13 +77,25 @@ func (rs *reconcileState) observe(o any, now time.Time) (id string, unreachable,
 	switch o := o.(type) {
 	case raft.FailedHeartbeatObservation:
 		id = string(o.PeerID)
+		st, ok := rs.failing[id]
+		if !ok || now.Sub(st.last) > rs.failWindow {
+			st = failStreak{first: now}
+		}
+		st.n++
+		st.last = now
+		rs.failing[id] = st
+		if st.n < 2 {
+			_, unreachable = rs.unreachable[id]
+			return id, unreachable, false
+		}
 		if _, ok := rs.unreachable[id]; ok {
 			return id, true, false
 		}
-		rs.unreachable[id] = now
+		rs.unreachable[id] = st.first
 		return id, true, true
 	case raft.ResumedHeartbeatObservation:
 		id = string(o.PeerID)
+		delete(rs.failing, id)
 		if _, ok := rs.unreachable[id]; !ok {
 			return id, false, false
 		}
@@ -51,6 +103,31 @@ func (rs *reconcileState) observe(o any, now time.Time) (id string, unreachable,
 		return id, false, true
 	}
 	return "", false, false
+}
+
+// expire ends the streaks with no failure for failWindow, and returns the
+// servers that were unreachable by them.
+func (rs *reconcileState) expire(now time.Time) []string {
+	var out []string
+	for id, st := range rs.failing {
+		if now.Sub(st.last) <= rs.failWindow {
+			continue
+		}
+		delete(rs.failing, id)
+		if _, ok := rs.unreachable[id]; ok {
+			delete(rs.unreachable, id)
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// forgetHeartbeats drops what the heartbeats said of id: its replication
+// starts afresh (added again, or moved to another address).
+func (rs *reconcileState) forgetHeartbeats(id string) {
+	delete(rs.unreachable, id)
+	delete(rs.failing, id)
 }
 
 // reconcileInput is what one pass decides from.
@@ -120,9 +197,14 @@ func planReconcile(in reconcileInput, rs *reconcileState, now time.Time) []recon
 			}
 		}
 	}
+	for id := range rs.failing {
+		if _, ok := p.inConfig[id]; !ok {
+			rs.forgetHeartbeats(id) // out of the configuration: re-added, it starts afresh
+		}
+	}
 	for id := range rs.unreachable {
 		if _, ok := p.inConfig[id]; !ok {
-			delete(rs.unreachable, id) // out of the configuration: re-added, it starts afresh
+			rs.forgetHeartbeats(id)
 		}
 	}
 	p.removals()

@@ -80,7 +80,7 @@ func TestPlanReconcile(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in := reconcileInput{Self: "n1", Servers: tc.servers, Members: tc.members, VoterTarget: tc.target, ReapTimeout: 0}
-			got := render(planReconcile(in, newReconcileState(), time.Unix(1000, 0)))
+			got := render(planReconcile(in, newReconcileState(time.Hour), time.Unix(1000, 0)))
 			if got != tc.want {
 				t.Fatalf("plan = %q, want %q", got, tc.want)
 			}
@@ -93,7 +93,7 @@ func TestPlanReconcile(t *testing.T) {
 func TestPlanReconcileReapTimeout(t *testing.T) {
 	servers := []raft.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4"), voter("n5")}
 	failed := []Member{member("n1", MemberAlive), member("n2", MemberAlive), member("n3", MemberAlive), member("n4", MemberAlive), member("n5", MemberFailed)}
-	rs := newReconcileState()
+	rs := newReconcileState(time.Hour)
 	in := reconcileInput{Self: "n1", Servers: servers, Members: failed, VoterTarget: 5, ReapTimeout: time.Minute}
 	t0 := time.Unix(1000, 0)
 	plan := func(at time.Duration) string { return render(planReconcile(in, rs, t0.Add(at))) }
@@ -117,7 +117,7 @@ func TestPlanReconcileReapTimeout(t *testing.T) {
 	}
 
 	// Gossip has forgotten the server altogether: treated as failed.
-	rs, in.Members = newReconcileState(), failed[:4]
+	rs, in.Members = newReconcileState(time.Hour), failed[:4]
 	if got := plan(0); got != "" {
 		t.Fatalf("first sight of a missing server: plan %q", got)
 	}
@@ -129,7 +129,7 @@ func TestPlanReconcileReapTimeout(t *testing.T) {
 // A non-voter is promoted only once it has been alive for Stabilization,
 // and its clock restarts if it stops being alive in between.
 func TestPlanReconcileStabilization(t *testing.T) {
-	rs := newReconcileState()
+	rs := newReconcileState(time.Hour)
 	in := reconcileInput{Self: "n1", Servers: []raft.Server{voter("n1"), voter("n2")}, Members: []Member{member("n1", MemberAlive), member("n2", MemberAlive), member("n3", MemberAlive)}, Stabilization: 10 * time.Second}
 	t0 := time.Unix(1000, 0)
 	if got := render(planReconcile(in, rs, t0)); got != "add n3" {
@@ -157,7 +157,7 @@ func TestPlanReconcileStabilization(t *testing.T) {
 func TestPlanReconcileLeavesInputAlone(t *testing.T) {
 	servers := []raft.Server{voter("n3"), voter("n1"), voter("n2")}
 	in := reconcileInput{Self: "n1", Servers: servers, Members: []Member{member("n1", MemberAlive), member("n2", MemberAlive), member("n3", MemberLeft)}}
-	planReconcile(in, newReconcileState(), time.Unix(1000, 0))
+	planReconcile(in, newReconcileState(time.Hour), time.Unix(1000, 0))
 	if servers[0].ID != "n3" || servers[1].ID != "n1" {
 		t.Fatalf("input reordered: %v", servers)
 	}
@@ -167,15 +167,21 @@ func TestPlanReconcileLeavesInputAlone(t *testing.T) {
 // long gossip calls it alive; once they resume it waits Stabilization
 // again. A server that leaves the configuration is forgotten.
 func TestPlanReconcileUnreachableNotPromoted(t *testing.T) {
-	rs := newReconcileState()
+	rs := newReconcileState(time.Hour)
 	in := reconcileInput{Self: "n1", Servers: []raft.Server{voter("n1"), voter("n2"), nonvoter("n3")},
 		Members: []Member{member("n1", MemberAlive), member("n2", MemberAlive), member("n3", MemberAlive)}, Stabilization: 10 * time.Second}
 	t0 := time.Unix(1000, 0)
-	if _, unreachable, changed := rs.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, t0); !unreachable || !changed {
-		t.Fatalf("a failed heartbeat: unreachable %v, changed %v", unreachable, changed)
+	if _, unreachable, changed := rs.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, t0); unreachable || changed {
+		t.Fatalf("one failed heartbeat: unreachable %v, changed %v; want neither until a second", unreachable, changed)
 	}
-	if _, _, changed := rs.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, t0.Add(time.Second)); changed {
-		t.Fatal("a second failure reported as a change")
+	if _, unreachable, changed := rs.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, t0.Add(time.Second)); !unreachable || !changed {
+		t.Fatalf("a second failure: unreachable %v, changed %v", unreachable, changed)
+	}
+	if _, _, changed := rs.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, t0.Add(2*time.Second)); changed {
+		t.Fatal("a third failure reported as a change")
+	}
+	if since := rs.unreachable["n3"]; !since.Equal(t0) {
+		t.Fatalf("unreachable since %v, want the streak's first failure %v", since, t0)
 	}
 	for _, at := range []time.Duration{0, 11 * time.Second, time.Hour} {
 		if got := render(planReconcile(in, rs, t0.Add(at))); got != "" {
@@ -196,8 +202,57 @@ func TestPlanReconcileUnreachableNotPromoted(t *testing.T) {
 		t.Fatalf("plan %q, want promote n3", got)
 	}
 	rs.observe(raft.FailedHeartbeatObservation{PeerID: "n4"}, resumed)
+	rs.observe(raft.FailedHeartbeatObservation{PeerID: "n4"}, resumed)
 	planReconcile(in, rs, resumed)
 	if _, ok := rs.unreachable["n4"]; ok {
 		t.Error("a server outside the configuration is still remembered as unreachable")
+	}
+}
+
+// A failure is a claim until a second confirms it, and failures that stop
+// without raft reporting a resume (the replication they came from ended)
+// stop counting after the window: one late failure of an ended
+// replication must not hold a server back for the whole term.
+func TestHeartbeatFailuresConfirmedAndExpired(t *testing.T) {
+	const window = 21 * time.Second
+	rs := newReconcileState(window)
+	in := reconcileInput{Self: "n1", Servers: []raft.Server{voter("n1"), voter("n2"), nonvoter("n3")},
+		Members: []Member{member("n1", MemberAlive), member("n2", MemberAlive), member("n3", MemberAlive)}, Stabilization: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	planReconcile(in, rs, t0)                                                      // n3 a non-voter from t0
+	rs.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, t0.Add(time.Second)) // alone: an ended replication's
+	if got := render(planReconcile(in, rs, t0.Add(10*time.Second))); got != "promote n3" {
+		t.Fatalf("plan %q after one unconfirmed failure, want promote n3", got)
+	}
+
+	rs = newReconcileState(window)
+	planReconcile(in, rs, t0)
+	rs.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, t0)
+	// Failures further apart than the window are two streaks of one.
+	if _, unreachable, _ := rs.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, t0.Add(window+time.Second)); unreachable {
+		t.Fatal("two failures a window apart confirmed a streak")
+	}
+	at := t0.Add(window + 2*time.Second)
+	if _, unreachable, changed := rs.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, at); !unreachable || !changed {
+		t.Fatalf("a failure within the window of the last: unreachable %v, changed %v", unreachable, changed)
+	}
+	if got := rs.expire(at.Add(window)); len(got) != 0 {
+		t.Fatalf("expired %v at the window's edge", got)
+	}
+	if got := render(planReconcile(in, rs, at.Add(window))); got != "" {
+		t.Fatalf("plan %q for an unreachable non-voter", got)
+	}
+	if got := rs.expire(at.Add(window + time.Nanosecond)); len(got) != 1 || got[0] != "n3" {
+		t.Fatalf("expired %v past the window, want [n3]", got)
+	}
+	if _, ok := rs.unreachable["n3"]; ok {
+		t.Fatal("n3 still unreachable after its failures stopped")
+	}
+	back := at.Add(window + time.Nanosecond)
+	if got := render(planReconcile(in, rs, back)); got != "" { // Stabilization starts again
+		t.Fatalf("plan %q at once after the failures stopped", got)
+	}
+	if got := render(planReconcile(in, rs, back.Add(10*time.Second))); got != "promote n3" {
+		t.Fatalf("plan %q Stabilization after the failures stopped, want promote n3", got)
 	}
 }

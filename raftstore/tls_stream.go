@@ -96,8 +96,11 @@ func (s *Store) newTLSStream(adv *net.TCPAddr) (raft.StreamLayer, error) {
 // measured pipelining worth little with batched appends, which fusebox's
 // group commit makes.
 func transportConfig(hl hclog.Logger) *raft.NetworkTransportConfig {
-	return &raft.NetworkTransportConfig{MaxPool: 3, Timeout: 10 * time.Second, Logger: hl, MaxRPCsInFlight: 1}
+	return &raft.NetworkTransportConfig{MaxPool: 3, Timeout: raftTransportTimeout, Logger: hl, MaxRPCsInFlight: 1}
 }
+
+// raftTransportTimeout bounds a Raft RPC's dial and, separately, its I/O.
+const raftTransportTimeout = 10 * time.Second
 
 // newTLSStreamLayer starts the accept loop on ln; Close stops it.
 func newTLSStreamLayer(ln net.Listener, advertise net.Addr, cfgs TLSConfigs, timeout time.Duration, failures *prometheus.CounterVec, log *slog.Logger) *tlsStreamLayer {
