@@ -77,6 +77,7 @@ func (s *Store) tryApply(ctx context.Context, cmd []byte, requestID string) (*st
 		res, err := s.raftApply(ctx, r, cmd, requestID)
 		return res, err, isRetryable(res, err)
 	}
+	era := s.leaderEra.Load() // before the leader is read: a change after it ends this forward
 	_, leaderID := r.LeaderWithID()
 	if leaderID == "" {
 		return nil, state.ErrNoLeader, true
@@ -95,6 +96,7 @@ func (s *Store) tryApply(ctx context.Context, cmd []byte, requestID string) (*st
 	}
 	fctx, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
 	defer cancel()
+	defer context.AfterFunc(era.ctx, cancel)() // another leader known: give this one up (leader_watch.go)
 	res, err := s.deps.Forwarder.ForwardApply(fctx, httpAddr, cmd, requestID)
 	if err == nil && res == nil {
 		err = &state.Error{Code: state.CodeInternal, Message: "forwarder returned no result"}
@@ -108,6 +110,9 @@ func (s *Store) tryApply(ctx context.Context, cmd []byte, requestID string) (*st
 			// Transport failure: the outcome is unknown; the request id makes
 			// the retry safe.
 			s.metrics.forwarded.WithLabelValues("error").Inc()
+			if era.ctx.Err() != nil && ctx.Err() == nil {
+				return nil, unavailable("forward to leader %s at %s given up: this node learnt of another leader (%v)", leaderID, httpAddr, err), true
+			}
 			return nil, unavailable("forward to leader %s at %s: %v", leaderID, httpAddr, err), true
 		}
 		s.metrics.forwarded.WithLabelValues("error").Inc()

@@ -76,12 +76,36 @@ func (f *fakeMembers) Subscribe() (<-chan struct{}, func()) {
 type localForwarder struct {
 	mu     sync.Mutex
 	stores map[string]*Store // by HTTP address
+	// hung: forwards to these addresses hang until their context ends (a
+	// leader that stopped answering), each announced on the channel.
+	hung map[string]chan struct{}
+}
+
+// hang makes forwards to addr hang (see hung); the channel receives one
+// value per forward that reached addr.
+func (l *localForwarder) hang(addr string) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.hung == nil {
+		l.hung = map[string]chan struct{}{}
+	}
+	ch := make(chan struct{}, 64)
+	l.hung[addr] = ch
+	return ch
 }
 
 func (l *localForwarder) ForwardApply(ctx context.Context, addr string, cmd []byte, reqID string) (*state.ApplyResult, error) {
 	l.mu.Lock()
-	s := l.stores[addr]
+	s, hung := l.stores[addr], l.hung[addr]
 	l.mu.Unlock()
+	if hung != nil {
+		select {
+		case hung <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return nil, fmt.Errorf("post %s: %w", addr, ctx.Err())
+	}
 	if s == nil {
 		return nil, fmt.Errorf("dial %s: connection refused", addr)
 	}

@@ -29,6 +29,8 @@ type Store struct {
 	// unreachable is, while this node leads, the servers its heartbeats
 	// fail to and since when (leader.go; nil otherwise).
 	unreachable atomic.Pointer[map[string]time.Time]
+	// leaderEra ends when the leader this node knows changes (leader_watch.go).
+	leaderEra atomic.Pointer[leaderEra]
 
 	logs     logStore // Config.LogStore, or the one the data dir holds (logstore.go)
 	snaps    *raft.FileSnapshotStore
@@ -76,6 +78,7 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 		return nil, errors.New("raftstore: Deps.Members is required")
 	}
 	s := &Store{cfg: cfg, deps: deps, logger: cfg.Logger.With("component", "raftstore", "node", cfg.NodeID), notifyCh: make(chan bool, 16), pushKick: make(chan struct{}, 1)}
+	s.leaderEra.Store(newLeaderEra())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.freshLag = 2 * cfg.raftConfig().HeartbeatTimeout
 	s.state, err = state.NewState(state.StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow, LogVersion: cfg.LogVersion})
@@ -258,6 +261,7 @@ func (s *Store) start(ctx context.Context) error {
 		return fmt.Errorf("raftstore: start raft: %w", err)
 	}
 	s.raft.Store(r)
+	r.RegisterObserver(s.leaderObserver())
 	s.wg.Go(s.monitorLeadership)
 	s.wg.Go(func() { s.markWhenState(r) })
 	switch {
