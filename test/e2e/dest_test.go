@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -37,7 +38,8 @@ type Dest struct {
 type FrontCall struct {
 	RequestID string
 	Path      string
-	Status    int // the destination's answer
+	From      string // the caller's IP address
+	Status    int    // the destination's answer
 	Arrived   time.Time
 	// Answered is when the answer was written back, or the caller went
 	// away; zero while held.
@@ -53,8 +55,19 @@ func (c FrontCall) Delivered() bool { return c.Status/100 == 2 }
 // NewDest starts a Dest in mode up with no hold; it is closed when t ends.
 func NewDest(t testing.TB) *Dest {
 	t.Helper()
+	return NewDestAt(t, "127.0.0.1")
+}
+
+// NewDestAt is NewDest listening on host (a free port).
+func NewDestAt(t testing.TB, host string) *Dest {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatalf("destination on %s: %v", host, err)
+	}
 	d := &Dest{inner: transporttest.NewDestination(t), closing: make(chan struct{})}
-	d.srv = httptest.NewServer(d)
+	d.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: d}}
+	d.srv.Start()
 	t.Cleanup(func() {
 		close(d.closing) // frees held answers, so Close does not wait them out
 		d.srv.Close()
@@ -99,7 +112,8 @@ func (d *Dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d.mu.Lock()
 	i := len(d.calls)
-	d.calls = append(d.calls, FrontCall{RequestID: r.Header.Get("Nexus-Request-Id"), Path: r.URL.Path, Status: rec.Code, Arrived: arrived})
+	from, _, _ := net.SplitHostPort(r.RemoteAddr)
+	d.calls = append(d.calls, FrontCall{RequestID: r.Header.Get("Nexus-Request-Id"), Path: r.URL.Path, From: from, Status: rec.Code, Arrived: arrived})
 	d.mu.Unlock()
 
 	gone := rec.Code == 0 // no answer to send: the caller gave up

@@ -26,6 +26,9 @@ type netLab struct {
 	bridge string   // namespace holding br0
 	nodes  []string // per-node namespaces
 	hostIf string   // test-side veth
+	// destIfs are the test-side ends of the destination links
+	// (addDestination).
+	destIfs []string
 }
 
 // netnsAvailable reports why namespaces cannot be used here, or "".
@@ -129,13 +132,52 @@ func (l *netLab) heal(i int) {
 	}
 }
 
+// addDestination gives every node a path to the test's namespace that
+// does not go through the bridge, and returns the address a destination
+// there listens on: 198.19.<k>.254, routed from node i
+// over its own veth (198.19.<k>.<4i+2>/30 in the node, .<4i+1> here). A cut
+// (the bridge port down) then separates a node from its peers and the
+// test's API calls but not from the destination: the split a shard owner's
+// fencing is for. Calls arrive from the node's link address (DestSource).
+// The address sits on the test's bridge leg (no node routes to it that
+// way); Linux takes a packet for any local address on any interface.
+func (l *netLab) addDestination() string {
+	l.t.Helper()
+	addr := fmt.Sprintf("198.19.%d.254", l.sub)
+	steps := [][]string{{"addr", "add", addr + "/32", "dev", l.hostIf}}
+	for i, ns := range l.nodes {
+		a, b := fmt.Sprintf("%sd%da", l.tag, i+1), fmt.Sprintf("%sd%db", l.tag, i+1)
+		l.destIfs = append(l.destIfs, b)
+		steps = append(steps,
+			[]string{"link", "add", a, "type", "veth", "peer", "name", b},
+			[]string{"link", "set", a, "netns", ns},
+			[]string{"addr", "add", fmt.Sprintf("198.19.%d.%d/30", l.sub, 4*i+1), "dev", b},
+			[]string{"link", "set", b, "up"},
+			[]string{"netns", "exec", ns, "ip", "addr", "add", l.DestSource(i) + "/30", "dev", a},
+			[]string{"netns", "exec", ns, "ip", "link", "set", a, "up"},
+			[]string{"netns", "exec", ns, "ip", "route", "add", addr + "/32", "via", fmt.Sprintf("198.19.%d.%d", l.sub, 4*i+1)},
+		)
+	}
+	for _, s := range steps {
+		if err := runIP(s...); err != nil {
+			l.t.Skipf("a destination link is not usable here: %v", err)
+		}
+	}
+	return addr
+}
+
+// DestSource is the address node i's calls to the destination come from.
+func (l *netLab) DestSource(i int) string { return fmt.Sprintf("198.19.%d.%d", l.sub, 4*i+2) }
+
 // teardown deletes what the lab created; deleting a namespace deletes the
 // veth ends in it, and with them their peers.
 func (l *netLab) teardown() {
 	for _, ns := range append(l.nodes, l.bridge) {
 		_ = exec.Command("ip", "netns", "del", ns).Run()
 	}
-	_ = exec.Command("ip", "link", "del", l.hostIf).Run()
+	for _, dev := range append([]string{l.hostIf}, l.destIfs...) {
+		_ = exec.Command("ip", "link", "del", dev).Run()
+	}
 }
 
 // TestPartitionHeal is scenario 8: cut the leader off the network while
