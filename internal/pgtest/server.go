@@ -42,6 +42,11 @@ type Options struct {
 	// Durable keeps fsync and synchronous commit on (crash tests: an
 	// immediate shutdown must not lose a commit). Off by default: faster.
 	Durable bool
+	// Listen adds addresses to 127.0.0.1 for the server to listen on, and
+	// TrustFrom the client networks (CIDRs) it lets in without a password
+	// beside loopback: nodes in network namespaces (URLAt).
+	Listen    []string
+	TrustFrom []string
 }
 
 // BinDir finds PostgreSQL's server binaries: $FUSEBOX_PG_BIN, else the
@@ -95,6 +100,12 @@ func StartWith(ctx context.Context, opts Options) (*Server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgtest: initdb: %v: %s", err, out)
 	}
+	if len(opts.TrustFrom) > 0 {
+		if err := s.trust(data, opts.TrustFrom); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	for try := 0; ; try++ {
 		s.port, err = freePort()
 		if err == nil {
@@ -113,7 +124,8 @@ func StartWith(ctx context.Context, opts Options) (*Server, error) {
 }
 
 func (s *Server) serverOpts() string {
-	o := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c max_connections=200", s.port, s.dir)
+	listen := strings.Join(append([]string{"127.0.0.1"}, s.opts.Listen...), ",")
+	o := fmt.Sprintf("-p %d -c listen_addresses=%s -c unix_socket_directories=%s -c max_connections=200", s.port, listen, s.dir)
 	if !s.opts.Durable {
 		o += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 	}
@@ -124,6 +136,27 @@ func (s *Server) serverOpts() string {
 		o += " " + extra // profiling: e.g. -c shared_preload_libraries=pg_stat_statements
 	}
 	return o
+}
+
+// trust lets clients from the given networks in without a password
+// (pg_hba.conf), as initdb's --auth=trust does for loopback.
+func (s *Server) trust(data string, cidrs []string) error {
+	f, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("pgtest: pg_hba.conf: %w", err)
+	}
+	for _, c := range cidrs {
+		if _, err := fmt.Fprintf(f, "host all all %s trust\n", c); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("pgtest: pg_hba.conf: %w", err)
+		}
+	}
+	return f.Close()
+}
+
+// URLAt is URL through host, one of Options.Listen.
+func (s *Server) URLAt(host, db string) string {
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", net.JoinHostPort(host, strconv.Itoa(s.port)), db)
 }
 
 // URL is a connection URL for database db ("postgres" is always there).

@@ -166,6 +166,9 @@ func (l *netLab) addDestination() string {
 	return addr
 }
 
+// destNet is the network of every node's destination link (CIDR).
+func (l *netLab) destNet() string { return fmt.Sprintf("198.19.%d.0/24", l.sub) }
+
 // DestSource is the address node i's calls to the destination come from.
 func (l *netLab) DestSource(i int) string { return fmt.Sprintf("198.19.%d.%d", l.sub, 4*i+2) }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"fusebox/api"
+	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
 )
 
@@ -32,11 +33,15 @@ func TestPartitionedOwnerStopsCalling(t *testing.T) {
 	if why := netnsAvailable(); why != "" {
 		t.Skip(why)
 	}
-	t.Run("follower", func(t *testing.T) { testPartitionedOwner(t, false) })
-	t.Run("leader", func(t *testing.T) { testPartitionedOwner(t, true) })
+	t.Run("follower", func(t *testing.T) { testPartitionedOwner(t, false, false) })
+	t.Run("leader", func(t *testing.T) { testPartitionedOwner(t, true, false) })
+	// Tasks in PostgreSQL, which the cut node still reaches (at the
+	// destination's address): its result writes land while its shards'
+	// epochs are current and are fenced once they moved.
+	t.Run("postgres-follower", func(t *testing.T) { testPartitionedOwner(t, false, true) })
 }
 
-func testPartitionedOwner(t *testing.T, cutLeader bool) {
+func testPartitionedOwner(t *testing.T, cutLeader, postgres bool) {
 	const n = 3
 	lab := newNetLab(t, n)
 	destAddr := lab.addDestination()
@@ -44,12 +49,17 @@ func testPartitionedOwner(t *testing.T, cutLeader bool) {
 	for i := range n {
 		hosts = append(hosts, lab.nodeIP(i))
 	}
+	opts := ClusterOptions{Hosts: hosts, Netns: lab.nodes, Timing: "lan"}
+	if postgres {
+		db := pgServerWith(t, pgtest.Options{Durable: true, Listen: []string{destAddr}, TrustFrom: []string{lab.destNet()}})
+		opts = withOptions(opts, pgOptions(db.URLAt(destAddr, "postgres")))
+	}
 	// The production timing: the cut node stops calling once raft tells it
 	// the leader is gone (a follower: up to 2 heartbeat timeouts, 2 s; a
 	// leader: its lease, under 1 s), and its shards move after gossip's
 	// failure detection and a commit (about 6 s). With the fast preset the
 	// two are 0.5 s against 0.7 s, too close to hold on a loaded machine.
-	c := newTaskCluster(t, n, ClusterOptions{Hosts: hosts, Netns: lab.nodes, Timing: "lan"})
+	c := newTaskCluster(t, n, opts)
 	requireClusterAPI(t, c.Procs[0])
 	dest := NewDestAt(t, destAddr)
 	dest.SetHold(200 * time.Millisecond)

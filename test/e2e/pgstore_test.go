@@ -23,12 +23,18 @@ import (
 // pgServer starts a durable PostgreSQL server stopped when the test ends.
 func pgServer(t *testing.T) *pgtest.Server {
 	t.Helper()
+	return pgServerWith(t, pgtest.Options{Durable: true})
+}
+
+// pgServerWith is pgServer with opts.
+func pgServerWith(t *testing.T, opts pgtest.Options) *pgtest.Server {
+	t.Helper()
 	if _, err := pgtest.BinDir(); err != nil {
 		t.Skip(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := pgtest.StartWith(ctx, pgtest.Options{Durable: true})
+	srv, err := pgtest.StartWith(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
