@@ -37,7 +37,9 @@ func TestPartitionedOwnerStopsCalling(t *testing.T) {
 	t.Run("leader", func(t *testing.T) { testPartitionedOwner(t, true, false) })
 	// Tasks in PostgreSQL, which the cut node still reaches (at the
 	// destination's address): its result writes land while its shards'
-	// epochs are current and are fenced once they moved.
+	// epochs are current, so its calls after the cut are not made again.
+	// (It stops calling long before its shards move; a write after a move
+	// is fenced: TestPausedOwnerWritesDoNotLand.)
 	t.Run("postgres-follower", func(t *testing.T) { testPartitionedOwner(t, false, true) })
 }
 
