@@ -95,8 +95,10 @@ func (s *Server) breakerList(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
-// clusterBreakers asks every alive member for its local breakers, in
-// parallel, each bounded by peerTimeout.
+// clusterBreakers asks every alive or suspect member for its local breakers,
+// in parallel, each bounded by peerTimeout. A member gossip reports failed
+// is not asked and is listed unreachable with those that did not answer: a
+// node cut off the network is not silently missing from the view.
 func (s *Server) clusterBreakers(ctx context.Context) BreakerList {
 	out := BreakerList{Scope: "cluster", Breakers: []Breaker{}}
 	if s.deps.Members == nil || s.deps.Peers == nil {
@@ -107,7 +109,12 @@ func (s *Server) clusterBreakers(ctx context.Context) BreakerList {
 		wg sync.WaitGroup
 	)
 	for _, m := range s.deps.Members.Members() {
-		if m.State != "alive" {
+		switch m.State {
+		case "alive", "suspect":
+		case "dead":
+			out.Unreachable = append(out.Unreachable, m.ID)
+			continue
+		default: // left
 			continue
 		}
 		wg.Add(1)

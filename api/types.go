@@ -217,7 +217,7 @@ type BreakerFleetNode struct {
 
 // BreakerList is GET /v1/breakers. With ?scope=cluster, Breakers holds every
 // reachable node's breakers (each with Node set) and Unreachable lists the
-// nodes that did not answer.
+// nodes that did not answer or that gossip reports failed.
 type BreakerList struct {
 	Scope       string    `json:"scope"`
 	Breakers    []Breaker `json:"breakers"`

@@ -8,13 +8,14 @@ import (
 	"sync"
 )
 
-// fanOut is the cluster scope of a status-page read: it asks every alive
-// member for path (with query) in parallel, each call bounded by
+// fanOut is the cluster scope of a status-page read: it asks every alive or
+// suspect member for path (with query) in parallel, each call bounded by
 // PeerTimeout, and hands each answer (a T decoded from the peer's JSON) to
 // add, which reports whether the answer was usable. This node's own part is
 // read in process by local. add and local run under one lock, never
 // concurrently. The members that could not be asked, did not answer, or
-// answered something unusable are returned, sorted. A peer's answer is
+// answered something unusable are returned, sorted, with those gossip
+// reports failed (not asked). A peer's answer is
 // untrusted: add sanitises it.
 func fanOut[T any](ctx context.Context, h *Handler, path string, query url.Values, local func(), add func(id string, answer T) bool) (unreachable []string) {
 	var (
@@ -22,7 +23,14 @@ func fanOut[T any](ctx context.Context, h *Handler, path string, query url.Value
 		wg sync.WaitGroup
 	)
 	for _, m := range h.deps.Members.Members() {
-		if m.State != "alive" {
+		switch m.State {
+		case "alive", "suspect":
+		case "dead":
+			mu.Lock()
+			unreachable = append(unreachable, m.ID)
+			mu.Unlock()
+			continue
+		default: // left
 			continue
 		}
 		if m.ID == h.deps.NodeID {

@@ -67,6 +67,7 @@ func TestClusterTimelineMerged(t *testing.T) {
 		{ID: "n3", HTTPAddr: n3.Listener.Addr().String(), State: "alive"},
 		{ID: "n4", HTTPAddr: deadAddr(t), State: "alive"},
 		{ID: "n5", HTTPAddr: deadAddr(t), State: "dead"},
+		{ID: "n6", HTTPAddr: deadAddr(t), State: "left"},
 	}
 	h := ui.New(ui.Deps{NodeID: "n1", Recorder: rec1, Members: members, Peers: peerClients(t)}, nil).Data()
 
@@ -86,8 +87,8 @@ func TestClusterTimelineMerged(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("merged timeline %v, want %v (newest first, peers' entries tagged with the member asked)", got, want)
 	}
-	if list.Scope != "cluster" || !slices.Equal(list.Unreachable, []string{"n4"}) {
-		t.Errorf("scope %q unreachable %v, want cluster and [n4] (dead members are not asked)", list.Scope, list.Unreachable)
+	if list.Scope != "cluster" || !slices.Equal(list.Unreachable, []string{"n4", "n5"}) {
+		t.Errorf("scope %q unreachable %v, want cluster and [n4 n5] (a dead member is listed, not asked; one that left is neither)", list.Scope, list.Unreachable)
 	}
 }
 
