@@ -45,6 +45,23 @@ func breakersEverywhere(c *Cluster, key breakerpool.Key) ([]api.Breaker, error) 
 	return bs, nil
 }
 
+// breakersAllIn is a condition for testwait.ForErr: key's breaker on every
+// node of c, each in state.
+func breakersAllIn(c *Cluster, key breakerpool.Key, state string) func() error {
+	return func() error {
+		bs, err := breakersEverywhere(c, key)
+		if err != nil {
+			return err
+		}
+		for _, b := range bs {
+			if b.State != state {
+				return fmt.Errorf("not all %s: %s", state, breakerLine(bs))
+			}
+		}
+		return nil
+	}
+}
+
 // breakerLine renders node:state/source per breaker.
 func breakerLine(bs []api.Breaker) string {
 	var parts []string

@@ -51,18 +51,7 @@ func TestTasksHealthCheckOutage(t *testing.T) {
 	})
 
 	dest.SetMode(t, transporttest.ModeUnavailable)
-	testwait.ForErr(t, convergeTimout, "every node's breaker open", func() error {
-		bs, err := breakersEverywhere(c, key)
-		if err != nil {
-			return err
-		}
-		for _, b := range bs {
-			if b.State != "open" {
-				return fmt.Errorf("breakers: %s", breakerLine(bs))
-			}
-		}
-		return nil
-	})
+	testwait.ForErr(t, convergeTimout, "every node's breaker open", breakersAllIn(c, key, "open"))
 	// A call admitted just before the last breaker opened may arrive a
 	// little later: it is not a probe.
 	from := time.Now().Add(200 * time.Millisecond)

@@ -131,18 +131,7 @@ func TestOpenBreakerAcrossAHealedPartition(t *testing.T) {
 	dest.SetMode(t, transporttest.ModeUp)
 	l.Stop()
 	rep := l.Check(t, convergeTimout)
-	testwait.ForErr(t, convergeTimout, "the breaker for "+key.String()+" closed on every node", func() error {
-		bs, err := breakersEverywhere(c, key)
-		if err != nil {
-			return err
-		}
-		for _, b := range bs {
-			if b.State != "closed" {
-				return fmt.Errorf("not closed everywhere: %s", breakerLine(bs))
-			}
-		}
-		return nil
-	})
+	testwait.ForErr(t, convergeTimout, "the breaker for "+key.String()+" closed on every node", breakersAllIn(c, key, "closed"))
 	t.Logf("after the destination came back: %v", rep)
 	c.CheckInvariants(t, convergeTimout)
 	c.StopAll(t)
