@@ -116,6 +116,15 @@ func (l *netLab) nodeIf(i int) string { return fmt.Sprintf("%sn%d", l.tag, i+1) 
 
 func (l *netLab) nodeIP(i int) string { return fmt.Sprintf("198.18.%d.%d", l.sub, 10+i) }
 
+// hosts is every node's IP, for ClusterOptions.Hosts.
+func (l *netLab) hosts() []string {
+	var out []string
+	for i := range l.nodes {
+		out = append(out, l.nodeIP(i))
+	}
+	return out
+}
+
 // cut takes node i's bridge port down: it can reach no peer and the test
 // cannot reach it. heal brings it back.
 func (l *netLab) cut(i int) {

@@ -27,11 +27,7 @@ func TestOpenBreakerAcrossAHealedPartition(t *testing.T) {
 	const n = 3
 	lab := newNetLab(t, n)
 	destAddr := lab.addDestination()
-	var hosts []string
-	for i := range n {
-		hosts = append(hosts, lab.nodeIP(i))
-	}
-	c := newTaskCluster(t, n, ClusterOptions{Hosts: hosts, Netns: lab.nodes})
+	c := newTaskCluster(t, n, ClusterOptions{Hosts: lab.hosts(), Netns: lab.nodes})
 	requireClusterAPI(t, c.Procs[0])
 	dest := NewDestAt(t, destAddr)
 	putEndpoint(t, c, "ep-dies", dest.NexusURL())

@@ -47,11 +47,7 @@ func testPartitionedOwner(t *testing.T, cutLeader, postgres bool) {
 	const n = 3
 	lab := newNetLab(t, n)
 	destAddr := lab.addDestination()
-	var hosts []string
-	for i := range n {
-		hosts = append(hosts, lab.nodeIP(i))
-	}
-	opts := ClusterOptions{Hosts: hosts, Netns: lab.nodes, Timing: "lan"}
+	opts := ClusterOptions{Hosts: lab.hosts(), Netns: lab.nodes, Timing: "lan"}
 	if postgres {
 		db := pgServerWith(t, pgtest.Options{Durable: true, Listen: []string{destAddr}, TrustFrom: []string{lab.destNet()}})
 		opts = withOptions(opts, pgOptions(db.URLAt(destAddr, "postgres")))
