@@ -248,7 +248,12 @@ func TestReleaseWalkResumesAtTheStoresRowBudget(t *testing.T) {
 	if from.Before(closed) {
 		t.Fatalf("a walk started at %v, before the close at %v", from, closed)
 	}
-	if calls < rows/7 || rows > keys*(len(blocked)+len(later)) {
+	// A walk reads each row once, or twice when results recorded before its
+	// close were still unwritten then (a key that closed while the walks of
+	// those before it delivered runs once more from its close: the release
+	// waitFor). CI's -race run saw 4,155 and 5,374 rows against the once-only
+	// bound of 3,300 (8 of 30 runs here).
+	if calls < rows/7 || rows > 2*keys*(len(blocked)+len(later)) {
 		t.Fatalf("%d reads examined %d rows at a budget of 7, for %d keys over %d rows", calls, rows, keys, len(blocked)+len(later))
 	}
 }
