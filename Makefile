@@ -52,7 +52,8 @@ bench:
 # printed; SEED=<seed> replays it exactly. SECURE=1 runs the cluster with TLS,
 # encrypted gossip and named tokens. STORE=postgres keeps tasks in a throwaway
 # PostgreSQL, which the schedule also crashes and starts again. DEST=1 adds
-# outages of the task destination (503s, or answers past the timeout).
+# outages of the task destination (503s, or answers past the timeout); DEST=2
+# also 400s, which end the tasks called then failed with that answer.
 chaos: build $(if $(filter postgres,$(STORE)),pg-tools)
 	SEED=$(SEED) FUSEBOX_CHAOS=1 FUSEBOX_CHAOS_SECURE=$(SECURE) FUSEBOX_CHAOS_STORE=$(STORE) FUSEBOX_CHAOS_DEST=$(DEST) FUSEBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -v -run TestChaosRandom ./test/e2e/
 

@@ -33,6 +33,10 @@ type chaosParams struct {
 	// request timeout, so breakers open, gossip and close under node
 	// faults. Off, the draws are those of the schedules before it.
 	dest bool
+	// badRequests (FUSEBOX_CHAOS_DEST=2) adds a third kind of outage: 400
+	// for every call, a non-retryable answer that ends each task called
+	// then failed with it. The seeds of DEST=1 replay unchanged.
+	badRequests bool
 }
 
 func chaosParamsFromEnv(t *testing.T) chaosParams {
@@ -61,7 +65,15 @@ func chaosParamsFromEnv(t *testing.T) chaosParams {
 		}
 		p.duration = v
 	}
-	p.dest = os.Getenv("FUSEBOX_CHAOS_DEST") == "1"
+	switch v := os.Getenv("FUSEBOX_CHAOS_DEST"); v {
+	case "", "0":
+	case "1":
+		p.dest = true
+	case "2":
+		p.dest, p.badRequests = true, true
+	default:
+		t.Fatalf("FUSEBOX_CHAOS_DEST=%q: want 0, 1 (503 and slow outages) or 2 (and 400 outages)", v)
+	}
 	switch s := os.Getenv("FUSEBOX_CHAOS_STORE"); s {
 	case "", "raft":
 		p.store = "raft"
@@ -102,11 +114,13 @@ func TestChaosRandom(t *testing.T) {
 		t.Skip("FUSEBOX_CHAOS=1 runs the randomized chaos schedule")
 	}
 	cp := chaosParamsFromEnv(t)
-	t.Logf("SEED=%d (nodes %d, steps %d, time bound %v, task store %s, destination outages %v)", cp.seed, cp.nodes, cp.steps, cp.duration, cp.store, cp.dest)
+	t.Logf("SEED=%d (nodes %d, steps %d, time bound %v, task store %s, destination outages %v, 400 outages %v)", cp.seed, cp.nodes, cp.steps, cp.duration, cp.store, cp.dest, cp.badRequests)
 	t.Cleanup(func() {
 		if t.Failed() {
 			dest := ""
-			if cp.dest {
+			if cp.badRequests {
+				dest = "FUSEBOX_CHAOS_DEST=2 "
+			} else if cp.dest {
 				dest = "FUSEBOX_CHAOS_DEST=1 "
 			}
 			t.Logf("replay with: FUSEBOX_CHAOS=1 FUSEBOX_CHAOS_STORE=%s %sSEED=%d go test -run TestChaosRandom ./test/e2e/", cp.store, dest, cp.seed)
@@ -147,6 +161,9 @@ func TestChaosRandom(t *testing.T) {
 		}
 		return callbackTask(ns, wf, td.CallbackURL(), i), td
 	})
+	if cp.badRequests {
+		tl.AllowFailedWith(400) // the tasks called during a 400 outage end failed with it
+	}
 	tl.Run(0, 2, 40*time.Millisecond)
 	defer tl.Stop()
 
@@ -156,7 +173,11 @@ func TestChaosRandom(t *testing.T) {
 	for step := 0; step < cp.steps && time.Now().Before(deadline); step++ {
 		act, idx := nextChaos(rng, cp.nodes, down, maxDown, db != nil, cp.dest)
 		if act == actDestDown {
-			mode := []transporttest.Mode{transporttest.ModeUnavailable, transporttest.ModeSlow}[rng.IntN(2)]
+			modes := []transporttest.Mode{transporttest.ModeUnavailable, transporttest.ModeSlow}
+			if cp.badRequests {
+				modes = append(modes, transporttest.ModeBadRequest)
+			}
+			mode := modes[rng.IntN(len(modes))]
 			outage := time.Duration(300+rng.IntN(2700)) * time.Millisecond
 			t.Logf("step %d: %s (%v) for %v; down %v; writes %v; %v", step, act, mode, outage, downNames(c, down), w.Stats(), tl.Stats())
 			td.SetMode(t, mode)

@@ -17,12 +17,16 @@ import (
 const (
 	statusPending   = "pending"
 	statusSucceeded = "succeeded"
+	statusFailed    = "failed"
 )
 
 // TaskReport is what checking a load found.
 type TaskReport struct {
 	Accepted  int
 	Succeeded int
+	// Failed is the tasks that ended failed with the status the load
+	// allowed (AllowFailedWith), each answered so by its destination.
+	Failed int
 	// Calls is every call the destinations saw for these tasks, whatever
 	// the answer; Deliveries the delivered (2xx) ones.
 	Calls      int
@@ -36,8 +40,12 @@ type TaskReport struct {
 }
 
 func (r TaskReport) String() string {
-	return fmt.Sprintf("accepted %d, succeeded %d, calls %d, deliveries %d, duplicate deliveries %d (%d tasks), created→done p50 %v p99 %v",
-		r.Accepted, r.Succeeded, r.Calls, r.Deliveries, r.Duplicates, len(r.DupTasks), r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond))
+	failed := ""
+	if r.Failed > 0 {
+		failed = fmt.Sprintf(" (failed with the allowed answer %d)", r.Failed)
+	}
+	return fmt.Sprintf("accepted %d, succeeded %d%s, calls %d, deliveries %d, duplicate deliveries %d (%d tasks), created→done p50 %v p99 %v",
+		r.Accepted, r.Succeeded, failed, r.Calls, r.Deliveries, r.Duplicates, len(r.DupTasks), r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond))
 }
 
 // WaitTerminal waits until a live node lists every accepted task as
@@ -59,6 +67,9 @@ func (l *TaskLoad) WaitTerminal(t testing.TB, timeout time.Duration) map[string]
 			return err
 		}
 		var missing, pending []string
+		l.mu.Lock()
+		failedWith := l.failedWith
+		l.mu.Unlock()
 		for _, a := range acc {
 			task, ok := all[a.ID]
 			switch {
@@ -66,6 +77,8 @@ func (l *TaskLoad) WaitTerminal(t testing.TB, timeout time.Duration) map[string]
 				missing = append(missing, a.ID)
 			case task.Status == statusPending:
 				pending = append(pending, describeTask(task))
+			case task.Status == statusFailed && failedWith != 0 && task.LastAnswer != nil && task.LastAnswer.HTTPStatus == failedWith:
+				// allowed (AllowFailedWith); Check matches it with the front's calls
 			case task.Status != statusSucceeded:
 				t.Fatalf("task %s ended %s, want %s: %s", a.ID, task.Status, statusSucceeded, describeTask(task))
 			}
@@ -122,7 +135,8 @@ func (l *TaskLoad) Check(t testing.TB, timeout time.Duration) TaskReport {
 	rep := TaskReport{Accepted: len(acc)}
 	deliveries := map[*Dest]map[string]int{}
 	calls := map[*Dest]map[string]int{}
-	var undelivered []string
+	answered := map[*Dest]map[string]map[int]bool{} // the statuses each task's calls got
+	var undelivered, unanswered []string
 	var lat []time.Duration
 	for _, a := range acc {
 		task := view[a.ID]
@@ -136,8 +150,19 @@ func (l *TaskLoad) Check(t testing.TB, timeout time.Duration) TaskReport {
 		if deliveries[a.Dest] == nil {
 			deliveries[a.Dest] = a.Dest.Deliveries()
 			calls[a.Dest] = map[string]int{}
+			answered[a.Dest] = map[string]map[int]bool{}
 			for _, c := range a.Dest.Calls() {
 				calls[a.Dest][c.RequestID]++
+				if answered[a.Dest][c.RequestID] == nil {
+					answered[a.Dest][c.RequestID] = map[int]bool{}
+				}
+				answered[a.Dest][c.RequestID][c.Status] = true
+			}
+		}
+		if task.Status == statusFailed {
+			rep.Failed++
+			if !answered[a.Dest][a.ID][task.LastAnswer.HTTPStatus] {
+				unanswered = append(unanswered, describeTask(task))
 			}
 		}
 		n := deliveries[a.Dest][a.ID]
@@ -150,6 +175,9 @@ func (l *TaskLoad) Check(t testing.TB, timeout time.Duration) TaskReport {
 			rep.Duplicates += n - 1
 			rep.DupTasks = append(rep.DupTasks, a.ID)
 		}
+	}
+	if len(unanswered) > 0 {
+		t.Errorf("%d tasks ended failed with an answer their destination never gave them, e.g. %v", len(unanswered), first(unanswered, 5))
 	}
 	if len(undelivered) > 0 {
 		t.Errorf("%d tasks succeeded without a delivered call at their destination (by request id = task id), e.g. %v",

@@ -55,6 +55,9 @@ type TaskLoad struct {
 	badDup    []string // first attempt answered "duplicate": a request id reused?
 	refused   []string // answered with a non-retryable error (a 4xx for a valid task)
 	lastErr   error
+	// failedWith, when set, is the only HTTP status a task may end failed
+	// with (AllowFailedWith); else every task must succeed.
+	failedWith int
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -84,6 +87,16 @@ func callbackTask(ns, wf, url string, i int) api.TaskSubmit {
 		NamespaceID: ns, WorkflowID: wf, TaskGroup: breakerpool.TaskGroupCallback, Destination: url,
 		Request: api.TaskRequest{Body: []byte(`{"i":` + strconv.Itoa(i) + `}`), ContentType: "application/json"},
 	}
+}
+
+// AllowFailedWith lets the load's tasks end failed when the destination's
+// last answer to them was status (a non-retryable answer its front
+// recorded for the task): a destination that answered 400 for a while.
+// Check verifies each such task against the front's calls.
+func (l *TaskLoad) AllowFailedWith(status int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failedWith = status
 }
 
 // Run submits n tasks (n ≤ 0: until Stop) from workers goroutines, each
