@@ -66,7 +66,11 @@ func (s *Server) clusterRaft(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	for _, sv := range servers {
-		info.Servers = append(info.Servers, RaftServer{ID: sv.ID, Address: sv.Address, Suffrage: suffrageRole(sv.Suffrage), Leader: sv.ID == st.LeaderID})
+		rs := RaftServer{ID: sv.ID, Address: sv.Address, Suffrage: suffrageRole(sv.Suffrage), Leader: sv.ID == st.LeaderID}
+		if since, ok := st.HeartbeatsFailing[sv.ID]; ok {
+			rs.HeartbeatsFailingSince = &since
+		}
+		info.Servers = append(info.Servers, rs)
 	}
 	if v, err := s.deps.Store.ClusterLogVersion(); err == nil {
 		info.LogVersion, info.LogVersionBehind = v.LogVersion, v.Behind

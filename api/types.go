@@ -36,6 +36,12 @@ type RaftServer struct {
 	Address  string `json:"address"`
 	Suffrage string `json:"suffrage"`
 	Leader   bool   `json:"leader"`
+	// HeartbeatsFailingSince, in the leader's answer only, is when the
+	// leader's heartbeats to this server began to fail (a second failure
+	// confirmed it): a server gossip calls alive whose Raft port the leader
+	// does not reach. It is not promoted, and after the reap timeout owns
+	// no shards.
+	HeartbeatsFailingSince *time.Time `json:"heartbeats_failing_since,omitempty"`
 }
 
 // RaftInfo is GET /v1/cluster/raft.

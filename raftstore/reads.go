@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -73,6 +74,11 @@ type Stats struct {
 	LeaderID     string `json:"leader_id"`
 	LeaderAddr   string `json:"leader_addr"`
 	LogStore     string `json:"log_store"` // LogStoreWAL or LogStoreBolt: what this node's log is on
+	// HeartbeatsFailing is, while this node leads, each server its
+	// heartbeats fail to (a second failure confirmed it) and since when:
+	// such a server is not promoted, and after ReapTimeout owns no shards
+	// (RaftUnreachable). Empty on a follower.
+	HeartbeatsFailing map[string]time.Time `json:"heartbeats_failing,omitempty"`
 }
 
 // Stats returns this node's raft progress.
@@ -82,6 +88,9 @@ func (s *Store) Stats() Stats {
 		st.Term, st.LastIndex, st.CommitIndex = r.CurrentTerm(), r.LastIndex(), r.CommitIndex()
 	}
 	st.LeaderID, st.LeaderAddr = s.Leader()
+	if m := s.unreachable.Load(); m != nil && len(*m) > 0 {
+		st.HeartbeatsFailing = maps.Clone(*m)
+	}
 	return st
 }
 

@@ -29,6 +29,11 @@ func TestUnreachableMemberNotPromoted(t *testing.T) {
 	_ = ln.Close() // nobody listens there now
 	c.members.set(Member{ID: "ghost", RaftAddr: dead, HTTPAddr: httpAddr("ghost"), Status: MemberAlive, LogVersion: s.cfg.LogVersion})
 	testwait.For(t, 10*time.Second, "the ghost added as a non-voter", func() bool { return suffrage(t, s)["ghost"] == "Nonvoter" })
+	// The leader says so (GET /v1/cluster/raft, fusebox admin raft).
+	testwait.For(t, 10*time.Second, "the leader's heartbeats to the ghost reported failing", func() bool {
+		_, failing := s.Stats().HeartbeatsFailing["ghost"]
+		return failing
+	})
 
 	// A real node joins after it. The planner promotes in id order, and
 	// the ghost ("ghost" < "n2") has waited longer: had it been promotable
@@ -39,6 +44,9 @@ func TestUnreachableMemberNotPromoted(t *testing.T) {
 	testwait.For(t, 20*time.Second, "n2 promoted", func() bool { return suffrage(t, s)["n2"] == "Voter" })
 	if sf := suffrage(t, s); sf["ghost"] != "Nonvoter" {
 		t.Fatalf("the ghost is %q after n2 joined, want Nonvoter", sf["ghost"])
+	}
+	if failing := s.Stats().HeartbeatsFailing; len(failing) != 1 {
+		t.Errorf("heartbeats failing to %v, want the ghost alone (n2 is reached)", failing)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

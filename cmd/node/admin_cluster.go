@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -46,9 +47,9 @@ func raftCmd(o *adminOpts) *cobra.Command {
 						fmt.Fprintf(tw, "; log store %s", info.LogStore)
 					}
 					fmt.Fprint(tw, "\n\n")
-					fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tLEADER")
+					fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tLEADER\tHEARTBEATS")
 					for _, s := range info.Servers {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Address, s.Suffrage, yesNo(s.Leader))
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Address, s.Suffrage, yesNo(s.Leader), heartbeats(info, s))
 					}
 					if info.LogVersion > 0 {
 						fmt.Fprintf(tw, "\ncluster log version %d", info.LogVersion)
@@ -60,5 +61,21 @@ func raftCmd(o *adminOpts) *cobra.Command {
 				}, err
 			})
 		},
+	}
+}
+
+// heartbeats is the HEARTBEATS column of admin raft: the leader's view of
+// its heartbeats to s ("-" when the node answering does not lead: only the
+// leader sends them).
+func heartbeats(info api.RaftInfo, s api.RaftServer) string {
+	switch {
+	case info.State != "Leader":
+		return "-"
+	case s.ID == info.NodeID:
+		return "self"
+	case s.HeartbeatsFailingSince != nil:
+		return "failing since " + s.HeartbeatsFailingSince.UTC().Format(time.RFC3339)
+	default:
+		return "ok"
 	}
 }
