@@ -135,8 +135,9 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.uiRec, err = ui.NewRecorder(0); err != nil {
 		return err
 	}
+	n.queueFwd.hints = &n.hintFwd // a refuted confirmation's closes do not ramp (queue.go)
 	observe := func(t breakerpool.Transition) {
-		n.hintFwd.observe(t)
+		n.hintFwd.observe(t) // before the queue: a probe of its own that refutes a round is recorded first
 		n.uiRec.Observe(t)
 		n.queueFwd.observe(t)
 		n.healthFwd.observe(t)

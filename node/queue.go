@@ -2,11 +2,14 @@ package node
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sony/gobreaker/v2"
 
 	"fusebox/breakerpool"
+	"fusebox/hintpolicy"
 	"fusebox/queue"
 	"fusebox/taskstore/pgstore"
 	"fusebox/transport"
@@ -20,6 +23,23 @@ import (
 type queueForwarder struct {
 	q    atomic.Pointer[queue.Queue]
 	pool atomic.Pointer[breakerpool.Pool]
+	// hints, when set, is the hint policy's forwarder: its confirmation
+	// rounds tell a close that ends a check of a healthy destination
+	// (episodes, below).
+	hints *hintForwarder
+
+	mu       sync.Mutex
+	episodes map[breakerpool.Key]openEpisode
+}
+
+// openEpisode is what this node saw of a breaker between its leaving closed
+// and closing again.
+type openEpisode struct {
+	since time.Time // the first transition out of closed
+	// failed: the breaker opened on this node's own failures (source
+	// local) or on a Retry-After; either way the destination asked for a
+	// careful return.
+	failed bool
 }
 
 // observe is part of the pool's Observer; it must not block.
@@ -29,11 +49,16 @@ func (f *queueForwarder) observe(t breakerpool.Transition) {
 		return
 	}
 	if t.To != gobreaker.StateClosed {
+		f.noteOpen(t)
 		q.KeyOpened(t.Key) // arms the recovery ramp (queue/ramp.go)
 	}
 	switch {
 	case t.To == gobreaker.StateClosed:
-		q.KeyClosed(t.Key)
+		if f.refutedEpisode(t.Key) {
+			q.KeyClosedWithoutRamp(t.Key)
+		} else {
+			q.KeyClosed(t.Key)
+		}
 	case t.To == gobreaker.StateHalfOpen && t.Source != breakerpool.SourceLocal:
 		// A warm start (peer's recovery hint, operator's auto): nothing may
 		// be due for a while, so hand the breaker its probe now. A local
@@ -41,6 +66,51 @@ func (f *queueForwarder) observe(t breakerpool.Transition) {
 		// come due anyway.
 		q.KeyProbing(t.Key, f.probes(t.Key))
 	}
+}
+
+// noteOpen records a transition out of closed (or between open and
+// half-open) in k's episode.
+func (f *queueForwarder) noteOpen(t breakerpool.Transition) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.episodes == nil {
+		f.episodes = map[breakerpool.Key]openEpisode{}
+	}
+	e, ok := f.episodes[t.Key]
+	if !ok {
+		e.since = t.At
+	}
+	if (t.To == gobreaker.StateOpen && t.Source == breakerpool.SourceLocal) || !t.RetryUntil.IsZero() {
+		e.failed = true
+	}
+	f.episodes[t.Key] = e
+}
+
+// refutedEpisode ends k's episode at its close and reports whether it was
+// only a confirmation round's check of a destination nobody found failing:
+// the breaker never opened on this node's own failures or a Retry-After,
+// and k's latest round, refuted, ended during the episode. Under confirm
+// a peer's first failure makes every other node pause (open without a
+// call) and one of them probe; when that probe passes, the round is
+// refuted and every paused breaker closes. Those closes started the
+// recovery ramp like the end of an outage: measured in e2e
+// TestSickEgressDoesNotStopTheFleet, the healthy nodes delivered 8, 15, 35,
+// 53 tasks in the seconds after one node's egress broke, against about 68
+// a second offered and delivered with the ramp off.
+func (f *queueForwarder) refutedEpisode(k breakerpool.Key) bool {
+	f.mu.Lock()
+	e, ok := f.episodes[k]
+	delete(f.episodes, k)
+	f.mu.Unlock()
+	if !ok || e.failed || f.hints == nil {
+		return false
+	}
+	p := f.hints.p.Load()
+	if p == nil {
+		return false
+	}
+	ci, ok := p.Confirmation(k)
+	return ok && ci.Outcome == hintpolicy.ConfirmRefuted && !ci.At.Before(e.since)
 }
 
 // probes is the key's MaxRequests: how many probes its half-open admits.

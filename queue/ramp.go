@@ -197,6 +197,21 @@ func (s *scheduler) startRamp(k breakerpool.Key, now time.Time) {
 	s.q.m.rampsStarted.Inc()
 }
 
+// dropRamp forgets k's ramp, armed or under way, and gives its group its
+// configured rate back at once.
+func (s *scheduler) dropRamp(k breakerpool.Key, now time.Time) {
+	s.rmu.Lock()
+	_, had := s.ramps[k]
+	delete(s.ramps, k)
+	s.rmu.Unlock()
+	if !had {
+		return
+	}
+	if g := s.lookup(k); g != nil {
+		s.tune(g, s.q.limits.Current(), now, false)
+	}
+}
+
 // armRamp arms k's ramp (its breaker opened or is probing), if k ramps.
 func (s *scheduler) armRamp(k breakerpool.Key, now time.Time) {
 	s.setRamp(k, ramp{since: now, armed: true})

@@ -164,3 +164,35 @@ func TestRampArmedWhileOpen(t *testing.T) {
 		return !ok || (l == 100 && b == 100)
 	})
 }
+
+// A breaker that opened only for a confirmation round nobody confirmed
+// (KeyClosedWithoutRamp) closes without a ramp: the ramp its opening armed
+// is dropped, the configured rate is back at once, and its blocked tasks
+// are released as at any close.
+func TestNoRampAfterARefutedCheck(t *testing.T) {
+	lim := queuetest.DefaultLimits()
+	lim.MaxTaskRPS = 100
+	lim.RampStartRPS, lim.RampDuration = 5, time.Hour
+	e := newEnv(t, 1, lim)
+	warm := callbacks(3, 1, "warm", "dest") // the key's group exists
+	e.add(t, warm...)
+	q := e.start(t, fastCfg(), newFakeExec(false), nil)
+	testwait.For(t, 10*time.Second, "delivered", func() bool { return e.allStatus(warm, queue.StatusSucceeded) })
+	tasks := blockedTasks(3, 1, "paused", "dest")
+	e.add(t, tasks...)
+	q.KeyOpened(key("dest"))
+	if l, b, ok := q.GroupRate(key("dest")); !ok || l != 5 || b != 1 {
+		t.Fatalf("armed: rate %v burst %v (group %v), want 5, 1", l, b, ok)
+	}
+	q.KeyClosedWithoutRamp(key("dest"))
+	if st, ok := q.Ramp(key("dest")); ok {
+		t.Fatalf("ramping after a refuted check: %+v", st)
+	}
+	if l, b, ok := q.GroupRate(key("dest")); !ok || l != 100 || b != 100 {
+		t.Fatalf("rate %v burst %v (group %v) after a refuted check, want the configured 100, 100 at once", l, b, ok)
+	}
+	testwait.For(t, 10*time.Second, "the blocked tasks released and delivered", func() bool { return e.allStatus(tasks, queue.StatusSucceeded) })
+	if got := metric(t, e.reg, "fusebox_queue_recovery_ramps_started_total", nil); got != 0 {
+		t.Fatalf("ramps started = %v, want 0", got)
+	}
+}

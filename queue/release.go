@@ -132,6 +132,26 @@ func (q *Queue) KeyClosed(k breakerpool.Key) {
 	if !q.closing.Load() {
 		q.sched.startRamp(k, time.Now()) // before the release: released tasks meet the ramp
 	}
+	q.releaseBlocked(k)
+}
+
+// KeyClosedWithoutRamp is KeyClosed for a breaker that opened only to
+// check a destination nobody found failing: a confirmation round's pause,
+// or its designated probe, ended refuted (hintpolicy, "Confirm"). Its
+// blocked tasks are released as at any close, but its rate does not ramp:
+// the destination had no outage to recover from, and a ramp there held a
+// healthy destination's calls to the ramp's start rate for seconds on
+// every node that paused (node/queue.go). A ramp the opening armed is
+// dropped.
+func (q *Queue) KeyClosedWithoutRamp(k breakerpool.Key) {
+	if !q.closing.Load() {
+		q.sched.dropRamp(k, time.Now())
+	}
+	q.releaseBlocked(k)
+}
+
+// releaseBlocked makes every owned shard release its blocked tasks of k.
+func (q *Queue) releaseBlocked(k breakerpool.Key) {
 	if _, ok := q.store.(BlockedStore); !ok || q.closing.Load() {
 		return
 	}
