@@ -175,6 +175,23 @@ func (l *netLab) addDestination() string {
 	return addr
 }
 
+// cutEgress makes node i's calls to the destination fail at once ("no
+// route to host"), as a node whose own egress broke: its peers and the test
+// still reach it. restoreEgress routes them again.
+func (l *netLab) cutEgress(i int, destAddr string) {
+	l.t.Helper()
+	if err := nsIP(l.nodes[i], "route", "replace", "unreachable", destAddr+"/32"); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+func (l *netLab) restoreEgress(i int, destAddr string) {
+	l.t.Helper()
+	if err := nsIP(l.nodes[i], "route", "replace", destAddr+"/32", "via", fmt.Sprintf("198.19.%d.%d", l.sub, 4*i+1)); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
 // destNet is the network of every node's destination link (CIDR).
 func (l *netLab) destNet() string { return fmt.Sprintf("198.19.%d.0/24", l.sub) }
 
