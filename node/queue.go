@@ -30,7 +30,13 @@ type queueForwarder struct {
 
 	mu       sync.Mutex
 	episodes map[breakerpool.Key]openEpisode
+	pruneAt  int // prune episodes when there are this many (noteOpen)
 }
+
+// minEpisodePrune is the fewest open episodes noteOpen prunes at: a key
+// whose breaker left the pool while open (evicted) never closes, so its
+// episode would be kept for ever.
+const minEpisodePrune = 1 << 14
 
 // openEpisode is what this node saw of a breaker between its leaving closed
 // and closing again.
@@ -79,11 +85,27 @@ func (f *queueForwarder) noteOpen(t breakerpool.Transition) {
 	e, ok := f.episodes[t.Key]
 	if !ok {
 		e.since = t.At
+		if len(f.episodes) >= max(f.pruneAt, minEpisodePrune) {
+			f.pruneLocked()
+		}
 	}
 	if (t.To == gobreaker.StateOpen && t.Source == breakerpool.SourceLocal) || !t.RetryUntil.IsZero() {
 		e.failed = true
 	}
 	f.episodes[t.Key] = e
+}
+
+// pruneLocked forgets the episodes whose breaker is closed or gone from the
+// pool, and sets the next prune at twice what is left.
+func (f *queueForwarder) pruneLocked() {
+	if p := f.pool.Load(); p != nil {
+		for k := range f.episodes {
+			if b, ok := p.Lookup(k); !ok || b.State() == gobreaker.StateClosed {
+				delete(f.episodes, k)
+			}
+		}
+	}
+	f.pruneAt = 2 * len(f.episodes)
 }
 
 // refutedEpisode ends k's episode at its close and reports whether it was
@@ -94,9 +116,9 @@ func (f *queueForwarder) noteOpen(t breakerpool.Transition) {
 // call) and one of them probe; when that probe passes, the round is
 // refuted and every paused breaker closes. Those closes started the
 // recovery ramp like the end of an outage: measured in e2e
-// TestSickEgressDoesNotStopTheFleet, the healthy nodes delivered 8, 15, 35,
-// 53 tasks in the seconds after one node's egress broke, against about 68
-// a second offered and delivered with the ramp off.
+// TestSickEgressDoesNotStopTheFleet, the healthy nodes delivered 15, 15,
+// 32, 52 tasks in the seconds after one node's egress broke, against about
+// 68 a second given (queue/RECOVERY.md, "No ramp after a refuted check").
 func (f *queueForwarder) refutedEpisode(k breakerpool.Key) bool {
 	f.mu.Lock()
 	e, ok := f.episodes[k]
