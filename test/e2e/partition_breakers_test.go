@@ -25,21 +25,10 @@ func TestOpenBreakerAcrossAHealedPartition(t *testing.T) {
 		t.Skip(why)
 	}
 	const n = 3
-	lab := newNetLab(t, n)
-	destAddr := lab.addDestination()
-	c := newTaskCluster(t, n, ClusterOptions{Hosts: lab.hosts(), Netns: lab.nodes})
-	requireClusterAPI(t, c.Procs[0])
-	dest := NewDestAt(t, destAddr)
-	putEndpoint(t, c, "ep-dies", dest.NexusURL())
 	// Open long enough to last the partition: the breakers are open when
 	// the node comes back, and only a probe after Timeout closes them.
-	setConfig(t, c, keyBreaker, "ep-dies", `{"Timeout":"20s"}`)
-	const ns = "ns-heal"
-	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: ns, Destination: "ep-dies"}
-	l := NewTaskLoad(c, "heal", func(i int) (api.TaskSubmit, *Dest) {
-		return nexusTask(ns, fmt.Sprintf("wf-%d", i), "ep-dies", i), dest
-	})
-	l.Run(0, 2, 40*time.Millisecond)
+	sc := newLabScenario(t, "heal", "ep-dies", `{"Timeout":"20s"}`, 40*time.Millisecond, nil)
+	lab, c, dest, key, l := sc.lab, sc.c, sc.dest, sc.key, sc.l
 	defer l.Stop()
 	testwait.ForErr(t, convergeTimout, "a breaker for "+key.String()+" on every node", func() error {
 		_, err := breakersEverywhere(c, key)
@@ -131,4 +120,44 @@ func TestOpenBreakerAcrossAHealedPartition(t *testing.T) {
 	t.Logf("after the destination came back: %v", rep)
 	c.CheckInvariants(t, convergeTimout)
 	c.StopAll(t)
+}
+
+// labScenario is three nodes in a net lab (newNetLab, addDestination), one
+// Nexus endpoint on a Dest at the lab's destination address with the given
+// breaker settings, and a stream of starts over one namespace, so one
+// breaker key on every node.
+type labScenario struct {
+	lab      *netLab
+	destAddr string
+	c        *Cluster
+	dest     *Dest
+	key      breakerpool.Key
+	l        *TaskLoad
+	nodeOf   map[string]string // a call's source address → its node
+}
+
+// newLabScenario starts it; configure, when set, runs before the load starts.
+func newLabScenario(t *testing.T, name, ep, breaker string, interval time.Duration, configure func(*Cluster)) *labScenario {
+	t.Helper()
+	sc := &labScenario{lab: newNetLab(t, 3)}
+	sc.destAddr = sc.lab.addDestination()
+	sc.c = newTaskCluster(t, 3, ClusterOptions{Hosts: sc.lab.hosts(), Netns: sc.lab.nodes})
+	requireClusterAPI(t, sc.c.Procs[0])
+	sc.dest = NewDestAt(t, sc.destAddr)
+	putEndpoint(t, sc.c, ep, sc.dest.NexusURL())
+	setConfig(t, sc.c, keyBreaker, ep, breaker)
+	if configure != nil {
+		configure(sc.c)
+	}
+	ns := "ns-" + name
+	sc.key = breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: ns, Destination: ep}
+	sc.l = NewTaskLoad(sc.c, name, func(i int) (api.TaskSubmit, *Dest) {
+		return nexusTask(ns, fmt.Sprintf("wf-%d", i), ep, i), sc.dest
+	})
+	sc.nodeOf = map[string]string{}
+	for i, p := range sc.c.Procs {
+		sc.nodeOf[sc.lab.DestSource(i)] = p.Name()
+	}
+	sc.l.Run(0, 2, interval)
+	return sc
 }

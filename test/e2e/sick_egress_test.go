@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"fusebox/api"
-	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
 )
 
@@ -26,27 +24,13 @@ func TestSickEgressDoesNotStopTheFleet(t *testing.T) {
 		t.Skip(why)
 	}
 	const n = 3
-	lab := newNetLab(t, n)
-	destAddr := lab.addDestination()
-	c := newTaskCluster(t, n, ClusterOptions{Hosts: lab.hosts(), Netns: lab.nodes})
-	requireClusterAPI(t, c.Procs[0])
-	dest := NewDestAt(t, destAddr)
-	putEndpoint(t, c, "ep-ok", dest.NexusURL())
-	setConfig(t, c, keyBreaker, "ep-ok", `{"Timeout":"10s"}`)
-	if policy := os.Getenv("FUSEBOX_E2E_HINT_POLICY"); policy != "" { // a check of the check: "adopt" must fail it
-		setConfig(t, c, "fusebox.breaker.hintPolicy", "ep-ok", fmt.Sprintf("%q", policy))
-	}
-	const ns = "ns-sick"
-	key := breakerpool.Key{TaskGroup: breakerpool.TaskGroupNexusInvocation, NamespaceID: ns, Destination: "ep-ok"}
-	l := NewTaskLoad(c, "sick", func(i int) (api.TaskSubmit, *Dest) {
-		return nexusTask(ns, fmt.Sprintf("wf-%d", i), "ep-ok", i), dest
+	sc := newLabScenario(t, "sick", "ep-ok", `{"Timeout":"10s"}`, 20*time.Millisecond, func(c *Cluster) {
+		if policy := os.Getenv("FUSEBOX_E2E_HINT_POLICY"); policy != "" { // a check of the check: "adopt" must fail it
+			setConfig(t, c, "fusebox.breaker.hintPolicy", "ep-ok", fmt.Sprintf("%q", policy))
+		}
 	})
-	l.Run(0, 2, 20*time.Millisecond)
+	lab, destAddr, c, dest, key, l, nodeOf := sc.lab, sc.destAddr, sc.c, sc.dest, sc.key, sc.l, sc.nodeOf
 	defer l.Stop()
-	nodeOf := map[string]string{}
-	for i, p := range c.Procs {
-		nodeOf[lab.DestSource(i)] = p.Name()
-	}
 	testwait.ForErr(t, convergeTimout, "every node delivering for "+key.String(), func() error {
 		per := callsPerNode(dest.Calls(), nodeOf, time.Time{})
 		for _, p := range c.Procs {
