@@ -116,11 +116,11 @@ func testPartitionedOwner(t *testing.T, cutLeader, postgres bool) {
 	victim.SetIsolated(true)
 	var movedAt time.Time
 	testwait.ForErr(t, convergeTimout, fmt.Sprintf("the %d shards of %s owned by the others at higher epochs", len(owned), victim.Name()), func() error {
-		l, err := c.Leader()
+		ld, err := c.Leader()
 		if err != nil {
 			return err
 		}
-		now, _, err := shardMap(l)
+		now, _, err := shardMap(ld)
 		if err != nil {
 			return err
 		}
@@ -174,7 +174,8 @@ func testPartitionedOwner(t *testing.T, cutLeader, postgres bool) {
 			}
 			continue
 		}
-		if _, mine := owned[shardOf[call.RequestID]]; mine && (takeover.IsZero() || call.Arrived.Before(takeover)) {
+		shard, ours := shardOf[call.RequestID]
+		if _, mine := owned[shard]; ours && mine && (takeover.IsZero() || call.Arrived.Before(takeover)) {
 			takeover = call.Arrived
 		}
 	}
