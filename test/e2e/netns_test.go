@@ -195,6 +195,16 @@ func (l *netLab) restoreEgress(i int, destAddr string) {
 // destNet is the network of every node's destination link (CIDR).
 func (l *netLab) destNet() string { return fmt.Sprintf("198.19.%d.0/24", l.sub) }
 
+// callers maps the address each of c's nodes calls the destination from
+// (DestSource) to the node's name, for callsPerNode.
+func (l *netLab) callers(c *Cluster) map[string]string {
+	out := map[string]string{}
+	for i, p := range c.Procs {
+		out[l.DestSource(i)] = p.Name()
+	}
+	return out
+}
+
 // DestSource is the address node i's calls to the destination come from.
 func (l *netLab) DestSource(i int) string { return fmt.Sprintf("198.19.%d.%d", l.sub, 4*i+2) }
 

@@ -41,7 +41,6 @@ func TestOpenBreakerAcrossAHealedPartition(t *testing.T) {
 		idx++
 	}
 	cut := c.Procs[idx]
-	src := lab.DestSource(idx)
 	lab.cut(idx)
 	cut.SetIsolated(true)
 	cutAt := time.Now()
@@ -73,16 +72,8 @@ func TestOpenBreakerAcrossAHealedPartition(t *testing.T) {
 		}
 		return nil
 	})
-	callsAt := func(from string, since time.Time) int {
-		k := 0
-		for _, call := range dest.Calls() {
-			if call.From == from && call.Arrived.After(since) {
-				k++
-			}
-		}
-		return k
-	}
-	t.Logf("majority open %v after the cut; the cut node's calls since the cut: %d", time.Since(cutAt).Round(time.Millisecond), callsAt(src, cutAt))
+	t.Logf("majority open %v after the cut; the cut node's calls since the cut: %d", time.Since(cutAt).Round(time.Millisecond),
+		callsPerNode(dest.Calls(), sc.nodeOf, cutAt)[cut.Name()])
 
 	healAt := time.Now()
 	lab.heal(idx)
@@ -104,7 +95,7 @@ func TestOpenBreakerAcrossAHealedPartition(t *testing.T) {
 		}
 		return fmt.Errorf("no breaker for %s", key)
 	})
-	calls := callsAt(src, healAt)
+	calls := callsPerNode(dest.Calls(), sc.nodeOf, healAt)[cut.Name()]
 	t.Logf("%s open %v after the heal (source %s), after %d calls of its own to the dead destination",
 		cut.Name(), time.Since(healAt).Round(time.Millisecond), openedBy, calls)
 	// Its own breaker trips after breakerpool.DefaultFailureThreshold
@@ -154,10 +145,7 @@ func newLabScenario(t *testing.T, name, ep, breaker string, interval time.Durati
 	sc.l = NewTaskLoad(sc.c, name, func(i int) (api.TaskSubmit, *Dest) {
 		return nexusTask(ns, fmt.Sprintf("wf-%d", i), ep, i), sc.dest
 	})
-	sc.nodeOf = map[string]string{}
-	for i, p := range sc.c.Procs {
-		sc.nodeOf[sc.lab.DestSource(i)] = p.Name()
-	}
+	sc.nodeOf = sc.lab.callers(sc.c)
 	sc.l.Run(0, 2, interval)
 	return sc
 }

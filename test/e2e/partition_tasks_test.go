@@ -66,10 +66,7 @@ func testPartitionedOwner(t *testing.T, cutLeader, postgres bool) {
 	l := NewTaskLoad(c, "part", func(i int) (api.TaskSubmit, *Dest) {
 		return nexusTask(fmt.Sprintf("ns-%d", i%4), fmt.Sprintf("wf-%d", i), "ep-far", i), dest
 	})
-	nodeOf := map[string]string{} // call source → node name
-	for i, p := range c.Procs {
-		nodeOf[lab.DestSource(i)] = p.Name()
-	}
+	nodeOf := lab.callers(c)
 	for range 12 {
 		if k := l.SubmitBatch(50); k != 50 {
 			t.Fatalf("burst: %d of 50 accepted: %v", k, l.Stats().LastErr)
