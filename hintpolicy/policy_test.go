@@ -180,7 +180,12 @@ func TestPolicyOffRecordsOnly(t *testing.T) {
 		t.Fatalf("off: breaker changed: %+v", s)
 	}
 	b.OpenFor(time.Minute, breakerpool.SourceLocal)
-	n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintClosed, Generation: 9, Origin: "a"})
+	// Newer than this node's own publication of that open, whenever the
+	// pool's observer hands it over: generation 9 was stale after it
+	// (generations are milliseconds), and the test failed 6 of 200 runs
+	// under -race when the observer came first.
+	gen := uint64(time.Now().Add(time.Minute).UnixMilli())
+	n.pol.HandleHint(cluster.Hint{Key: k, State: cluster.HintClosed, Generation: gen, Origin: "a"})
 	if s := b.Status(); s.State != gobreaker.StateOpen {
 		t.Fatalf("off: closed hint changed an open breaker: %v", s.State)
 	}
