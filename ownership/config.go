@@ -118,13 +118,16 @@ type Store interface {
 	// OnLeader registers fn to run while this node leads, after its barrier.
 	OnLeader(fn func(ctx context.Context))
 	WaitForApplied(ctx context.Context, index uint64) error
-	// InContact: this node leads, or heard from the leader within the
-	// store's contact bound. CaughtUp: in contact and every committed entry
-	// applied. (maxLag <= 0: the store's default.)
+	// InContact: this node leads, or knows a leader and (maxLag > 0) heard
+	// from it within maxLag. CaughtUp: in contact and every committed
+	// entry applied.
 	InContact(maxLag time.Duration) bool
 	CaughtUp(maxLag time.Duration) bool
-	// FreshLag is the store's default contact bound.
+	// FreshLag is the longest gap between two freshness checks that is not
+	// taken for a stopped process; ContactLag the oldest contact with the
+	// leader under which a follower still calls.
 	FreshLag() time.Duration
+	ContactLag() time.Duration
 	// RaftUnreachable: this node leads, and its Raft heartbeats to the
 	// server have failed for a while (the store's reap timeout).
 	RaftUnreachable(id string) bool

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"fusebox/internal/testwait"
+	"fusebox/raftstore"
 )
 
 // A process stopped (SIGSTOP, a long stall) for longer than FreshLag finds
@@ -44,6 +45,52 @@ func TestResumedFollowerResyncsWithoutWaitingForATick(t *testing.T) {
 	if ok, reason := f.own.Ready(); !ok {
 		t.Fatalf("not ready after catching up: %s", reason)
 	}
+}
+
+// A follower that stops hearing from the leader stops calling once its last
+// contact is older than the store's ContactLag (500 ms at the lan timing),
+// while raft still names that leader: raft gives a silent leader up only
+// after an election timeout, 1–2 s at that timing. Every call a follower
+// cut off from the leader makes in between is one whose result cannot
+// commit, and the next owner makes it again. Before the bound, Fresh held
+// until raft gave the leader up.
+func TestFollowerStopsCallingOnceTheLeaderFallsSilent(t *testing.T) {
+	c := newCluster(t)
+	c.preset = raftstore.PresetLAN
+	startFreshABC(t, c)
+	leaderID, _ := c.nodes["a"].store.Leader()
+	var f *node
+	for id, n := range c.nodes {
+		if id != leaderID {
+			f = n
+			break
+		}
+	}
+	testwait.For(t, 20*time.Second, "the follower fresh", f.own.Fresh)
+
+	// The leader falls silent, as a cut leaves it for the follower: raft
+	// shuts down with no word to its peers.
+	ld := c.nodes[leaderID]
+	_ = ld.own.Close()
+	_ = ld.store.Close()
+	silentAt := time.Now()
+	var raftNamesLeader bool
+	testwait.For(t, 10*time.Second, "the follower not fresh", func() bool {
+		if f.own.Fresh() {
+			return false
+		}
+		id, _ := f.store.Leader()
+		raftNamesLeader = id == leaderID && f.store.InContact(0)
+		return true
+	})
+	after := time.Since(silentAt)
+	if !raftNamesLeader {
+		t.Fatalf("the follower stopped calling only once raft gave the silent leader up (%v after it fell silent; ContactLag %v)",
+			after.Round(time.Millisecond), f.store.ContactLag())
+	}
+	t.Logf("the follower stopped calling %v after the leader fell silent (ContactLag %v), raft still naming it",
+		after.Round(time.Millisecond), f.store.ContactLag())
+	testwait.For(t, 20*time.Second, "the follower fresh again under the new leader", f.own.Fresh)
 }
 
 // Config.CaughtUp runs after the read barrier and before the node counts as

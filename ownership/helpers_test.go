@@ -106,6 +106,8 @@ type cluster struct {
 	nodes   map[string]*node
 	dirs    map[string]string
 	addrs   map[string]string // raft address, reused on restart as a real node does
+	// preset, when set, is every store's timing preset (default fast).
+	preset string
 	// freshCheck and backstop, when set, replace the managers' 50 ms and
 	// 500 ms: a test of what happens between two ticks makes them long.
 	freshCheck, backstop time.Duration
@@ -148,8 +150,12 @@ func (c *cluster) start(id string, expect, shards int) *node {
 	if !ok {
 		addr = "127.0.0.1:0"
 	}
+	preset := c.preset
+	if preset == "" {
+		preset = raftstore.PresetFast
+	}
 	s, err := raftstore.New(raftstore.Config{NodeID: id, DataDir: dir, RaftBindAddr: addr, BootstrapExpect: expect,
-		Preset: raftstore.PresetFast, ApplyHoldTimeout: 3 * time.Second, ReapTimeout: time.Second},
+		Preset: preset, ApplyHoldTimeout: 3 * time.Second, ReapTimeout: time.Second},
 		raftstore.Deps{Members: c.members, Forwarder: c.fwd})
 	if err != nil {
 		c.t.Fatal(err)

@@ -158,9 +158,14 @@ func (m *Manager) Owned() map[int]uint64 {
 // the fresh field), checking contact with the leader at the moment of the
 // call: the queue asks right before each call, so a node resumed after a
 // pause makes none before the watch goroutine has even noticed. Finding the
-// check overdue, it wakes that goroutine, which re-syncs at once.
+// check overdue, it wakes that goroutine, which re-syncs at once. Contact is
+// a known leader heard from within the store's ContactLag: a follower cut
+// off stops calling then, not once raft gives the leader up (1–2 s lan).
+// Such a lapse is not latched: unless raft lost the leader or the checks
+// saw a gap (checkFresh), calls resume with the next contact, as they did
+// before the bound for lapses raft did not report.
 func (m *Manager) Fresh() bool {
-	if !m.fresh.Load() || !m.store.InContact(0) {
+	if !m.fresh.Load() || !m.store.InContact(m.store.ContactLag()) {
 		return false
 	}
 	if time.Since(time.Unix(0, m.lastCheck.Load())) > m.store.FreshLag() {

@@ -134,14 +134,12 @@ func (s *Store) TransferLeadership(ctx context.Context, timeout time.Duration) e
 }
 
 // InContact reports whether this node is the leader, or a follower that
-// knows a leader. A follower cut off from the leader becomes a candidate
-// after an election timeout and stops being in contact; a node stopped
-// (SIGSTOP) for a while is caught by its callers, which notice the gap in
-// their own clock. The age of the last heartbeat is deliberately not used:
-// under a heavy replication load it grows past any tight bound while the
-// follower is perfectly current, and flapping would abandon calls in flight.
-// maxLag is kept for callers that bound contact age themselves (<= 0: no
-// bound).
+// knows a leader and, if maxLag > 0, heard from it within maxLag. A
+// follower cut off from the leader becomes a candidate after an election
+// timeout (raft draws it from [HeartbeatTimeout, 2 × HeartbeatTimeout)) and
+// stops being in contact; a node stopped (SIGSTOP) for a while is caught by
+// its callers, which notice the gap in their own clock. maxLag <= 0: no bound
+// on the age of the last contact (ContactLag is the one for calls).
 func (s *Store) InContact(maxLag time.Duration) bool {
 	r := s.raft.Load()
 	if r == nil {
@@ -176,6 +174,25 @@ func (s *Store) CaughtUp(maxLag time.Duration) bool {
 	}
 	return r.State() == raft.Leader || r.AppliedIndex() >= r.CommitIndex()
 }
+
+// ContactLag bounds the age of a follower's last contact with the leader
+// (raft's LastContact) while it calls destinations: half the heartbeat
+// timeout, 500 ms with the lan timing. A leader replicates to each
+// follower at least every 2 × CommitTimeout (10 ms lan, an empty append
+// when there is nothing to send) and heartbeats it at least every
+// HeartbeatTimeout/5, so under a full delivery load the last contact was
+// at most 91 ms old with the fast timing (125 ms bound; 22 ms at 1,000
+// tasks/s beside a CPU-bound neighbour). A follower cut off from the
+// leader stops calling after it, not after raft's election timeout (1–2 s
+// lan), and one in a minority with the old leader stops ContactLag after
+// that leader lost its lease, not 1–2 s after: each call it makes then is
+// one whose result cannot commit, delivered again by the next owner.
+// An early session had given the contact age up: at 2 × HeartbeatTimeout
+// it flapped under the far heavier load per task of that code, and a
+// lapse then dropped the node's shards with their calls in flight. Now a
+// lapse delays new calls by a RejectRetry and touches no call in flight
+// (ownership/DESIGN.md, freshness).
+func (s *Store) ContactLag() time.Duration { return s.contactLag }
 
 // FreshLag bounds how long a node may go without looking at its own
 // freshness before it must assume it was stopped and re-sync: twice the

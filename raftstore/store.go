@@ -48,9 +48,10 @@ type Store struct {
 
 	pushKick chan struct{} // a write committed here as leader; Config.PushCommits (push.go)
 
-	// freshLag is FreshLag, fixed by the config: the queue asks for it
-	// before every call, and raftConfig builds a whole raft.Config.
-	freshLag time.Duration
+	// freshLag and contactLag are FreshLag and ContactLag, fixed by the
+	// config: the queue asks for them before every call, and raftConfig
+	// builds a whole raft.Config.
+	freshLag, contactLag time.Duration
 
 	submits   submitBatcher   // group commit of single-task submits
 	completes completeBatcher // group commit of completes (complete_batch.go)
@@ -81,6 +82,7 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	s.leaderEra.Store(newLeaderEra())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.freshLag = 2 * cfg.raftConfig().HeartbeatTimeout
+	s.contactLag = cfg.raftConfig().HeartbeatTimeout / 2
 	s.state, err = state.NewState(state.StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow, LogVersion: cfg.LogVersion})
 	if err != nil {
 		return nil, err

@@ -141,6 +141,43 @@ func (l *netLab) heal(i int) {
 	}
 }
 
+// cutTogether cuts nodes idx off from the rest and from the test, but not
+// from each other: their bridge ports move to a second bridge (br1) of
+// their own. A single node is cut as cut does. healTogether moves them
+// back.
+func (l *netLab) cutTogether(idx ...int) {
+	l.t.Helper()
+	if len(idx) == 1 {
+		l.cut(idx[0])
+		return
+	}
+	if err := nsIP(l.bridge, "link", "show", "br1"); err != nil {
+		for _, s := range [][]string{{"link", "add", "br1", "type", "bridge"}, {"link", "set", "br1", "up"}} {
+			if err := nsIP(l.bridge, s...); err != nil {
+				l.t.Fatal(err)
+			}
+		}
+	}
+	for _, i := range idx {
+		if err := nsIP(l.bridge, "link", "set", l.nodeIf(i)+"b", "master", "br1"); err != nil {
+			l.t.Fatal(err)
+		}
+	}
+}
+
+func (l *netLab) healTogether(idx ...int) {
+	l.t.Helper()
+	if len(idx) == 1 {
+		l.heal(idx[0])
+		return
+	}
+	for _, i := range idx {
+		if err := nsIP(l.bridge, "link", "set", l.nodeIf(i)+"b", "master", "br0"); err != nil {
+			l.t.Fatal(err)
+		}
+	}
+}
+
 // addDestination gives every node a path to the test's namespace that
 // does not go through the bridge, and returns the address a destination
 // there listens on: 198.19.<k>.254, routed from node i

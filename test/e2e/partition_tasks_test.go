@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // working path to the destination; the majority gives its shards new owners
 // at higher epochs and delivers their tasks. What must hold:
 //
-//   - no overlap: every call the cut node makes arrives before the first
+//   - no overlap: every call a cut node makes arrives before the first
 //     call any other node makes for a task of a shard the cut node owned;
 //   - duplicates only for calls in flight at that change
 //     (checkDuplicatesFromFault, from the first such call);
@@ -28,46 +29,57 @@ import (
 //   - the cluster invariants (every accepted task succeeded, one leader,
 //     one map).
 //
-// Run for a cut follower and a cut leader (which must also lose its lease).
+// Run for a cut follower and a cut leader (which must also lose its lease),
+// and for a minority of two cut off together out of five, the leader among
+// them: the two still hear each other (gossip says alive, Raft has a peer),
+// but with no quorum neither may call or move a shard.
 func TestPartitionedOwnerStopsCalling(t *testing.T) {
 	if why := netnsAvailable(); why != "" {
 		t.Skip(why)
 	}
-	t.Run("follower", func(t *testing.T) { testPartitionedOwner(t, false, false) })
-	t.Run("leader", func(t *testing.T) { testPartitionedOwner(t, true, false) })
+	t.Run("follower", func(t *testing.T) { testPartitionedOwner(t, partitionCase{nodes: 3, cut: 1}) })
+	t.Run("leader", func(t *testing.T) { testPartitionedOwner(t, partitionCase{nodes: 3, cut: 1, leader: true}) })
 	// Tasks in PostgreSQL, which the cut node still reaches (at the
 	// destination's address): its result writes land while its shards'
 	// epochs are current, so its calls after the cut are not made again.
 	// (It stops calling long before its shards move; a write after a move
 	// is fenced: TestPausedOwnerWritesDoNotLand.)
-	t.Run("postgres-follower", func(t *testing.T) { testPartitionedOwner(t, false, true) })
+	t.Run("postgres-follower", func(t *testing.T) { testPartitionedOwner(t, partitionCase{nodes: 3, cut: 1, postgres: true}) })
+	t.Run("minority-of-two-with-leader", func(t *testing.T) { testPartitionedOwner(t, partitionCase{nodes: 5, cut: 2, leader: true}) })
 }
 
-func testPartitionedOwner(t *testing.T, cutLeader, postgres bool) {
-	const n = 3
-	lab := newNetLab(t, n)
+// partitionCase is one run of testPartitionedOwner: cut nodes of a
+// cluster of nodes off together, the leader among them or not.
+type partitionCase struct {
+	nodes, cut int
+	leader     bool
+	postgres   bool
+}
+
+func testPartitionedOwner(t *testing.T, pc partitionCase) {
+	lab := newNetLab(t, pc.nodes)
 	destAddr := lab.addDestination()
 	opts := ClusterOptions{Hosts: lab.hosts(), Netns: lab.nodes, Timing: "lan"}
-	if postgres {
+	if pc.postgres {
 		db := pgServerWith(t, pgtest.Options{Durable: true, Listen: []string{destAddr}, TrustFrom: []string{lab.destNet()}})
 		opts = withOptions(opts, pgOptions(db.URLAt(destAddr, "postgres")))
 	}
-	// The production timing: the cut node stops calling once raft tells it
+	// The production timing: a cut node stops calling once raft tells it
 	// the leader is gone (a follower: up to 2 heartbeat timeouts, 2 s; a
 	// leader: its lease, under 1 s), and its shards move after gossip's
 	// failure detection and a commit (about 6 s). With the fast preset the
 	// two are 0.5 s against 0.7 s, too close to hold on a loaded machine.
-	c := newTaskCluster(t, n, opts)
+	c := newTaskCluster(t, pc.nodes, opts)
 	requireClusterAPI(t, c.Procs[0])
 	dest := NewDestAt(t, destAddr)
 	dest.SetHold(200 * time.Millisecond)
 	putEndpoint(t, c, "ep-far", dest.NexusURL())
-	setConfig(t, c, keyConcurrency, "ep-far", "2") // a backlog on every node, so the cut one has tasks to call
+	setConfig(t, c, keyConcurrency, "ep-far", "2") // a backlog on every node, so the cut ones have tasks to call
 	l := NewTaskLoad(c, "part", func(i int) (api.TaskSubmit, *Dest) {
-		return nexusTask(fmt.Sprintf("ns-%d", i%4), fmt.Sprintf("wf-%d", i), "ep-far", i), dest
+		return nexusTask(fmt.Sprintf("ns-%d", i%(2*pc.nodes)), fmt.Sprintf("wf-%d", i), "ep-far", i), dest
 	})
 	nodeOf := lab.callers(c)
-	for range 12 {
+	for range 4 * pc.nodes {
 		if k := l.SubmitBatch(50); k != 50 {
 			t.Fatalf("burst: %d of 50 accepted: %v", k, l.Stats().LastErr)
 		}
@@ -75,44 +87,63 @@ func testPartitionedOwner(t *testing.T, cutLeader, postgres bool) {
 	l.Run(0, 1, 50*time.Millisecond)
 	defer l.Stop()
 
+	// The cut nodes: the leader first if the case wants it, then followers.
 	leader := c.WaitForLeader(t, leaderTimeout)
-	idx := -1
+	var idx []int
 	for i, p := range c.Procs {
-		if (p == leader) == cutLeader {
-			idx = i
-			break
+		if p == leader && pc.leader {
+			idx = append(idx, i)
 		}
 	}
-	victim := c.Procs[idx]
-	src := lab.DestSource(idx)
-	var owned map[int]uint64
-	testwait.ForErr(t, convergeTimout, victim.Name()+" calling with a backlog", func() error {
-		busy, err := shardsWithBacklog(leader, victim.Name())
-		if err != nil {
-			return err
+	for i, p := range c.Procs {
+		if p != leader && len(idx) < pc.cut {
+			idx = append(idx, i)
 		}
+	}
+	victims := map[string]bool{} // by name
+	src := map[string]string{}   // a cut node's calling address → its name
+	var names []string
+	for _, i := range idx {
+		victims[c.Procs[i].Name()] = true
+		src[lab.DestSource(i)] = c.Procs[i].Name()
+		names = append(names, c.Procs[i].Name())
+	}
+	who := strings.Join(names, "+")
+	owned := map[string]map[int]uint64{} // a cut node's shards → epoch at the cut
+	all := map[int]uint64{}
+	testwait.ForErr(t, convergeTimout, who+" calling with a backlog", func() error {
 		m, _, err := shardMap(leader)
 		if err != nil {
 			return err
 		}
-		owned = map[int]uint64{}
-		for s, a := range m {
-			if a.Owner == victim.Name() {
-				owned[s] = a.Epoch
+		all = map[int]uint64{}
+		for _, name := range names {
+			owned[name] = map[int]uint64{}
+			for s, a := range m {
+				if a.Owner == name {
+					owned[name][s] = a.Epoch
+					all[s] = a.Epoch
+				}
 			}
-		}
-		if len(busy) == 0 || heldOn(l, dest, owned, time.Now()) == 0 {
-			return fmt.Errorf("%d of its %d shards with backlog, %d of its calls in flight; calls per node %v",
-				len(busy), len(owned), heldOn(l, dest, owned, time.Now()), callsPerNode(dest.Calls(), nodeOf, time.Time{}))
+			busy, err := shardsWithBacklog(leader, name)
+			if err != nil {
+				return err
+			}
+			if len(busy) == 0 || heldOn(l, dest, owned[name], time.Now()) == 0 {
+				return fmt.Errorf("%s: %d of its %d shards with backlog, %d of its calls in flight; calls per node %v",
+					name, len(busy), len(owned[name]), heldOn(l, dest, owned[name], time.Now()), callsPerNode(dest.Calls(), nodeOf, time.Time{}))
+			}
 		}
 		return nil
 	})
 
 	cutAt := time.Now()
-	lab.cut(idx)
-	victim.SetIsolated(true)
+	lab.cutTogether(idx...)
+	for _, i := range idx {
+		c.Procs[i].SetIsolated(true)
+	}
 	var movedAt time.Time
-	testwait.ForErr(t, convergeTimout, fmt.Sprintf("the %d shards of %s owned by the others at higher epochs", len(owned), victim.Name()), func() error {
+	testwait.ForErr(t, convergeTimout, fmt.Sprintf("the %d shards of %s owned by the others at higher epochs", len(all), who), func() error {
 		ld, err := c.Leader()
 		if err != nil {
 			return err
@@ -121,8 +152,8 @@ func testPartitionedOwner(t *testing.T, cutLeader, postgres bool) {
 		if err != nil {
 			return err
 		}
-		for s, e := range owned {
-			if a := now[s]; a.Owner == victim.Name() || a.Owner == "" || a.Epoch <= e {
+		for s, e := range all {
+			if a := now[s]; victims[a.Owner] || a.Owner == "" || a.Epoch <= e {
 				return fmt.Errorf("shard %d: %s at epoch %d", s, a.Owner, a.Epoch)
 			}
 		}
@@ -138,7 +169,7 @@ func testPartitionedOwner(t *testing.T, cutLeader, postgres bool) {
 	})
 	l.Stop()
 	acc := l.Accepted()
-	testwait.ForErr(t, convergeTimout, fmt.Sprintf("all %d accepted tasks delivered with %s still cut off", len(acc), victim.Name()), func() error {
+	testwait.ForErr(t, convergeTimout, fmt.Sprintf("all %d accepted tasks delivered with %s still cut off", len(acc), who), func() error {
 		got := dest.Deliveries()
 		missing := 0
 		for _, a := range acc {
@@ -152,28 +183,35 @@ func testPartitionedOwner(t *testing.T, cutLeader, postgres bool) {
 		return nil
 	})
 
-	// No overlap: the cut node's last call against the others' first call
-	// for a task of its shards.
+	// No overlap: each cut node's last call against the others' first call
+	// for a task of its shards. And no cut node calls for a shard it did
+	// not own at the cut: a minority has no quorum to move one.
 	shardOf := map[string]int{}
 	for _, a := range acc {
 		shardOf[a.ID] = a.Shard
 	}
-	var lastVictim, takeover time.Time
-	victimAfterCut := 0
+	lastVictim, takeover := map[string]time.Time{}, map[string]time.Time{}
+	afterCut := map[string]int{}
+	var foreign []string
 	for _, call := range dest.Calls() {
 		if call.Arrived.Before(cutAt) {
 			continue
 		}
-		if call.From == src {
-			victimAfterCut++
-			if call.Arrived.After(lastVictim) {
-				lastVictim = call.Arrived
+		shard, ours := shardOf[call.RequestID]
+		if name, cut := src[call.From]; cut {
+			afterCut[name]++
+			if call.Arrived.After(lastVictim[name]) {
+				lastVictim[name] = call.Arrived
+			}
+			if _, mine := owned[name][shard]; ours && !mine {
+				foreign = append(foreign, fmt.Sprintf("%s called %s of shard %d", name, call.RequestID, shard))
 			}
 			continue
 		}
-		shard, ours := shardOf[call.RequestID]
-		if _, mine := owned[shard]; ours && mine && (takeover.IsZero() || call.Arrived.Before(takeover)) {
-			takeover = call.Arrived
+		for name, sh := range owned {
+			if _, theirs := sh[shard]; ours && theirs && (takeover[name].IsZero() || call.Arrived.Before(takeover[name])) {
+				takeover[name] = call.Arrived
+			}
 		}
 	}
 	since := func(ts time.Time) string {
@@ -182,58 +220,71 @@ func testPartitionedOwner(t *testing.T, cutLeader, postgres bool) {
 		}
 		return fmt.Sprintf("%+.3fs", ts.Sub(cutAt).Seconds())
 	}
-	t.Logf("cut %s (leader: %v, %d shards): its calls after the cut %d, the last at %s; shards moved by %s; the others' first call for its shards at %s",
-		victim.Name(), cutLeader, len(owned), victimAfterCut, since(lastVictim), since(movedAt), since(takeover))
-	if takeover.IsZero() {
-		t.Fatalf("no other node called a task of %s's shards after the cut", victim.Name())
+	var first0 time.Time // the earliest takeover of any cut node's shards
+	for _, name := range names {
+		t.Logf("cut %s (of %s, leader %s, %d shards): its calls after the cut %d, the last at %s; shards moved by %s; the others' first call for its shards at %s",
+			name, who, leader.Name(), len(owned[name]), afterCut[name], since(lastVictim[name]), since(movedAt), since(takeover[name]))
+		if takeover[name].IsZero() {
+			t.Fatalf("no other node called a task of %s's shards after the cut", name)
+		}
+		if last := lastVictim[name]; !last.IsZero() && !last.Before(takeover[name]) {
+			t.Errorf("split brain: %s, cut off, called the destination at %s, after another node's first call for its shards at %s",
+				name, since(last), since(takeover[name]))
+		}
+		if first0.IsZero() || takeover[name].Before(first0) {
+			first0 = takeover[name]
+		}
 	}
-	if !lastVictim.IsZero() && !lastVictim.Before(takeover) {
-		t.Errorf("split brain: %s, cut off, called the destination at %s, after another node's first call for its shards at %s",
-			victim.Name(), since(lastVictim), since(takeover))
+	if len(foreign) > 0 {
+		t.Errorf("a cut node called tasks of shards it did not own at the cut, e.g. %v", first(foreign, 5))
 	}
 	rep := l.Check(t, convergeTimout)
-	checkDuplicatesFromFault(t, c, l, dest, rep, victim.Name(), owned, takeover)
-	if postgres && rep.Duplicates != 0 {
+	checkDuplicatesFromFault(t, c, l, dest, rep, who, all, first0)
+	if pc.postgres && rep.Duplicates != 0 {
 		// Its results went straight to the database under epochs still
 		// current: nothing it called was left pending for the new owners.
 		t.Errorf("%d duplicate deliveries on the PostgreSQL store, want 0: %s still reached the database, e.g. %v",
-			rep.Duplicates, victim.Name(), first(rep.DupTasks, 5))
+			rep.Duplicates, who, first(rep.DupTasks, 5))
 	}
 
-	// Heal: the node comes back, catches up before it calls anything, and
-	// calls nothing that was done while it was away.
+	// Heal: the nodes come back, catch up before they call anything, and
+	// call nothing that was done while they were away.
 	healAt := time.Now()
-	lab.heal(idx)
-	victim.SetIsolated(false)
-	testwait.ForErr(t, convergeTimout, fmt.Sprintf("%d alive members and voters after the heal", n), func() error { return c.CheckMembership(n) })
+	lab.healTogether(idx...)
+	for _, i := range idx {
+		c.Procs[i].SetIsolated(false)
+	}
+	testwait.ForErr(t, convergeTimout, fmt.Sprintf("%d alive members and voters after the heal", pc.nodes), func() error { return c.CheckMembership(pc.nodes) })
 	testwait.ForErr(t, convergeTimout, "every node holding one shard map, each shard worked on by its owner", c.sameShardMap)
 	done := map[string]bool{}
 	for _, a := range acc {
 		done[a.ID] = true
 	}
 	l2 := NewTaskLoad(c, "healed", func(i int) (api.TaskSubmit, *Dest) {
-		return nexusTask(fmt.Sprintf("ns-%d", i%4), fmt.Sprintf("wf-h%d", i), "ep-far", i), dest
+		return nexusTask(fmt.Sprintf("ns-%d", i%(2*pc.nodes)), fmt.Sprintf("wf-h%d", i), "ep-far", i), dest
 	})
 	for range 2 {
-		if k := l2.SubmitBatch(100); k != 100 {
-			t.Fatalf("after the heal: %d of 100 accepted: %v", k, l2.Stats().LastErr)
+		if k := l2.SubmitBatch(50 * pc.nodes); k != 50*pc.nodes {
+			t.Fatalf("after the heal: %d of %d accepted: %v", k, 50*pc.nodes, l2.Stats().LastErr)
 		}
 	}
 	rep2 := l2.Check(t, convergeTimout)
 	var stale []string
 	for _, call := range dest.Calls() {
-		if call.From == src && call.Arrived.After(healAt) && done[call.RequestID] {
-			stale = append(stale, fmt.Sprintf("%s at %s", call.RequestID, since(call.Arrived)))
+		if name, cut := src[call.From]; cut && call.Arrived.After(healAt) && done[call.RequestID] {
+			stale = append(stale, fmt.Sprintf("%s: %s at %s", name, call.RequestID, since(call.Arrived)))
 		}
 	}
 	if len(stale) > 0 {
 		sort.Strings(stale)
-		t.Errorf("%s called %d tasks after the heal that were done while it was cut off, e.g. %v", victim.Name(), len(stale), first(stale, 5))
+		t.Errorf("%s called %d tasks after the heal that were done while cut off, e.g. %v", who, len(stale), first(stale, 5))
 	}
 	per := callsPerNode(dest.Calls(), nodeOf, healAt)
 	t.Logf("after the heal: %v; calls per node since %v", rep2, per)
-	if per[victim.Name()] == 0 {
-		t.Errorf("%s made no call for the %d tasks submitted after the heal: it did not take shards back (%v)", victim.Name(), rep2.Accepted, per)
+	for _, name := range names {
+		if per[name] == 0 {
+			t.Errorf("%s made no call for the %d tasks submitted after the heal: it did not take shards back (%v)", name, rep2.Accepted, per)
+		}
 	}
 	c.CheckInvariants(t, convergeTimout)
 	c.StopAll(t)
