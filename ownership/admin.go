@@ -106,10 +106,11 @@ func (m *Manager) Unpin(ctx context.Context, shard int, author string) (shardmap
 }
 
 // CloseShard makes shard's owner release it (new epoch); the leader assigns
-// it again with another new epoch. With epoch set, the close applies only if
-// the shard is still at that epoch; otherwise it is refused with a
-// *shardmap.WrongOwnerError naming the current owner and epoch. It waits (up
-// to AdminWait or ctx) for the new assignment.
+// it again with another new epoch. A live owner hands the shard over first,
+// as before a planned move (closeHandOver). With epoch set, the close
+// applies only if the shard is still at that epoch; otherwise it is refused
+// with a *shardmap.WrongOwnerError naming the current owner and epoch. It
+// waits (up to AdminWait or ctx) for the new assignment.
 func (m *Manager) CloseShard(ctx context.Context, shard int, epoch *uint64, author string) (shardmap.Assignment, error) {
 	a, err := m.assignment(shard)
 	if err != nil {
@@ -118,6 +119,7 @@ func (m *Manager) CloseShard(ctx context.Context, shard int, epoch *uint64, auth
 	if epoch != nil && *epoch != a.Epoch {
 		return shardmap.Assignment{}, &shardmap.WrongOwnerError{Shard: shard, Owner: a.Owner, Epoch: a.Epoch}
 	}
+	m.closeHandOver(ctx, shard, a)
 	idx, err := m.store.ReleaseShard(ctx, state.ReleaseShardCommand{CommandMeta: state.CommandMeta{Author: author}, Shard: shard, Epoch: epoch})
 	if errors.Is(err, state.ErrConflict) && state.AsError(err).Field == "epoch" {
 		// The shard moved between our read and the commit.
@@ -230,6 +232,27 @@ func (m *Manager) waitAssignment(ctx context.Context, idx uint64, shard int, don
 		case <-wake:
 		case <-ctx.Done():
 			return a, nil
+		}
+	}
+}
+
+// closeHandOver asks a's owner, if it is a live member, to hand shard over
+// before the close releases it, as the leader does before a planned move
+// (handover.go): it starts no call on the shard, the calls under way end
+// (for up to HandOverWait) and their results are written at the epoch it
+// still holds. Without it the release fenced those results out, and the
+// shard's next owner (often the same node, placed again) made every call
+// under way again. A failed, suspect or unknown owner is not asked: a
+// close is also how an operator frees a shard from an owner that is stuck.
+func (m *Manager) closeHandOver(ctx context.Context, shard int, a shardmap.Assignment) {
+	if m.cfg.HandOver == nil || a.Owner == "" {
+		return
+	}
+	for _, mb := range m.members.Members() {
+		if mb.ID == a.Owner && mb.Status == raftstore.MemberAlive && mb.HTTPAddr != "" {
+			plan := map[string]handOverAsk{a.Owner: {addr: mb.HTTPAddr, shards: map[int]uint64{shard: a.Epoch}}}
+			m.handOver(ctx, &shardmap.Map{Shards: []shardmap.Assignment{a}}, plan)
+			return
 		}
 	}
 }

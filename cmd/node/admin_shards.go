@@ -138,7 +138,10 @@ func shardsCmd(o *adminOpts) *cobra.Command {
 epoch. Say which close you mean: --epoch N closes it only if it is still at
 epoch N (refused with wrong_owner otherwise), so a close decided on an old
 view cannot release a shard that moved since; --force closes it whatever its
-epoch.`,
+epoch. A live owner hands the shard over first, as before a move: it starts
+no call on it, and the calls under way end and their results are written
+(up to 2 s) before the release, so they are not made again. An owner that
+is failed or suspect is not waited for.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := shardArg(args[0])
