@@ -177,12 +177,13 @@ func (s *Store) CaughtUp(maxLag time.Duration) bool {
 
 // ContactLag bounds the age of a follower's last contact with the leader
 // (raft's LastContact) while it calls destinations: half the heartbeat
-// timeout, 500 ms with the lan timing. A leader replicates to each
-// follower at least every 2 × CommitTimeout (10 ms lan, an empty append
-// when there is nothing to send) and heartbeats it at least every
-// HeartbeatTimeout/5, so under a full delivery load the last contact was
-// at most 91 ms old with the fast timing (125 ms bound; 22 ms at 1,000
-// tasks/s beside a CPU-bound neighbour). A follower cut off from the
+// timeout, 500 ms with the lan timing. A leader heartbeats each follower
+// every HeartbeatTimeout/10 to /5 (100–200 ms lan), apart from its
+// appends (with the Raft task store at least every 2 × CommitTimeout, 10
+// ms lan, an empty one when there is nothing to send), so under a full
+// delivery load the last contact was at most 91 ms old with the fast
+// timing (125 ms bound; 22 ms at 1,000 tasks/s beside a CPU-bound
+// neighbour). A follower cut off from the
 // leader stops calling after it, not after raft's election timeout (1–2 s
 // lan), and one in a minority with the old leader stops ContactLag after
 // that leader lost its lease, not 1–2 s after: each call it makes then is
