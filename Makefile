@@ -53,9 +53,10 @@ bench:
 # encrypted gossip and named tokens. STORE=postgres keeps tasks in a throwaway
 # PostgreSQL, which the schedule also crashes and starts again. DEST=1 adds
 # outages of the task destination (503s, or answers past the timeout); DEST=2
-# also 400s, which end the tasks called then failed with that answer.
+# also 400s, which end the tasks called then failed with that answer. OPS=1
+# adds operator steps: leadership transfers, shard moves and closes.
 chaos: build $(if $(filter postgres,$(STORE)),pg-tools)
-	SEED=$(SEED) FUSEBOX_CHAOS=1 FUSEBOX_CHAOS_SECURE=$(SECURE) FUSEBOX_CHAOS_STORE=$(STORE) FUSEBOX_CHAOS_DEST=$(DEST) FUSEBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -v -run TestChaosRandom ./test/e2e/
+	SEED=$(SEED) FUSEBOX_CHAOS=1 FUSEBOX_CHAOS_SECURE=$(SECURE) FUSEBOX_CHAOS_STORE=$(STORE) FUSEBOX_CHAOS_DEST=$(DEST) FUSEBOX_CHAOS_OPS=$(OPS) FUSEBOX_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -v -run TestChaosRandom ./test/e2e/
 
 # Every fuzz target for FUZZTIME each (make test runs only their seed corpora).
 # FUZZMINTIME bounds the minimization of each new input: with seeds of tens of

@@ -178,21 +178,20 @@ func (s *Store) CaughtUp(maxLag time.Duration) bool {
 // ContactLag bounds the age of a follower's last contact with the leader
 // (raft's LastContact) while it calls destinations: half the heartbeat
 // timeout, 500 ms with the lan timing. A leader heartbeats each follower
-// every HeartbeatTimeout/10 to /5 (100–200 ms lan), apart from its
-// appends (with the Raft task store at least every 2 × CommitTimeout, 10
-// ms lan, an empty one when there is nothing to send), so under a full
-// delivery load the last contact was at most 91 ms old with the fast
-// timing (125 ms bound; 22 ms at 1,000 tasks/s beside a CPU-bound
-// neighbour). A follower cut off from the
-// leader stops calling after it, not after raft's election timeout (1–2 s
-// lan), and one in a minority with the old leader stops ContactLag after
-// that leader lost its lease, not 1–2 s after: each call it makes then is
-// one whose result cannot commit, delivered again by the next owner.
-// An early session had given the contact age up: at 2 × HeartbeatTimeout
-// it flapped under the far heavier load per task of that code, and a
-// lapse then dropped the node's shards with their calls in flight. Now a
-// lapse delays new calls by a RejectRetry and touches no call in flight
-// (ownership/DESIGN.md, freshness).
+// every HeartbeatTimeout/10 to /5 (100–200 ms lan), apart from its appends
+// (with the Raft task store at least every 2 × CommitTimeout, 10 ms lan, an
+// empty one when there is nothing to send), so under a full delivery load
+// the last contact was at most 91 ms old with the fast timing (125 ms
+// bound; 22 ms at 1,000 tasks/s beside a CPU-bound neighbour). A follower
+// cut off from the leader stops calling after it, not after raft's election
+// timeout (1–2 s lan), and one in a minority with the old leader stops
+// ContactLag after that leader lost its lease, not 1–2 s after: each call it
+// makes then is one whose result cannot commit, delivered again by the next
+// owner. An early session had given the contact age up: at 2 ×
+// HeartbeatTimeout it flapped under the far heavier load per task of that
+// code, and a lapse then dropped the node's shards with their calls in
+// flight. Now a lapse delays new calls by a RejectRetry and touches no call
+// in flight (ownership/DESIGN.md, freshness).
 func (s *Store) ContactLag() time.Duration { return s.contactLag }
 
 // FreshLag bounds how long a node may go without looking at its own

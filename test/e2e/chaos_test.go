@@ -37,6 +37,9 @@ type chaosParams struct {
 	// for every call, a non-retryable answer that ends each task called
 	// then failed with it. The seeds of DEST=1 replay unchanged.
 	badRequests bool
+	// ops (FUSEBOX_CHAOS_OPS=1) adds operator steps (actOperator). Off, the
+	// draws are those of the schedules before it.
+	ops bool
 }
 
 func chaosParamsFromEnv(t *testing.T) chaosParams {
@@ -74,6 +77,13 @@ func chaosParamsFromEnv(t *testing.T) chaosParams {
 	default:
 		t.Fatalf("FUSEBOX_CHAOS_DEST=%q: want 0, 1 (503 and slow outages) or 2 (and 400 outages)", v)
 	}
+	switch v := os.Getenv("FUSEBOX_CHAOS_OPS"); v {
+	case "", "0":
+	case "1":
+		p.ops = true
+	default:
+		t.Fatalf("FUSEBOX_CHAOS_OPS=%q: want 0 or 1 (operator steps: leader transfers, shard moves and closes)", v)
+	}
 	switch s := os.Getenv("FUSEBOX_CHAOS_STORE"); s {
 	case "", "raft":
 		p.store = "raft"
@@ -101,6 +111,12 @@ const (
 	// down for a drawn time: 503s, or answers held until the caller gives
 	// up, then up again.
 	actDestDown chaosAction = "dest-down"
+	// actOperator (FUSEBOX_CHAOS_OPS=1 only) is an operator's planned
+	// change through a live node's API: a leadership transfer, a shard
+	// moved to a drawn node and unpinned again, or a shard closed. Each
+	// is preceded by a hand-over, so it adds no duplicate of its own
+	// beyond calls longer than the hand-over's wait.
+	actOperator chaosAction = "operator"
 )
 
 // TestChaosRandom runs a seeded random schedule of kill / pause / stop /
@@ -114,7 +130,7 @@ func TestChaosRandom(t *testing.T) {
 		t.Skip("FUSEBOX_CHAOS=1 runs the randomized chaos schedule")
 	}
 	cp := chaosParamsFromEnv(t)
-	t.Logf("SEED=%d (nodes %d, steps %d, time bound %v, task store %s, destination outages %v, 400 outages %v)", cp.seed, cp.nodes, cp.steps, cp.duration, cp.store, cp.dest, cp.badRequests)
+	t.Logf("SEED=%d (nodes %d, steps %d, time bound %v, task store %s, destination outages %v, 400 outages %v, operator steps %v)", cp.seed, cp.nodes, cp.steps, cp.duration, cp.store, cp.dest, cp.badRequests, cp.ops)
 	t.Cleanup(func() {
 		if t.Failed() {
 			dest := ""
@@ -122,6 +138,9 @@ func TestChaosRandom(t *testing.T) {
 				dest = "FUSEBOX_CHAOS_DEST=2 "
 			} else if cp.dest {
 				dest = "FUSEBOX_CHAOS_DEST=1 "
+			}
+			if cp.ops {
+				dest += "FUSEBOX_CHAOS_OPS=1 "
 			}
 			t.Logf("replay with: FUSEBOX_CHAOS=1 FUSEBOX_CHAOS_STORE=%s %sSEED=%d go test -run TestChaosRandom ./test/e2e/", cp.store, dest, cp.seed)
 		}
@@ -171,7 +190,14 @@ func TestChaosRandom(t *testing.T) {
 	down := map[int]chaosAction{} // node index → how it went down
 	deadline := time.Now().Add(cp.duration)
 	for step := 0; step < cp.steps && time.Now().Before(deadline); step++ {
-		act, idx := nextChaos(rng, cp.nodes, down, maxDown, db != nil, cp.dest)
+		act, idx := nextChaos(rng, cp.nodes, down, maxDown, db != nil, cp.dest, cp.ops)
+		if act == actOperator {
+			what := chaosOperator(t, c, rng, idx)
+			dwell := time.Duration(300+rng.IntN(2700)) * time.Millisecond
+			t.Logf("step %d: %s: %s; down %v; dwell %v; writes %v; %v", step, act, what, downNames(c, down), dwell, w.Stats(), tl.Stats())
+			<-time.After(dwell) // part of the schedule, as below
+			continue
+		}
 		if act == actDestDown {
 			modes := []transporttest.Mode{transporttest.ModeUnavailable, transporttest.ModeSlow}
 			if cp.badRequests {
@@ -267,7 +293,9 @@ func TestChaosRandom(t *testing.T) {
 // draw in five of a fault is a database crash (target -1); without, the
 // draws are those of the schedules before the postgres mode. With dest,
 // one draw in four of what is left is a destination outage (target -1).
-func nextChaos(rng *rand.Rand, n int, down map[int]chaosAction, maxDown int, db, dest bool) (chaosAction, int) {
+// With ops, one draw in four of what is left then is an operator step,
+// through an up node (the target).
+func nextChaos(rng *rand.Rand, n int, down map[int]chaosAction, maxDown int, db, dest, ops bool) (chaosAction, int) {
 	var ups, downs []int
 	for i := range n {
 		if _, ok := down[i]; ok {
@@ -284,6 +312,9 @@ func nextChaos(rng *rand.Rand, n int, down map[int]chaosAction, maxDown int, db,
 	}
 	if dest && rng.IntN(4) == 0 {
 		return actDestDown, -1
+	}
+	if ops && rng.IntN(4) == 0 {
+		return actOperator, ups[rng.IntN(len(ups))]
 	}
 	acts := []chaosAction{actKill, actPause, actStop, actRestart}
 	return acts[rng.IntN(len(acts))], ups[rng.IntN(len(ups))]
@@ -313,4 +344,47 @@ func chaosDestConfig(t *testing.T, c *Cluster, td *Dest) {
 	}
 	setConfig(t, c, dynconfig.KeyCallbackRequestTimeout, cb, `"2s"`)
 	setConfig(t, c, dynconfig.KeyNexusRequestTimeout, "tasks-ep", `"2s"`)
+}
+
+// chaosOperator runs one operator step through node via, drawn from rng
+// alone: a leadership transfer (to a drawn node, or raft's choice), a
+// shard moved to a drawn node and unpinned again, or a shard closed
+// (force). The step's answer is logged, not required: an operator's call
+// meets the faults of the schedule too (no leader during an election, a
+// target that is down), and is simply refused then. Returns what it did.
+func chaosOperator(t *testing.T, c *Cluster, rng *rand.Rand, via int) string {
+	t.Helper()
+	kind, target, shardDraw := rng.IntN(3), rng.IntN(len(c.Procs)+1), rng.IntN(1<<16)
+	p := c.Procs[via]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	to := ""
+	if target < len(c.Procs) {
+		to = c.Procs[target].Name()
+	}
+	shards := 0
+	if m, _, err := shardMap(p); err == nil {
+		shards = len(m)
+	}
+	if kind > 0 && shards == 0 {
+		return fmt.Sprintf("no shard map through %s", p.Name())
+	}
+	switch kind {
+	case 0:
+		res, err := p.Client().TransferLeader(ctx, to)
+		return fmt.Sprintf("transfer-leader to %q through %s: %+v, %v", to, p.Name(), res, err)
+	case 1:
+		if to == "" {
+			to = p.Name()
+		}
+		shard := shardDraw % shards
+		a, err := p.Client().MoveShard(ctx, shard, to)
+		out := fmt.Sprintf("move shard %d to %s through %s: %s@%d, %v", shard, to, p.Name(), a.Owner, a.Epoch, err)
+		u, err := p.Client().UnpinShard(ctx, shard)
+		return out + fmt.Sprintf("; unpin: %s@%d, %v", u.Owner, u.Epoch, err)
+	default:
+		shard := shardDraw % shards
+		a, err := p.Client().CloseShard(ctx, shard, nil)
+		return fmt.Sprintf("close shard %d through %s: %s@%d, %v", shard, p.Name(), a.Owner, a.Epoch, err)
+	}
 }

@@ -81,8 +81,11 @@ func testTasksRollingRestart(t *testing.T, opts ...ClusterOptions) {
 }
 
 // TestTasksOperatorDrain: an operator drains a node under load, then
-// undrains it, and moves one shard by hand: each is a planned move, handed
-// over by the shard's live owner first, so no task is delivered twice.
+// undrains it, moves one shard by hand, closes a shard with calls under
+// way, and transfers the Raft leadership: each move is planned, handed
+// over by the shard's live owner first (the close too: it used to fence
+// the calls under way out, and they were made again), and a leadership
+// change moves no shard, so no task is delivered twice.
 func TestTasksOperatorDrain(t *testing.T) {
 	c, dest, l := busyCluster(t, "drain", 200*time.Millisecond)
 	ctx := t.Context()
@@ -129,8 +132,36 @@ func TestTasksOperatorDrain(t *testing.T) {
 	if _, err := admin.MoveShard(ctx, shard, to); err != nil {
 		t.Fatalf("move shard %d to %s: %v", shard, to, err)
 	}
+
+	// Close a shard whose task is held at the destination, at its epoch.
+	var closed string
+	testwait.ForErr(t, convergeTimout, "a call under way to close the shard of", func() error {
+		m, _, err := shardMap(c.Procs[0])
+		if err != nil {
+			return err
+		}
+		held := dest.HeldAt(time.Now())
+		for _, a := range l.Accepted() {
+			if !held[a.ID] {
+				continue
+			}
+			s := m[a.Shard]
+			got, err := admin.CloseShard(ctx, a.Shard, &s.Epoch)
+			if err != nil {
+				return fmt.Errorf("close shard %d at epoch %d: %w", a.Shard, s.Epoch, err)
+			}
+			closed = fmt.Sprintf("shard %d (%s at epoch %d, task %s held) → %s at epoch %d", a.Shard, s.Owner, s.Epoch, a.ID, got.Owner, got.Epoch)
+			return nil
+		}
+		return fmt.Errorf("no call held at the destination")
+	})
+	testwait.ForErr(t, convergeTimout, "calls under way", held)
+	res, err := admin.TransferLeader(ctx, "")
+	if err != nil {
+		t.Fatalf("transfer-leader: %v", err)
+	}
 	rep := l.Check(t, 2*convergeTimout)
-	t.Logf("drain, undrain and a move of %s under tasks: %v; submits %v", victim, rep, l.Stats())
+	t.Logf("drain, undrain and a move of %s, a close of %s, a leadership transfer %+v, under tasks: %v; submits %v", victim, closed, res, rep, l.Stats())
 	if rep.Duplicates != 0 {
 		t.Errorf("%d duplicate deliveries from planned moves, e.g. %v", rep.Duplicates, first(rep.DupTasks, 10))
 	}
