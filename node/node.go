@@ -271,6 +271,16 @@ func (n *Node) ready() (bool, map[string]any) {
 	if n.pg != nil {
 		ready = n.pg.readyDetail(detail) && ready
 	}
+	if since, err, failing := n.store.LogWritesFailing(); failing {
+		// It applies nothing new: no call, and it stops if this lasts
+		// (raftstore/logguard.go).
+		detail["raft_log_writes_failing"] = fmt.Sprintf("since %s: %v", since.UTC().Format(time.RFC3339), err)
+		ready = false
+	}
+	if err := n.store.FailErr(); err != nil {
+		detail["failed"] = err.Error()
+		ready = false
+	}
 	if err := n.store.HaltErr(); err != nil {
 		// Fail-stop: the state stops at the unknown entry; never ready.
 		detail["halted"] = err.Error()
@@ -278,6 +288,14 @@ func (n *Node) ready() (bool, map[string]any) {
 	}
 	return ready, detail
 }
+
+// Failed is closed when the node can no longer work and must stop (its
+// raft log store refused writes for too long: raftstore.Store.Failed);
+// FailErr says why. serve stops the process then, with an error.
+func (n *Node) Failed() <-chan struct{} { return n.store.Failed() }
+
+// FailErr is why the node failed, or nil.
+func (n *Node) FailErr() error { return n.store.FailErr() }
 
 // HTTPAddr is the bound API address.
 func (n *Node) HTTPAddr() string {

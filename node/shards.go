@@ -75,8 +75,23 @@ func shardsReady(m *ownership.Manager, detail map[string]any) bool {
 // under way, then the move.
 func (n *Node) handOver(ctx context.Context) error {
 	err := n.deliver.stopQueue()
+	if ferr := n.failErr(); ferr != nil {
+		// A failed store applies nothing: the drain's new map would never
+		// reach this node, and it would wait out the drain timeout. Its
+		// leave moves the shards at once.
+		n.log.Info("not draining shards: this node's state cannot follow the cluster; they move when it leaves", "err", ferr)
+		return err
+	}
 	n.drainShards(ctx, n.shards)
 	return err
+}
+
+// failErr is the store's FailErr (nil without a store).
+func (n *Node) failErr() error {
+	if n.store == nil {
+		return nil
+	}
+	return n.store.FailErr()
 }
 
 // drainShards hands this node's shards to the other members before a

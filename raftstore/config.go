@@ -43,6 +43,10 @@ type Config struct {
 	// ReapTimeout is how long a failed member stays in the raft configuration
 	// before the leader removes it (default 30s lan, 2s fast).
 	ReapTimeout time.Duration
+	// LogFailFatal is how long the log store may refuse every write before
+	// the store fails and the node must stop (logguard.go; default 10s
+	// lan, 2.5s fast).
+	LogFailFatal time.Duration
 	// VoterTarget caps voters; 0 means 3, or 5 once 5+ servers are alive.
 	VoterTarget int
 	// Stabilization is how long a non-voter must be alive before promotion
@@ -181,6 +185,9 @@ func (c *Config) setDefaults() error {
 	if _, _, err := net.SplitHostPort(c.RaftBindAddr); err != nil {
 		return fmt.Errorf("raftstore: Config.RaftBindAddr %q: %w", c.RaftBindAddr, err)
 	}
+	if c.LogFailFatal < 0 {
+		return fmt.Errorf("raftstore: Config.LogFailFatal must not be negative, got %v", c.LogFailFatal)
+	}
 	if c.BootstrapExpect < 0 {
 		return fmt.Errorf("raftstore: Config.BootstrapExpect must be >= 0, got %d", c.BootstrapExpect)
 	}
@@ -212,6 +219,7 @@ func (c *Config) setDefaults() error {
 		}
 	}
 	def(&c.ReapTimeout, 30*time.Second, 2*time.Second)
+	def(&c.LogFailFatal, 10*time.Second, 2500*time.Millisecond)
 	def(&c.Stabilization, 10*time.Second, 500*time.Millisecond)
 	def(&c.ReconcileInterval, 10*time.Second, time.Second)
 	def(&c.ApplyHoldTimeout, 5*time.Second, 5*time.Second)

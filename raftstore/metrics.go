@@ -62,6 +62,15 @@ func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
 			Name: "fusebox_raft_state",
 			Help: "Raft state of this node: 0 follower, 1 candidate, 2 leader, 3 shutdown.",
 		}, func() float64 { return float64(s.State()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fusebox_raft_log_write_failures_total",
+			Help: "Writes to this node's raft log store that failed (a full disk, an I/O error). While they fail the node makes no call and is not ready; after LogFailFatal of nothing but failures it stops.",
+		}, func() float64 {
+			if s.guard == nil {
+				return 0
+			}
+			return float64(s.guard.failures.Load())
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fusebox_raft_applied_index",
 			Help: "Raft index of the last entry this node's FSM applied.",

@@ -134,7 +134,8 @@ func (s *Store) TransferLeadership(ctx context.Context, timeout time.Duration) e
 }
 
 // InContact reports whether this node is the leader, or a follower that
-// knows a leader and, if maxLag > 0, heard from it within maxLag. A
+// knows a leader and, if maxLag > 0, heard from it within maxLag; never
+// while its log store refuses writes (logguard.go). A
 // follower cut off from the leader becomes a candidate after an election
 // timeout (raft draws it from [HeartbeatTimeout, 2 × HeartbeatTimeout)) and
 // stops being in contact; a node stopped (SIGSTOP) for a while is caught by
@@ -144,6 +145,9 @@ func (s *Store) InContact(maxLag time.Duration) bool {
 	r := s.raft.Load()
 	if r == nil {
 		return false
+	}
+	if _, _, failing := s.LogWritesFailing(); failing {
+		return false // it applies nothing new (logguard.go)
 	}
 	switch r.State() {
 	case raft.Leader:

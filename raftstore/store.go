@@ -32,15 +32,19 @@ type Store struct {
 	// leaderEra ends when the leader this node knows changes (leader_watch.go).
 	leaderEra atomic.Pointer[leaderEra]
 
-	logs     logStore // Config.LogStore, or the one the data dir holds (logstore.go)
-	snaps    *raft.FileSnapshotStore
-	trans    *raft.NetworkTransport
-	inbound  *inboundStream // trans's stream layer, tracking raft's inbound handlers
-	raftAddr string
-	boundAt  string // the raft listener's bound address (RaftBoundAddr)
-	raft     atomic.Pointer[raft.Raft]
-	gateView atomic.Pointer[ClusterVersion] // gate.go
-	notifyCh chan bool
+	logs    logStore // Config.LogStore, or the one the data dir holds (logstore.go), as guard
+	guard   *guardedLogs
+	logFail logFailure // logguard.go
+	// logFailFatal is Config.LogFailFatal.
+	logFailFatal time.Duration
+	snaps        *raft.FileSnapshotStore
+	trans        *raft.NetworkTransport
+	inbound      *inboundStream // trans's stream layer, tracking raft's inbound handlers
+	raftAddr     string
+	boundAt      string // the raft listener's bound address (RaftBoundAddr)
+	raft         atomic.Pointer[raft.Raft]
+	gateView     atomic.Pointer[ClusterVersion] // gate.go
+	notifyCh     chan bool
 
 	ctx    context.Context // background work; cancelled by Close
 	cancel context.CancelFunc
@@ -83,6 +87,8 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.freshLag = 2 * cfg.raftConfig().HeartbeatTimeout
 	s.contactLag = cfg.raftConfig().HeartbeatTimeout / 2
+	s.logFailFatal = cfg.LogFailFatal
+	s.logFail.failed = make(chan struct{})
 	s.state, err = state.NewState(state.StateOptions{Validator: deps.Validator, HistoryLimit: cfg.HistoryLimit, RequestWindow: cfg.RequestWindow, LogVersion: cfg.LogVersion})
 	if err != nil {
 		return nil, err
@@ -119,9 +125,12 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 		}
 		dir.logStore = cfg.LogStore
 	}
-	if s.logs, err = openLogStore(cfg.DataDir, dir.logStore, hl); err != nil {
+	opened, err := openLogStore(cfg.DataDir, dir.logStore, hl)
+	if err != nil {
 		return nil, fmt.Errorf("raftstore: open the %s log store in %s: %w", dir.logStore, cfg.DataDir, err)
 	}
+	s.guard = &guardedLogs{logStore: opened, onFail: s.logWriteFailed}
+	s.logs = s.guard
 	closers = append(closers, s.logs.Close)
 	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl); err != nil {
 		return nil, fmt.Errorf("raftstore: snapshot store: %w", err)
@@ -291,6 +300,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true) // raft's errors from here on are the shutdown's (logging.go)
 		s.cancel()
+		s.stopLogWatch()
 		s.submits.close()
 		s.completes.close()
 		s.wg.Wait()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -260,7 +261,15 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "fusebox node %q listening: %s://%s (gossip %s, raft %s), data in %s\n",
 		cfg.NodeID, scheme(cfg), n.HTTPAddr(), n.GossipAddr(), n.RaftAddr(), cfg.DataDir)
-	<-ctx.Done()
+	var failed error
+	select {
+	case <-ctx.Done():
+	case <-n.Failed():
+		// The node cannot work (its raft log store refuses writes): stop as
+		// on SIGTERM — its shards move at once — and exit with the cause.
+		failed = n.FailErr()
+		logger.Error("stopping: this node cannot work", "error", failed)
+	}
 	// Past here SIGHUP is ignored, not left to its default action (exit):
 	// a reload (systemd's ExecReload, a certificate hook) during the
 	// hand-over killed the node halfway through it.
@@ -285,6 +294,9 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 			logger.Error("shutdown did not finish in time; stopping anyway", "timeout", f.shutdownTimeout, "grace", shutdownGrace)
 			return fmt.Errorf("shutdown: not finished %v after --shutdown-timeout %v", shutdownGrace, f.shutdownTimeout)
 		}
+	}
+	if failed != nil {
+		return errors.Join(failed, closeErr)
 	}
 	if closeErr != nil {
 		return fmt.Errorf("shutdown: %w", closeErr)

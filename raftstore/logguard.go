@@ -1,0 +1,165 @@
+package raftstore
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// A node whose raft log store stops taking writes (a full disk, an I/O
+// error) cannot follow the cluster: raft refuses the leader's appends, so
+// the node applies nothing new — no new task, no shard map that moves a
+// shard away from it — while the leader's heartbeats still reach it and
+// gossip still says it is alive. It used to keep its shards and go on
+// calling from its frozen copy: the tasks submitted to its shards were
+// never called, and its calls could be for shards it no longer owned.
+// raft-wal makes it worse: a segment rotation that fails (no space for the
+// next segment) leaves the tail sealed, and every later append fails with
+// "segment is sealed" until the process restarts, whatever space is freed.
+//
+// So writes are watched (guardedLogs, below raft's log cache). While they
+// fail, the node is out of contact (InContact: it makes no call) and not
+// ready. If they still fail LogFailFatal later with no write in between
+// succeeding, the store fails (Failed, FailErr): the node stops, as a
+// process that cannot store its log must (fail-stop), and its shards move
+// to the others. A restart on a data dir with room again reopens the log
+// (raft-wal recovers a torn tail) and catches up.
+
+// guardedLogs is the node's log store with its failed writes tracked.
+type guardedLogs struct {
+	logStore
+	onFail func() // after each failed write
+
+	failingSince atomic.Int64 // UnixNano of the first failed write since the last good one; 0: writing
+	failures     atomic.Uint64
+	lastErr      atomic.Pointer[error]
+}
+
+func (g *guardedLogs) StoreLog(l *raft.Log) error { return g.track(g.logStore.StoreLog(l)) }
+
+func (g *guardedLogs) StoreLogs(ls []*raft.Log) error { return g.track(g.logStore.StoreLogs(ls)) }
+
+// IsMonotonic passes raft-wal's answer through (raft.MonotonicLogStore):
+// raft's log cache asks the store it wraps, and a store that does not say
+// so is treated as one that takes gaps after a snapshot restore.
+func (g *guardedLogs) IsMonotonic() bool {
+	m, ok := g.logStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
+func (g *guardedLogs) track(err error) error {
+	if err == nil {
+		if g.failingSince.Load() != 0 {
+			g.failingSince.Store(0)
+		}
+		return nil
+	}
+	g.failures.Add(1)
+	g.lastErr.Store(&err)
+	g.failingSince.CompareAndSwap(0, time.Now().UnixNano())
+	if g.onFail != nil {
+		g.onFail()
+	}
+	return err
+}
+
+// failing reports since when writes have failed, and the last error; ok
+// false while they succeed.
+func (g *guardedLogs) failing() (since time.Time, err error, ok bool) {
+	ns := g.failingSince.Load()
+	if ns == 0 {
+		return time.Time{}, nil, false
+	}
+	if p := g.lastErr.Load(); p != nil {
+		err = *p
+	}
+	return time.Unix(0, ns), err, true
+}
+
+// logFailure is the store's side: it arms a check when writes start to
+// fail, and fails the store if they still fail LogFailFatal later.
+type logFailure struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	failed chan struct{} // closed by fail
+	err    error         // set before failed is closed
+	once   sync.Once
+}
+
+// logWriteFailed runs after each failed write: the first of an episode
+// arms the check.
+func (s *Store) logWriteFailed() {
+	s.logFail.mu.Lock()
+	defer s.logFail.mu.Unlock()
+	if s.logFail.timer == nil && s.ctx.Err() == nil {
+		s.logFail.timer = time.AfterFunc(s.logFailFatal, s.checkLogWrites)
+	}
+}
+
+// checkLogWrites fails the store if writes have failed for LogFailFatal
+// with none succeeding since; if they fail but for less long (an episode
+// that ended and a new one that began), it looks again when that one is
+// due.
+func (s *Store) checkLogWrites() {
+	s.logFail.mu.Lock()
+	defer s.logFail.mu.Unlock()
+	s.logFail.timer = nil
+	if s.ctx.Err() != nil {
+		return
+	}
+	since, err, ok := s.guard.failing()
+	if !ok {
+		return
+	}
+	if left := s.logFailFatal - time.Since(since); left > 0 {
+		s.logFail.timer = time.AfterFunc(left, s.checkLogWrites)
+		return
+	}
+	s.fail(fmt.Errorf("raftstore: the raft log store has refused every write for %v (since %s): %w; this node cannot follow the cluster and stops: make room or fix the disk of %s, then start it again",
+		time.Since(since).Round(time.Second), since.UTC().Format(time.RFC3339), err, s.cfg.DataDir))
+}
+
+// fail fails the store once: Failed is closed and FailErr says why.
+func (s *Store) fail(err error) {
+	s.logFail.once.Do(func() {
+		s.logFail.err = err
+		s.logger.Error("raftstore: FAILED; the node must stop", "error", err)
+		close(s.logFail.failed)
+	})
+}
+
+// stopLogWatch stops a pending check (Close).
+func (s *Store) stopLogWatch() {
+	s.logFail.mu.Lock()
+	defer s.logFail.mu.Unlock()
+	if s.logFail.timer != nil {
+		s.logFail.timer.Stop()
+		s.logFail.timer = nil
+	}
+}
+
+// Failed is closed when this store can no longer work (its log store has
+// refused writes for LogFailFatal): the node should stop. FailErr says why.
+func (s *Store) Failed() <-chan struct{} { return s.logFail.failed }
+
+// FailErr is why the store failed, or nil.
+func (s *Store) FailErr() error {
+	select {
+	case <-s.logFail.failed:
+		return s.logFail.err
+	default:
+		return nil
+	}
+}
+
+// LogWritesFailing reports since when this node's raft log store has
+// refused writes, and the last error; ok false while it takes them.
+func (s *Store) LogWritesFailing() (since time.Time, err error, ok bool) {
+	if s.guard == nil {
+		return time.Time{}, nil, false
+	}
+	return s.guard.failing()
+}

@@ -1,0 +1,156 @@
+package raftstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
+)
+
+// errNoSpace is what a full disk's writes answer.
+var errNoSpace = errors.New("write wal/00000000000000000001.wal: no space left on device")
+
+// faultyLogs refuses writes while fail is set, as a full disk does.
+type faultyLogs struct {
+	logStore
+	fail atomic.Bool
+}
+
+func (f *faultyLogs) StoreLog(l *raft.Log) error { return f.StoreLogs([]*raft.Log{l}) }
+
+func (f *faultyLogs) StoreLogs(ls []*raft.Log) error {
+	if f.fail.Load() {
+		return errNoSpace
+	}
+	return f.logStore.StoreLogs(ls)
+}
+
+// withFaultyLogs puts a faultyLogs under s's guard; call it before Start.
+func withFaultyLogs(s *Store) *faultyLogs {
+	f := &faultyLogs{logStore: s.guard.logStore}
+	s.guard.logStore = f
+	return f
+}
+
+// A follower whose log store refuses writes (its disk full) applies
+// nothing new while the leader's heartbeats still reach it. It counts as
+// out of contact at once (so it makes no call from its frozen state), its
+// failed writes are counted, and once they have failed for LogFailFatal
+// with none succeeding it fails (Failed, FailErr naming the cause), so
+// that the node stops and its shards move. The others go on committing.
+// Before, it stayed in contact and went on calling from a state that no
+// longer moved.
+func TestFollowerWhoseLogStoreRefusesWritesFails(t *testing.T) {
+	c := newTestCluster(t, func(cfg *Config) { cfg.LogFailFatal = time.Second })
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.add(id, 3)
+	}
+	faulty := withFaultyLogs(c.nodes["n3"])
+	c.start("n1", "n2", "n3")
+	leader := c.leader(10 * time.Second)
+	if leader == c.nodes["n3"] {
+		if err := leader.TransferLeadership(context.Background(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		leader = c.leader(10 * time.Second)
+	}
+	n3 := c.nodes["n3"]
+	testwait.For(t, 10*time.Second, "n3 in contact", func() bool { return n3.InContact(n3.ContactLag()) })
+
+	faulty.fail.Store(true)
+	failAt := time.Now()
+	write := func(i int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := leader.SetConfig(ctx, state.SetConfigCommand{Key: "k", Value: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}); err != nil {
+			t.Fatalf("write %d on the leader with n3's disk full: %v", i, err)
+		}
+	}
+	write(1)
+	testwait.For(t, 10*time.Second, "n3 out of contact, its writes failing", func() bool {
+		_, _, failing := n3.LogWritesFailing()
+		return failing && !n3.InContact(0)
+	})
+	write(2) // the others commit without it
+	testwait.For(t, 10*time.Second, "n3 failed", func() bool { return n3.FailErr() != nil })
+	select {
+	case <-n3.Failed():
+	default:
+		t.Fatal("FailErr set but Failed not closed")
+	}
+	if err := n3.FailErr(); !errors.Is(err, errNoSpace) {
+		t.Fatalf("FailErr %v, want it to wrap the log store's error", err)
+	}
+	if took := time.Since(failAt); took < time.Second {
+		t.Fatalf("n3 failed %v after its writes began to fail, before LogFailFatal (1s)", took)
+	}
+	if got := gatheredCounter(t, c.regs["n3"], "fusebox_raft_log_write_failures_total"); got < 1 {
+		t.Errorf("fusebox_raft_log_write_failures_total %v, want at least 1", got)
+	}
+	if leader.FailErr() != nil {
+		t.Errorf("the leader failed too: %v", leader.FailErr())
+	}
+}
+
+// The policy alone, run by hand: writes failing for LogFailFatal fail the
+// store; failing for less long, or failing no more, do not.
+func TestLogWriteFailurePolicy(t *testing.T) {
+	c := newTestCluster(t, func(cfg *Config) { cfg.LogFailFatal = time.Minute })
+	s := c.add("n1", 1)
+	c.start("n1")
+	c.leader(10 * time.Second)
+
+	s.checkLogWrites() // writes succeed
+	if s.FailErr() != nil {
+		t.Fatalf("failed with writes succeeding: %v", s.FailErr())
+	}
+	err := errNoSpace
+	s.guard.lastErr.Store(&err)
+	s.guard.failingSince.Store(time.Now().Add(-30 * time.Second).UnixNano())
+	if s.InContact(0) {
+		t.Fatal("in contact with its writes failing")
+	}
+	s.checkLogWrites() // half the window
+	if s.FailErr() != nil {
+		t.Fatalf("failed after half of LogFailFatal: %v", s.FailErr())
+	}
+	s.guard.failingSince.Store(0) // a write succeeded
+	if !s.InContact(0) {
+		t.Fatal("the leader not in contact once its writes succeed again")
+	}
+	s.checkLogWrites()
+	if s.FailErr() != nil {
+		t.Fatalf("failed after its writes recovered: %v", s.FailErr())
+	}
+	s.guard.failingSince.Store(time.Now().Add(-61 * time.Second).UnixNano())
+	s.checkLogWrites()
+	if err := s.FailErr(); !errors.Is(err, errNoSpace) {
+		t.Fatalf("FailErr %v after more than LogFailFatal of failed writes, want the log store's error", err)
+	}
+}
+
+// gatheredCounter is the value of the unlabelled counter name in reg.
+func gatheredCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"fusebox/api"
+	"fusebox/internal/testwait"
+)
+
+// TestFullDiskNodeStops: one node's data dir is on a small filesystem
+// (tmpfs, 200 MB: two of raft-wal's 64 MB segments and room) that fills up under load. Its raft log store refuses
+// writes (and raft-wal, its next segment refused, refuses every later one
+// until a restart). The node stops by itself — out of contact at once, then
+// stopped (exit 1, the cause in its log) once its writes have failed for
+// LogFailFatal — and the others take its shards and deliver every task.
+// With room again it starts on its data dir, rejoins and catches up.
+// Before, it stayed up, a member and an owner, heartbeats answered, its
+// state frozen: the tasks of its shards were never called (thousands
+// pending after the disk was freed) and it went on calling from its stale
+// copy.
+func TestFullDiskNodeStops(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small filesystem needs root")
+	}
+	if _, err := exec.LookPath("mount"); err != nil {
+		t.Skip("no mount command")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=200m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("mount a tmpfs: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+	const victim = "n3"
+	c := newTaskCluster(t, 3, ClusterOptions{Tweak: func(cfg *ProcessConfig) {
+		if cfg.NodeID == victim {
+			cfg.DataDir = filepath.Join(mnt, "data")
+		}
+	}})
+	p := c.Node(victim)
+	dest := NewDest(t)
+	putEndpoint(t, c, "ep-disk", dest.NexusURL())
+	// 8 KB of input a task: the log grows about a segment (64 MB) per 8,000.
+	pad := strings.Repeat("x", 8000)
+	l := NewTaskLoad(c, "disk", func(i int) (api.TaskSubmit, *Dest) {
+		s := nexusTask(fmt.Sprintf("ns-%d", i%4), fmt.Sprintf("wf-%d", i), "ep-disk", i)
+		s.Request.Input = json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":%q}`, i, pad))
+		return s, dest
+	})
+	for range 3 {
+		l.SubmitBatch(100)
+	}
+	testwait.ForErr(t, convergeTimout, "300 tasks delivered", func() error {
+		if n := len(dest.Deliveries()); n < 300 {
+			return fmt.Errorf("%d so far", n)
+		}
+		return nil
+	})
+
+	filler := filepath.Join(mnt, "filler")
+	// dd stops at the end of the space, with an error.
+	_ = exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M").Run()
+	fullAt := time.Now()
+	batches := 0
+	testwait.ForErr(t, 2*convergeTimout, victim+" stopped by itself", func() error {
+		if !p.Running() {
+			return nil
+		}
+		if batches < 300 { // bounded: 30,000 tasks, about 4 segments
+			l.SubmitBatch(100)
+			batches++
+		}
+		return fmt.Errorf("%s still running after %d batches; %v", victim, batches, l.Stats())
+	})
+	stoppedAfter := time.Since(fullAt)
+	if err := p.ExitErr(); err == nil {
+		t.Errorf("%s exited 0, want an error exit", victim)
+	}
+	if !p.LogContains("cannot follow the cluster and stops") {
+		t.Errorf("%s's log does not say why it stopped:\n%s", victim, p.LogTail(20))
+	}
+	t.Logf("%s stopped %v after its disk filled (%d batches of 100 since; exit: %v)", victim, stoppedAfter.Round(time.Millisecond), batches, p.ExitErr())
+
+	// Without it, the others deliver every task: its shards moved.
+	for range 3 {
+		l.SubmitBatch(100)
+	}
+	rep := l.Check(t, 2*convergeTimout)
+	t.Logf("with %s stopped: %v", victim, rep)
+
+	// Room again: it starts on its data dir and catches up.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("start %s again with room on its disk: %v", victim, err)
+	}
+	testwait.ForErr(t, convergeTimout, "3 alive members and 3 voters", func() error { return c.CheckMembership(3) })
+	c.CheckInvariants(t, 2*convergeTimout)
+	c.StopAll(t)
+}
