@@ -20,20 +20,27 @@ import (
 // next segment) leaves the tail sealed, and every later append fails with
 // "segment is sealed" until the process restarts, whatever space is freed.
 //
-// So writes are watched (guardedLogs, below raft's log cache). While they
-// fail, the node is out of contact (InContact: it makes no call) and not
-// ready. If they still fail LogFailFatal later with no write in between
-// succeeding, the store fails (Failed, FailErr): the node stops, as a
-// process that cannot store its log must (fail-stop), and its shards move
-// to the others. A restart on a data dir with room again reopens the log
+// So writes are watched (guardedLogs, below raft's log cache). An episode
+// of failures starts at the first failed write and ends only once writes
+// have succeeded for a quiet period (LogFailFatal/4) with none failing: on
+// a full disk a small append can still fit in a page already allocated,
+// and a single success must not restart the count (under load, that kept
+// a node with a full disk going for 43 s). During an episode the node is
+// out of contact (InContact: it makes no call) and not ready. Once it has
+// lasted LogFailFatal, with a write failed within the last quiet period,
+// the store fails (Failed, FailErr): the node stops, as a process that
+// cannot store its log must (fail-stop), and its shards move to the
+// others. A restart on a data dir with room again reopens the log
 // (raft-wal recovers a torn tail) and catches up.
 
 // guardedLogs is the node's log store with its failed writes tracked.
 type guardedLogs struct {
 	logStore
-	onFail func() // after each failed write
+	onFail func()        // after each failed write
+	quiet  time.Duration // successes alone for this long end an episode
 
-	failingSince atomic.Int64 // UnixNano of the first failed write since the last good one; 0: writing
+	failingSince atomic.Int64 // UnixNano of the episode's first failed write; 0: none
+	lastFail     atomic.Int64 // UnixNano of the last failed write
 	failures     atomic.Uint64
 	lastErr      atomic.Pointer[error]
 }
@@ -51,32 +58,34 @@ func (g *guardedLogs) IsMonotonic() bool {
 }
 
 func (g *guardedLogs) track(err error) error {
+	now := time.Now().UnixNano()
 	if err == nil {
-		if g.failingSince.Load() != 0 {
-			g.failingSince.Store(0)
+		if g.failingSince.Load() != 0 && now-g.lastFail.Load() >= int64(g.quiet) {
+			g.failingSince.Store(0) // a quiet period of good writes: the episode is over
 		}
 		return nil
 	}
 	g.failures.Add(1)
 	g.lastErr.Store(&err)
-	g.failingSince.CompareAndSwap(0, time.Now().UnixNano())
+	g.lastFail.Store(now)
+	g.failingSince.CompareAndSwap(0, now)
 	if g.onFail != nil {
 		g.onFail()
 	}
 	return err
 }
 
-// failing reports since when writes have failed, and the last error; ok
-// false while they succeed.
-func (g *guardedLogs) failing() (since time.Time, err error, ok bool) {
+// failing reports since when writes have failed (the episode's start), the
+// last failure and its error; ok false outside an episode.
+func (g *guardedLogs) failing() (since, last time.Time, err error, ok bool) {
 	ns := g.failingSince.Load()
 	if ns == 0 {
-		return time.Time{}, nil, false
+		return time.Time{}, time.Time{}, nil, false
 	}
 	if p := g.lastErr.Load(); p != nil {
 		err = *p
 	}
-	return time.Unix(0, ns), err, true
+	return time.Unix(0, ns), time.Unix(0, g.lastFail.Load()), err, true
 }
 
 // logFailure is the store's side: it arms a check when writes start to
@@ -99,10 +108,11 @@ func (s *Store) logWriteFailed() {
 	}
 }
 
-// checkLogWrites fails the store if writes have failed for LogFailFatal
-// with none succeeding since; if they fail but for less long (an episode
-// that ended and a new one that began), it looks again when that one is
-// due.
+// checkLogWrites fails the store once an episode of failed writes has
+// lasted LogFailFatal and a write failed within its last quiet period.
+// Short of that (an episode that ended and a new one that began, or one
+// with no write tried lately: nothing to judge by), it looks again when
+// the verdict could change.
 func (s *Store) checkLogWrites() {
 	s.logFail.mu.Lock()
 	defer s.logFail.mu.Unlock()
@@ -110,7 +120,7 @@ func (s *Store) checkLogWrites() {
 	if s.ctx.Err() != nil {
 		return
 	}
-	since, err, ok := s.guard.failing()
+	since, last, err, ok := s.guard.failing()
 	if !ok {
 		return
 	}
@@ -118,7 +128,11 @@ func (s *Store) checkLogWrites() {
 		s.logFail.timer = time.AfterFunc(left, s.checkLogWrites)
 		return
 	}
-	s.fail(fmt.Errorf("raftstore: the raft log store has refused every write for %v (since %s): %w; this node cannot follow the cluster and stops: make room or fix the disk of %s, then start it again",
+	if time.Since(last) > s.guard.quiet {
+		s.logFail.timer = time.AfterFunc(s.guard.quiet, s.checkLogWrites)
+		return
+	}
+	s.fail(fmt.Errorf("raftstore: the raft log store has refused writes for %v (since %s): %w; this node cannot follow the cluster and stops: make room or fix the disk of %s, then start it again",
 		time.Since(since).Round(time.Second), since.UTC().Format(time.RFC3339), err, s.cfg.DataDir))
 }
 
@@ -156,10 +170,12 @@ func (s *Store) FailErr() error {
 }
 
 // LogWritesFailing reports since when this node's raft log store has
-// refused writes, and the last error; ok false while it takes them.
+// refused writes (an episode, logguard.go), and the last error; ok false
+// outside one.
 func (s *Store) LogWritesFailing() (since time.Time, err error, ok bool) {
 	if s.guard == nil {
 		return time.Time{}, nil, false
 	}
-	return s.guard.failing()
+	since, _, err, ok = s.guard.failing()
+	return since, err, ok
 }

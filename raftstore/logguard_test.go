@@ -102,37 +102,48 @@ func TestFollowerWhoseLogStoreRefusesWritesFails(t *testing.T) {
 	}
 }
 
-// The policy alone, run by hand: writes failing for LogFailFatal fail the
-// store; failing for less long, or failing no more, do not.
+// The policy alone, run by hand: an episode of failed writes ends only
+// after a quiet period of good ones (one good write among failures, as a
+// full disk allows, does not end it), and fails the store once it has
+// lasted LogFailFatal with a write failed lately.
 func TestLogWriteFailurePolicy(t *testing.T) {
 	c := newTestCluster(t, func(cfg *Config) { cfg.LogFailFatal = time.Minute })
 	s := c.add("n1", 1)
 	c.start("n1")
 	c.leader(10 * time.Second)
+	g := s.guard
+	if g.quiet != 15*time.Second {
+		t.Fatalf("quiet period %v, want LogFailFatal/4", g.quiet)
+	}
 
 	s.checkLogWrites() // writes succeed
 	if s.FailErr() != nil {
 		t.Fatalf("failed with writes succeeding: %v", s.FailErr())
 	}
-	err := errNoSpace
-	s.guard.lastErr.Store(&err)
-	s.guard.failingSince.Store(time.Now().Add(-30 * time.Second).UnixNano())
-	if s.InContact(0) {
-		t.Fatal("in contact with its writes failing")
+	_ = g.track(errNoSpace)
+	_ = g.track(nil) // a small write that still fit
+	if _, _, ok := s.LogWritesFailing(); !ok || s.InContact(0) {
+		t.Fatal("one good write among failures ended the episode")
 	}
+	g.lastFail.Store(time.Now().Add(-16 * time.Second).UnixNano())
+	_ = g.track(nil) // good writes for longer than the quiet period
+	if _, _, ok := s.LogWritesFailing(); ok || !s.InContact(0) {
+		t.Fatal("the episode did not end after a quiet period of good writes")
+	}
+
+	_ = g.track(errNoSpace)
+	g.failingSince.Store(time.Now().Add(-30 * time.Second).UnixNano())
 	s.checkLogWrites() // half the window
 	if s.FailErr() != nil {
 		t.Fatalf("failed after half of LogFailFatal: %v", s.FailErr())
 	}
-	s.guard.failingSince.Store(0) // a write succeeded
-	if !s.InContact(0) {
-		t.Fatal("the leader not in contact once its writes succeed again")
-	}
-	s.checkLogWrites()
+	g.failingSince.Store(time.Now().Add(-61 * time.Second).UnixNano())
+	g.lastFail.Store(time.Now().Add(-20 * time.Second).UnixNano())
+	s.checkLogWrites() // long enough, but no write tried lately
 	if s.FailErr() != nil {
-		t.Fatalf("failed after its writes recovered: %v", s.FailErr())
+		t.Fatalf("failed with no write failing in the last quiet period: %v", s.FailErr())
 	}
-	s.guard.failingSince.Store(time.Now().Add(-61 * time.Second).UnixNano())
+	_ = g.track(errNoSpace) // still failing
 	s.checkLogWrites()
 	if err := s.FailErr(); !errors.Is(err, errNoSpace) {
 		t.Fatalf("FailErr %v after more than LogFailFatal of failed writes, want the log store's error", err)

@@ -64,7 +64,7 @@ func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
 		}, func() float64 { return float64(s.State()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "fusebox_raft_log_write_failures_total",
-			Help: "Writes to this node's raft log store that failed (a full disk, an I/O error). While they fail the node makes no call and is not ready; after LogFailFatal of nothing but failures it stops.",
+			Help: "Writes to this node's raft log store that failed (a full disk, an I/O error). While they fail the node makes no call and is not ready; after LogFailFatal of failing writes it stops.",
 		}, func() float64 {
 			if s.guard == nil {
 				return 0

@@ -129,7 +129,7 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open the %s log store in %s: %w", dir.logStore, cfg.DataDir, err)
 	}
-	s.guard = &guardedLogs{logStore: opened, onFail: s.logWriteFailed}
+	s.guard = &guardedLogs{logStore: opened, onFail: s.logWriteFailed, quiet: cfg.LogFailFatal / 4}
 	s.logs = s.guard
 	closers = append(closers, s.logs.Close)
 	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl); err != nil {
