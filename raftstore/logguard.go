@@ -1,12 +1,15 @@
 package raftstore
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
 )
 
 // A node whose raft log store stops taking writes (a full disk, an I/O
@@ -132,8 +135,15 @@ func (s *Store) checkLogWrites() {
 		s.logFail.timer = time.AfterFunc(s.guard.quiet, s.checkLogWrites)
 		return
 	}
-	s.fail(fmt.Errorf("raftstore: the raft log store has refused writes for %v (since %s): %w; this node cannot follow the cluster and stops: make room or fix the disk of %s, then start it again",
-		time.Since(since).Round(time.Second), since.UTC().Format(time.RFC3339), err, s.cfg.DataDir))
+	do := fmt.Sprintf("make room or fix the disk of %s, then start it again", s.cfg.DataDir)
+	if errors.Is(err, wal.ErrSealed) {
+		// raft-wal (v0.4.2) does not reopen a log whose segment rotation
+		// failed: its tail stays sealed on every start, with any room.
+		do = fmt.Sprintf("make room on the disk of %s, then start it again; if it fails the same way with room, raft-wal cannot reopen this log: move %s and %s out of the data dir and start the node with --rejoin-empty (docs/operations.md, \"A node lost its Raft log\")",
+			s.cfg.DataDir, logStorePath(s.cfg.DataDir, LogStoreWAL), filepath.Join(s.cfg.DataDir, SnapshotDir))
+	}
+	s.fail(fmt.Errorf("raftstore: the raft log store has refused writes for %v (since %s): %w; this node cannot follow the cluster and stops: %s",
+		time.Since(since).Round(time.Second), since.UTC().Format(time.RFC3339), err, do))
 }
 
 // fail fails the store once: Failed is closed and FailErr says why.

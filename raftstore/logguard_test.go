@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/internal/testwait"
@@ -143,10 +145,16 @@ func TestLogWriteFailurePolicy(t *testing.T) {
 	if s.FailErr() != nil {
 		t.Fatalf("failed with no write failing in the last quiet period: %v", s.FailErr())
 	}
-	_ = g.track(errNoSpace) // still failing
+	// Still failing, as raft-wal fails once a segment rotation failed: the
+	// error says how to get the node back if a restart cannot reopen it.
+	_ = g.track(fmt.Errorf("append: %w", wal.ErrSealed))
 	s.checkLogWrites()
-	if err := s.FailErr(); !errors.Is(err, errNoSpace) {
+	err := s.FailErr()
+	if !errors.Is(err, wal.ErrSealed) {
 		t.Fatalf("FailErr %v after more than LogFailFatal of failed writes, want the log store's error", err)
+	}
+	if !strings.Contains(err.Error(), "--rejoin-empty") {
+		t.Errorf("FailErr for a sealed log does not say how to rejoin: %v", err)
 	}
 }
 
