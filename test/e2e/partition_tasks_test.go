@@ -48,8 +48,8 @@ func TestPartitionedOwnerStopsCalling(t *testing.T) {
 	t.Run("minority-of-two-with-leader", func(t *testing.T) { testPartitionedOwner(t, partitionCase{nodes: 5, cut: 2, leader: true}) })
 }
 
-// partitionCase is one run of testPartitionedOwner: cut nodes of a
-// cluster of nodes off together, the leader among them or not.
+// partitionCase is one run of testPartitionedOwner: cut of a cluster's
+// nodes are cut off together, the leader among them or not.
 type partitionCase struct {
 	nodes, cut int
 	leader     bool
@@ -64,10 +64,12 @@ func testPartitionedOwner(t *testing.T, pc partitionCase) {
 		db := pgServerWith(t, pgtest.Options{Durable: true, Listen: []string{destAddr}, TrustFrom: []string{lab.destNet()}})
 		opts = withOptions(opts, pgOptions(db.URLAt(destAddr, "postgres")))
 	}
-	// The production timing: a cut node stops calling once raft tells it
-	// the leader is gone (a follower: up to 2 heartbeat timeouts, 2 s; a
-	// leader: its lease, under 1 s), and its shards move after gossip's
-	// failure detection and a commit (about 6 s). With the fast preset the
+	// The production timing: a cut node stops calling half a heartbeat
+	// timeout after its last contact with the leader (a follower: 0.5 s,
+	// 1 s in a minority with the old leader, which keeps it in contact
+	// until its lease lapses) or when its lease lapses (a leader: under
+	// 1 s), and its shards move after gossip's failure detection and a
+	// commit (about 6 s). With the fast preset the
 	// two are 0.5 s against 0.7 s, too close to hold on a loaded machine.
 	c := newTaskCluster(t, pc.nodes, opts)
 	requireClusterAPI(t, c.Procs[0])
