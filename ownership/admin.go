@@ -251,6 +251,8 @@ func (m *Manager) closeHandOver(ctx context.Context, shard int, a shardmap.Assig
 	for _, mb := range m.members.Members() {
 		if mb.ID == a.Owner && mb.Status == raftstore.MemberAlive && mb.HTTPAddr != "" {
 			plan := map[string]handOverAsk{a.Owner: {addr: mb.HTTPAddr, shards: map[int]uint64{shard: a.Epoch}}}
+			// handOver ends its wait early if an owner of the map it is given
+			// fails: this one names a's owner only.
 			m.handOver(ctx, &shardmap.Map{Shards: []shardmap.Assignment{a}}, plan)
 			return
 		}

@@ -18,20 +18,11 @@ func TestResumedFollowerResyncsWithoutWaitingForATick(t *testing.T) {
 	c := newCluster(t)
 	c.freshCheck, c.backstop = time.Minute, time.Minute
 	startFreshABC(t, c)
-	leader, _ := c.nodes["a"].store.Leader()
-	var f *node
-	for id, n := range c.nodes {
-		if id != leader {
-			f = n
-			break
-		}
-	}
-
 	// Fresh now, so no catch-up of its own is under way: one that had lost
 	// contact under load (after startFreshABC) and was catching up stored
 	// the time of its barrier over the stale check below, and counted as
 	// fresh with no barrier after it (the likely cause of one CI failure).
-	testwait.For(t, 20*time.Second, "the follower fresh", f.own.Fresh)
+	_, f := freshFollower(t, c)
 	// The follower "was stopped" a minute ago: its last check is that old.
 	applied := f.store.Stats().AppliedIndex
 	f.own.lastCheck.Store(time.Now().Add(-time.Minute).UnixNano())
@@ -58,15 +49,7 @@ func TestFollowerStopsCallingOnceTheLeaderFallsSilent(t *testing.T) {
 	c := newCluster(t)
 	c.preset = raftstore.PresetLAN
 	startFreshABC(t, c)
-	leaderID, _ := c.nodes["a"].store.Leader()
-	var f *node
-	for id, n := range c.nodes {
-		if id != leaderID {
-			f = n
-			break
-		}
-	}
-	testwait.For(t, 20*time.Second, "the follower fresh", f.own.Fresh)
+	leaderID, f := freshFollower(t, c)
 
 	// The leader falls silent, as a cut leaves it for the follower: raft
 	// shuts down with no word to its peers.
@@ -136,6 +119,22 @@ func TestCaughtUpRunsBeforeTheNodeIsFresh(t *testing.T) {
 
 // startFreshABC starts nodes a, b and c (3 expected, 8 shards) and waits
 // until every one is fresh on one committed map.
+// freshFollower returns the leader's id and a follower, once that
+// follower is fresh.
+func freshFollower(t *testing.T, c *cluster) (string, *node) {
+	t.Helper()
+	leader, _ := c.nodes["a"].store.Leader()
+	var f *node
+	for id, n := range c.nodes {
+		if id != leader {
+			f = n
+			break
+		}
+	}
+	testwait.For(t, 20*time.Second, "the follower fresh", f.own.Fresh)
+	return leader, f
+}
+
 func startFreshABC(t *testing.T, c *cluster) {
 	t.Helper()
 	for _, id := range []string{"a", "b", "c"} {

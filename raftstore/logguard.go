@@ -27,8 +27,8 @@ import (
 // of failures starts at the first failed write and ends only once writes
 // have succeeded for a quiet period (LogFailFatal/4) with none failing: on
 // a full disk a small append can still fit in a page already allocated,
-// and a single success must not restart the count (under load, that kept
-// a node with a full disk going for 43 s). During an episode the node is
+// and a single success should not restart the count. During an episode
+// the node is
 // out of contact (InContact: it makes no call) and not ready. Once it has
 // lasted LogFailFatal, with a write failed within the last quiet period,
 // the store fails (Failed, FailErr): the node stops, as a process that

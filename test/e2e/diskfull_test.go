@@ -104,8 +104,8 @@ func TestFullDiskNodeStops(t *testing.T) {
 	t.Logf("with %s stopped: %v", victim, rep)
 
 	// Room again, as an operator makes it: the filler gone and the
-	// filesystem grown (catching up, the node receives the leader's
-	// snapshot, tens of MB with these tasks, beside its log).
+	// filesystem grown (catching up, the node may receive the leader's
+	// snapshot beside its log).
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}

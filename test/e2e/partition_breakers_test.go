@@ -21,19 +21,13 @@ import (
 // of times; once the destination is back, every node closes and every task
 // succeeds.
 func TestOpenBreakerAcrossAHealedPartition(t *testing.T) {
-	if why := netnsAvailable(); why != "" {
-		t.Skip(why)
-	}
 	const n = 3
 	// Open long enough to last the partition: the breakers are open when
 	// the node comes back, and only a probe after Timeout closes them.
 	sc := newLabScenario(t, "heal", "ep-dies", `{"Timeout":"20s"}`, 40*time.Millisecond, nil)
 	lab, c, dest, key, l := sc.lab, sc.c, sc.dest, sc.key, sc.l
 	defer l.Stop()
-	testwait.ForErr(t, convergeTimout, "a breaker for "+key.String()+" on every node", func() error {
-		_, err := breakersEverywhere(c, key)
-		return err
-	})
+	sc.waitBreakersEverywhere(t)
 
 	leader := c.WaitForLeader(t, leaderTimeout)
 	idx := 0
@@ -127,9 +121,13 @@ type labScenario struct {
 	nodeOf   map[string]string // a call's source address → its node
 }
 
-// newLabScenario starts it; configure, when set, runs before the load starts.
+// newLabScenario starts it (or skips the test where namespaces are not
+// available); configure, when set, runs before the load starts.
 func newLabScenario(t *testing.T, name, ep, breaker string, interval time.Duration, configure func(*Cluster)) *labScenario {
 	t.Helper()
+	if why := netnsAvailable(); why != "" {
+		t.Skip(why)
+	}
 	sc := &labScenario{lab: newNetLab(t, 3)}
 	sc.destAddr = sc.lab.addDestination()
 	sc.c = newTaskCluster(t, 3, ClusterOptions{Hosts: sc.lab.hosts(), Netns: sc.lab.nodes})
@@ -148,4 +146,13 @@ func newLabScenario(t *testing.T, name, ep, breaker string, interval time.Durati
 	sc.nodeOf = sc.lab.callers(sc.c)
 	sc.l.Run(0, 2, interval)
 	return sc
+}
+
+// waitBreakersEverywhere waits until every node has a breaker for the key.
+func (sc *labScenario) waitBreakersEverywhere(t *testing.T) {
+	t.Helper()
+	testwait.ForErr(t, convergeTimout, "a breaker for "+sc.key.String()+" on every node", func() error {
+		_, err := breakersEverywhere(sc.c, sc.key)
+		return err
+	})
 }

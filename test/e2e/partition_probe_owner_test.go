@@ -22,17 +22,11 @@ import (
 // its shards move to the others. After the heal every node is closed and
 // every task succeeds.
 func TestPartitionedProbeOwner(t *testing.T) {
-	if why := netnsAvailable(); why != "" {
-		t.Skip(why)
-	}
 	const timeout = 3 * time.Second
 	sc := newLabScenario(t, "owner", "ep-owner", fmt.Sprintf(`{"Timeout":%q}`, timeout.String()), 40*time.Millisecond, nil)
 	lab, c, dest, key, l, nodeOf := sc.lab, sc.c, sc.dest, sc.key, sc.l, sc.nodeOf
 	defer l.Stop()
-	testwait.ForErr(t, convergeTimout, "a breaker for "+key.String()+" on every node", func() error {
-		_, err := breakersEverywhere(c, key)
-		return err
-	})
+	sc.waitBreakersEverywhere(t)
 
 	dest.SetMode(t, transporttest.ModeUnavailable)
 	testwait.ForErr(t, convergeTimout, "every breaker open", breakersAllIn(c, key, "open"))

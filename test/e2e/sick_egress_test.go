@@ -20,9 +20,6 @@ import (
 // The sick node's own breaker opens; once its egress is back it probes,
 // closes, and every task is delivered.
 func TestSickEgressDoesNotStopTheFleet(t *testing.T) {
-	if why := netnsAvailable(); why != "" {
-		t.Skip(why)
-	}
 	const n = 3
 	sc := newLabScenario(t, "sick", "ep-ok", `{"Timeout":"10s"}`, 20*time.Millisecond, func(c *Cluster) {
 		if policy := os.Getenv("FUSEBOX_E2E_HINT_POLICY"); policy != "" { // a check of the check: "adopt" must fail it
