@@ -277,21 +277,22 @@ func (n *Node) ready() (bool, map[string]any) {
 		detail["raft_log_writes_failing"] = fmt.Sprintf("since %s: %v", since.UTC().Format(time.RFC3339), err)
 		ready = false
 	}
-	if err := n.store.FailErr(); err != nil {
-		detail["failed"] = err.Error()
-		ready = false
-	}
 	if err := n.store.HaltErr(); err != nil {
-		// Fail-stop: the state stops at the unknown entry; never ready.
+		// Fail-stop: the state stops at the unknown entry, and the node
+		// stops (Failed); never ready.
 		detail["halted"] = err.Error()
+		ready = false
+	} else if err := n.store.FailErr(); err != nil {
+		detail["failed"] = err.Error()
 		ready = false
 	}
 	return ready, detail
 }
 
 // Failed is closed when the node can no longer work and must stop (its
-// raft log store refused writes for too long: raftstore.Store.Failed);
-// FailErr says why. serve stops the process then, with an error.
+// raft log store refused writes for too long, or its state halted at a
+// raft entry its build does not know: raftstore.Store.Failed); FailErr
+// says why. serve stops the process then, with an error.
 func (n *Node) Failed() <-chan struct{} { return n.store.Failed() }
 
 // FailErr is why the node failed, or nil.

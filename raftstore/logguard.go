@@ -165,8 +165,10 @@ func (s *Store) stopLogWatch() {
 	}
 }
 
-// Failed is closed when this store can no longer work (its log store has
-// refused writes for LogFailFatal): the node should stop. FailErr says why.
+// Failed is closed when this store can no longer work — its log store has
+// refused writes for LogFailFatal, or its FSM halted at an entry this
+// build does not know (halt.go) — and the node should stop. FailErr says
+// why.
 func (s *Store) Failed() <-chan struct{} { return s.logFail.failed }
 
 // FailErr is why the store failed, or nil.

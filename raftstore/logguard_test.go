@@ -96,6 +96,13 @@ func TestFollowerWhoseLogStoreRefusesWritesFails(t *testing.T) {
 	if took := time.Since(failAt); took < time.Second {
 		t.Fatalf("n3 failed %v after its writes began to fail, before LogFailFatal (1s)", took)
 	}
+	// A wait for what n3 will never apply (a result write's, at shutdown)
+	// ends with the failure, not at its deadline.
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	if err := n3.WaitForApplied(wctx, leader.fsm.AppliedIndex()+1); !errors.Is(err, errNoSpace) {
+		t.Fatalf("n3's wait for an index past the failure = %v, want the failure", err)
+	}
 	if got := gatheredCounter(t, c.regs["n3"], "fusebox_raft_log_write_failures_total"); got < 1 {
 		t.Errorf("fusebox_raft_log_write_failures_total %v, want at least 1", got)
 	}

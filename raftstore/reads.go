@@ -94,9 +94,13 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-// WaitForApplied blocks until this node's FSM applied index, or ctx ends.
+// WaitForApplied blocks until this node's FSM applied index, or ctx ends,
+// or the store fails (FailErr, wrapped; a halted FSM fails it too): a node
+// that cannot follow the cluster may never apply index, and a wait to its
+// deadline only held up its stop (the result writes of the calls its
+// shutdown lets finish waited out the queue's drain timeout).
 func (s *Store) WaitForApplied(ctx context.Context, index uint64) error {
-	return s.fsm.WaitForApplied(ctx, index)
+	return s.fsm.WaitForAppliedOr(ctx, index, s.logFail.failed, s.FailErr)
 }
 
 // TransferLeadership hands leadership to another voter when this node is the
@@ -148,6 +152,9 @@ func (s *Store) InContact(maxLag time.Duration) bool {
 	}
 	if _, _, failing := s.LogWritesFailing(); failing {
 		return false // it applies nothing new (logguard.go)
+	}
+	if s.FailErr() != nil {
+		return false // failed or halted: it applies nothing new, and stops
 	}
 	switch r.State() {
 	case raft.Leader:

@@ -94,6 +94,11 @@ func New(cfg Config, deps Deps) (_ *Store, err error) {
 		return nil, err
 	}
 	s.fsm = NewFSM(s.state, s.logger)
+	// A halted FSM applies nothing more: like a log store that refuses
+	// writes, the node cannot follow the cluster and must stop (halt.go).
+	s.fsm.OnHalt(func(he *state.HaltError) {
+		s.fail(fmt.Errorf("%w; this node cannot follow the cluster and stops", he))
+	})
 	if s.metrics, err = newMetrics(cfg.Registerer, s); err != nil {
 		return nil, err
 	}

@@ -265,8 +265,9 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 	select {
 	case <-ctx.Done():
 	case <-n.Failed():
-		// The node cannot work (its raft log store refuses writes): stop as
-		// on SIGTERM — its shards move at once — and exit with the cause.
+		// The node cannot work (its raft log store refuses writes, or its
+		// state halted at an entry its build does not know): stop as on
+		// SIGTERM — its shards move at once — and exit with the cause.
 		failed = n.FailErr()
 		logger.Error("stopping: this node cannot work", "error", failed)
 	}

@@ -29,6 +29,7 @@ type FSM struct {
 
 	halt   atomic.Pointer[HaltError] // set once, by haltAt
 	haltCh chan struct{}             // closed by haltAt
+	onHalt func(*HaltError)          // set before the first Apply (OnHalt)
 
 	mu        sync.Mutex
 	applied   uint64
@@ -75,8 +76,19 @@ func (f *FSM) AppliedIndex() uint64 {
 	return f.applied
 }
 
-// WaitForApplied blocks until the FSM has applied index, or ctx ends.
+// WaitForApplied blocks until the FSM has applied index, or ctx ends, or
+// the FSM halts short of index (the *HaltError then: nothing at or past
+// the halt is ever applied, and a caller waiting out its deadline — a
+// result write at shutdown — only delayed the node's stop).
 func (f *FSM) WaitForApplied(ctx context.Context, index uint64) error {
+	return f.WaitForAppliedOr(ctx, index, nil, nil)
+}
+
+// WaitForAppliedOr is WaitForApplied that also gives up once abort is
+// closed, with cause's error: the node's store failed, and the index may
+// never be applied here.
+func (f *FSM) WaitForAppliedOr(ctx context.Context, index uint64, abort <-chan struct{}, cause func() error) error {
+	halted := f.haltCh
 	for {
 		f.mu.Lock()
 		applied, ch := f.applied, f.appliedCh
@@ -86,6 +98,16 @@ func (f *FSM) WaitForApplied(ctx context.Context, index uint64) error {
 		}
 		select {
 		case <-ch:
+		case <-halted:
+			he := f.halt.Load()
+			if index >= he.Index {
+				return fmt.Errorf("raftstore: waiting for index %d (applied %d): %w", index, applied, he)
+			}
+			// An entry before the halt, of the halting batch: it is
+			// applied, and the applied index moves once the batch ends.
+			halted = nil
+		case <-abort:
+			return fmt.Errorf("raftstore: waiting for index %d (applied %d): %w", index, applied, cause())
 		case <-ctx.Done():
 			return fmt.Errorf("raftstore: waiting for index %d (applied %d): %w", index, applied, ctx.Err())
 		}

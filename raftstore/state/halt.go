@@ -8,9 +8,9 @@ import (
 // the way the build that wrote it meant it (an entry version it does not
 // know, or a command type newer than its log version without IgnorableFlag).
 // Carrying on would let this replica's state silently differ from its peers',
-// so the FSM applies nothing more: the node reports not ready (/readyz
-// detail "halted"; fail-stop, as Consul and Nomad do), and a restart replays the same entry,
-// so it stays down until it runs a release that knows it.
+// so the FSM applies nothing more and the node stops (fail-stop, as Consul
+// and Nomad do: OnHalt fails its store), and a restart replays the same
+// entry, so it stays down until it runs a release that knows it.
 type HaltError struct {
 	Index uint64
 	// EntryVersion is the entry's first byte.
@@ -36,9 +36,17 @@ func (f *FSM) haltAt(he *HaltError) *ApplyResult {
 		f.logger.Error("raftstore: HALTED: a raft entry this build does not know; applying nothing more",
 			"index", he.Index, "type", uint8(he.Type), "entry_version", he.EntryVersion, "log_version", he.LogVersion, "error", he.Error())
 		close(f.haltCh)
+		if f.onHalt != nil {
+			f.onHalt(he)
+		}
 	}
 	return f.haltResult(he.Index)
 }
+
+// OnHalt sets fn to run, on the applying goroutine, when the FSM halts
+// (the node's store fails then, and the node stops). Set it before the
+// first Apply; fn must not block.
+func (f *FSM) OnHalt(fn func(*HaltError)) { f.onHalt = fn }
 
 func (f *FSM) haltResult(index uint64) *ApplyResult {
 	return &ApplyResult{Index: index, Err: &Error{Code: CodeInternal, Message: f.halt.Load().Error()}}

@@ -1,10 +1,13 @@
 package state
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func wantHalted(t *testing.T, f *FSM, index uint64, parts ...string) {
@@ -102,5 +105,56 @@ func TestApplyBatchStopsAtTheHalt(t *testing.T) {
 		if r := out[i]; (r.Err == nil) != (i < 2) {
 			t.Fatalf("result %d = %+v", i, r)
 		}
+	}
+}
+
+// A wait for an index the halt keeps from ever being applied ends at the
+// halt with the *HaltError, not at its deadline; a wait for an entry before
+// the halt, in the halting batch, still sees it applied. OnHalt runs once.
+func TestWaitForAppliedEndsAtTheHalt(t *testing.T) {
+	f := newTestFSM(t, StateOptions{})
+	var halts []*HaltError
+	f.OnHalt(func(he *HaltError) { halts = append(halts, he) })
+	set := func(i uint64, key string) Entry {
+		cmd, _ := EncodeCommand(MsgSetConfig, SetConfigCommand{CommandMeta: meta0, Key: key, Value: json.RawMessage(`{}`)})
+		return Entry{Index: i, Command: true, Data: EncodeEntry(cmd, "")}
+	}
+	f.ApplyBatch([]Entry{set(1, "a")})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	waits := map[uint64]chan error{}
+	for _, i := range []uint64{1, 2, 3, 9} {
+		ch := make(chan error, 1)
+		waits[i] = ch
+		go func() { ch <- f.WaitForApplied(ctx, i) }()
+	}
+	f.ApplyBatch([]Entry{set(2, "b"), {Index: 3, Command: true, Data: EncodeEntry([]byte{77, '{', '}'}, "")}, set(4, "c")})
+	wantHalted(t, f, 3, "command type 77")
+	for _, i := range []uint64{1, 2} {
+		if err := <-waits[i]; err != nil {
+			t.Fatalf("wait for %d (before the halt) = %v", i, err)
+		}
+	}
+	for _, i := range []uint64{3, 9} {
+		var he *HaltError
+		if err := <-waits[i]; !errors.As(err, &he) || he.Index != 3 {
+			t.Fatalf("wait for %d (at or past the halt) = %v, want the halt at 3", i, err)
+		}
+	}
+	if err := f.WaitForApplied(ctx, 4); !errors.As(err, new(*HaltError)) {
+		t.Fatalf("a wait begun after the halt = %v", err)
+	}
+	f.Apply(5, EncodeEntry([]byte{78, '{', '}'}, ""))
+	if len(halts) != 1 || halts[0].Index != 3 {
+		t.Fatalf("OnHalt ran with %+v, want once, at 3", halts)
+	}
+
+	// WaitForAppliedOr also ends when its abort is closed, with the cause.
+	g := newTestFSM(t, StateOptions{})
+	abort := make(chan struct{})
+	close(abort)
+	cause := errors.New("the log store failed")
+	if err := g.WaitForAppliedOr(ctx, 1, abort, func() error { return cause }); !errors.Is(err, cause) {
+		t.Fatalf("aborted wait = %v", err)
 	}
 }
