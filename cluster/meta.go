@@ -27,6 +27,11 @@ type Meta struct {
 	// LogVersion is the raft log version the node's build proposes and
 	// applies (raftstore/state.BuildLogVersion); absent (0) on older builds.
 	LogVersion int `json:"logv,omitempty"`
+	// TaskStoreUnreachable says the node has not reached its task store
+	// (the PostgreSQL database) for a while: the raft leader, if it reaches
+	// the database itself, places no shard on it (node/pghealth.go). Older
+	// builds ignore the field.
+	TaskStoreUnreachable bool `json:"tsu,omitempty"`
 }
 
 func (m Meta) encode() ([]byte, error) {

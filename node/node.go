@@ -65,6 +65,8 @@ type Node struct {
 	// pg is the postgres task store; nil with --task-store raft
 	// (pgtasks.go).
 	pg *pgTasks
+	// pgHealth watches this node's own path to the database (pghealth.go).
+	pgHealth *pgHealth
 
 	tls       *tlsutil.Holder // nil without TLS (tls.go)
 	peerHC    *http.Client    // node-to-node HTTPS client (tls.go)
@@ -192,6 +194,9 @@ func (n *Node) Start(ctx context.Context) error {
 		n.store.OnLeader(func(ctx context.Context) {
 			n.pg.store.RunCollector(ctx, time.Minute, TaskRetention(n.config))
 		})
+		if err := n.startPGHealth(); err != nil {
+			return fmt.Errorf("task store watch: %w", err)
+		}
 	} else {
 		n.store.OnLeader(func(ctx context.Context) {
 			n.store.RunTaskCollector(ctx, time.Minute, TaskRetention(n.config))
@@ -352,6 +357,7 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 		n.tokens.Close()
 		n.closeHealth()
+		n.stopPGHealth() // before the membership it writes to closes
 		errs = append(errs, n.deliver.close())
 		if n.cancel != nil {
 			n.cancel()

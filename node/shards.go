@@ -16,6 +16,9 @@ import (
 func (n *Node) startShards() (*ownership.Manager, error) {
 	cfg := ownership.Config{NodeID: n.cfg.NodeID, Shards: n.cfg.Shards, Logger: n.log, Registerer: n.reg, Stats: n.shardStats,
 		CaughtUp: n.syncDerived, HandOver: n.handOverShards}
+	if n.pg != nil {
+		cfg.Unfit = n.unfitOwners // pghealth.go
+	}
 	if n.cfg.Timing == "fast" {
 		cfg.Backstop = time.Second
 		cfg.DrainTimeout = 5 * time.Second

@@ -76,6 +76,11 @@ type Config struct {
 	HandOver func(ctx context.Context, node, httpAddr string, shards map[int]uint64, wait, hold time.Duration) error
 	// HandOverWait bounds the leader's wait for a hand-over (default 2s).
 	HandOverWait time.Duration
+	// Unfit, if set, names the members that may not own shards now and
+	// why (a node that cannot reach the task store). The leader asks it
+	// before each placement, so it may do I/O bounded by ctx; a set that
+	// would leave no member is ignored.
+	Unfit func(ctx context.Context) map[string]string
 	// Logger nil discards; Registerer nil registers no metrics.
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

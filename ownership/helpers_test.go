@@ -119,6 +119,8 @@ type cluster struct {
 	handOver func(ctx context.Context, leader, node, httpAddr string, shards map[int]uint64) error
 	// handOverWait, when set, is every manager's Config.HandOverWait.
 	handOverWait time.Duration
+	// unfit, when set, is every manager's Config.Unfit.
+	unfit func(ctx context.Context) map[string]string
 	// quiet nodes are started without gossip announcing them: their
 	// members wait in pending for announce, which changes the membership
 	// in one step with other changes.
@@ -177,7 +179,7 @@ func (c *cluster) start(id string, expect, shards int) *node {
 		}
 	}
 	own, err := New(Config{NodeID: id, Shards: shards, Backstop: backstop, FreshCheck: c.freshCheck, DrainTimeout: 10 * time.Second,
-		AdminWait: 5 * time.Second, Registerer: reg, CaughtUp: caughtUp, HandOver: handOver, HandOverWait: c.handOverWait}, s, s.Reader(), c.members)
+		AdminWait: 5 * time.Second, Registerer: reg, CaughtUp: caughtUp, HandOver: handOver, HandOverWait: c.handOverWait, Unfit: c.unfit}, s, s.Reader(), c.members)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package ownership
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"fusebox/raftstore"
@@ -90,6 +91,40 @@ func (m *Manager) placementMembers() []string {
 	return out
 }
 
+// fitMembers leaves out of members those Config.Unfit names, unless that
+// would leave none; a change of the set left out is logged.
+func (m *Manager) fitMembers(ctx context.Context, members []string) []string {
+	var unfit map[string]string
+	if m.cfg.Unfit != nil {
+		unfit = m.cfg.Unfit(ctx)
+	}
+	out := make([]string, 0, len(members))
+	var left []string
+	for _, id := range members {
+		if _, bad := unfit[id]; bad {
+			left = append(left, id)
+			continue
+		}
+		out = append(out, id)
+	}
+	if len(out) == 0 {
+		out, left = members, nil
+	}
+	key := strings.Join(left, ",")
+	if prev := m.unfitLogged.Swap(&key); (prev == nil && key != "") || (prev != nil && *prev != key) {
+		if len(left) > 0 {
+			reasons := make([]string, len(left))
+			for i, id := range left {
+				reasons[i] = id + ": " + unfit[id]
+			}
+			m.log.Warn("placing no shard on members that cannot work now", "members", reasons)
+		} else {
+			m.log.Info("every live member may own shards again")
+		}
+	}
+	return out
+}
+
 // place makes the committed map follow the live members: it sets the shard
 // count if the cluster has none, then commits Rebalance(current, members,
 // pins) if that differs from the current map, as a compare-and-set on the
@@ -115,7 +150,7 @@ func (m *Manager) place(ctx context.Context) error {
 			return err
 		}
 	}
-	next, changed, err := shardmap.Rebalance(prev, m.placementMembers(), prev.Pins())
+	next, changed, err := shardmap.Rebalance(prev, m.fitMembers(ctx, m.placementMembers()), prev.Pins())
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,10 @@ type Manager struct {
 	changed   chan struct{}
 	lastOwned map[int]uint64
 
+	// unfitLogged is the members fitMembers last left out, comma-joined
+	// (leader loops of two terms may overlap for a moment).
+	unfitLogged atomic.Pointer[string]
+
 	// draining is set while Drain runs, so the watcher does not clear this
 	// node's own shutdown drain flag underneath it.
 	draining atomic.Bool

@@ -212,6 +212,22 @@ func (l *netLab) addDestination() string {
 	return addr
 }
 
+// addDestinationAddr adds another address on the test's side, reached by
+// every node the way the destination is (addDestination first): 198.19.<k>.<host>.
+// A service there (a database) can then be cut from one node alone
+// (cutEgress with this address) while its destination calls still work.
+func (l *netLab) addDestinationAddr(host int) string {
+	l.t.Helper()
+	addr := fmt.Sprintf("198.19.%d.%d", l.sub, host)
+	if err := runIP("addr", "add", addr+"/32", "dev", l.hostIf); err != nil {
+		l.t.Fatal(err)
+	}
+	for i := range l.nodes {
+		l.restoreEgress(i, addr)
+	}
+	return addr
+}
+
 // cutEgress makes node i's calls to the destination fail at once ("no
 // route to host"), as a node whose own egress broke: its peers and the test
 // still reach it. restoreEgress routes them again.

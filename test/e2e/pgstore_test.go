@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -75,6 +76,20 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 		}
 		return nil
 	})
+	owners := func() map[int]string {
+		t.Helper()
+		ld := c.WaitForLeader(t, leaderTimeout)
+		m, _, err := shardMap(ld)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int]string{}
+		for s, a := range m {
+			out[s] = a.Owner
+		}
+		return out
+	}
+	before := owners()
 	downAt := time.Now()
 	if err := srv.StopImmediate(t.Context()); err != nil {
 		t.Fatal(err)
@@ -128,6 +143,22 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	}
 	if len(late) > 0 {
 		t.Errorf("%d of %d duplicated tasks were first delivered after the database returned: %v", len(late), len(rep.DupTasks), first(late, 10))
+	}
+	// Every node lost the database, and each said so in its gossip
+	// metadata (node/pghealth.go): no shard moved for it, neither while it
+	// was down nor as the flags cleared after its return.
+	flagged := 0
+	for _, p := range c.Procs {
+		if strings.Contains(lastRun(p), "the task store is unreachable from this node") {
+			flagged++
+		}
+	}
+	if after := owners(); !maps.Equal(before, after) {
+		t.Errorf("shards moved for an outage of the database for every node (%d nodes flagged it): before %v, after %v", flagged, before, after)
+	}
+	t.Logf("%d of %d nodes advertised the task store unreachable during the outage", flagged, len(c.Procs))
+	if flagged == 0 {
+		t.Errorf("no node advertised the task store unreachable in a %v outage: the check above tested nothing", upAt.Sub(downAt).Round(time.Millisecond))
 	}
 	c.CheckInvariants(t, convergeTimout)
 	c.StopAll(t)

@@ -1,0 +1,240 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fusebox/cluster"
+	"fusebox/taskstore/pgstore"
+)
+
+// A node that cannot reach the database while its peers can (a firewall,
+// a broken route, its own pool wedged) used to keep its shards: Raft and
+// gossip still reached it, so nothing moved them, and their tasks waited
+// for the database to come back to that one node
+// (TestPostgresUnreachableFromOneNode: 111 of 456 tasks after 45 s). So
+// each node watches its own path to the database and says so in its
+// gossip metadata (Meta.TaskStoreUnreachable) once it has failed for
+// pgUnreachableAfter, and clears it once the path has worked as long. The
+// raft leader places no shard on such a member (ownership Config.Unfit),
+// but only while a ping of its own reaches the database at that moment:
+// with the database down for every node (a restart, a failover) moving
+// shards helps no one and would delay the return. A leader that cannot
+// reach the database itself hands its leadership to a voter that can, so
+// the next leader judges; it waits pgUnreachableAfter*2 into its term
+// first, so that in an outage of the database for everyone, where each
+// node's flag comes up a moment apart, leadership does not run along the
+// voters.
+
+// pgHealth timing: the ping period and the streak that changes the flag.
+type pgHealthTiming struct {
+	interval, after time.Duration
+}
+
+func (n *Node) pgHealthTiming() pgHealthTiming {
+	if n.cfg.Timing == "fast" {
+		return pgHealthTiming{interval: 200 * time.Millisecond, after: time.Second}
+	}
+	return pgHealthTiming{interval: time.Second, after: 3 * time.Second}
+}
+
+// pgHealth is the watch's state; the loop alone writes it.
+type pgHealth struct {
+	timing pgHealthTiming
+	gauge  prometheus.Gauge
+	// okSince is when the current streak of good pings began (UnixNano;
+	// 0 outside one): the leader judges others only after a streak of its
+	// own longer than theirs needs to clear their flags (unfitOwners).
+	okSince atomic.Int64
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	leadingMu    sync.Mutex
+	leadingSince time.Time // zero while not leading
+}
+
+// startPGHealth starts the watch (its goroutine is stopped by
+// stopPGHealth, before the membership closes) and the leader's side.
+func (n *Node) startPGHealth() error {
+	h := &pgHealth{timing: n.pgHealthTiming(), gauge: prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fusebox_task_store_unreachable",
+		Help: "1 while this node advertises that it cannot reach its task store (PostgreSQL): the raft leader places no shard on it.",
+	})}
+	if err := n.reg.Register(h.gauge); err != nil {
+		return err
+	}
+	n.pgHealth = h
+	n.store.OnLeader(func(ctx context.Context) {
+		h.leadingMu.Lock()
+		h.leadingSince = time.Now()
+		h.leadingMu.Unlock()
+		<-ctx.Done()
+		h.leadingMu.Lock()
+		h.leadingSince = time.Time{}
+		h.leadingMu.Unlock()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.wg.Go(func() { n.watchPG(ctx, h) })
+	return nil
+}
+
+// stopPGHealth stops the watch and waits for it. Idempotent.
+func (n *Node) stopPGHealth() {
+	if h := n.pgHealth; h != nil {
+		h.once.Do(func() {
+			h.cancel()
+			h.wg.Wait()
+		})
+	}
+}
+
+// pingPG is one look at this node's path to the database, bounded by d.
+func (n *Node) pingPG(ctx context.Context, d time.Duration) error {
+	if !n.pg.store.Ready() {
+		if ok, why := n.pg.open(); !ok {
+			return errors.New("not open: " + why)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return n.pg.store.Ping(ctx)
+}
+
+func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
+	t := time.NewTicker(h.timing.interval)
+	defer t.Stop()
+	var (
+		flagged         bool
+		okSince, badSin time.Time // the current streak's start; zero outside it
+		lastErr         error
+		transferTried   time.Time
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := n.pingPG(ctx, h.timing.interval)
+		if ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		if err == nil {
+			badSin = time.Time{}
+			if okSince.IsZero() {
+				okSince = now
+				h.okSince.Store(now.UnixNano())
+			}
+		} else {
+			okSince, lastErr = time.Time{}, err
+			h.okSince.Store(0)
+			if badSin.IsZero() {
+				badSin = now
+			}
+		}
+		want := flagged
+		switch {
+		case !flagged && !badSin.IsZero() && now.Sub(badSin) >= h.timing.after:
+			want = true
+		case flagged && !okSince.IsZero() && now.Sub(okSince) >= h.timing.after:
+			want = false
+		}
+		if want != flagged {
+			if uerr := n.members.UpdateMeta(func(m *cluster.Meta) { m.TaskStoreUnreachable = want }); uerr != nil {
+				n.log.Warn("could not advertise the task store's reachability; trying again", "unreachable", want, "err", uerr)
+				continue
+			}
+			flagged = want
+			if flagged {
+				h.gauge.Set(1)
+				n.log.Warn("the task store is unreachable from this node; asking the cluster to place its shards elsewhere",
+					"for", now.Sub(badSin).Round(time.Millisecond), "err", pgstore.PublicReason(lastErr))
+			} else {
+				h.gauge.Set(0)
+				n.log.Info("the task store is reachable again from this node; it may own shards again")
+			}
+		}
+		// A leader that cannot reach the database hands its leadership to
+		// one that can, once its flag has stood for another streak: in an
+		// outage for everyone each node's flag comes up within a ping or
+		// two of the others', and by then every flag has been gossiped.
+		if flagged && now.Sub(badSin) >= 2*h.timing.after && now.Sub(transferTried) >= 2*h.timing.after {
+			if n.handLeadershipToReacher(ctx, h) {
+				transferTried = now
+			}
+		}
+	}
+}
+
+// handLeadershipToReacher transfers this node's Raft leadership, if it has
+// led for pgUnreachableAfter*2, to a voter whose metadata says it reaches
+// the task store; it reports whether it tried.
+func (n *Node) handLeadershipToReacher(ctx context.Context, h *pgHealth) bool {
+	h.leadingMu.Lock()
+	since := h.leadingSince
+	h.leadingMu.Unlock()
+	if since.IsZero() || time.Since(since) < 2*h.timing.after {
+		return false
+	}
+	var to []string
+	for _, m := range n.members.Members() {
+		if m.ID != n.cfg.NodeID && m.State == cluster.StateAlive && m.Meta.RaftAddr != "" && !m.Meta.TaskStoreUnreachable {
+			to = append(to, m.ID)
+		}
+	}
+	if len(to) == 0 {
+		return false
+	}
+	slices.Sort(to)
+	for _, id := range to {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := n.store.TransferLeader(tctx, id)
+		cancel()
+		if err == nil {
+			n.log.Warn("handed raft leadership to a node that reaches the task store, so that it moves this node's shards", "to", id)
+			return true
+		}
+		n.log.Info("could not hand raft leadership over", "to", id, "err", err)
+	}
+	return true
+}
+
+// unfitOwners is ownership's Config.Unfit on the postgres store: the
+// members that advertise their task store unreachable, judged only while
+// this node (the leader) reaches the database itself, now, and has for
+// longer than a member needs to clear its flag (the streak plus two pings
+// and gossip's moment): when the database returns after an outage for
+// everyone, the leader's pings succeed a moment before the others' flags
+// clear, and judging then moved every shard to the leader and back.
+func (n *Node) unfitOwners(ctx context.Context) map[string]string {
+	h := n.pgHealth
+	ok := h.okSince.Load()
+	if ok == 0 || time.Since(time.Unix(0, ok)) < h.timing.after+3*h.timing.interval {
+		return nil
+	}
+	var out map[string]string
+	for _, m := range n.members.Members() {
+		if m.Meta.TaskStoreUnreachable {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[m.ID] = "its task store (PostgreSQL) is unreachable"
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	if err := n.pingPG(ctx, time.Second); err != nil {
+		return nil // down for this node too: maybe for every node
+	}
+	return out
+}
