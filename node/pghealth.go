@@ -52,9 +52,9 @@ type pgHealth struct {
 	// 0 outside one): the leader judges others only after a streak of its
 	// own longer than theirs needs to clear their flags (unfitOwners).
 	okSince atomic.Int64
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
 
 	leadingMu    sync.Mutex
 	leadingSince time.Time // zero while not leading
@@ -112,10 +112,10 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 	t := time.NewTicker(h.timing.interval)
 	defer t.Stop()
 	var (
-		flagged         bool
-		okSince, badSin time.Time // the current streak's start; zero outside it
-		lastErr         error
-		transferTried   time.Time
+		flagged           bool
+		okSince, badSince time.Time // the current streak's start; zero outside it
+		lastErr           error
+		transferTried     time.Time
 	)
 	for {
 		select {
@@ -129,7 +129,7 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 		}
 		now := time.Now()
 		if err == nil {
-			badSin = time.Time{}
+			badSince = time.Time{}
 			if okSince.IsZero() {
 				okSince = now
 				h.okSince.Store(now.UnixNano())
@@ -137,13 +137,13 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 		} else {
 			okSince, lastErr = time.Time{}, err
 			h.okSince.Store(0)
-			if badSin.IsZero() {
-				badSin = now
+			if badSince.IsZero() {
+				badSince = now
 			}
 		}
 		want := flagged
 		switch {
-		case !flagged && !badSin.IsZero() && now.Sub(badSin) >= h.timing.after:
+		case !flagged && !badSince.IsZero() && now.Sub(badSince) >= h.timing.after:
 			want = true
 		case flagged && !okSince.IsZero() && now.Sub(okSince) >= h.timing.after:
 			want = false
@@ -154,10 +154,11 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 				continue
 			}
 			flagged = want
+			n.pg.unreachable.Store(flagged)
 			if flagged {
 				h.gauge.Set(1)
 				n.log.Warn("the task store is unreachable from this node; asking the cluster to place its shards elsewhere",
-					"for", now.Sub(badSin).Round(time.Millisecond), "err", pgstore.PublicReason(lastErr))
+					"for", now.Sub(badSince).Round(time.Millisecond), "err", pgstore.PublicReason(lastErr))
 			} else {
 				h.gauge.Set(0)
 				n.log.Info("the task store is reachable again from this node; it may own shards again")
@@ -167,7 +168,7 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 		// one that can, once its flag has stood for another streak: in an
 		// outage for everyone each node's flag comes up within a ping or
 		// two of the others', and by then every flag has been gossiped.
-		if flagged && now.Sub(badSin) >= 2*h.timing.after && now.Sub(transferTried) >= 2*h.timing.after {
+		if flagged && now.Sub(badSince) >= 2*h.timing.after && now.Sub(transferTried) >= 2*h.timing.after {
 			if n.handLeadershipToReacher(ctx, h) {
 				transferTried = now
 			}

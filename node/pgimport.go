@@ -11,7 +11,7 @@ import (
 // another cluster keep their ids, attempts, next attempt and deadline; an
 // error is a 503 and means none is known committed.
 func (a pgTaskAPI) ImportTasks(ctx context.Context, ts []api.ImportedTask) ([]state.SubmitOutcome, error) {
-	if !a.pg.store.Ready() {
+	if !a.pg.usable() {
 		return nil, a.unavailable("import refused", nil)
 	}
 	out, err := a.pg.store.Import(ctx, ts) // both are tasks.Imported

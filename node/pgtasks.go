@@ -49,6 +49,10 @@ func (n *Node) raftCommitTimeout() time.Duration {
 type pgTasks struct {
 	store   *pgstore.Store
 	lastErr atomic.Pointer[string] // why the last Init failed (pgstore.PublicReason); nil once open
+	// unreachable is set while this node advertises that it cannot reach
+	// the database (pghealth.go): task reads and writes are refused at
+	// once instead of waiting on connections that do not answer.
+	unreachable atomic.Bool
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -101,6 +105,10 @@ func (p *pgTasks) initLoop(ctx context.Context, n *Node) {
 		wait = min(wait*2, initBackoffMax)
 	}
 }
+
+// usable reports whether task reads and writes may go to the database:
+// it is open, and this node has not found it unreachable.
+func (p *pgTasks) usable() bool { return p.store.Ready() && !p.unreachable.Load() }
 
 // open reports whether the store is open, and if not why.
 func (p *pgTasks) open() (bool, string) {
@@ -186,6 +194,8 @@ func (a pgTaskAPI) unavailable(what string, err error) error {
 		msg += ": " + why
 	} else if err != nil {
 		msg = "the task store (postgres) did not answer: " + err.Error()
+	} else if a.pg.unreachable.Load() {
+		msg = "the task store (postgres) is unreachable from this node; another node may reach it"
 	}
 	return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: 1,
 		Message: what + ": " + msg + "; retry"}
@@ -195,7 +205,7 @@ func (a pgTaskAPI) unavailable(what string, err error) error {
 // committed. The index is 0 (nothing to wait for: the row is read back
 // from the database).
 func (a pgTaskAPI) SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) ([]state.SubmitOutcome, uint64, error) {
-	if !a.pg.store.Ready() {
+	if !a.pg.usable() {
 		return nil, 0, a.unavailable("submit refused", nil)
 	}
 	at := c.At
@@ -211,7 +221,7 @@ func (a pgTaskAPI) SubmitTasks(ctx context.Context, c state.SubmitTasksCommand) 
 
 // RedriveTasks implements api.TaskService.
 func (a pgTaskAPI) RedriveTasks(ctx context.Context, c state.RedriveTasksCommand) (state.RedriveOutcome, error) {
-	if !a.pg.store.Ready() {
+	if !a.pg.usable() {
 		return state.RedriveOutcome{}, a.unavailable("redrive refused", nil)
 	}
 	at := c.At
@@ -231,7 +241,7 @@ func (pgTaskAPI) WaitForApplied(context.Context, uint64) error { return nil }
 
 // TaskCtx implements api.TaskReaderCtx.
 func (a pgTaskAPI) TaskCtx(ctx context.Context, id string) (state.Task, bool, error) {
-	if !a.pg.store.Ready() {
+	if !a.pg.usable() {
 		return state.Task{}, false, a.unavailable("read refused", nil)
 	}
 	t, ok, err := a.pg.store.Task(ctx, id)
@@ -251,7 +261,7 @@ func (a pgTaskAPI) Task(id string) (state.Task, bool) {
 
 // ListTasksPageCtx implements api.TaskListerCtx.
 func (a pgTaskAPI) ListTasksPageCtx(ctx context.Context, q state.TaskQuery) ([]state.Task, string, error) {
-	if !a.pg.store.Ready() {
+	if !a.pg.usable() {
 		return nil, "", a.unavailable("listing refused", nil)
 	}
 	out, next, err := a.pg.store.ListTasksPage(ctx, q)
@@ -273,6 +283,9 @@ func (a pgTaskAPI) ListTasksPage(q state.TaskQuery) ([]state.Task, string) {
 // DestinationBacklog implements api.TaskService: the guard's early
 // check (-1 when the database does not answer: the submit then decides).
 func (a pgTaskAPI) DestinationBacklog(namespace, destination string) int {
+	if !a.pg.usable() {
+		return -1
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
 	defer cancel()
 	return a.pg.store.DestinationBacklog(ctx, namespace, destination)
@@ -287,6 +300,9 @@ func (a pgTaskAPI) RememberedSubmit(id string) ([]state.SubmitOutcome, bool) { r
 
 // PendingTasks implements api.TaskService (-1: no answer).
 func (a pgTaskAPI) PendingTasks() int {
+	if !a.pg.usable() {
+		return -1
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), pgReadTimeout)
 	defer cancel()
 	return a.pg.store.PendingTasks(ctx)
@@ -300,7 +316,7 @@ const pgCountsTimeout = 5 * time.Second
 // A database that does not answer gives no rows, marked partial: the page
 // shows what it has and asks again at its next refresh.
 func (a pgTaskAPI) DestinationCounts(maxScan int) ([]state.DestinationCount, bool) {
-	if !a.pg.store.Ready() {
+	if !a.pg.usable() {
 		return nil, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pgCountsTimeout)

@@ -28,6 +28,11 @@ type FencedOwnership struct {
 	// RetryAfter is the delay before a failed acquire is tried again
 	// (default 1s).
 	RetryAfter time.Duration
+	// Reachable, if set, is false while this node cannot reach the
+	// database (node/pghealth.go): Fresh is false then, so no call starts
+	// whose result could not be written — the shard's next owner would
+	// only make it again. Set it before the queue starts.
+	Reachable func() bool
 
 	mu       sync.Mutex
 	acquired map[int]uint64
@@ -102,9 +107,13 @@ func (f *FencedOwnership) OwnsAt(shard int, epoch uint64) bool {
 	return true
 }
 
-// Fresh implements queue.FreshOwnership: the inner ownership's answer, or
-// true when it cannot tell.
+// Fresh implements queue.FreshOwnership: false while Reachable says the
+// database is not, else the inner ownership's answer, or true when it
+// cannot tell.
 func (f *FencedOwnership) Fresh() bool {
+	if f.Reachable != nil && !f.Reachable() {
+		return false
+	}
 	if fo, ok := f.inner.(queue.FreshOwnership); ok {
 		return fo.Fresh()
 	}

@@ -161,3 +161,31 @@ func TestReopenKeepsSchemaAndTasks(t *testing.T) {
 		t.Fatalf("task after reopen: %v %v", ok, err)
 	}
 }
+
+// freshOwnership is an inner ownership that is fresh or not as told.
+type freshOwnership struct{ fresh bool }
+
+func (o freshOwnership) Watch() (map[int]uint64, <-chan struct{}) { return nil, nil }
+func (o freshOwnership) Fresh() bool                              { return o.fresh }
+
+// Fresh is false while Reachable says the database is not, whatever the
+// shard map says: a call whose result cannot be written is not started.
+func TestFencedOwnershipNotFreshWhileUnreachable(t *testing.T) {
+	reachable := true
+	f := NewFencedOwnership(freshOwnership{fresh: true}, nil, "n1", nil)
+	if !f.Fresh() {
+		t.Fatal("not fresh with no Reachable set")
+	}
+	f.Reachable = func() bool { return reachable }
+	if !f.Fresh() {
+		t.Fatal("not fresh while reachable")
+	}
+	reachable = false
+	if f.Fresh() {
+		t.Fatal("fresh while the database is unreachable")
+	}
+	reachable = true
+	if g := NewFencedOwnership(freshOwnership{fresh: false}, nil, "n1", nil); g.Fresh() {
+		t.Fatal("fresh though the shard map is not")
+	}
+}

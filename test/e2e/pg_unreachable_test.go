@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +110,15 @@ func testPostgresUnreachableFromOneNode(t *testing.T, cutLeader bool) {
 		movedAt = time.Now()
 		return nil
 	})
+	// Knowing it, the node refuses a submit at once (503, retry
+	// elsewhere); it used to hold it until the client gave up (5 s here).
+	t0 := time.Now()
+	_, serr := victim.Client().SubmitTask(t.Context(), nexusTask("ns-0", "wf-probe", "ep-far", 0))
+	var ae *api.Error
+	if !errors.As(serr, &ae) || ae.Status != http.StatusServiceUnavailable || !strings.Contains(ae.Message, "unreachable from this node") {
+		t.Fatalf("a submit to %s, which knows it cannot reach the database: %v after %v, want a 503 saying so", victim.Name(), serr, time.Since(t0))
+	}
+	t.Logf("a submit to %s while cut: 503 after %v", victim.Name(), time.Since(t0).Round(time.Millisecond))
 	atCut := len(l.Accepted())
 	testwait.ForErr(t, convergeTimout, "300 tasks accepted after the cut", func() error {
 		if k := len(l.Accepted()) - atCut; k < 300 {
