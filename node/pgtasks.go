@@ -53,8 +53,8 @@ type pgTasks struct {
 	// the database (pghealth.go): task reads and writes are refused at
 	// once instead of waiting on connections that do not answer.
 	unreachable atomic.Bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 }
 
 // Init backoff: first retry after initBackoffMin, doubling to initBackoffMax.
