@@ -28,6 +28,10 @@ type Member struct {
 	// Suspect is true while the node suspects its own egress (many of its
 	// breakers opened at once) and stops sending open hints.
 	Suspect bool `json:"suspect,omitempty"`
+	// TaskStoreUnreachable is true while the node (on the postgres task
+	// store) cannot reach the database: the raft leader places no shard
+	// on it.
+	TaskStoreUnreachable bool `json:"task_store_unreachable,omitempty"`
 }
 
 // RaftServer is one server of the Raft configuration.

@@ -44,7 +44,8 @@ func (a apiMembers) Members() []api.Member {
 	out := make([]api.Member, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, api.Member{ID: m.ID, GossipAddr: m.GossipAddr, HTTPAddr: m.Meta.HTTPAddr,
-			RaftAddr: m.Meta.RaftAddr, Version: m.Meta.Version, LogVersion: m.Meta.LogVersion, State: m.State.String(), Suspect: m.Meta.Suspect})
+			RaftAddr: m.Meta.RaftAddr, Version: m.Meta.Version, LogVersion: m.Meta.LogVersion, State: m.State.String(), Suspect: m.Meta.Suspect,
+			TaskStoreUnreachable: m.Meta.TaskStoreUnreachable})
 	}
 	return out
 }

@@ -21,10 +21,14 @@ func membersCmd(o *adminOpts) *cobra.Command {
 			return o.call(cmd, func(ctx context.Context, c *api.Client) (any, func(*tabwriter.Writer), error) {
 				ms, err := c.Members(ctx)
 				return ms, func(tw *tabwriter.Writer) {
-					fmt.Fprintln(tw, "ID\tSTATE\tRAFT\tLEADER\tHTTP\tGOSSIP\tRAFT ADDR\tSUSPECT")
+					fmt.Fprintln(tw, "ID\tSTATE\tRAFT\tLEADER\tHTTP\tGOSSIP\tRAFT ADDR\tSUSPECT\tTASK STORE")
 					for _, m := range ms {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.State, m.RaftRole, yesNo(m.Leader),
-							orDash(m.HTTPAddr), orDash(m.GossipAddr), orDash(m.RaftAddr), yesNo(m.Suspect))
+						store := "-"
+						if m.TaskStoreUnreachable {
+							store = "unreachable"
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.State, m.RaftRole, yesNo(m.Leader),
+							orDash(m.HTTPAddr), orDash(m.GossipAddr), orDash(m.RaftAddr), yesNo(m.Suspect), store)
 					}
 				}, err
 			})

@@ -92,6 +92,20 @@ func testPostgresUnreachableFromOneNode(t *testing.T, cutLeader bool) {
 		}
 		return nil
 	})
+	var flaggedAt time.Time
+	testwait.ForErr(t, convergeTimout, victim.Name()+" flagging its task store unreachable", func() error {
+		ms, err := victim.Client().Members(t.Context())
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if m.ID == victim.Name() && m.TaskStoreUnreachable {
+				flaggedAt = time.Now()
+				return nil
+			}
+		}
+		return fmt.Errorf("not yet: %+v", ms)
+	})
 	var movedAt time.Time
 	testwait.ForErr(t, convergeTimout, "the shards of "+victim.Name()+" owned by the others", func() error {
 		ld, err := c.Leader()
@@ -110,6 +124,15 @@ func testPostgresUnreachableFromOneNode(t *testing.T, cutLeader bool) {
 		movedAt = time.Now()
 		return nil
 	})
+	ms, err := c.Procs[(vi+1)%3].Client().Members(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if want := m.ID == victim.Name(); m.TaskStoreUnreachable != want {
+			t.Errorf("members: %s task_store_unreachable %v, want %v", m.ID, m.TaskStoreUnreachable, want)
+		}
+	}
 	// Knowing it, the node refuses a submit at once (503, retry
 	// elsewhere); it used to hold it until the client gave up (5 s here).
 	t0 := time.Now()
@@ -143,10 +166,21 @@ func testPostgresUnreachableFromOneNode(t *testing.T, cutLeader bool) {
 		doneAt = time.Now()
 		return nil
 	})
+	var lastCall time.Time // the cut node's last call
+	for _, call := range dest.Calls() {
+		if call.From == lab.DestSource(vi) && call.Arrived.After(lastCall) {
+			lastCall = call.Arrived
+		}
+	}
+	if lastCall.After(flaggedAt) {
+		t.Errorf("%s called the destination at %s, after it said it could not reach the database (%s): a call whose result it cannot write",
+			victim.Name(), since(lastCall), since(flaggedAt))
+	}
 	ld, err := c.Leader()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%s flagged at or before %s; its last call at %s", victim.Name(), since(flaggedAt), since(lastCall))
 	t.Logf("%s (leader: %v) cut from the database at 0; its %d shards moved by %s; every accepted task delivered at %s; leader now %s; calls per node since the cut %v",
 		victim.Name(), victim == leader, len(owned), since(movedAt), since(doneAt), ld.Name(), callsPerNode(dest.Calls(), nodeOf, cutAt))
 
