@@ -19,18 +19,22 @@ import (
 // gossip still reached it, so nothing moved them, and their tasks waited
 // for the database to come back to that one node
 // (TestPostgresUnreachableFromOneNode: 111 of 456 tasks after 45 s). So
-// each node watches its own path to the database and says so in its
-// gossip metadata (Meta.TaskStoreUnreachable) once it has failed for
-// pgUnreachableAfter, and clears it once the path has worked as long. The
-// raft leader places no shard on such a member (ownership Config.Unfit),
-// but only while a ping of its own reaches the database at that moment:
+// each node pings the database (pgHealthTiming.interval) and, once its
+// pings have failed for a streak (after: 3 s, 1 s at fast timing), says so
+// in its gossip metadata (Meta.TaskStoreUnreachable); it clears the flag
+// once they have worked as long. While flagged it starts no call and
+// refuses task reads and writes at once (pgTasks.usable). The raft leader
+// places no shard on a flagged member (ownership Config.Unfit), but only
+// while it reaches the database itself — a ping of its own at that moment,
+// after a streak of good ones longer than a member's flag needs to clear:
 // with the database down for every node (a restart, a failover) moving
-// shards helps no one and would delay the return. A leader that cannot
-// reach the database itself hands its leadership to a voter that can, so
-// the next leader judges; it waits pgUnreachableAfter*2 into its term
-// first, so that in an outage of the database for everyone, where each
-// node's flag comes up a moment apart, leadership does not run along the
-// voters.
+// shards helps no one and would delay the return, and right after such an
+// outage the leader's pings succeed a moment before the others' flags
+// clear. A flagged leader hands its leadership to a voter that is not
+// flagged, so the next leader judges; it waits until its flag has stood
+// for another streak and it has led for two, so that in an outage for
+// everyone, where the flags come up a ping or two apart, leadership does
+// not run along the voters.
 
 // pgHealth timing: the ping period and the streak that changes the flag.
 type pgHealthTiming struct {
@@ -177,7 +181,7 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 }
 
 // handLeadershipToReacher transfers this node's Raft leadership, if it has
-// led for pgUnreachableAfter*2, to a voter whose metadata says it reaches
+// led for two streaks (2×after), to a voter whose metadata says it reaches
 // the task store; it reports whether it tried.
 func (n *Node) handLeadershipToReacher(ctx context.Context, h *pgHealth) bool {
 	h.leadingMu.Lock()
