@@ -144,24 +144,7 @@ func testPartitionedOwner(t *testing.T, pc partitionCase) {
 	for _, i := range idx {
 		c.Procs[i].SetIsolated(true)
 	}
-	var movedAt time.Time
-	testwait.ForErr(t, convergeTimout, fmt.Sprintf("the %d shards of %s owned by the others at higher epochs", len(all), who), func() error {
-		ld, err := c.Leader()
-		if err != nil {
-			return err
-		}
-		now, _, err := shardMap(ld)
-		if err != nil {
-			return err
-		}
-		for s, e := range all {
-			if a := now[s]; victims[a.Owner] || a.Owner == "" || a.Epoch <= e {
-				return fmt.Errorf("shard %d: %s at epoch %d", s, a.Owner, a.Epoch)
-			}
-		}
-		movedAt = time.Now()
-		return nil
-	})
+	movedAt := waitShardsMoved(t, c, victims, all, who)
 	atMove := len(l.Accepted())
 	testwait.ForErr(t, convergeTimout, "100 tasks accepted by the majority after the move", func() error {
 		if k := len(l.Accepted()) - atMove; k < 100 {
@@ -290,6 +273,32 @@ func testPartitionedOwner(t *testing.T, pc partitionCase) {
 	}
 	c.CheckInvariants(t, convergeTimout)
 	c.StopAll(t)
+}
+
+// waitShardsMoved waits until every shard of shards (shard → its epoch
+// then) is owned by a node not in from, at a higher epoch, as the leader
+// sees it, and returns when it saw that.
+func waitShardsMoved(t *testing.T, c *Cluster, from map[string]bool, shards map[int]uint64, who string) time.Time {
+	t.Helper()
+	var movedAt time.Time
+	testwait.ForErr(t, convergeTimout, fmt.Sprintf("the %d shards of %s owned by the others at higher epochs", len(shards), who), func() error {
+		ld, err := c.Leader()
+		if err != nil {
+			return err
+		}
+		now, _, err := shardMap(ld)
+		if err != nil {
+			return err
+		}
+		for s, e := range shards {
+			if a := now[s]; from[a.Owner] || a.Owner == "" || a.Epoch <= e {
+				return fmt.Errorf("shard %d: %s at epoch %d", s, a.Owner, a.Epoch)
+			}
+		}
+		movedAt = time.Now()
+		return nil
+	})
+	return movedAt
 }
 
 // callsPerNode counts the calls that arrived after since per calling node
