@@ -67,6 +67,8 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add([]byte(`{"id":"n1","http":"127.0.0.1:8470","raft":"127.0.0.1:8471","ver":"1","logv":5}`))
 	f.Add([]byte(`{"id":"n1","http":"http://x:1"}`))
 	f.Add([]byte(`{"id":"n1","raft":"[::1]:8471","suspect":true}`))
+	f.Add([]byte(`{"id":"n1","raft":"[::1]:8471","tsu":true}`))
+	f.Add([]byte(`{"id":"n1","tsu":"yes"}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeMeta(b)
@@ -88,4 +90,22 @@ func FuzzDecodeMeta(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The task store flag survives the wire; an older peer's metadata (no
+// field) reads as reachable, and a flag of the wrong type is refused whole.
+func TestMetaTaskStoreUnreachable(t *testing.T) {
+	b, err := Meta{ID: "n1", TaskStoreUnreachable: true}.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := decodeMeta(b); err != nil || !m.TaskStoreUnreachable {
+		t.Fatalf("round trip: %+v, %v", m, err)
+	}
+	if m, err := decodeMeta([]byte(`{"id":"n1","logv":5}`)); err != nil || m.TaskStoreUnreachable {
+		t.Fatalf("older metadata: %+v, %v", m, err)
+	}
+	if m, err := decodeMeta([]byte(`{"id":"n1","tsu":"yes"}`)); err == nil || m != (Meta{}) {
+		t.Fatalf("a string flag: %+v, %v", m, err)
+	}
 }
