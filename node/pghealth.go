@@ -19,8 +19,9 @@ import (
 // gossip still reached it, so nothing moved them, and their tasks waited
 // for the database to come back to that one node
 // (TestPostgresUnreachableFromOneNode: 111 of 456 tasks after 45 s). So
-// each node pings the database (pgHealthTiming.interval) and, once its
-// pings have failed for a streak (after: 3 s, 1 s at fast timing), says so
+// each node pings the database (pgHealthTiming.interval; a statement the
+// database answered since the last look counts as a good ping) and, once
+// its pings have failed for a streak (after: 3 s, 1 s at fast timing), says so
 // in its gossip metadata (Meta.TaskStoreUnreachable); it clears the flag
 // once they have worked as long. While flagged it starts no call and
 // refuses task reads and writes at once (pgTasks.usable). The raft leader
@@ -100,8 +101,12 @@ func (n *Node) stopPGHealth() {
 	}
 }
 
-// pingPG is one look at this node's path to the database, bounded by d.
+// pingPG is one look at this node's path to the database, bounded by d:
+// nil at once if the database answered a statement within d, else a ping.
 func (n *Node) pingPG(ctx context.Context, d time.Duration) error {
+	if time.Since(n.pg.store.LastAnswer()) <= d {
+		return nil
+	}
 	if !n.pg.store.Ready() {
 		if ok, why := n.pg.open(); !ok {
 			return errors.New("not open: " + why)
@@ -127,6 +132,9 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 			return
 		case <-t.C:
 		}
+		// A statement the database answered since the last look is as good
+		// as a ping, and costs nothing more; under load a ping only waited
+		// for one of the pool's connections (pgstore/answered.go).
 		err := n.pingPG(ctx, h.timing.interval)
 		if ctx.Err() != nil {
 			return

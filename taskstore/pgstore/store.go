@@ -91,7 +91,10 @@ type Store struct {
 	// connections (pgxpool's AfterConnect and BeforeClose): the listener
 	// drops the notifications they sent, whose lows were recorded at the
 	// write (wake.go, ownNotice).
-	ownPIDs    *sync.Map    // uint32 → struct{}
+	ownPIDs *sync.Map // uint32 → struct{}
+	// answered is when the database last answered a statement (UnixNano;
+	// answered.go).
+	answered   *atomic.Int64
 	ownNotices atomic.Int64 // notifications of its own dropped (tests)
 	// The shards written since the notifier's last notification, each
 	// with the earliest due time written there (zero: unknown).
@@ -154,11 +157,13 @@ func New(cfg Config) (*Store, error) {
 		return nil
 	}
 	pc.BeforeClose = func(c *pgx.Conn) { own.Delete(c.PgConn().PID()) }
+	answered := &atomic.Int64{}
+	pc.ConnConfig.Tracer = answerTracer{at: answered} // answered.go
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s := &Store{cfg: cfg, pool: pool, ownPIDs: own, log: cfg.Logger, subs: make(map[chan struct{}]int), dueSkipHeavy: make(map[int]bool), lows: newDueLows(),
+	s := &Store{cfg: cfg, pool: pool, ownPIDs: own, answered: answered, log: cfg.Logger, subs: make(map[chan struct{}]int), dueSkipHeavy: make(map[int]bool), lows: newDueLows(),
 		stop: make(chan struct{}), done: make(chan struct{}), listenDone: make(chan struct{}),
 		outKick: make(chan struct{}, 1), notifierDone: make(chan struct{}), readWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second},
 		wakeWarn: rate.Sometimes{First: 1, Interval: 5 * time.Second}}
