@@ -49,12 +49,15 @@ func (n *Node) raftCommitTimeout() time.Duration {
 type pgTasks struct {
 	store   *pgstore.Store
 	lastErr atomic.Pointer[string] // why the last Init failed (pgstore.PublicReason); nil once open
-	// unreachable is set while this node advertises that it cannot reach
-	// the database (pghealth.go): task reads and writes are refused at
-	// once instead of waiting on connections that do not answer.
-	unreachable atomic.Bool
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
+	// failedLook is when the last look at the path failed while this node
+	// advertises that it cannot reach the database and another member
+	// reaches it (UnixNano; 0 otherwise; pghealth.go). Until the database
+	// answers a statement after it (failing), task reads and writes are
+	// refused at once instead of waiting on connections that do not
+	// answer, and no call starts.
+	failedLook atomic.Int64
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // Init backoff: first retry after initBackoffMin, doubling to initBackoffMax.
@@ -108,7 +111,15 @@ func (p *pgTasks) initLoop(ctx context.Context, n *Node) {
 
 // usable reports whether task reads and writes may go to the database:
 // it is open, and this node has not found it unreachable.
-func (p *pgTasks) usable() bool { return p.store.Ready() && !p.unreachable.Load() }
+func (p *pgTasks) usable() bool { return p.store.Ready() && !p.failing() }
+
+// failing: this node advertises the database unreachable, its last look
+// failed, and no statement was answered since (one that is, from a reader
+// retrying, lifts it at once, not at the next look).
+func (p *pgTasks) failing() bool {
+	at := p.failedLook.Load()
+	return at != 0 && p.store.LastAnswer().UnixNano() <= at
+}
 
 // open reports whether the store is open, and if not why.
 func (p *pgTasks) open() (bool, string) {
@@ -194,7 +205,7 @@ func (a pgTaskAPI) unavailable(what string, err error) error {
 		msg += ": " + why
 	} else if err != nil {
 		msg = "the task store (postgres) did not answer: " + err.Error()
-	} else if a.pg.unreachable.Load() {
+	} else if a.pg.failing() {
 		msg = "the task store (postgres) is unreachable from this node; another node may reach it"
 	}
 	return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: 1,

@@ -165,7 +165,7 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *transport.Policy) 
 		// only once its epoch is acquired there (pgstore/DESIGN.md).
 		store = n.pg.store.ForQueue() // its depth gauge's count reused 1 s
 		fenced := pgstore.NewFencedOwnership(owned, n.pg.store, n.cfg.NodeID, n.log.With("component", "pgstore"))
-		fenced.Reachable = func() bool { return !n.pg.unreachable.Load() } // pghealth.go
+		fenced.Reachable = func() bool { return !n.pg.failing() } // pghealth.go
 		owned = fenced
 	}
 	q, err := queue.New(queue.Config{NodeID: n.cfg.NodeID}, queue.Deps{
