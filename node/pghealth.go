@@ -19,26 +19,26 @@ import (
 // gossip still reached it, so nothing moved them, and their tasks waited
 // for the database to come back to that one node
 // (TestPostgresUnreachableFromOneNode: 111 of 456 tasks after 45 s). So
-// each node pings the database (pgHealthTiming.interval; a statement the
-// database answered since the last look counts as a good ping) and, once
-// its pings have failed for a streak (after: 3 s, 1 s at fast timing), says so
+// each node looks at its path to the database (pgHealthTiming.interval: a
+// statement the database answered since the last look, else a ping) and,
+// once its looks have failed for a streak (after: 3 s, 1 s at fast timing), says so
 // in its gossip metadata (Meta.TaskStoreUnreachable); it clears the flag
 // once they have worked as long. While flagged, with its last look failed
 // and another member reaching the database, it starts no call and refuses
 // task reads and writes at once (pgTasks.failing). The raft leader
 // places no shard on a flagged member (ownership Config.Unfit), but only
-// while it reaches the database itself — a ping of its own at that moment,
+// while it reaches the database itself — a look of its own at that moment,
 // after a streak of good ones longer than a member's flag needs to clear:
 // with the database down for every node (a restart, a failover) moving
 // shards helps no one and would delay the return, and right after such an
-// outage the leader's pings succeed a moment before the others' flags
+// outage the leader's looks succeed a moment before the others' flags
 // clear. A flagged leader hands its leadership to a voter that is not
 // flagged, so the next leader judges; it waits until its flag has stood
 // for another streak and it has led for two, so that in an outage for
-// everyone, where the flags come up a ping or two apart, leadership does
+// everyone, where the flags come up a look or two apart, leadership does
 // not run along the voters.
 
-// pgHealth timing: the ping period and the streak that changes the flag.
+// pgHealth timing: the look period and the streak that changes the flag.
 type pgHealthTiming struct {
 	interval, after time.Duration
 }
@@ -54,7 +54,7 @@ func (n *Node) pgHealthTiming() pgHealthTiming {
 type pgHealth struct {
 	timing pgHealthTiming
 	gauge  prometheus.Gauge
-	// okSince is when the current streak of good pings began (UnixNano;
+	// okSince is when the current streak of good looks began (UnixNano;
 	// 0 outside one): the leader judges others only after a streak of its
 	// own longer than theirs needs to clear their flags (unfitOwners).
 	okSince atomic.Int64
@@ -102,16 +102,14 @@ func (n *Node) stopPGHealth() {
 	}
 }
 
-// pingPG is one look at this node's path to the database, bounded by d:
+// lookPG is one look at this node's path to the database, bounded by d:
 // nil at once if the database answered a statement within d, else a ping.
-func (n *Node) pingPG(ctx context.Context, d time.Duration) error {
+func (n *Node) lookPG(ctx context.Context, d time.Duration) error {
 	if time.Since(n.pg.store.LastAnswer()) <= d {
 		return nil
 	}
-	if !n.pg.store.Ready() {
-		if ok, why := n.pg.open(); !ok {
-			return errors.New("not open: " + why)
-		}
+	if ok, why := n.pg.open(); !ok {
+		return errors.New("not open: " + why)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -122,10 +120,10 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 	t := time.NewTicker(h.timing.interval)
 	defer t.Stop()
 	var (
-		flagged           bool
-		okSince, badSince time.Time // the current streak's start; zero outside it
-		lastErr           error
-		transferTried     time.Time
+		flagged       bool
+		badSince      time.Time // the failing streak's start; zero outside it (the good one's is h.okSince)
+		lastErr       error
+		transferTried time.Time
 	)
 	for {
 		select {
@@ -136,29 +134,26 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 		// A statement the database answered since the last look is as good
 		// as a ping, and costs nothing more; under load a ping only waited
 		// for one of the pool's connections (pgstore/answered.go).
-		err := n.pingPG(ctx, h.timing.interval)
+		err := n.lookPG(ctx, h.timing.interval)
 		if ctx.Err() != nil {
 			return
 		}
 		now := time.Now()
 		if err == nil {
 			badSince = time.Time{}
-			if okSince.IsZero() {
-				okSince = now
-				h.okSince.Store(now.UnixNano())
-			}
+			h.okSince.CompareAndSwap(0, now.UnixNano())
 		} else {
-			okSince, lastErr = time.Time{}, err
+			lastErr = err
 			h.okSince.Store(0)
 			if badSince.IsZero() {
 				badSince = now
 			}
 		}
 		want := flagged
-		switch {
+		switch ok := h.okSince.Load(); {
 		case !flagged && !badSince.IsZero() && now.Sub(badSince) >= h.timing.after:
 			want = true
-		case flagged && !okSince.IsZero() && now.Sub(okSince) >= h.timing.after:
+		case flagged && ok != 0 && now.Sub(time.Unix(0, ok)) >= h.timing.after:
 			want = false
 		}
 		if want != flagged {
@@ -178,14 +173,14 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 		// outage for everyone (1.4 s at fast timing in
 		// TestPostgresRestartedMidRun, against 0.1–0.2 s); in such an
 		// outage the results wait and are written on its return.
-		if flagged && err != nil && n.anotherReachesPG() {
+		if flagged && err != nil && len(n.pgReachers(false)) > 0 {
 			n.pg.failedLook.Store(now.UnixNano())
 		} else {
 			n.pg.failedLook.Store(0)
 		}
 		// A leader that cannot reach the database hands its leadership to
 		// one that can, once its flag has stood for another streak: in an
-		// outage for everyone each node's flag comes up within a ping or
+		// outage for everyone each node's flag comes up within a look or
 		// two of the others', and by then every flag has been gossiped.
 		if flagged && now.Sub(badSince) >= 2*h.timing.after && now.Sub(transferTried) >= 2*h.timing.after {
 			if n.handLeadershipToReacher(ctx, h) {
@@ -195,15 +190,18 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 	}
 }
 
-// anotherReachesPG: some other alive member does not advertise the task
-// store unreachable (an older build, which advertises nothing, counts).
-func (n *Node) anotherReachesPG() bool {
+// pgReachers are the other alive members that do not advertise the task
+// store unreachable (an older build, which advertises nothing, counts),
+// sorted; with servers, only those that run Raft.
+func (n *Node) pgReachers(servers bool) []string {
+	var out []string
 	for _, m := range n.members.Members() {
-		if m.ID != n.cfg.NodeID && m.State == cluster.StateAlive && !m.Meta.TaskStoreUnreachable {
-			return true
+		if m.ID != n.cfg.NodeID && m.State == cluster.StateAlive && !m.Meta.TaskStoreUnreachable && (!servers || m.Meta.RaftAddr != "") {
+			out = append(out, m.ID)
 		}
 	}
-	return false
+	slices.Sort(out)
+	return out
 }
 
 // logFlag records a change of this node's flag (gauge and log).
@@ -228,16 +226,10 @@ func (n *Node) handLeadershipToReacher(ctx context.Context, h *pgHealth) bool {
 	if since.IsZero() || time.Since(since) < 2*h.timing.after {
 		return false
 	}
-	var to []string
-	for _, m := range n.members.Members() {
-		if m.ID != n.cfg.NodeID && m.State == cluster.StateAlive && m.Meta.RaftAddr != "" && !m.Meta.TaskStoreUnreachable {
-			to = append(to, m.ID)
-		}
-	}
+	to := n.pgReachers(true)
 	if len(to) == 0 {
 		return false
 	}
-	slices.Sort(to)
 	for _, id := range to {
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := n.store.TransferLeader(tctx, id)
@@ -254,9 +246,9 @@ func (n *Node) handLeadershipToReacher(ctx context.Context, h *pgHealth) bool {
 // unfitOwners is ownership's Config.Unfit on the postgres store: the
 // members that advertise their task store unreachable, judged only while
 // this node (the leader) reaches the database itself, now, and has for
-// longer than a member needs to clear its flag (the streak plus two pings
-// and gossip's moment): when the database returns after an outage for
-// everyone, the leader's pings succeed a moment before the others' flags
+// longer than a member needs to clear its flag (the streak plus three
+// looks, for the looks' phase and gossip's moment): when the database returns after an outage for
+// everyone, the leader's looks succeed a moment before the others' flags
 // clear, and judging then moved every shard to the leader and back.
 func (n *Node) unfitOwners(ctx context.Context) map[string]string {
 	h := n.pgHealth
@@ -276,7 +268,7 @@ func (n *Node) unfitOwners(ctx context.Context) map[string]string {
 	if len(out) == 0 {
 		return nil
 	}
-	if err := n.pingPG(ctx, time.Second); err != nil {
+	if err := n.lookPG(ctx, time.Second); err != nil {
 		return nil // down for this node too: maybe for every node
 	}
 	return out

@@ -184,7 +184,6 @@ func TestFencedOwnershipNotFreshWhileUnreachable(t *testing.T) {
 	if f.Fresh() {
 		t.Fatal("fresh while the database is unreachable")
 	}
-	reachable = true
 	if g := NewFencedOwnership(freshOwnership{fresh: false}, nil, "n1", nil); g.Fresh() {
 		t.Fatal("fresh though the shard map is not")
 	}
