@@ -156,14 +156,6 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 		case flagged && ok != 0 && now.Sub(time.Unix(0, ok)) >= h.timing.after:
 			want = false
 		}
-		if want != flagged {
-			if uerr := n.members.UpdateMeta(func(m *cluster.Meta) { m.TaskStoreUnreachable = want }); uerr != nil {
-				n.log.Warn("could not advertise the task store's reachability; trying again", "unreachable", want, "err", uerr)
-			} else {
-				flagged = want
-				n.logFlag(h, flagged, now.Sub(badSince), lastErr)
-			}
-		}
 		// Refuse and hold back only while the path fails now, and while
 		// another member reaches the database (pgTasks.failing): then this
 		// node's shards are about to move, and a call whose result it
@@ -173,10 +165,26 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 		// outage for everyone (1.4 s at fast timing in
 		// TestPostgresRestartedMidRun, against 0.1–0.2 s); in such an
 		// outage the results wait and are written on its return.
-		if flagged && err != nil && len(n.pgReachers(false)) > 0 {
+		// Set before the flag is advertised, not after: UpdateMeta waits
+		// until gossip has carried it (up to the membership's LeaveTimeout;
+		// a second in one run), by which time the leader may have moved the
+		// shards and told nobody to go elsewhere: a submit to this node
+		// waited out the client's 5 s in one run of
+		// TestPostgresUnreachableFromOneNode. If the flag cannot be
+		// advertised, refusing still costs nothing: a result could not be
+		// written from here either.
+		if want && err != nil && len(n.pgReachers(false)) > 0 {
 			n.pg.failedLook.Store(now.UnixNano())
 		} else {
 			n.pg.failedLook.Store(0)
+		}
+		if want != flagged {
+			if uerr := n.members.UpdateMeta(func(m *cluster.Meta) { m.TaskStoreUnreachable = want }); uerr != nil {
+				n.log.Warn("could not advertise the task store's reachability; trying again", "unreachable", want, "err", uerr)
+			} else {
+				flagged = want
+				n.logFlag(h, flagged, now.Sub(badSince), lastErr)
+			}
 		}
 		// A leader that cannot reach the database hands its leadership to
 		// one that can, once its flag has stood for another streak: in an

@@ -23,6 +23,10 @@ var errRateRace = fmt.Errorf("queue: rate token vanished after breaker admission
 // the destination).
 var errLate = fmt.Errorf("queue: deadline reached while waiting for a rate token: %w", breakerpool.ErrNoVerdict)
 
+// errLost: the shard was lost between the admission check and the call;
+// the task is released unstarted.
+var errLost = fmt.Errorf("queue: shard lost before the call: %w", breakerpool.ErrNoVerdict)
+
 // errClosing: the queue is closing; a task still waiting for a token is
 // released unstarted.
 var errClosing = errors.New("queue: closing")
@@ -243,15 +247,19 @@ func (c *call) Execute(ctx context.Context) error {
 		return errRateRace
 	}
 	q.m.rateWait.Observe(start.Sub(c.waitStart).Seconds())
+	it.calling.Store(true) // before the mark: a flush forgets the marks of calls not calling
+	defer it.calling.Store(false)
+	if !it.sh.markStarted(it) { // redelivery.go
+		// The shard was lost (moved) since the admission check, while
+		// this call waited for the shard's lock: its next owner calls.
+		return errLost
+	}
 	c.called = true
 	it.called = true
 	it.callAt = start.UnixNano()
 	if t.Attempts == 0 {
 		q.m.firstAttempt.WithLabelValues(t.TaskGroup).Observe(time.Since(t.CreatedAt).Seconds())
 	}
-	it.calling.Store(true)
-	defer it.calling.Store(false)
-	it.sh.markStarted(it) // redelivery.go
 	c.g.startCall(start)
 	defer c.g.endCall(start) // deferred: a panicking executor must not leave a slot counted busy
 	c.res, c.xerr = q.exec.Execute(ctx, c.req)
@@ -268,6 +276,8 @@ func (c *call) done(err error) {
 		sh.finish(it, *c.late)
 	case !c.called && errors.Is(err, errRateRace):
 		sh.release(it, q.cfg.RejectRetry)
+	case !c.called && errors.Is(err, errLost):
+		sh.release(it, 0)
 	case !c.called && breakerpool.IsCircuitBreakerOpen(err):
 		q.blocked(it)
 	case !c.called:

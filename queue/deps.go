@@ -39,6 +39,18 @@ type Store interface {
 	Complete(ctx context.Context, shard int, epoch uint64, results []Result) error
 }
 
+// ContextDueStore is an optional Store interface for a store whose reads go
+// over the network (a database): DueContext is Due bounded by ctx. A
+// shard's reader calls it without holding the shard's lock, with the
+// shard's context, so a read the database is slow to answer, or never
+// answers, holds up neither the shard's calls nor the recording of their
+// results, and the shard's loss (a move) cancels it at once. skip is then
+// called with no lock of the store held and may take the reader's own.
+// (Due, held under the shard's lock, is for stores that read memory.)
+type ContextDueStore interface {
+	DueContext(ctx context.Context, shard int, from, now time.Time, limit int, skip func(id string) bool) (tasks []Task, next time.Time, known bool)
+}
+
 // ShardSubscriber is an optional Store interface: a subscription woken
 // (coalesced, never blocking the store) for changes to one shard, and for
 // changes the store cannot place. A shard's reader uses it when the store

@@ -105,17 +105,26 @@ func (q *Queue) watchOwnership() {
 // reconcile stops work on shards no longer owned at the same epoch and
 // starts it on newly owned ones. A shard lost by a refused write stays
 // stopped until its epoch changes.
+//
+// Every shard that moved stops at once, then their goroutines are waited
+// for together: one waited for in turn (a result write or a read the
+// database was slow to end) used to keep the next one working, and
+// calling, until it ended.
 func (q *Queue) reconcile(owned map[int]uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var gone []*shard
 	for id, s := range q.shards {
 		if e, ok := owned[id]; ok && e == s.epoch {
 			continue
 		}
 		s.lose("shard moved")
+		gone = append(gone, s)
+	}
+	for _, s := range gone {
 		s.wait()
-		delete(q.shards, id)
-		q.m.depth.DeleteLabelValues(strconv.Itoa(id))
+		delete(q.shards, s.id)
+		q.m.depth.DeleteLabelValues(strconv.Itoa(s.id))
 	}
 	for id, e := range owned {
 		if _, ok := q.shards[id]; !ok {
@@ -176,7 +185,7 @@ func (q *Queue) Close() error {
 		}
 		q.mu.Unlock()
 		for _, s := range shards {
-			s.readOnce.Do(func() { close(s.stopRead) })
+			s.stopReading() // a database read under way ends at once
 		}
 		for _, s := range shards {
 			<-s.readerDone

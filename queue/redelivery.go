@@ -37,17 +37,19 @@ type startMark struct {
 // start marker if the call is still under way by then and began at least
 // one FlushInterval before (takeMarks). Marks wait beside the results
 // (s.marks), so they never make a flush come early nor fill a batch on
-// their own.
-func (s *shard) markStarted(it *item) {
+// their own. It reports false, marking nothing, once the shard is lost:
+// the call must not start.
+func (s *shard) markStarted(it *item) bool {
 	now := time.Now()
 	s.mu.Lock()
 	if s.lost {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	s.marks = append(s.marks, startMark{it: it, at: now})
 	s.mu.Unlock()
 	signal(s.kick)
+	return true
 }
 
 // takeMarks returns the start markers (at most max) of the marked calls
@@ -119,6 +121,12 @@ func (s *shard) forgetWritten(batch []Result) uint64 {
 		if r := &batch[i]; !r.Started {
 			if it := s.inflight[r.TaskID]; it != nil {
 				s.untrack(it)
+			}
+			if s.readOut { // an unlocked read may hold its row from before this write
+				if s.writtenInRead == nil {
+					s.writtenInRead = make(map[string]struct{})
+				}
+				s.writtenInRead[r.TaskID] = struct{}{}
 			}
 			delete(s.seen, r.TaskID)
 			n++

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,8 @@ type shard struct {
 	cancel context.CancelFunc
 	fctx   context.Context // result writes; cancelled when the shard is lost
 	fstop  context.CancelFunc
+	rctx   context.Context // database reads (ContextDueStore); ends with ctx, or when reading stops
+	rstop  context.CancelFunc
 
 	stopRead    chan struct{}
 	stopFlush   chan struct{}
@@ -73,6 +76,13 @@ type shard struct {
 	// written (redelivery.go: interrupted attempts).
 	seen  map[string]struct{}
 	marks []startMark // calls begun and not yet marked or ended (redelivery.go)
+	// readOut is set while the reader reads a ContextDueStore without
+	// s.mu; writtenInRead holds the tasks whose results were written
+	// meanwhile (forgetWritten): the read may have seen their rows from
+	// before the write, so they are dropped from what it returns.
+	readOut       bool
+	writtenInRead map[string]struct{}
+	skipSet       map[string]struct{} // skipSnapshot's set, reused; reader goroutine only
 
 	// Read cursor (under s.mu; the cursor is moved by the reader only): reads start at the cursor
 	// instead of at the shard's earliest due task, so tasks already in
@@ -137,6 +147,7 @@ func newShard(q *Queue, id int, epoch uint64) *shard {
 	s.lows, _ = q.store.(DueLowStore)
 	s.lowsTracker, _ = q.store.(DueLowTracker)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.rctx, s.rstop = context.WithCancel(s.ctx)
 	s.fctx, s.fstop = context.WithCancel(context.Background())
 	go s.readLoop()
 	go s.flushLoop()
@@ -220,8 +231,17 @@ func (s *shard) lose(reason string) {
 		"calls_in_flight", calling, "unwritten_results", unacked)
 	s.cancel()
 	s.fstop()
-	s.readOnce.Do(func() { close(s.stopRead) })
+	s.stopReading()
 	s.flushOnce.Do(func() { close(s.stopFlush) })
+}
+
+// stopReading ends the reader: at its next turn, or at once from a
+// database read (rctx). Idempotent.
+func (s *shard) stopReading() {
+	s.readOnce.Do(func() {
+		close(s.stopRead)
+		s.rstop()
+	})
 }
 
 func (s *shard) isLost() bool {
@@ -367,12 +387,36 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	s.reads.Add(1)
 	from := s.readFrom(now)
 	s.cursorRead = !from.IsZero()
-	skip := func(id string) bool {
-		_, busy := s.inflight[id]
-		_, parked := s.parked[id]
-		return busy || parked
+	var (
+		tasks []Task
+		next  time.Time
+		known bool
+	)
+	if cs, ok := q.store.(ContextDueStore); ok {
+		// A database read, without s.mu (ContextDueStore): under it, a read
+		// the database did not answer held up for its whole timeout every
+		// call of the shard about to start (markStarted), every result
+		// (finish) and the shard's loss, and with it every other shard's
+		// move (Queue.reconcile) — and a call admitted before the read then
+		// went out after its shard had moved
+		// (TestPostgresUnreachableFromOneNode, the late call).
+		s.readOut = true
+		skip := s.skipSnapshot()
+		s.mu.Unlock()
+		tasks, next, known = cs.DueContext(s.rctx, s.id, from, now, limit, skip)
+		s.mu.Lock()
+		written := s.writtenInRead
+		s.readOut, s.writtenInRead = false, nil
+		if s.lost || s.rctx.Err() != nil {
+			s.mu.Unlock()
+			return false, now
+		}
+		if len(written) > 0 {
+			tasks = slices.DeleteFunc(tasks, func(t Task) bool { _, w := written[t.ID]; return w })
+		}
+	} else {
+		tasks, next, known = q.store.Due(s.id, from, now, limit, s.skip)
 	}
-	tasks, next, known := q.store.Due(s.id, from, now, limit, skip)
 	s.nextDue, s.nextKnown = next, known
 	if !known && (from.IsZero() || from.Before(s.cursor)) {
 		// Stopped at the limit before the cursor: what it did not reach
@@ -400,10 +444,10 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	}
 	// Blocked tasks of keys whose breaker closed, before their time (not
 	// moving the cursor: they are due later than it).
-	released, releaseMore := s.readReleases(limit-len(tasks), skip)
+	released, releaseMore := s.readReleases(limit-len(tasks), s.skip)
 	// Deferred tasks of keys that ran dry, before their turn (recall.go).
 	s.recallBackstop(now)
-	recalled := s.readRecalls(now, limit-len(tasks)-len(released), skip)
+	recalled := s.readRecalls(now, limit-len(tasks)-len(released), s.skip)
 	written := s.written
 	s.mu.Unlock()
 	refused := s.dispatch(retry, append(append(items, released...), recalled...), now)
@@ -416,6 +460,40 @@ func (s *shard) readBatch(bs int) (more bool, now time.Time) {
 	}
 	more = len(tasks)+len(released)+len(recalled) == limit && !refused
 	return more || releaseMore, now
+}
+
+// skip reports whether a read passes over task id: in flight here, or
+// parked. Called with s.mu held.
+func (s *shard) skip(id string) bool {
+	_, busy := s.inflight[id]
+	_, parked := s.parked[id]
+	return busy || parked
+}
+
+// skipSnapshot is skip for a read made without s.mu (ContextDueStore): the
+// tasks in flight or parked now, copied into a set the shard reuses (the
+// reader's alone). A task that leaves them during the read is still passed
+// over: its result may be written under the read (writtenInRead), or it was
+// released, and the next read takes it. (Taking s.mu for each task the
+// read asks about measured the same, but puts the walk, which passes over
+// the whole window, in line for the mutex every call and result of the
+// shard takes.) Called with s.mu held.
+func (s *shard) skipSnapshot() func(string) bool {
+	if s.skipSet == nil {
+		s.skipSet = make(map[string]struct{}, len(s.inflight)+len(s.parked))
+	}
+	set := s.skipSet
+	clear(set)
+	for id := range s.inflight {
+		set[id] = struct{}{}
+	}
+	for id := range s.parked {
+		set[id] = struct{}{}
+	}
+	return func(id string) bool {
+		_, ok := set[id]
+		return ok
+	}
 }
 
 // nextWake is the earliest of the next due task (known from the last read,

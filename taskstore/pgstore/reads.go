@@ -81,10 +81,19 @@ const duePageMax = 4096
 // took, or less than a quarter batch, read 76k–96k whole rows for 20k
 // tasks under load: in-flight sets come and go between reads.)
 func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(id string) bool) ([]queue.Task, time.Time, bool) {
+	return s.DueContext(context.Background(), shard, from, now, limit, skip)
+}
+
+var _ queue.ContextDueStore = (*Store)(nil)
+
+// DueContext implements queue.ContextDueStore: Due, ended early by ctx (the
+// reader's shard lost). A read ended so is not logged as a failure.
+func (s *Store) DueContext(ctx context.Context, shard int, from, now time.Time, limit int, skip func(id string) bool) ([]queue.Task, time.Time, bool) {
 	if limit <= 0 {
 		return nil, time.Time{}, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueryTimeout)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
 	defer cancel()
 	w := dueWalk{shard: shard, now: micro(now), limit: limit, skip: skip, afterAt: micro(from)}
 	if from.IsZero() {
@@ -102,7 +111,9 @@ func (s *Store) Due(shard int, from, now time.Time, limit int, skip func(id stri
 		rest, err = s.dueRows(ctx, shard, w.ids, w.now)
 	}
 	if err != nil {
-		s.readFailed("due", shard, err)
+		if parent.Err() == nil {
+			s.readFailed("due", shard, err)
+		}
 		return nil, time.Time{}, false
 	}
 	s.noteSkips(shard, w.skipped > 0)

@@ -1,0 +1,199 @@
+package queue_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"fusebox/breakerpool"
+	"fusebox/internal/testwait"
+	"fusebox/queue"
+	"fusebox/queue/queuetest"
+)
+
+// slowReadStore is the test store with reads that hang once armed, as a
+// database's do when it stops answering: Due until released,
+// DueContext (queue.ContextDueStore, as the postgres store has it) until
+// released or its context ends. (The test store calls skip under its own
+// lock; no shard's lock is ever held while that one is taken.)
+type slowReadStore struct {
+	*queuetest.Store
+	armed   atomic.Bool
+	hanging chan struct{} // a read hangs (1-slot)
+	release chan struct{}
+}
+
+func newSlowReadStore(s *queuetest.Store) *slowReadStore {
+	return &slowReadStore{Store: s, hanging: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (s *slowReadStore) hang(ctx context.Context) {
+	if !s.armed.Load() {
+		return
+	}
+	select {
+	case s.hanging <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+	}
+}
+
+func (s *slowReadStore) Due(shard int, from, now time.Time, limit int, skip func(string) bool) ([]queue.Task, time.Time, bool) {
+	s.hang(context.Background())
+	return s.Store.Due(shard, from, now, limit, skip)
+}
+
+func (s *slowReadStore) DueContext(ctx context.Context, shard int, from, now time.Time, limit int, skip func(string) bool) ([]queue.Task, time.Time, bool) {
+	s.hang(ctx)
+	if ctx.Err() != nil {
+		return nil, time.Time{}, false
+	}
+	return s.Store.Due(shard, from, now, limit, skip)
+}
+
+// A read the database does not answer holds up neither a call's result nor
+// the shard's move. Before, the reader held the shard's lock through the
+// read: the result of a call that ended meanwhile waited for the read's
+// timeout (5 s with PostgreSQL), and so did the shard's loss, and the
+// queue's lock with it (every other shard's move and hand-over). In
+// TestPostgresUnreachableFromOneNode a call admitted before such a read
+// went out 5 s after the cut, after its shard had moved.
+func TestSlowReadHoldsUpNeitherResultsNorTheMove(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	st := newSlowReadStore(e.store)
+	exec := newFakeExec(true)
+	d := e.deps("a", exec)
+	d.Store = st
+	e.q = launch(t, fastCfg(), d)
+	t.Cleanup(func() { close(st.release) }) // first: the old code's reader hangs until then
+
+	e.add(t, callback("a1", 0, "d", "http://dest.invalid/cb"))
+	testwait.For(t, 10*time.Second, "a1's call under way", func() bool {
+		_, inflight, _ := exec.stats()
+		return inflight == 1
+	})
+	st.armed.Store(true)
+	e.add(t, callback("a2", 0, "d", "http://dest.invalid/cb")) // wakes the reader; its read hangs
+	select {
+	case <-st.hanging:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no read began after a2's submit")
+	}
+	close(exec.release) // a1's call answers
+	testwait.For(t, 10*time.Second, "a1's result written while the read hangs", func() bool {
+		got, _ := e.store.Task("a1")
+		return got.Status == queue.StatusSucceeded
+	})
+
+	// The shard moves: its work stops at once, the read with it.
+	if _, err := e.holder.Store(singleOwnerMap(t, 1, "b", 2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "shard 0's work stopped with its read hanging", func() bool {
+		_, running := e.q.ShardState(0)
+		return !running
+	})
+	if n, _, _ := exec.stats(); n != 1 {
+		t.Fatalf("%d calls, want 1 (a1's; a2 was never read)", n)
+	}
+}
+
+// holdBreakers holds every call past its admission check (the breaker's
+// Allow) until release is closed: the moment between the queue's check of
+// its ownership and the call.
+type holdBreakers struct {
+	queue.Breakers
+	held    chan struct{} // a call is held (1-slot)
+	release chan struct{}
+}
+
+func (h holdBreakers) Breaker(k breakerpool.Key) breakerpool.TwoStepCircuitBreaker {
+	return holdBreaker{h.Breakers.Breaker(k), h}
+}
+
+type holdBreaker struct {
+	breakerpool.TwoStepCircuitBreaker
+	h holdBreakers
+}
+
+func (b holdBreaker) Allow() (func(bool), error) {
+	select {
+	case b.h.held <- struct{}{}:
+	default:
+	}
+	<-b.h.release
+	return b.TwoStepCircuitBreaker.Allow()
+}
+
+// A call admitted before its shard moved, and held until the shard's work
+// stopped, is not made: the next owner makes it.
+func TestCallAdmittedBeforeTheMoveIsNotMade(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	exec := newFakeExec(false)
+	hb := holdBreakers{Breakers: queue.PoolBreakers(e.pool), held: make(chan struct{}, 1), release: make(chan struct{})}
+	d := e.deps("a", exec)
+	d.Breakers = hb
+	e.q = launch(t, fastCfg(), d)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(hb.release)
+		}
+	})
+
+	e.add(t, callback("a1", 0, "d", "http://dest.invalid/cb"))
+	select {
+	case <-hb.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a1 never reached its breaker")
+	}
+	if _, err := e.holder.Store(singleOwnerMap(t, 1, "b", 2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "shard 0's work stopped", func() bool {
+		_, running := e.q.ShardState(0)
+		return !running
+	})
+	close(hb.release)
+	released = true
+	testwait.For(t, 10*time.Second, "a1's attempt ended, released or called", func() bool {
+		n, _, _ := exec.stats()
+		return n > 0 || metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "released"}) >= 1
+	})
+	if n, _, _ := exec.stats(); n != 0 {
+		t.Fatalf("%d calls after the shard moved, want none", n)
+	}
+	if got, _ := e.store.Task("a1"); got.Status != queue.StatusPending || got.Attempts != 0 {
+		t.Fatalf("a1 %s after %d attempts, want pending, untouched, for the next owner", got.Status, got.Attempts)
+	}
+}
+
+// Close does not wait for a read the database does not answer: the node's
+// shutdown with the database cut off waited out the read's timeout.
+func TestCloseEndsASlowRead(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	st := newSlowReadStore(e.store)
+	d := e.deps("a", newFakeExec(false))
+	d.Store = st
+	q := launch(t, fastCfg(), d)
+	t.Cleanup(func() { close(st.release) }) // first: the old code's reader hangs until then
+
+	st.armed.Store(true)
+	e.add(t, callback("a1", 0, "d", "http://dest.invalid/cb"))
+	select {
+	case <-st.hanging:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no read began after a1's submit")
+	}
+	closed := make(chan struct{})
+	go func() { _ = q.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waiting for the hanging read after 10 s")
+	}
+}
