@@ -51,6 +51,16 @@ type ContextDueStore interface {
 	DueContext(ctx context.Context, shard int, from, now time.Time, limit int, skip func(id string) bool) (tasks []Task, next time.Time, known bool)
 }
 
+// ContextWalkStore is an optional BlockedStore and LaterStore interface
+// for a database store: the release walks' and recalls' reads bounded by
+// ctx. They run under the shard's lock; the shard's loss and the queue's
+// Close cancel ctx before they take that lock, so a read the database
+// does not answer ends at once instead of at its timeout.
+type ContextWalkStore interface {
+	BlockedContext(ctx context.Context, shard int, k breakerpool.Key, after Cursor, limit int, skip func(id string) bool) (tasks []Task, last Cursor, done bool)
+	LaterContext(ctx context.Context, shard int, k breakerpool.Key, after Cursor, until time.Time, limit int, skip func(id string) bool) (tasks []Task, last Cursor, done bool)
+}
+
 // ShardSubscriber is an optional Store interface: a subscription woken
 // (coalesced, never blocking the store) for changes to one shard, and for
 // changes the store cannot place. A shard's reader uses it when the store

@@ -197,7 +197,16 @@ func (s *shard) readRecalls(now time.Time, limit int, skip func(string) bool) []
 		if from.At.Before(now) {
 			from = Cursor{At: now}
 		}
-		tasks, last, done := ls.Later(s.id, k, from, until, n, skipRecall)
+		var (
+			tasks []Task
+			last  Cursor
+			done  bool
+		)
+		if cs, ok := ls.(ContextWalkStore); ok {
+			tasks, last, done = cs.LaterContext(s.rctx, s.id, k, from, until, n, skipRecall)
+		} else {
+			tasks, last, done = ls.Later(s.id, k, from, until, n, skipRecall)
+		}
 		for i := range tasks {
 			it := newItem(tasks[i], s, nil)
 			s.track(it)

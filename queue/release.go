@@ -244,7 +244,16 @@ func (s *shard) readReleases(limit int, skip func(string) bool) (items []*item, 
 			continue
 		}
 		reads++
-		tasks, last, done := bs.Blocked(s.id, k, r.cursor, n, skip)
+		var (
+			tasks []Task
+			last  Cursor
+			done  bool
+		)
+		if cs, ok := bs.(ContextWalkStore); ok {
+			tasks, last, done = cs.BlockedContext(s.rctx, s.id, k, r.cursor, n, skip)
+		} else {
+			tasks, last, done = bs.Blocked(s.id, k, r.cursor, n, skip)
+		}
 		r.giveBack(n - len(tasks))
 		for i := range tasks {
 			it := newItem(tasks[i], s, r)

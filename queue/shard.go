@@ -205,6 +205,7 @@ func (s *shard) release(it *item, park time.Duration) {
 // would be refused) and counted as possible duplicates, as are answered
 // results not yet written. It does not wait for the goroutines.
 func (s *shard) lose(reason string) {
+	s.rstop() // a database read under s.mu (a release walk's, a recall's) ends at once
 	s.mu.Lock()
 	if s.lost {
 		s.mu.Unlock()

@@ -19,17 +19,18 @@ import (
 // lock; no shard's lock is ever held while that one is taken.)
 type slowReadStore struct {
 	*queuetest.Store
-	armed   atomic.Bool
-	hanging chan struct{} // a read hangs (1-slot)
-	release chan struct{}
+	armed     atomic.Bool   // Due reads hang
+	walkArmed atomic.Bool   // release walks' reads (Blocked) hang
+	hanging   chan struct{} // a read hangs (1-slot)
+	release   chan struct{}
 }
 
 func newSlowReadStore(s *queuetest.Store) *slowReadStore {
 	return &slowReadStore{Store: s, hanging: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
-func (s *slowReadStore) hang(ctx context.Context) {
-	if !s.armed.Load() {
+func (s *slowReadStore) hang(ctx context.Context, armed *atomic.Bool) {
+	if !armed.Load() {
 		return
 	}
 	select {
@@ -43,16 +44,33 @@ func (s *slowReadStore) hang(ctx context.Context) {
 }
 
 func (s *slowReadStore) Due(shard int, from, now time.Time, limit int, skip func(string) bool) ([]queue.Task, time.Time, bool) {
-	s.hang(context.Background())
+	s.hang(context.Background(), &s.armed)
 	return s.Store.Due(shard, from, now, limit, skip)
 }
 
 func (s *slowReadStore) DueContext(ctx context.Context, shard int, from, now time.Time, limit int, skip func(string) bool) ([]queue.Task, time.Time, bool) {
-	s.hang(ctx)
+	s.hang(ctx, &s.armed)
 	if ctx.Err() != nil {
 		return nil, time.Time{}, false
 	}
 	return s.Store.Due(shard, from, now, limit, skip)
+}
+
+func (s *slowReadStore) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	s.hang(context.Background(), &s.walkArmed)
+	return s.Store.Blocked(shard, k, after, limit, skip)
+}
+
+func (s *slowReadStore) BlockedContext(ctx context.Context, shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	s.hang(ctx, &s.walkArmed)
+	if ctx.Err() != nil {
+		return nil, after, false
+	}
+	return s.Store.Blocked(shard, k, after, limit, skip)
+}
+
+func (s *slowReadStore) LaterContext(ctx context.Context, shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	return s.Store.Later(shard, k, after, until, limit, skip)
 }
 
 // A read the database does not answer holds up neither a call's result nor
@@ -93,10 +111,7 @@ func TestSlowReadHoldsUpNeitherResultsNorTheMove(t *testing.T) {
 	if _, err := e.holder.Store(singleOwnerMap(t, 1, "b", 2, 2)); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, 10*time.Second, "shard 0's work stopped with its read hanging", func() bool {
-		_, running := e.q.ShardState(0)
-		return !running
-	})
+	waitShardStopped(t, e.q, 0, 10*time.Second, "shard 0's work stopped with its read hanging")
 	if n, _, _ := exec.stats(); n != 1 {
 		t.Fatalf("%d calls, want 1 (a1's; a2 was never read)", n)
 	}
@@ -154,10 +169,7 @@ func TestCallAdmittedBeforeTheMoveIsNotMade(t *testing.T) {
 	if _, err := e.holder.Store(singleOwnerMap(t, 1, "b", 2, 2)); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, 10*time.Second, "shard 0's work stopped", func() bool {
-		_, running := e.q.ShardState(0)
-		return !running
-	})
+	waitShardStopped(t, e.q, 0, 10*time.Second, "shard 0's work stopped")
 	close(hb.release)
 	released = true
 	testwait.For(t, 10*time.Second, "a1's attempt ended, released or called", func() bool {
@@ -195,5 +207,62 @@ func TestCloseEndsASlowRead(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close still waiting for the hanging read after 10 s")
+	}
+}
+
+// A release walk's read runs under the shard's lock; one the database does
+// not answer no longer holds up the shard's move until its timeout: the
+// loss cancels it before taking the lock.
+func TestSlowReleaseWalkDoesNotHoldUpTheMove(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	st := newSlowReadStore(e.store)
+	e.add(t, blockedTasks(5, 1, "b", "dest")...)
+	d := e.deps("a", newFakeExec(false))
+	d.Store = st
+	e.q = launch(t, fastCfg(), d)
+	t.Cleanup(func() { close(st.release) }) // first: the old code's reader hangs until then
+	testwait.For(t, 5*time.Second, "the shard to start", func() bool { _, ok := e.q.ShardState(0); return ok })
+
+	st.walkArmed.Store(true)
+	e.q.KeyClosed(key("dest")) // a release walk: its read hangs
+	select {
+	case <-st.hanging:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no release walk read began")
+	}
+	if _, err := e.holder.Store(singleOwnerMap(t, 1, "b", 2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	waitShardStopped(t, e.q, 0, 10*time.Second, "shard 0's work stopped with its walk's read hanging")
+}
+
+// waitShardStopped waits up to d for the queue to have stopped its work on
+// shard id. ShardState takes the queue's lock, which a stop held up keeps:
+// it is asked from a goroutine, so a stop that never ends fails the test at
+// d instead of hanging it.
+func waitShardStopped(t *testing.T, q *queue.Queue, id int, d time.Duration, what string) {
+	t.Helper()
+	stopped := make(chan struct{})
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if _, running := q.ShardState(id); !running {
+				close(stopped)
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-done:
+				return
+			}
+		}
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting for %s", d, what)
 	}
 }

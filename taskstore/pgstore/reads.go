@@ -335,24 +335,42 @@ ORDER BY next_attempt_at, id LIMIT $7`
 // breaker refused whose key is k (task group, namespace, breaker
 // destination), in due order after `after`, paged like Due.
 func (s *Store) Blocked(shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
-	return s.keyWalk("blocked", blockedQuery, shard, k, after, time.Time{}, limit, skip)
+	return s.BlockedContext(context.Background(), shard, k, after, limit, skip)
 }
 
 // Later implements queue.LaterStore: the shard's pending tasks whose key is
 // k, in due order after `after` and due no later than until.
 func (s *Store) Later(shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
-	return s.keyWalk("later", laterQuery, shard, k, after, until, limit, skip)
+	return s.LaterContext(context.Background(), shard, k, after, until, limit, skip)
+}
+
+var _ queue.ContextWalkStore = (*Store)(nil)
+
+// BlockedContext implements queue.ContextWalkStore: Blocked, ended early by
+// ctx.
+func (s *Store) BlockedContext(ctx context.Context, shard int, k breakerpool.Key, after queue.Cursor, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	return s.keyWalk(ctx, "blocked", blockedQuery, shard, k, after, time.Time{}, limit, skip)
+}
+
+// LaterContext implements queue.ContextWalkStore: Later, ended early by ctx.
+func (s *Store) LaterContext(ctx context.Context, shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+	return s.keyWalk(ctx, "later", laterQuery, shard, k, after, until, limit, skip)
 }
 
 // keyWalk runs query (blockedQuery or laterQuery; until is $8 of the
 // second) in pages of limit until limit tasks not skipped are found or the
-// walk ends.
-func (s *Store) keyWalk(what, query string, shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
+// walk ends. A walk ended by parent is not logged as a failed read.
+func (s *Store) keyWalk(parent context.Context, what, query string, shard int, k breakerpool.Key, after queue.Cursor, until time.Time, limit int, skip func(string) bool) ([]queue.Task, queue.Cursor, bool) {
 	if limit <= 0 {
 		return nil, after, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueryTimeout)
+	ctx, cancel := context.WithTimeout(parent, s.cfg.QueryTimeout)
 	defer cancel()
+	failed := func(err error) {
+		if parent.Err() == nil {
+			s.readFailed(what, shard, err)
+		}
+	}
 	afterAt, afterID := micro(after.At), after.ID
 	if after.At.IsZero() {
 		afterAt = time.Unix(0, 0).UTC()
@@ -366,7 +384,7 @@ func (s *Store) keyWalk(what, query string, shard int, k breakerpool.Key, after 
 		}
 		rows, err := s.pool.Query(ctx, query, args...)
 		if err != nil {
-			s.readFailed(what, shard, err)
+			failed(err)
 			return out, last, false
 		}
 		got := 0
@@ -374,7 +392,7 @@ func (s *Store) keyWalk(what, query string, shard int, k breakerpool.Key, after 
 			t, err := scanTask(rows)
 			if err != nil {
 				rows.Close()
-				s.readFailed(what, shard, err)
+				failed(err)
 				return out, last, false
 			}
 			got++
