@@ -23,8 +23,9 @@ var errRateRace = fmt.Errorf("queue: rate token vanished after breaker admission
 // the destination).
 var errLate = fmt.Errorf("queue: deadline reached while waiting for a rate token: %w", breakerpool.ErrNoVerdict)
 
-// errLost: the shard was lost between the admission check and the call;
-// the task is released unstarted.
+// errLost: the shard was lost, or its ownership stopped being current,
+// between the admission check and the call; the task is released
+// unstarted.
 var errLost = fmt.Errorf("queue: shard lost before the call: %w", breakerpool.ErrNoVerdict)
 
 // errClosing: the queue is closing; a task still waiting for a token is
@@ -250,8 +251,8 @@ func (c *call) Execute(ctx context.Context) error {
 	it.calling.Store(true) // before the mark: a flush forgets the marks of calls not calling
 	defer it.calling.Store(false)
 	if !it.sh.markStarted(it) { // redelivery.go
-		// The shard was lost (moved) since the admission check, while
-		// this call waited for the shard's lock: its next owner calls.
+		// The shard was lost (moved), or its ownership is no longer
+		// current, since the admission check: no call.
 		return errLost
 	}
 	c.called = true
@@ -277,7 +278,8 @@ func (c *call) done(err error) {
 	case !c.called && errors.Is(err, errRateRace):
 		sh.release(it, q.cfg.RejectRetry)
 	case !c.called && errors.Is(err, errLost):
-		sh.release(it, 0)
+		q.m.rejections.WithLabelValues("stale_ownership").Inc()
+		sh.release(it, q.cfg.RejectRetry)
 	case !c.called && breakerpool.IsCircuitBreakerOpen(err):
 		q.blocked(it)
 	case !c.called:

@@ -37,11 +37,22 @@ type startMark struct {
 // start marker if the call is still under way by then and began at least
 // one FlushInterval before (takeMarks). Marks wait beside the results
 // (s.marks), so they never make a flush come early nor fill a batch on
-// their own. It reports false, marking nothing, once the shard is lost:
-// the call must not start.
+// their own. It reports false, marking nothing, when the call must not
+// start: the shard is lost, or this call had to wait for s.mu (a release
+// walk's or a recall's read of the database holds it) and the shard's
+// ownership is no longer current (Queue.current, as attempt checked
+// before). A call admitted before a read the database never answered went
+// out after that read's timeout, after its shard had moved
+// (TestPostgresUnreachableFromOneNode, when due reads were made under s.mu).
 func (s *shard) markStarted(it *item) bool {
 	now := time.Now()
-	s.mu.Lock()
+	if !s.mu.TryLock() {
+		s.mu.Lock()
+		if !s.lost && !s.q.current(s) {
+			s.mu.Unlock()
+			return false
+		}
+	}
 	if s.lost {
 		s.mu.Unlock()
 		return false

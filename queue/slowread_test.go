@@ -10,6 +10,7 @@ import (
 	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
+	"fusebox/shardmap"
 )
 
 // slowReadStore is the test store with reads that hang once armed, as a
@@ -115,6 +116,76 @@ func TestSlowReadHoldsUpNeitherResultsNorTheMove(t *testing.T) {
 	if n, _, _ := exec.stats(); n != 1 {
 		t.Fatalf("%d calls, want 1 (a1's; a2 was never read)", n)
 	}
+}
+
+// A call admitted before a release walk's read that the database does not
+// answer (made under the shard's lock), and waiting behind it for that
+// lock, is not made once the shard has moved: as a due read did when it
+// was made under the lock (TestPostgresUnreachableFromOneNode: a call 5 s
+// after the cut, at the read's timeout, after its shard had moved).
+// Whichever takes the lock first when the move cancels the read, the call
+// or the loss, no call is made.
+func TestCallWaitingBehindASlowWalkIsNotMadeAfterTheMove(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	st := newSlowReadStore(e.store)
+	e.add(t, blockedTasks(5, 1, "b", "dest")...)
+	exec := newFakeExec(false)
+	hb := holdBreakers{Breakers: queue.PoolBreakers(e.pool), held: make(chan struct{}, 1), release: make(chan struct{})}
+	d := e.deps("a", exec)
+	d.Store, d.Breakers = st, hb
+	d.Ownership = holderEpochOwnership{d.Ownership, e.holder, "a"}
+	e.q = launch(t, fastCfg(), d)
+	t.Cleanup(func() { close(st.release) }) // first: the old code's reader hangs until then
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(hb.release)
+		}
+	})
+
+	e.add(t, callback("a1", 0, "d", "http://dest.invalid/cb"))
+	select {
+	case <-hb.held: // a1 admitted, held before its call
+	case <-time.After(10 * time.Second):
+		t.Fatal("a1 never reached its breaker")
+	}
+	st.walkArmed.Store(true)
+	e.q.KeyClosed(key("dest")) // a release walk: its read hangs, holding the shard's lock
+	select {
+	case <-st.hanging:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no release walk read began")
+	}
+	close(hb.release) // a1 goes on to its call, and waits for the shard's lock
+	released = true
+	if _, err := e.holder.Store(singleOwnerMap(t, 1, "b", 2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	waitShardStopped(t, e.q, 0, 10*time.Second, "shard 0's work stopped with its walk's read hanging")
+	testwait.For(t, 10*time.Second, "a1's attempt ended, released or called", func() bool {
+		n, _, _ := exec.stats()
+		return n > 0 || metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "released"}) >= 1
+	})
+	if n, _, _ := exec.stats(); n != 0 {
+		t.Fatalf("%d calls after the shard moved, want none", n)
+	}
+}
+
+// holderEpochOwnership answers OwnsAt from the map the holder holds, as
+// the ownership manager does from the committed map.
+type holderEpochOwnership struct {
+	queue.Ownership
+	h    *shardmap.Holder
+	node string
+}
+
+func (o holderEpochOwnership) OwnsAt(shard int, epoch uint64) bool {
+	m := o.h.Load()
+	if m == nil {
+		return false
+	}
+	a, ok := m.Owner(shard)
+	return ok && a.Owner == o.node && a.Epoch == epoch
 }
 
 // holdBreakers holds every call past its admission check (the breaker's
