@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,25 +131,15 @@ func TestCallWaitingBehindASlowWalkIsNotMadeAfterTheMove(t *testing.T) {
 	st := newSlowReadStore(e.store)
 	e.add(t, blockedTasks(5, 1, "b", "dest")...)
 	exec := newFakeExec(false)
-	hb := holdBreakers{Breakers: queue.PoolBreakers(e.pool), held: make(chan struct{}, 1), release: make(chan struct{})}
+	hb := holdCalls(t, e)
 	d := e.deps("a", exec)
 	d.Store, d.Breakers = st, hb
 	d.Ownership = holderEpochOwnership{d.Ownership, e.holder, "a"}
 	e.q = launch(t, fastCfg(), d)
 	t.Cleanup(func() { close(st.release) }) // first: the old code's reader hangs until then
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(hb.release)
-		}
-	})
 
 	e.add(t, callback("a1", 0, "d", "http://dest.invalid/cb"))
-	select {
-	case <-hb.held: // a1 admitted, held before its call
-	case <-time.After(10 * time.Second):
-		t.Fatal("a1 never reached its breaker")
-	}
+	hb.awaitHeld(t) // a1 admitted, held before its call
 	st.walkArmed.Store(true)
 	e.q.KeyClosed(key("dest")) // a release walk: its read hangs, holding the shard's lock
 	select {
@@ -156,19 +147,12 @@ func TestCallWaitingBehindASlowWalkIsNotMadeAfterTheMove(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no release walk read began")
 	}
-	close(hb.release) // a1 goes on to its call, and waits for the shard's lock
-	released = true
+	hb.open() // a1 goes on to its call, and waits for the shard's lock
 	if _, err := e.holder.Store(singleOwnerMap(t, 1, "b", 2, 2)); err != nil {
 		t.Fatal(err)
 	}
 	waitShardStopped(t, e.q, 0, 10*time.Second, "shard 0's work stopped with its walk's read hanging")
-	testwait.For(t, 10*time.Second, "a1's attempt ended, released or called", func() bool {
-		n, _, _ := exec.stats()
-		return n > 0 || metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "released"}) >= 1
-	})
-	if n, _, _ := exec.stats(); n != 0 {
-		t.Fatalf("%d calls after the shard moved, want none", n)
-	}
+	requireNotCalled(t, e, exec)
 }
 
 // holderEpochOwnership answers OwnsAt from the map the holder holds, as
@@ -195,6 +179,41 @@ type holdBreakers struct {
 	queue.Breakers
 	held    chan struct{} // a call is held (1-slot)
 	release chan struct{}
+	once    *sync.Once
+}
+
+// holdCalls wraps e's breakers; the held calls are let go at cleanup if
+// the test did not (open).
+func holdCalls(t *testing.T, e *env) holdBreakers {
+	hb := holdBreakers{Breakers: queue.PoolBreakers(e.pool), held: make(chan struct{}, 1), release: make(chan struct{}), once: &sync.Once{}}
+	t.Cleanup(hb.open)
+	return hb
+}
+
+// open lets every held call go on. Idempotent.
+func (h holdBreakers) open() { h.once.Do(func() { close(h.release) }) }
+
+// awaitHeld waits for a call to be held at its breaker.
+func (h holdBreakers) awaitHeld(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no call reached its breaker")
+	}
+}
+
+// requireNotCalled waits for the held call's attempt to end, released or
+// called, and fails if it was called.
+func requireNotCalled(t *testing.T, e *env, exec *fakeExec) {
+	t.Helper()
+	testwait.For(t, 10*time.Second, "the attempt ended, released or called", func() bool {
+		n, _, _ := exec.stats()
+		return n > 0 || metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "released"}) >= 1
+	})
+	if n, _, _ := exec.stats(); n != 0 {
+		t.Fatalf("%d calls after the shard moved, want none", n)
+	}
 }
 
 func (h holdBreakers) Breaker(k breakerpool.Key) breakerpool.TwoStepCircuitBreaker {
@@ -220,36 +239,19 @@ func (b holdBreaker) Allow() (func(bool), error) {
 func TestCallAdmittedBeforeTheMoveIsNotMade(t *testing.T) {
 	e := newEnv(t, 1, queuetest.DefaultLimits())
 	exec := newFakeExec(false)
-	hb := holdBreakers{Breakers: queue.PoolBreakers(e.pool), held: make(chan struct{}, 1), release: make(chan struct{})}
+	hb := holdCalls(t, e)
 	d := e.deps("a", exec)
 	d.Breakers = hb
 	e.q = launch(t, fastCfg(), d)
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(hb.release)
-		}
-	})
 
 	e.add(t, callback("a1", 0, "d", "http://dest.invalid/cb"))
-	select {
-	case <-hb.held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a1 never reached its breaker")
-	}
+	hb.awaitHeld(t)
 	if _, err := e.holder.Store(singleOwnerMap(t, 1, "b", 2, 2)); err != nil {
 		t.Fatal(err)
 	}
 	waitShardStopped(t, e.q, 0, 10*time.Second, "shard 0's work stopped")
-	close(hb.release)
-	released = true
-	testwait.For(t, 10*time.Second, "a1's attempt ended, released or called", func() bool {
-		n, _, _ := exec.stats()
-		return n > 0 || metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "released"}) >= 1
-	})
-	if n, _, _ := exec.stats(); n != 0 {
-		t.Fatalf("%d calls after the shard moved, want none", n)
-	}
+	hb.open()
+	requireNotCalled(t, e, exec)
 	if got, _ := e.store.Task("a1"); got.Status != queue.StatusPending || got.Attempts != 0 {
 		t.Fatalf("a1 %s after %d attempts, want pending, untouched, for the next owner", got.Status, got.Attempts)
 	}
