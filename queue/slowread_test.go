@@ -211,8 +211,14 @@ func requireNotCalled(t *testing.T, e *env, exec *fakeExec) {
 		n, _, _ := exec.stats()
 		return n > 0 || metric(t, e.reg, "fusebox_queue_task_results_total", map[string]string{"outcome": "released"}) >= 1
 	})
-	if n, _, _ := exec.stats(); n != 0 {
-		t.Fatalf("%d calls after the shard moved, want none", n)
+	exec.mu.Lock()
+	defer exec.mu.Unlock()
+	if len(exec.calls) != 0 {
+		var ids []string
+		for _, c := range exec.calls {
+			ids = append(ids, c.req.RequestID)
+		}
+		t.Fatalf("calls after the shard moved: %v, want none", ids)
 	}
 }
 
