@@ -148,8 +148,9 @@ func (f *queueForwarder) probes(k breakerpool.Key) int {
 // deliveries is the outbound side of a node: the executor that calls
 // destinations and the queue that feeds it from the shards this node owns.
 type deliveries struct {
-	exec  *transport.Executor
-	queue *queue.Queue
+	exec   *transport.Executor
+	queue  *queue.Queue
+	fenced *pgstore.FencedOwnership // postgres store only: closed after the queue
 }
 
 // startDeliveries builds the executor and the queue over the replicated task
@@ -160,11 +161,12 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *transport.Policy) 
 		return nil, err
 	}
 	var store queue.Store = NewTaskStore(n.store, n.cfg.NodeID)
+	var fenced *pgstore.FencedOwnership
 	if n.pg != nil {
 		// Every owner write is fenced in the database: a shard is read
 		// only once its epoch is acquired there (pgstore/DESIGN.md).
 		store = n.pg.store.ForQueue() // its depth gauge's count reused 1 s
-		fenced := pgstore.NewFencedOwnership(owned, n.pg.store, n.cfg.NodeID, n.log.With("component", "pgstore"))
+		fenced = pgstore.NewFencedOwnership(owned, n.pg.store, n.cfg.NodeID, n.log.With("component", "pgstore"))
 		fenced.Reachable = func() bool { return !n.pg.failing() } // pghealth.go
 		owned = fenced
 	}
@@ -181,6 +183,9 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *transport.Policy) 
 		Logger:     n.log.With("component", "queue"),
 	})
 	if err != nil {
+		if fenced != nil {
+			fenced.Close()
+		}
 		_ = exec.Close()
 		return nil, err
 	}
@@ -188,7 +193,7 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *transport.Policy) 
 	n.members.SetBacklogSource(queueBacklogs{q}) // the fleet budget's gossip (node/fleet.go)
 	n.queueFwd.pool.Store(n.pool)
 	n.queueFwd.q.Store(q)
-	return &deliveries{exec: exec, queue: q}, nil
+	return &deliveries{exec: exec, queue: q, fenced: fenced}, nil
 }
 
 // stopQueue stops the queue: no call starts, the calls under way finish
@@ -201,11 +206,15 @@ func (d *deliveries) stopQueue() error {
 	return d.queue.Close()
 }
 
-// close stops the queue (if stopQueue has not) and closes the executor's
-// connections.
+// close stops the queue (if stopQueue has not), ends the shard acquires
+// under way and closes the executor's connections.
 func (d *deliveries) close() error {
 	if d == nil {
 		return nil
 	}
-	return errors.Join(d.queue.Close(), d.exec.Close())
+	err := d.queue.Close()
+	if d.fenced != nil {
+		d.fenced.Close()
+	}
+	return errors.Join(err, d.exec.Close())
 }

@@ -25,9 +25,8 @@ func TestPausedOwnerWritesDoNotLand(t *testing.T) {
 	s := openTest(t)
 	ctx := t.Context()
 	n1 := NewFencedOwnership(queuetest.NewOwnership(map[int]uint64{0: 1}), s, "n1", nil)
-	if owned, _ := n1.Watch(); owned[0] != 1 {
-		t.Fatalf("n1 owns %v, want shard 0 at epoch 1", owned)
-	}
+	t.Cleanup(n1.Close)
+	watchFor(t, n1, map[int]uint64{0: 1})
 	ids := make([]string, 3)
 	tasks := make([]state.NewTask, 3)
 	for i := range tasks {
@@ -41,9 +40,8 @@ func TestPausedOwnerWritesDoNotLand(t *testing.T) {
 
 	// The pause: n2 is given the shard at epoch 2 and takes it.
 	n2 := NewFencedOwnership(queuetest.NewOwnership(map[int]uint64{0: 2}), s, "n2", nil)
-	if owned, _ := n2.Watch(); owned[0] != 2 {
-		t.Fatalf("n2 owns %v, want shard 0 at epoch 2", owned)
-	}
+	t.Cleanup(n2.Close)
+	watchFor(t, n2, map[int]uint64{0: 2})
 	// n1 resumes with its old view and writes.
 	if owned, _ := n1.Watch(); owned[0] != 1 {
 		t.Fatalf("paused n1 still believes %v", owned)
@@ -65,16 +63,20 @@ func TestPausedOwnerWritesDoNotLand(t *testing.T) {
 		}
 	}
 	// A node whose map is behind the database is not handed the shard.
+	// (TestFailedAcquireRetried: it is tried again after RetryAfter.)
 	late := NewFencedOwnership(queuetest.NewOwnership(map[int]uint64{0: 1}), s, "n3", nil)
-	late.RetryAfter = 10 * time.Millisecond
-	owned, retry := late.Watch()
+	t.Cleanup(late.Close)
+	owned, woke := late.Watch() // the acquire starts
 	if _, ok := owned[0]; ok {
 		t.Fatalf("a stale map's shard was handed to the queue: %v", owned)
 	}
 	select {
-	case <-retry:
+	case <-woke:
 	case <-time.After(10 * time.Second):
-		t.Fatal("a failed acquire did not wake the queue for a retry")
+		t.Fatal("the end of an acquire did not wake the queue")
+	}
+	if owned, _ := late.Watch(); len(owned) != 0 { // it was refused
+		t.Fatalf("a stale map's shard was handed to the queue: %v", owned)
 	}
 }
 

@@ -39,6 +39,7 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = exec.Close() })
 	own := NewFencedOwnership(queuetest.NewOwnership(map[int]uint64{0: 1, 1: 1}), s, "a", nil)
+	t.Cleanup(own.Close)
 	q, err := queue.New(queue.Config{NodeID: "a", RejectRetry: 20 * time.Millisecond, DrainTimeout: 5 * time.Second}, queue.Deps{
 		Store: s, Ownership: own, Limits: queuetest.NewLimits(queuetest.DefaultLimits()),
 		Breakers: queue.PoolBreakers(pool), Executor: exec, Registerer: reg,
