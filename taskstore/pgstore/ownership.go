@@ -124,8 +124,8 @@ func (f *FencedOwnership) Watch() (map[int]uint64, <-chan struct{}) {
 			delete(f.failed, shard)
 		}
 	}
-	if len(f.pending) == 0 && retry < 0 {
-		return out, changed
+	if (len(f.pending) == 0 && retry < 0) || f.ctx.Err() != nil {
+		return out, changed // closed: nothing more to wake for
 	}
 	// Wake the queue at the first of: the map changes, an acquire ends, a
 	// failed one is due, Close. The goroutine ends with it.
