@@ -2,15 +2,18 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"fusebox/internal/authtoken"
+	"fusebox/raftstore/state"
 )
 
 type recordHandover struct {
@@ -20,12 +23,19 @@ type recordHandover struct {
 	wait   time.Duration
 }
 
+// handedOverResults ride in the answer (an owner that cannot reach its
+// task store hands them to the leader).
+var handedOverResults = []state.TaskResult{
+	{TaskID: "t-1", Status: state.TaskSucceeded, Attempts: 1, HTTPStatus: 200, Output: json.RawMessage(`{"x":1}`)},
+	{TaskID: "t-2", Status: state.TaskPending, Attempts: 2, NextAttemptAt: time.Date(2026, 12, 6, 14, 0, 0, 0, time.UTC), Message: "503"},
+}
+
 func (r *recordHandover) HandOver(ctx context.Context, shards map[int]uint64, hold time.Duration) []HandedOverShard {
 	dl, _ := ctx.Deadline()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.shards, r.hold, r.wait = shards, hold, time.Until(dl)
-	return []HandedOverShard{{Shard: 3, Epoch: shards[3], WaitedMS: 12, Unfinished: 1}}
+	return []HandedOverShard{{Shard: 3, Epoch: shards[3], WaitedMS: 12, Unfinished: 1, Results: handedOverResults}}
 }
 
 // POST /internal/v1/shards/handover: node (and admin) only; a bad field is
@@ -52,7 +62,7 @@ func TestHandOverRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ans.Shards) != 1 || ans.Shards[0] != (HandedOverShard{Shard: 3, Epoch: 7, WaitedMS: 12, Unfinished: 1}) {
+	if want := (HandedOverShard{Shard: 3, Epoch: 7, WaitedMS: 12, Unfinished: 1, Results: handedOverResults}); len(ans.Shards) != 1 || !reflect.DeepEqual(ans.Shards[0], want) {
 		t.Fatalf("answer %+v", ans)
 	}
 	rec.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"fusebox/api"
 	"fusebox/ownership"
 	"fusebox/queue"
+	"fusebox/raftstore/state"
 )
 
 // handOverShards is ownership.Config.HandOver: the leader asks a shard's
@@ -15,6 +16,12 @@ import (
 // Itself it asks directly; a peer through its API (node role), so a peer
 // of an older build, which has no such route, answers 404 and its shards
 // move as before.
+//
+// A peer that cannot reach the PostgreSQL task store (pghealth.go: the
+// leader moves its shards away) answers with the results it could not
+// write; the leader writes them at the epoch the peer still holds, before
+// the move is committed (relayResults). Without that, the next owner made
+// every call the peer had answered since the cut again.
 func (n *Node) handOverShards(ctx context.Context, node, httpAddr string, shards map[int]uint64, wait, hold time.Duration) error {
 	var unfinished int
 	if node == n.cfg.NodeID {
@@ -37,6 +44,9 @@ func (n *Node) handOverShards(ctx context.Context, node, httpAddr string, shards
 			return fmt.Errorf("%s: %w", node, err)
 		}
 		for _, h := range ans.Shards {
+			if len(h.Results) > 0 && n.relayResults(ctx, node, shards, h) {
+				continue
+			}
 			unfinished += h.Unfinished
 		}
 	}
@@ -46,14 +56,65 @@ func (n *Node) handOverShards(ctx context.Context, node, httpAddr string, shards
 	return nil
 }
 
+// relayTimeout bounds the leader's write of a peer's results.
+const relayTimeout = 5 * time.Second
+
+// relayResults writes, with the PostgreSQL task store, the results a peer
+// handed over with a shard at the epoch the peer holds it (still current:
+// the move is not committed yet, and the store's fence refuses the write
+// otherwise). It reports whether every one was written. Only a shard the
+// leader asked for, at the epoch it asked, is written; a result that does
+// not validate fails the relay (the peer's own copies stay).
+func (n *Node) relayResults(ctx context.Context, node string, asked map[int]uint64, h api.HandedOverShard) bool {
+	if n.pg == nil {
+		return false // the raft store: the owner writes its own results
+	}
+	if e, ok := asked[h.Shard]; !ok || e != h.Epoch {
+		n.log.Warn("hand-over answer names a shard not asked for; its results are not written", "node", node, "shard", h.Shard, "epoch", h.Epoch)
+		return false
+	}
+	for i := range h.Results {
+		if err := h.Results[i].Validate(); err != nil {
+			n.log.Warn("hand-over result invalid; the shard's results are not written", "node", node, "shard", h.Shard, "result", i, "error", err)
+			return false
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, relayTimeout)
+	defer cancel()
+	for rs := h.Results; len(rs) > 0; {
+		k := min(len(rs), state.MaxTaskBatch)
+		if err := n.pg.store.Complete(wctx, h.Shard, h.Epoch, rs[:k]); err != nil {
+			n.log.Warn("results handed over not written; the next owner may make those calls again", "node", node, "shard", h.Shard, "epoch", h.Epoch, "error", err)
+			return false
+		}
+		rs = rs[k:]
+	}
+	n.log.Info("results handed over written for an owner that cannot reach the task store", "node", node, "shard", h.Shard, "epoch", h.Epoch, "results", len(h.Results))
+	return true
+}
+
+// maxRelayBytes bounds the results one hand-over answer carries (about
+// their encoded size): the rest stay with the shard, whose next owner may
+// make those calls again. The API client reads at most 32 MiB.
+const maxRelayBytes = 8 << 20
+
 // apiHandover adapts the queue to api.ShardHandover.
 type apiHandover struct{ q *queue.Queue }
 
 func (a apiHandover) HandOver(ctx context.Context, shards map[int]uint64, hold time.Duration) []api.HandedOverShard {
 	hs := a.q.HandOver(ctx, shards, hold)
 	out := make([]api.HandedOverShard, len(hs))
+	budget := maxRelayBytes
 	for i, h := range hs {
 		out[i] = api.HandedOverShard{Shard: h.Shard, Epoch: h.Epoch, WaitedMS: h.Waited.Milliseconds(), Unfinished: h.Unfinished}
+		size := 0
+		for _, r := range h.Results {
+			size += 256 + len(r.TaskID) + len(r.Message) + len(r.OperationID) + 2*len(r.Output)
+		}
+		if len(h.Results) > 0 && size <= budget { // a shard's results go whole, or not at all
+			out[i].Results = h.Results
+			budget -= size
+		}
 	}
 	return out
 }

@@ -105,6 +105,7 @@ func (s *shard) bookWrite(batch []Result, called []bool, err error) error {
 	}
 	q.m.writes.WithLabelValues("ok").Inc()
 	s.mu.Lock()
+	s.writing = nil
 	s.written += s.forgetWritten(batch)
 	s.resultsWrittenLocked()
 	s.mu.Unlock()

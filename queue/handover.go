@@ -74,6 +74,13 @@ type HandedOver struct {
 	// Unfinished counts calls still under way, or results not yet
 	// written, when ctx ended: the next owner may make those calls again.
 	Unfinished int
+	// Results, when every call had ended but some results were not written
+	// (this node cannot reach its store), are those results, in the order
+	// they would have been written, so that the leader, which reaches the
+	// store, can write them at Epoch before the move (node/handover.go):
+	// then the next owner does not make those calls again. The shard keeps
+	// its own copies and keeps trying to write them.
+	Results []Result
 }
 
 // HandOver holds each of shards (id → epoch) that this node works on at
@@ -105,8 +112,11 @@ func (q *Queue) HandOver(ctx context.Context, shards map[int]uint64, hold time.D
 	out := make([]HandedOver, len(work))
 	unfinished := 0
 	for i, s := range work {
-		n := s.settle(ctx)
+		n, ended := s.settle(ctx)
 		out[i] = HandedOver{Shard: s.id, Epoch: s.epoch, Waited: time.Since(begin), Unfinished: n}
+		if n > 0 && ended {
+			out[i].Results = s.unwritten()
+		}
 		unfinished += n
 	}
 	q.log.Info("shards handed over for a move", "shards", ids, "took", time.Since(begin), "unfinished", unfinished, "hold", hold)
@@ -115,8 +125,9 @@ func (q *Queue) HandOver(ctx context.Context, shards map[int]uint64, hold time.D
 
 // settle waits, under a hold, until no admitted call is left and every
 // result recorded by then is written. It returns what was still
-// unfinished when ctx ended (0 when done, or when the shard was lost).
-func (s *shard) settle(ctx context.Context) int {
+// unfinished when ctx ended (0 when done, or when the shard was lost), and
+// whether every call had ended by then.
+func (s *shard) settle(ctx context.Context) (unfinished int, callsEnded bool) {
 	for {
 		n := s.ho.admitted.Load()
 		if n == 0 {
@@ -125,7 +136,7 @@ func (s *shard) settle(ctx context.Context) int {
 		select {
 		case <-s.ho.idle:
 		case <-ctx.Done():
-			return int(n)
+			return int(n), false
 		}
 	}
 	s.mu.Lock()
@@ -137,12 +148,32 @@ func (s *shard) settle(ctx context.Context) int {
 		left, lost := int(target)-int(s.written), s.lost
 		s.mu.Unlock()
 		if left <= 0 || lost {
-			return 0
+			return 0, true
 		}
 		select {
 		case <-s.ho.flushed:
 		case <-ctx.Done():
-			return left
+			return left, true
 		}
 	}
+}
+
+// unwritten copies the shard's results not yet written — the batch a write
+// has under way, then the rest — without start markers (their calls have
+// ended). Nil once the shard is lost: its epoch is no longer current.
+func (s *shard) unwritten() []Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost {
+		return nil
+	}
+	var out []Result
+	for _, rs := range [][]Result{s.writing, s.results} {
+		for _, r := range rs {
+			if !r.Started {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }

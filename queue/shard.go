@@ -65,7 +65,10 @@ type shard struct {
 	shareTurns map[string]time.Time
 	results    []Result
 	called     []bool // parallel to results: the result answers a call
-	lost       bool
+	// writing is the batch a write has taken from results and not yet
+	// booked (written, or put back): with results, what is unwritten.
+	writing []Result
+	lost    bool
 	// releases are the walks over closed keys' blocked tasks (release.go);
 	// finished and written count results recorded and written, so a walk
 	// can wait for the results decided before its close.
@@ -322,6 +325,7 @@ func (s *shard) final() {
 func (s *shard) putBack(batch []Result, called []bool) {
 	s.mu.Lock()
 	lost := s.lost
+	s.writing = nil
 	if !lost {
 		s.results, s.called = append(batch, s.results...), append(called, s.called...)
 	}
@@ -363,6 +367,7 @@ func (s *shard) flush(ctx context.Context) error {
 			s.mu.Unlock()
 			continue
 		}
+		s.writing = batch
 		s.mu.Unlock()
 
 		err := q.store.Complete(ctx, s.id, s.epoch, batch)

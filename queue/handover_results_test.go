@@ -1,0 +1,105 @@
+package queue_test
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"fusebox/internal/testwait"
+	"fusebox/queue"
+	"fusebox/queue/queuetest"
+)
+
+// unreachableStore's result writes hang while cut is set, until their
+// context ends or the cut heals, as writes to a database this node cannot
+// reach do.
+type unreachableStore struct {
+	*queuetest.Store
+	cut     atomic.Bool
+	healed  chan struct{}
+	hanging atomic.Int32 // writes hanging now
+}
+
+func (s *unreachableStore) Complete(ctx context.Context, shard int, epoch uint64, results []queue.Result) error {
+	if s.cut.Load() {
+		s.hanging.Add(1)
+		defer s.hanging.Add(-1)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.healed:
+		}
+	}
+	return s.Store.Complete(ctx, shard, epoch, results)
+}
+
+// TestHandOverCarriesUnwrittenResults: an owner whose result writes hang
+// (its task store unreachable) is asked to hand its shard over. Once its
+// calls have ended, the answer carries the results it could not write —
+// including the batch its hanging write holds — so the leader can write
+// them at the owner's epoch before the move (node/handover.go) and the next
+// owner does not make those calls again. While a call is still under way
+// the answer carries none: the set would not be complete.
+func TestHandOverCarriesUnwrittenResults(t *testing.T) {
+	e := newEnv(t, 1, queuetest.DefaultLimits())
+	store := &unreachableStore{Store: e.store, healed: make(chan struct{})}
+	exec := newFakeExec(true)
+	d := e.deps("a", exec)
+	d.Store = store
+	q := launch(t, fastCfg(), d)
+	t.Cleanup(func() { close(store.healed) }) // before the queue's Close
+	tasks := callbacks(3, 1, "cut", "d")
+	e.add(t, tasks...)
+	testwait.For(t, 10*time.Second, "three calls under way", func() bool { _, in, _ := exec.stats(); return in == 3 })
+	// Their start markers written first, so that the hanging write below
+	// holds the calls' results themselves.
+	testwait.For(t, 10*time.Second, "the calls' start markers written", func() bool {
+		for _, tk := range tasks {
+			if got, _ := e.store.Task(tk.ID); got.AttemptEpoch == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	store.cut.Store(true)
+
+	// A call still under way: no results in the answer.
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	rel := q.HandOver(ctx, map[int]uint64{0: 1}, time.Minute)
+	cancel()
+	if len(rel) != 1 || rel[0].Unfinished != 3 || rel[0].Results != nil {
+		t.Fatalf("HandOver with calls under way answered %+v, want 3 unfinished and no results", rel)
+	}
+
+	close(exec.release) // the calls end; their results cannot be written
+	testwait.For(t, 10*time.Second, "the results' write hanging", func() bool { return store.hanging.Load() > 0 })
+	ctx, cancel = context.WithTimeout(t.Context(), 200*time.Millisecond)
+	rel = q.HandOver(ctx, map[int]uint64{0: 1}, time.Minute)
+	cancel()
+	if len(rel) != 1 || rel[0].Unfinished != 3 {
+		t.Fatalf("HandOver answered %+v, want shard 0 with 3 results unwritten", rel)
+	}
+	var got []string
+	for _, r := range rel[0].Results {
+		if r.Status != queue.StatusSucceeded || r.Attempts != 1 || r.Started {
+			t.Fatalf("result handed over %+v, want the call's success", r)
+		}
+		got = append(got, r.TaskID)
+	}
+	var want []string
+	for _, tk := range tasks {
+		want = append(want, tk.ID)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("results handed over for %v, want %v", got, want)
+	}
+	for _, tk := range tasks {
+		if got, _ := e.store.Task(tk.ID); got.Status != queue.StatusPending {
+			t.Fatalf("task %s is %q: a write landed though the store was cut", tk.ID, got.Status)
+		}
+	}
+}
