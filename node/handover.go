@@ -56,7 +56,8 @@ func (n *Node) handOverShards(ctx context.Context, node, httpAddr string, shards
 	return nil
 }
 
-// relayTimeout bounds the leader's write of a peer's results.
+// relayTimeout bounds the leader's write of a peer's results (within the
+// hand-over's own deadline: its wait plus a second for the call).
 const relayTimeout = 5 * time.Second
 
 // relayResults writes, with the PostgreSQL task store, the results a peer

@@ -158,7 +158,7 @@ func (f *FencedOwnership) start(shard int, epoch uint64) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		err := f.ctx.Err()
+		var err error
 		select {
 		case f.sem <- struct{}{}:
 			ctx, cancel := context.WithTimeout(f.ctx, acquireTimeout)

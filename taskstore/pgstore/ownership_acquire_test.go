@@ -7,13 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
-	"fusebox/transport"
 )
 
 // hangingAcquirer raises epochs at once, except for the shards in hang:
@@ -188,18 +184,7 @@ func TestFailedAcquireRetried(t *testing.T) {
 // held by the acquires either.
 func TestQueueStopsAMovedShardWhileAcquiresHang(t *testing.T) {
 	s := openTest(t)
-	reg := prometheus.NewRegistry()
-	pool, err := breakerpool.New(breakerpool.Config{IdleTTL: -1, DisableJitter: true}, nil, reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool.Start()
-	t.Cleanup(pool.Close)
-	exec, err := transport.New(transport.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = exec.Close() })
+	reg, pool, exec := queueParts(t)
 	inner := queuetest.NewOwnership(map[int]uint64{0: 1})
 	acq := newHangingAcquirer(s, 1, 2, 3, 4)
 	own := NewFencedOwnership(inner, acq, "a", nil)
@@ -218,7 +203,7 @@ func TestQueueStopsAMovedShardWhileAcquiresHang(t *testing.T) {
 			_ = q.Close()
 		}
 	})
-	shardGauge := func() bool { return hasLabel(t, reg, "fusebox_queue_depth", "shard", "0") }
+	shardGauge := func() bool { _, ok := series(t, reg, "fusebox_queue_depth", "shard", "0"); return ok }
 	testwait.For(t, 10*time.Second, "shard 0 worked", shardGauge)
 
 	inner.Set(map[int]uint64{1: 2, 2: 2, 3: 2, 4: 2})
@@ -234,25 +219,4 @@ func TestQueueStopsAMovedShardWhileAcquiresHang(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the queue's Close waited for acquires that do not answer")
 	}
-}
-
-func hasLabel(t *testing.T, g prometheus.Gatherer, name, label, value string) bool {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }

@@ -26,18 +26,7 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 	s := openTest(t)
 	ctx := t.Context()
 	dest := transporttest.NewDestination(t)
-	reg := prometheus.NewRegistry()
-	pool, err := breakerpool.New(breakerpool.Config{IdleTTL: -1, DisableJitter: true}, nil, reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool.Start()
-	t.Cleanup(pool.Close)
-	exec, err := transport.New(transport.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = exec.Close() })
+	reg, pool, exec := queueParts(t)
 	own := NewFencedOwnership(queuetest.NewOwnership(map[int]uint64{0: 1, 1: 1}), s, "a", nil)
 	t.Cleanup(own.Close)
 	q, err := queue.New(queue.Config{NodeID: "a", RejectRetry: 20 * time.Millisecond, DrainTimeout: 5 * time.Second}, queue.Deps{
@@ -99,24 +88,51 @@ func TestQueueDeliversFromPostgres(t *testing.T) {
 	}
 }
 
+// queueParts are what a queue needs beside its store and ownership: a
+// registry, a real breaker pool and a real executor, closed at cleanup.
+func queueParts(t *testing.T) (*prometheus.Registry, *breakerpool.Pool, *transport.Executor) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	pool, err := breakerpool.New(breakerpool.Config{IdleTTL: -1, DisableJitter: true}, nil, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Start()
+	t.Cleanup(pool.Close)
+	exec, err := transport.New(transport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exec.Close() })
+	return reg, pool, exec
+}
+
+// counter sums the counters of name with a label valued outcome.
 func counter(t *testing.T, g prometheus.Gatherer, name, outcome string) float64 {
+	sum, _ := series(t, g, name, "", outcome)
+	return sum
+}
+
+// series sums the counters of name with a label (named label, or any when
+// label is "") valued value, and reports whether there is such a series.
+func series(t *testing.T, g prometheus.Gatherer, name, label, value string) (sum float64, found bool) {
 	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := 0.0
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetValue() == outcome {
+				if l.GetValue() == value && (label == "" || l.GetName() == label) {
 					sum += m.GetCounter().GetValue()
+					found = true
 				}
 			}
 		}
 	}
-	return sum
+	return sum, found
 }
