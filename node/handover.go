@@ -99,11 +99,22 @@ func (n *Node) relayResults(ctx context.Context, node string, asked map[int]uint
 // make those calls again. The API client reads at most 32 MiB.
 const maxRelayBytes = 8 << 20
 
-// apiHandover adapts the queue to api.ShardHandover.
-type apiHandover struct{ q *queue.Queue }
+// apiHandover adapts the queue to api.ShardHandover. While unwritable
+// says this node cannot reach its task store (pghealth.go), the answer
+// comes as soon as the calls have ended, with their results, rather than
+// at the leader's wait: no write would land before it.
+type apiHandover struct {
+	q          *queue.Queue
+	unwritable func() bool
+}
 
 func (a apiHandover) HandOver(ctx context.Context, shards map[int]uint64, hold time.Duration) []api.HandedOverShard {
-	hs := a.q.HandOver(ctx, shards, hold)
+	var hs []queue.HandedOver
+	if a.unwritable != nil && a.unwritable() {
+		hs = a.q.HandOverUnwritable(ctx, shards, hold)
+	} else {
+		hs = a.q.HandOver(ctx, shards, hold)
+	}
 	out := make([]api.HandedOverShard, len(hs))
 	budget := maxRelayBytes
 	for i, h := range hs {

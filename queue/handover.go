@@ -90,6 +90,20 @@ type HandedOver struct {
 // them). Shards not worked on here at that epoch are left out of the
 // answer: the caller needs nothing from them.
 func (q *Queue) HandOver(ctx context.Context, shards map[int]uint64, hold time.Duration) []HandedOver {
+	return q.handOver(ctx, shards, hold, true)
+}
+
+// HandOverUnwritable is HandOver for a node that knows its results cannot
+// be written now (it cannot reach its task store): it returns as soon as
+// the calls under way have ended, with their unwritten results
+// (HandedOver.Results), instead of waiting out ctx for writes that will
+// not happen — the leader writes them, and moves the shards that much
+// sooner.
+func (q *Queue) HandOverUnwritable(ctx context.Context, shards map[int]uint64, hold time.Duration) []HandedOver {
+	return q.handOver(ctx, shards, hold, false)
+}
+
+func (q *Queue) handOver(ctx context.Context, shards map[int]uint64, hold time.Duration, waitWrites bool) []HandedOver {
 	until := time.Now().Add(hold)
 	q.mu.Lock()
 	var work []*shard
@@ -112,7 +126,7 @@ func (q *Queue) HandOver(ctx context.Context, shards map[int]uint64, hold time.D
 	out := make([]HandedOver, len(work))
 	unfinished := 0
 	for i, s := range work {
-		n, ended := s.settle(ctx)
+		n, ended := s.settle(ctx, waitWrites)
 		out[i] = HandedOver{Shard: s.id, Epoch: s.epoch, Waited: time.Since(begin), Unfinished: n}
 		if n > 0 && ended {
 			out[i].Results = s.unwritten()
@@ -126,8 +140,9 @@ func (q *Queue) HandOver(ctx context.Context, shards map[int]uint64, hold time.D
 // settle waits, under a hold, until no admitted call is left and every
 // result recorded by then is written. It returns what was still
 // unfinished when ctx ended (0 when done, or when the shard was lost), and
-// whether every call had ended by then.
-func (s *shard) settle(ctx context.Context) (unfinished int, callsEnded bool) {
+// whether every call had ended by then. Without waitWrites it returns once
+// the calls have ended, counting the results not yet written.
+func (s *shard) settle(ctx context.Context, waitWrites bool) (unfinished int, callsEnded bool) {
 	for {
 		n := s.ho.admitted.Load()
 		if n == 0 {
@@ -149,6 +164,9 @@ func (s *shard) settle(ctx context.Context) (unfinished int, callsEnded bool) {
 		s.mu.Unlock()
 		if left <= 0 || lost {
 			return 0, true
+		}
+		if !waitWrites {
+			return left, true
 		}
 		select {
 		case <-s.ho.flushed:

@@ -102,4 +102,16 @@ func TestHandOverCarriesUnwrittenResults(t *testing.T) {
 			t.Fatalf("task %s is %q: a write landed though the store was cut", tk.ID, got.Status)
 		}
 	}
+
+	// A node that knows it cannot write answers as soon as its calls have
+	// ended, not at the end of the leader's wait.
+	ctx, cancel = context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	rel2 := q.HandOverUnwritable(ctx, map[int]uint64{0: 1}, time.Minute)
+	if ctx.Err() != nil {
+		t.Fatal("HandOverUnwritable waited out its context for writes that could not land")
+	}
+	if len(rel2) != 1 || rel2[0].Unfinished != 3 || len(rel2[0].Results) != 3 {
+		t.Fatalf("HandOverUnwritable answered %+v, want the 3 unwritten results", rel2)
+	}
 }
