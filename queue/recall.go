@@ -197,16 +197,7 @@ func (s *shard) readRecalls(now time.Time, limit int, skip func(string) bool) []
 		if from.At.Before(now) {
 			from = Cursor{At: now}
 		}
-		var (
-			tasks []Task
-			last  Cursor
-			done  bool
-		)
-		if cs, ok := ls.(ContextWalkStore); ok {
-			tasks, last, done = cs.LaterContext(s.rctx, s.id, k, from, until, n, skipRecall)
-		} else {
-			tasks, last, done = ls.Later(s.id, k, from, until, n, skipRecall)
-		}
+		tasks, last, done := s.later(ls, k, from, until, n, skipRecall)
 		for i := range tasks {
 			it := newItem(tasks[i], s, nil)
 			s.track(it)
@@ -250,4 +241,13 @@ func (s *shard) readRecalls(now time.Time, limit int, skip func(string) bool) []
 		s.q.m.recalled.Add(float64(len(items)))
 	}
 	return items
+}
+
+// later is ls.Later for this shard, bounded by the shard's read context
+// when the store takes one (ContextWalkStore).
+func (s *shard) later(ls LaterStore, k breakerpool.Key, after Cursor, until time.Time, limit int, skip func(string) bool) ([]Task, Cursor, bool) {
+	if cs, ok := ls.(ContextWalkStore); ok {
+		return cs.LaterContext(s.rctx, s.id, k, after, until, limit, skip)
+	}
+	return ls.Later(s.id, k, after, until, limit, skip)
 }

@@ -244,16 +244,7 @@ func (s *shard) readReleases(limit int, skip func(string) bool) (items []*item, 
 			continue
 		}
 		reads++
-		var (
-			tasks []Task
-			last  Cursor
-			done  bool
-		)
-		if cs, ok := bs.(ContextWalkStore); ok {
-			tasks, last, done = cs.BlockedContext(s.rctx, s.id, k, r.cursor, n, skip)
-		} else {
-			tasks, last, done = bs.Blocked(s.id, k, r.cursor, n, skip)
-		}
+		tasks, last, done := s.blocked(bs, k, r.cursor, n, skip)
 		r.giveBack(n - len(tasks))
 		for i := range tasks {
 			it := newItem(tasks[i], s, r)
@@ -328,4 +319,13 @@ func (s *shard) returnReleased(it *item, park time.Duration) {
 		TaskID: t.ID, Status: StatusPending, Attempts: t.Attempts, Blocked: t.Blocked, Unexpected: t.Unexpected,
 		NextAttemptAt: time.Now().Add(park), Message: t.Message, HTTPStatus: t.HTTPStatus,
 	})
+}
+
+// blocked is bs.Blocked for this shard, bounded by the shard's read
+// context when the store takes one (ContextWalkStore).
+func (s *shard) blocked(bs BlockedStore, k breakerpool.Key, after Cursor, limit int, skip func(string) bool) ([]Task, Cursor, bool) {
+	if cs, ok := bs.(ContextWalkStore); ok {
+		return cs.BlockedContext(s.rctx, s.id, k, after, limit, skip)
+	}
+	return bs.Blocked(s.id, k, after, limit, skip)
 }
