@@ -33,19 +33,20 @@ type ShardEpoch struct {
 }
 
 // HandedOverShard is what the node did for one shard it worked on at the
-// requested epoch. Unfinished counts calls still under way, or results
-// not yet written, when the wait ended.
+// requested epoch. Unfinished counts calls still under way (UnderWay) and
+// results not yet written when the wait ended.
 //
-// Results are the shard's results that this node could not write (it cannot
-// reach its task store) once every call had ended: the leader, which
-// reaches the store, writes them at Epoch before the move, so the next owner
-// does not make those calls again (node/handover.go). Omitted when there
-// are none, and by older builds.
+// Results are the shard's results this node had not written when the wait
+// ended (it cannot reach its task store): the leader, which reaches the
+// store, writes them at Epoch before the move, so the next owner does not
+// make those calls again (node/handover.go). Omitted when there are none,
+// and by older builds.
 type HandedOverShard struct {
 	Shard      int                `json:"shard"`
 	Epoch      uint64             `json:"epoch"`
 	WaitedMS   int64              `json:"waited_ms"`
 	Unfinished int                `json:"unfinished"`
+	UnderWay   int                `json:"under_way,omitempty"`
 	Results    []state.TaskResult `json:"results,omitempty"`
 }
 

@@ -35,7 +35,7 @@ func (r *recordHandover) HandOver(ctx context.Context, shards map[int]uint64, ho
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.shards, r.hold, r.wait = shards, hold, time.Until(dl)
-	return []HandedOverShard{{Shard: 3, Epoch: shards[3], WaitedMS: 12, Unfinished: 1, Results: handedOverResults}}
+	return []HandedOverShard{{Shard: 3, Epoch: shards[3], WaitedMS: 12, Unfinished: 3, UnderWay: 1, Results: handedOverResults}}
 }
 
 // POST /internal/v1/shards/handover: node (and admin) only; a bad field is
@@ -62,7 +62,7 @@ func TestHandOverRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (HandedOverShard{Shard: 3, Epoch: 7, WaitedMS: 12, Unfinished: 1, Results: handedOverResults}); len(ans.Shards) != 1 || !reflect.DeepEqual(ans.Shards[0], want) {
+	if want := (HandedOverShard{Shard: 3, Epoch: 7, WaitedMS: 12, Unfinished: 3, UnderWay: 1, Results: handedOverResults}); len(ans.Shards) != 1 || !reflect.DeepEqual(ans.Shards[0], want) {
 		t.Fatalf("answer %+v", ans)
 	}
 	rec.mu.Lock()

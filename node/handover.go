@@ -45,6 +45,7 @@ func (n *Node) handOverShards(ctx context.Context, node, httpAddr string, shards
 		}
 		for _, h := range ans.Shards {
 			if len(h.Results) > 0 && n.relayResults(ctx, node, shards, h) {
+				unfinished += h.UnderWay // the results are written
 				continue
 			}
 			unfinished += h.Unfinished
@@ -118,7 +119,7 @@ func (a apiHandover) HandOver(ctx context.Context, shards map[int]uint64, hold t
 	out := make([]api.HandedOverShard, len(hs))
 	budget := maxRelayBytes
 	for i, h := range hs {
-		out[i] = api.HandedOverShard{Shard: h.Shard, Epoch: h.Epoch, WaitedMS: h.Waited.Milliseconds(), Unfinished: h.Unfinished}
+		out[i] = api.HandedOverShard{Shard: h.Shard, Epoch: h.Epoch, WaitedMS: h.Waited.Milliseconds(), Unfinished: h.Unfinished, UnderWay: h.UnderWay}
 		size := 0
 		for _, r := range h.Results {
 			size += 256 + len(r.TaskID) + len(r.Message) + len(r.OperationID) + 2*len(r.Output)

@@ -71,15 +71,17 @@ type HandedOver struct {
 	// Waited is how long from the start of the hand-over the calls under
 	// way took to end and their results to be written.
 	Waited time.Duration
-	// Unfinished counts calls still under way, or results not yet
-	// written, when ctx ended: the next owner may make those calls again.
+	// Unfinished counts calls still under way and results not yet
+	// written when ctx ended: the next owner may make those calls again.
 	Unfinished int
-	// Results, when every call had ended but some results were not written
-	// (this node cannot reach its store), are those results, in the order
-	// they would have been written, so that the leader, which reaches the
-	// store, can write them at Epoch before the move (node/handover.go):
-	// then the next owner does not make those calls again. The shard keeps
-	// its own copies and keeps trying to write them.
+	// UnderWay is the part of Unfinished that is calls still under way.
+	UnderWay int
+	// Results are the results not yet written (the rest of Unfinished), in
+	// the order they would have been written, so that the leader, which
+	// reaches the store, can write them at Epoch before the move
+	// (node/handover.go) when this node cannot: then the next owner does
+	// not make those calls again. The shard keeps its own copies and keeps
+	// trying to write them.
 	Results []Result
 }
 
@@ -126,12 +128,12 @@ func (q *Queue) handOver(ctx context.Context, shards map[int]uint64, hold time.D
 	out := make([]HandedOver, len(work))
 	unfinished := 0
 	for i, s := range work {
-		n, ended := s.settle(ctx, waitWrites)
-		out[i] = HandedOver{Shard: s.id, Epoch: s.epoch, Waited: time.Since(begin), Unfinished: n}
-		if n > 0 && ended {
+		underWay, unwritten := s.settle(ctx, waitWrites)
+		out[i] = HandedOver{Shard: s.id, Epoch: s.epoch, Waited: time.Since(begin), Unfinished: underWay + unwritten, UnderWay: underWay}
+		if unwritten > 0 {
 			out[i].Results = s.unwritten()
 		}
-		unfinished += n
+		unfinished += underWay + unwritten
 	}
 	q.log.Info("shards handed over for a move", "shards", ids, "took", time.Since(begin), "unfinished", unfinished, "hold", hold)
 	return out
@@ -139,10 +141,10 @@ func (q *Queue) handOver(ctx context.Context, shards map[int]uint64, hold time.D
 
 // settle waits, under a hold, until no admitted call is left and every
 // result recorded by then is written. It returns what was still
-// unfinished when ctx ended (0 when done, or when the shard was lost), and
-// whether every call had ended by then. Without waitWrites it returns once
-// the calls have ended, counting the results not yet written.
-func (s *shard) settle(ctx context.Context, waitWrites bool) (unfinished int, callsEnded bool) {
+// unfinished when ctx ended — calls under way, results not yet written —
+// (0 and 0 when done, or when the shard was lost). Without waitWrites it
+// returns once the calls have ended.
+func (s *shard) settle(ctx context.Context, waitWrites bool) (underWay, unwritten int) {
 	for {
 		n := s.ho.admitted.Load()
 		if n == 0 {
@@ -151,7 +153,12 @@ func (s *shard) settle(ctx context.Context, waitWrites bool) (unfinished int, ca
 		select {
 		case <-s.ho.idle:
 		case <-ctx.Done():
-			return int(n), false
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.lost {
+				return 0, 0
+			}
+			return int(n), int(s.finished - s.written)
 		}
 	}
 	s.mu.Lock()
@@ -163,22 +170,24 @@ func (s *shard) settle(ctx context.Context, waitWrites bool) (unfinished int, ca
 		left, lost := int(target)-int(s.written), s.lost
 		s.mu.Unlock()
 		if left <= 0 || lost {
-			return 0, true
+			return 0, 0
 		}
 		if !waitWrites {
-			return left, true
+			return 0, left
 		}
 		select {
 		case <-s.ho.flushed:
 		case <-ctx.Done():
-			return left, true
+			return 0, left
 		}
 	}
 }
 
 // unwritten copies the shard's results not yet written — the batch a write
-// has under way, then the rest — without start markers (their calls have
-// ended). Nil once the shard is lost: its epoch is no longer current.
+// has under way, then the rest — without start markers (a call under way
+// has no result to write yet). Nil once the shard is lost: its epoch is no
+// longer current. None of these tasks is called again during the hold, so
+// no later result of the same task can follow them.
 func (s *shard) unwritten() []Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
