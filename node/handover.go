@@ -100,12 +100,15 @@ func (n *Node) relayResults(ctx context.Context, node string, asked map[int]uint
 // make those calls again. The API client reads at most 32 MiB.
 const maxRelayBytes = 8 << 20
 
-// apiHandover adapts the queue to api.ShardHandover. While unwritable
-// says this node cannot reach its task store (pghealth.go), the answer
-// comes as soon as the calls have ended, with their results, rather than
-// at the leader's wait: no write would land before it.
+// apiHandover adapts the queue to api.ShardHandover. With relay (the
+// PostgreSQL task store, whose leader writes them: relayResults) the answer
+// carries the results not yet written; the raft store's leader would only
+// drop them. While unwritable says this node cannot reach its task store
+// (pghealth.go), the answer comes as soon as the calls have ended rather
+// than at the leader's wait: no write would land before it.
 type apiHandover struct {
 	q          *queue.Queue
+	relay      bool
 	unwritable func() bool
 }
 
@@ -120,11 +123,14 @@ func (a apiHandover) HandOver(ctx context.Context, shards map[int]uint64, hold t
 	budget := maxRelayBytes
 	for i, h := range hs {
 		out[i] = api.HandedOverShard{Shard: h.Shard, Epoch: h.Epoch, WaitedMS: h.Waited.Milliseconds(), Unfinished: h.Unfinished, UnderWay: h.UnderWay}
+		if !a.relay || len(h.Results) == 0 {
+			continue
+		}
 		size := 0
 		for _, r := range h.Results {
 			size += 256 + len(r.TaskID) + len(r.Message) + len(r.OperationID) + 2*len(r.Output)
 		}
-		if len(h.Results) > 0 && size <= budget { // a shard's results go whole, or not at all
+		if size <= budget { // a shard's results go whole, or not at all
 			out[i].Results = h.Results
 			budget -= size
 		}

@@ -240,7 +240,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Tasks:    n.newTaskAPI(policy),
 		Shards:   n.shards,
 		Ops:      opsAPI{n},
-		Handover: apiHandover{q: n.deliver.queue, unwritable: func() bool { return n.pg != nil && n.pg.failing() }},
+		Handover: apiHandover{q: n.deliver.queue, relay: n.pg != nil, unwritable: func() bool { return n.pg != nil && n.pg.failing() }},
 		Peers:    peers,
 		UI: ui.New(ui.Deps{NodeID: cfg.NodeID, Recorder: n.uiRec, Members: apiMembers{n.members}, Peers: peers, History: n.uiHistory(loopCtx)},
 			n.log.With("component", "ui")),

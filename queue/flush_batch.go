@@ -105,7 +105,7 @@ func (s *shard) bookWrite(batch []Result, called []bool, err error) error {
 	}
 	q.m.writes.WithLabelValues("ok").Inc()
 	s.mu.Lock()
-	s.writing = nil
+	s.writing = s.writing[min(len(batch), len(s.writing)):] // batch is its head (writeOneByOne: one result of it)
 	s.written += s.forgetWritten(batch)
 	s.resultsWrittenLocked()
 	s.mu.Unlock()

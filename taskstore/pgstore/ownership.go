@@ -56,7 +56,7 @@ type FencedOwnership struct {
 
 	mu       sync.Mutex
 	acquired map[int]uint64    // shard → epoch raised in the database
-	pending  map[int]uint64    // shard → epoch whose acquire is under way
+	pending  map[int]bool      // shards whose acquire is under way
 	failed   map[int]failedAcq // shard → its last failed acquire
 	ended    chan struct{}     // closed, and replaced, when an acquire ends
 }
@@ -82,7 +82,7 @@ func NewFencedOwnership(inner queue.Ownership, acq Acquirer, node string, log *s
 	ctx, cancel := context.WithCancel(context.Background())
 	return &FencedOwnership{inner: inner, acq: acq, node: node, log: log, RetryAfter: time.Second,
 		ctx: ctx, cancel: cancel, sem: make(chan struct{}, acquireParallel),
-		acquired: make(map[int]uint64), pending: make(map[int]uint64), failed: make(map[int]failedAcq),
+		acquired: make(map[int]uint64), pending: make(map[int]bool), failed: make(map[int]failedAcq),
 		ended: make(chan struct{})}
 }
 
@@ -101,7 +101,7 @@ func (f *FencedOwnership) Watch() (map[int]uint64, <-chan struct{}) {
 			out[shard] = epoch
 			continue
 		}
-		if _, ok := f.pending[shard]; ok {
+		if f.pending[shard] {
 			continue // its end wakes the queue; a newer epoch is tried then
 		}
 		if fl, ok := f.failed[shard]; ok && fl.epoch == epoch {
@@ -154,7 +154,7 @@ func (f *FencedOwnership) start(shard int, epoch uint64) {
 	if f.ctx.Err() != nil {
 		return
 	}
-	f.pending[shard] = epoch
+	f.pending[shard] = true
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
