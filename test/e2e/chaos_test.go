@@ -105,7 +105,8 @@ const (
 	actRestart chaosAction = "restart" // SIGTERM then start again at once
 	actRecover chaosAction = "recover" // bring a down node back (SIGCONT or start)
 	// actDBCrash (postgres store only) stops PostgreSQL with an immediate
-	// shutdown, leaves it down for a drawn time and starts it again.
+	// shutdown, or hangs it (every server process SIGSTOPped: connections
+	// open, no answers), for a drawn time, then starts or continues it.
 	actDBCrash chaosAction = "db-crash"
 	// actDestDown (FUSEBOX_CHAOS_DEST=1 only) takes the task destination
 	// down for a drawn time: 503s, or answers held until the caller gives
@@ -213,13 +214,19 @@ func TestChaosRandom(t *testing.T) {
 		}
 		if act == actDBCrash {
 			outage := time.Duration(300+rng.IntN(2700)) * time.Millisecond
-			t.Logf("step %d: %s for %v; down %v; writes %v; %v", step, act, outage, downNames(c, down), w.Stats(), tl.Stats())
-			if err := db.StopImmediate(t.Context()); err != nil {
+			stop, start, how := db.StopImmediate, db.StartAgain, "immediate shutdown"
+			if rng.IntN(2) == 0 {
+				stop = func(context.Context) error { return db.Pause() }
+				start = func(context.Context) error { return db.Resume() }
+				how = "hang: every server process stopped"
+			}
+			t.Logf("step %d: %s (%s) for %v; down %v; writes %v; %v", step, act, how, outage, downNames(c, down), w.Stats(), tl.Stats())
+			if err := stop(t.Context()); err != nil {
 				t.Fatalf("step %d: %s: %v", step, act, err)
 			}
 			<-time.After(outage) // the fault's duration, part of the schedule
-			if err := db.StartAgain(t.Context()); err != nil {
-				t.Fatalf("step %d: start PostgreSQL again: %v", step, err)
+			if err := start(t.Context()); err != nil {
+				t.Fatalf("step %d: bring PostgreSQL back: %v", step, err)
 			}
 			continue
 		}
