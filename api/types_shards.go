@@ -7,7 +7,9 @@ type Shard struct {
 	Shard int `json:"shard"`
 	// Owner is the node that works on the shard, "" while unowned.
 	Owner string `json:"owner"`
-	// Epoch increases whenever Owner changes; writes carry it as a fence.
+	// Epoch increases whenever Owner changes (and, with the postgres task
+	// store, past a fence the database holds from an older cluster); writes
+	// carry it as a fence.
 	Epoch uint64 `json:"epoch"`
 	// Pinned is the node an operator moved the shard to ("" if none).
 	Pinned string `json:"pinned,omitempty"`

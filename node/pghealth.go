@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fusebox/cluster"
+	"fusebox/shardmap"
 	"fusebox/taskstore/pgstore"
 )
 
@@ -280,4 +281,15 @@ func (n *Node) unfitOwners(ctx context.Context) map[string]string {
 		return nil // down for this node too: maybe for every node
 	}
 	return out
+}
+
+// pgFences is ownership's Config.StoreFences on the postgres store: the
+// database's fence of each shard, read only while this node's last look
+// at the database succeeded (a placement does not wait on a database that
+// is down).
+func (n *Node) pgFences(ctx context.Context) (map[int]shardmap.Assignment, error) {
+	if h := n.pgHealth; h != nil && h.okSince.Load() == 0 {
+		return nil, errors.New("the task store is unreachable from this node")
+	}
+	return n.pg.store.Fences(ctx)
 }

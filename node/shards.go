@@ -18,6 +18,7 @@ func (n *Node) startShards() (*ownership.Manager, error) {
 		CaughtUp: n.syncDerived, HandOver: n.handOverShards}
 	if n.pg != nil {
 		cfg.Unfit = n.unfitOwners // pghealth.go
+		cfg.StoreFences = n.pgFences
 	}
 	if n.cfg.Timing == "fast" {
 		cfg.Backstop = time.Second

@@ -81,6 +81,12 @@ type Config struct {
 	// before each placement, so it may do I/O bounded by ctx; a set that
 	// would leave no member is ignored.
 	Unfit func(ctx context.Context) map[string]string
+	// StoreFences, if set, reads the task store's fence of each shard
+	// (owner and epoch of its last acquire: the PostgreSQL store's
+	// fusebox_shards). The leader raises the map's epoch of a shard whose
+	// fence is ahead of the map past it (fences.go). It may do I/O; the
+	// leader bounds it by a second and places without it on an error.
+	StoreFences func(ctx context.Context) (map[int]shardmap.Assignment, error)
 	// Logger nil discards; Registerer nil registers no metrics.
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

@@ -121,6 +121,8 @@ type cluster struct {
 	handOverWait time.Duration
 	// unfit, when set, is every manager's Config.Unfit.
 	unfit func(ctx context.Context) map[string]string
+	// fences is Config.StoreFences.
+	fences func(ctx context.Context) (map[int]shardmap.Assignment, error)
 	// quiet nodes are started without gossip announcing them: their
 	// members wait in pending for announce, which changes the membership
 	// in one step with other changes.
@@ -179,7 +181,7 @@ func (c *cluster) start(id string, expect, shards int) *node {
 		}
 	}
 	own, err := New(Config{NodeID: id, Shards: shards, Backstop: backstop, FreshCheck: c.freshCheck, DrainTimeout: 10 * time.Second,
-		AdminWait: 5 * time.Second, Registerer: reg, CaughtUp: caughtUp, HandOver: handOver, HandOverWait: c.handOverWait, Unfit: c.unfit}, s, s.Reader(), c.members)
+		AdminWait: 5 * time.Second, Registerer: reg, CaughtUp: caughtUp, HandOver: handOver, HandOverWait: c.handOverWait, Unfit: c.unfit, StoreFences: c.fences}, s, s.Reader(), c.members)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -142,7 +142,17 @@ func (m *Manager) place(ctx context.Context) error {
 		m.log.Info("cluster shard count set", "shards", n)
 		count = n
 	}
+	// The fences are read before the map: a fence ahead of the map read
+	// after a read barrier comes from another history, not from a map
+	// this replica has yet to apply (fences.go).
+	fences := m.storeFences(ctx)
 	cur := m.state.ShardMap()
+	if anyFenceAhead(cur, fences) {
+		if err := m.store.Sync(ctx); err != nil {
+			return err
+		}
+		cur = m.state.ShardMap()
+	}
 	prev := cur
 	if prev == nil {
 		var err error
@@ -153,6 +163,12 @@ func (m *Manager) place(ctx context.Context) error {
 	next, changed, err := shardmap.Rebalance(prev, m.fitMembers(ctx, m.placementMembers()), prev.Pins())
 	if err != nil {
 		return err
+	}
+	if raised, why := raiseToFences(next, prev.Version+1, fences); raised != nil {
+		m.metrics.fenced.Add(float64(len(why)))
+		m.log.Warn("raising the epochs of shards whose task store fence is ahead of the shard map (a cluster rebuilt on an older cluster's database, or two clusters sharing one)",
+			"shards", why)
+		next, changed = raised, true
 	}
 	switch {
 	case cur != nil && !changed:

@@ -15,6 +15,9 @@ type metrics struct {
 	commits *prometheus.CounterVec
 	// handovers counts the leader's hand-over calls, by result.
 	handovers *prometheus.CounterVec
+	// fenced counts the shards whose epoch the leader raised past the
+	// task store's fence (fences.go).
+	fenced prometheus.Counter
 }
 
 // newMetrics builds the metrics and registers them on reg (if not nil);
@@ -37,6 +40,10 @@ func newMetrics(reg prometheus.Registerer, unowned func() float64) (*metrics, er
 			Name: "fusebox_shard_handovers_total",
 			Help: "Hand-overs this node asked of a live owner as Raft leader before moving its shards, by result (ok: its calls ended and results were written; unfinished: some were still under way at the wait's end; error: the owner could not be asked; interrupted: a member failed during the wait, and the leader placed again at once).",
 		}, []string{"result"}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fusebox_shard_epochs_raised_total",
+			Help: "Shards whose epoch this node, as Raft leader, raised past the task store's fence of the shard, which was ahead of the shard map: a cluster rebuilt on an older cluster's database (once per shard), or two clusters sharing one database (rising steadily).",
+		}),
 	}
 	for _, r := range []string{"ok", "unfinished", "error", "interrupted"} {
 		m.handovers.WithLabelValues(r)
@@ -48,7 +55,7 @@ func newMetrics(reg prometheus.Registerer, unowned func() float64) (*metrics, er
 		Name: "fusebox_shards_unowned",
 		Help: "Shards of the committed shard map with no owner, or whose owner is not an alive (or suspect) member, as this node sees them.",
 	}, unowned)
-	for _, c := range []prometheus.Collector{m.owned, m.version, m.commits, m.handovers, unownedGauge} {
+	for _, c := range []prometheus.Collector{m.owned, m.version, m.commits, m.handovers, m.fenced, unownedGauge} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("ownership: metrics: %w", err)
 		}

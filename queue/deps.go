@@ -10,6 +10,7 @@ import (
 
 	"fusebox/breakerpool"
 	"fusebox/dynconfig"
+	"fusebox/shardmap"
 	"fusebox/transport"
 )
 
@@ -121,6 +122,19 @@ type FreshOwnership interface {
 // for shards it no longer owned: a duplicate of the owner's call).
 type EpochOwnership interface {
 	OwnsAt(shard int, epoch uint64) bool
+}
+
+// RefusalOwnership is an Ownership told of the store's refusal of a
+// shard's result write (*shardmap.WrongOwnerError, carrying the store's
+// fence of the shard). The queue stops the shard either way; again true
+// means the ownership will hand it over afresh at the same epoch once it
+// has taken it again, so the queue watches at once instead of keeping the
+// stopped shard until its epoch changes. pgstore.FencedOwnership says so
+// when the fence went back below the epoch it had raised it to (the
+// database lost the acquire: a failover that lost commits, a restored
+// backup), where no newer owner exists and the map will not move.
+type RefusalOwnership interface {
+	Refused(shard int, epoch uint64, fence *shardmap.WrongOwnerError) (again bool)
 }
 
 // Limits are the queue's dynamic limits (dynconfig's Snapshot has them all).

@@ -96,6 +96,9 @@ func (s *shard) bookWrite(batch []Result, called []bool, err error) error {
 		q.m.writes.WithLabelValues("refused").Inc()
 		s.putBack(batch, called) // counted by lose
 		s.lose("result write refused: " + wrong.Error())
+		if ro, ok := q.own.(RefusalOwnership); ok && ro.Refused(s.id, s.epoch, wrong) {
+			q.rewatchSoon()
+		}
 		return err
 	case err != nil:
 		q.m.writes.WithLabelValues("error").Inc()

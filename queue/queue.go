@@ -34,6 +34,7 @@ type Queue struct {
 	startOnce sync.Once
 	closeOnce sync.Once
 	stop      chan struct{}
+	rewatch   chan struct{} // size 1: Watch again now (RefusalOwnership)
 	loopsDone sync.WaitGroup
 	unsub     func()
 }
@@ -54,7 +55,7 @@ func New(cfg Config, deps Deps) (*Queue, error) {
 	q := &Queue{
 		cfg: cfg, store: deps.Store, own: deps.Ownership, limits: deps.Limits, breakers: deps.Breakers,
 		exec: deps.Executor, resolver: deps.Resolver, policy: deps.Policy, fleet: deps.Fleet, log: log.With("component", "queue"),
-		shards: make(map[int]*shard), stop: make(chan struct{}), closingCh: make(chan struct{}),
+		shards: make(map[int]*shard), stop: make(chan struct{}), closingCh: make(chan struct{}), rewatch: make(chan struct{}, 1),
 	}
 	q.sched = newScheduler(q)
 	if q.m, err = newMetrics(deps.Registerer, q); err != nil {
@@ -96,15 +97,26 @@ func (q *Queue) watchOwnership() {
 		q.reconcile(owned)
 		select {
 		case <-changed:
+		case <-q.rewatch:
 		case <-q.stop:
 			return
 		}
 	}
 }
 
+// rewatchSoon makes the ownership loop Watch again without waiting for a
+// change (coalesced).
+func (q *Queue) rewatchSoon() {
+	select {
+	case q.rewatch <- struct{}{}:
+	default:
+	}
+}
+
 // reconcile stops work on shards no longer owned at the same epoch and
 // starts it on newly owned ones. A shard lost by a refused write stays
-// stopped until its epoch changes.
+// stopped until its epoch changes, or until Watch leaves it out for a
+// while (RefusalOwnership: taken again at the same epoch).
 //
 // Every shard that moved stops at once, then their goroutines are waited
 // for together: one waited for in turn (a result write or a read the

@@ -22,7 +22,9 @@ type Assignment struct {
 	// Owner is the node that may work on the shard, or "" if none may.
 	Owner string `json:"owner"`
 	// Epoch increases by one every time Owner changes, including to and from
-	// "". A node fences its writes with the epoch it was granted.
+	// "", and past the task store's fence where that is ahead (a cluster
+	// rebuilt on an older cluster's database: ownership/fences.go). A node
+	// fences its writes with the epoch it was granted.
 	Epoch uint64 `json:"epoch"`
 	// Pinned is the node an operator pinned the shard to, or "". A pin wins
 	// over placement while the pinned node is live.

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,6 +39,41 @@ WHERE fusebox_shards.epoch < excluded.epoch`, shard, int64(epoch), node)
 		}
 		return cur
 	})
+}
+
+// Fences reads the database's fence of every shard that has one: the
+// owner and epoch of its last Acquire. Within one cluster's history no fence
+// is ahead of the committed shard map (a node acquires only epochs of
+// committed maps); one that is belongs to another history — a cluster
+// rebuilt on this database, or another cluster sharing it — and would
+// refuse every acquire of this cluster's owners. The Raft leader raises
+// such shards' epochs past it (ownership, "Fences of the task store").
+func (s *Store) Fences(ctx context.Context) (map[int]shardmap.Assignment, error) {
+	out := map[int]shardmap.Assignment{}
+	err := s.retry(ctx, func() error {
+		clear(out)
+		rows, err := s.pool.Query(ctx, `SELECT shard, epoch, owner FROM fusebox_shards`)
+		if err != nil {
+			return err
+		}
+		var (
+			shard int32
+			epoch int64
+			owner string
+		)
+		_, err = pgx.ForEachRow(rows, []any{&shard, &epoch, &owner}, func() error {
+			if epoch < 0 {
+				return fmt.Errorf("fusebox_shards: shard %d has a negative epoch %d", shard, epoch)
+			}
+			out[int(shard)] = shardmap.Assignment{Shard: int(shard), Owner: owner, Epoch: uint64(epoch)}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func currentOwner(ctx context.Context, tx querier, shard int) (*shardmap.WrongOwnerError, error) {

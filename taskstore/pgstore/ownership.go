@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"fusebox/queue"
+	"fusebox/shardmap"
 )
 
 // Acquirer raises a shard's epoch in the database (*Store).
@@ -69,8 +70,9 @@ type failedAcq struct {
 }
 
 var (
-	_ queue.FreshOwnership = (*FencedOwnership)(nil)
-	_ queue.EpochOwnership = (*FencedOwnership)(nil)
+	_ queue.FreshOwnership   = (*FencedOwnership)(nil)
+	_ queue.EpochOwnership   = (*FencedOwnership)(nil)
+	_ queue.RefusalOwnership = (*FencedOwnership)(nil)
 )
 
 // NewFencedOwnership wraps inner (the shard map's ownership of node). Close
@@ -190,6 +192,28 @@ func (f *FencedOwnership) start(shard int, epoch uint64) {
 func (f *FencedOwnership) Close() {
 	f.cancel()
 	f.wg.Wait()
+}
+
+// Refused implements queue.RefusalOwnership. A write refused by a newer
+// owner's fence (a higher epoch) leaves the shard to the map, which moves
+// it. A fence below the epoch this node acquired means the database went
+// back — a failover to a standby that had not received the acquire, a
+// restored backup: nobody newer holds the shard, and the map, which is
+// right, will not move it. The shard is then acquired again at its epoch
+// (again true): before, it stayed stopped and its tasks waited for ever.
+func (f *FencedOwnership) Refused(shard int, epoch uint64, fence *shardmap.WrongOwnerError) bool {
+	if fence == nil || fence.Epoch >= epoch {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.acquired[shard] != epoch {
+		return false
+	}
+	delete(f.acquired, shard)
+	f.log.Warn("the database's fence of a shard went back below the epoch this node raised it to (a failover that lost commits, or a restored backup): taking the shard again",
+		"shard", shard, "epoch", epoch, "database_owner", fence.Owner, "database_epoch", fence.Epoch)
+	return true
 }
 
 // OwnsAt implements queue.EpochOwnership: the inner ownership's answer, or

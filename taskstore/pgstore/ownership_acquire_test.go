@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"fusebox/internal/testwait"
 	"fusebox/queue"
 	"fusebox/queue/queuetest"
+	"fusebox/shardmap"
 )
 
 // hangingAcquirer raises epochs at once, except for the shards in hang:
@@ -218,5 +220,46 @@ func TestQueueStopsAMovedShardWhileAcquiresHang(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the queue's Close waited for acquires that do not answer")
+	}
+}
+
+// TestRefusedBelowTheAcquiredEpochTakesAgain: a write refused by a fence
+// below the epoch this node acquired (the database went back) makes the
+// ownership take the shard again at its epoch — Watch leaves it out until
+// the acquire ends, then hands it over; a refusal by a newer owner's fence
+// (or one for an epoch this node does not hold) changes nothing.
+func TestRefusedBelowTheAcquiredEpochTakesAgain(t *testing.T) {
+	s := openTest(t)
+	f := NewFencedOwnership(queuetest.NewOwnership(map[int]uint64{0: 4, 1: 4}), s, "n1", nil)
+	t.Cleanup(f.Close)
+	watchFor(t, f, map[int]uint64{0: 4, 1: 4})
+
+	if f.Refused(1, 4, &shardmap.WrongOwnerError{Shard: 1, Owner: "n2", Epoch: 5}) {
+		t.Fatal("a refusal by a newer owner's fence asked for the shard to be taken again")
+	}
+	if f.Refused(1, 3, &shardmap.WrongOwnerError{Shard: 1, Owner: "n2", Epoch: 2}) {
+		t.Fatal("a refusal at an epoch this node does not hold asked for the shard to be taken again")
+	}
+	if _, err := s.pool.Exec(t.Context(), `UPDATE fusebox_shards SET epoch = 3, owner = 'n0' WHERE shard = 0`); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Complete(t.Context(), 0, 4, []queue.Result{{TaskID: "any", Status: queue.StatusSucceeded}})
+	var wrong *shardmap.WrongOwnerError
+	if !errors.As(err, &wrong) || wrong.Epoch != 3 {
+		t.Fatalf("write under the fence gone back: %v, want a refusal naming epoch 3", err)
+	}
+	if !f.Refused(0, 4, wrong) {
+		t.Fatal("a refusal by a fence gone back did not ask for the shard to be taken again")
+	}
+	watchFor(t, f, map[int]uint64{0: 4, 1: 4})
+	fences, err := s.Fences(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fences[0]; got.Owner != "n1" || got.Epoch != 4 {
+		t.Fatalf("fence of shard 0 after the retake: %+v, want n1@4", got)
+	}
+	if err := s.Complete(t.Context(), 0, 4, []queue.Result{{TaskID: "any", Status: queue.StatusSucceeded}}); err != nil {
+		t.Fatalf("write after the retake: %v", err)
 	}
 }

@@ -1,0 +1,169 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"fusebox/api"
+	"fusebox/dynconfig"
+	"fusebox/internal/pgtest"
+	"fusebox/internal/testwait"
+	"fusebox/raftstore/state"
+	"fusebox/transport/transporttest"
+)
+
+// TestNewClusterOnAnOldDatabase: a cluster started afresh (new Raft state)
+// on the database of an older one delivers the tasks the older one left
+// there. The database's fences of the shards (owner and epoch of their
+// last acquire) are then ahead of the new cluster's shard map; before the
+// leader raised the map's epochs past them (ownership/fences.go) every
+// acquire was refused and the tasks waited for ever: with another node id
+// at the same epochs, and with the same id at epochs the older cluster had
+// raised.
+func TestNewClusterOnAnOldDatabase(t *testing.T) {
+	for _, tc := range []struct {
+		name, id string
+		closes   int // times the old cluster closes the task's shard (each raises its epoch twice)
+	}{
+		{"another node id", "q1", 0},
+		{"the same node id, epochs behind", "p1", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := pgtest.NewDatabase(t)
+			const ns = "ns-pg"
+			dest := transporttest.NewDestination(t)
+			if err := dest.SetMode(transporttest.ModeRefuse); err != nil {
+				t.Fatal(err)
+			}
+			allow := `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`
+			old := pgNode(t, url)
+			waitNodeReady(t, old)
+			configSet(t, old, dynconfig.KeyCallbackAllowedAddresses, ns, allow)
+			ts := callbackTask(dest.CallbackURL(), "wf-1", "rid-1")
+			ts.NamespaceID = ns
+			acc, err := old.client().SubmitTask(ctxT(t), ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitTask(t, old, acc.TaskID, "tried", func(tk api.Task) bool { return tk.Attempts >= 1 })
+			for range tc.closes {
+				if _, err := old.client().CloseShard(ctxT(t), acc.Shard, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := uint64(1 + 2*tc.closes)
+			testwait.ForErr(t, 30*time.Second, "the old cluster's fence of the task's shard", func() error {
+				f, err := old.pg.store.Fences(ctxT(t))
+				if err != nil {
+					return err
+				}
+				if got := f[acc.Shard]; got.Owner != "p1" || got.Epoch != want {
+					return fmt.Errorf("fence %+v, want p1@%d", got, want)
+				}
+				return nil
+			})
+			old.stop()
+
+			cfg := testConfig(t, tc.id, 1, nil)
+			cfg.TaskStore, cfg.PostgresURL = TaskStorePostgres, url
+			n := startNode(t, cfg)
+			waitNodeReady(t, n)
+			configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, allow)
+			if err := dest.SetMode(transporttest.ModeUp); err != nil {
+				t.Fatal(err)
+			}
+			waitTask(t, n, acc.TaskID, "succeeded on the new cluster", func(tk api.Task) bool { return tk.Status == state.TaskSucceeded })
+			sm := n.shards.Holder().Load()
+			if a := sm.Shards[acc.Shard]; a.Owner != tc.id || a.Epoch <= want {
+				t.Errorf("task's shard in the new map: %+v, want owned by %s past epoch %d", a, tc.id, want)
+			}
+			if got := counterValue(t, n.reg, "fusebox_shard_epochs_raised_total"); got < 1 {
+				t.Errorf("fusebox_shard_epochs_raised_total = %v, want at least 1", got)
+			}
+		})
+	}
+}
+
+// TestDatabaseFenceWentBack: the database loses the acquire of a shard
+// this node works on (a failover to a standby that had not received it, a
+// restored backup): its fence falls below the node's epoch, and the node's
+// next result write there is refused. The node takes the shard again at
+// its epoch and delivers its tasks; before, it dropped the shard as if a
+// newer owner had it, and nothing moved the shard again — its tasks waited
+// for ever.
+func TestDatabaseFenceWentBack(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	const ns = "ns-pg"
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
+		t.Fatal(err)
+	}
+	n := pgNode(t, url)
+	waitNodeReady(t, n)
+	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
+	configSet(t, n, dynconfig.KeyBreakerSettings, ns, `{"Timeout":"100ms"}`)
+	ts := callbackTask(dest.CallbackURL(), "wf-1", "rid-1")
+	ts.NamespaceID = ns
+	acc, err := n.client().SubmitTask(ctxT(t), ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, n, acc.TaskID, "tried", func(tk api.Task) bool { return tk.Attempts >= 1 })
+	epoch := n.shards.Holder().Load().Shards[acc.Shard].Epoch
+	conn, err := pgx.Connect(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctxT(t), `UPDATE fusebox_shards SET epoch = $2, owner = 'p0' WHERE shard = $1`, acc.Shard, int64(epoch-1)); err != nil {
+		t.Fatal(err)
+	}
+	// The next attempt's result write meets the fence gone back.
+	tried := 0
+	testwait.ForErr(t, 30*time.Second, "a result write refused by the fence gone back", func() error {
+		tk, err := n.client().Task(ctxT(t), acc.TaskID)
+		if err != nil {
+			return err
+		}
+		tried = tk.Attempts
+		if v := refusedWrites(t, n); v == 0 {
+			return fmt.Errorf("no refused write yet (task at %d attempts)", tk.Attempts)
+		}
+		return nil
+	})
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, n, acc.TaskID, "succeeded after the refused write", func(tk api.Task) bool { return tk.Status == state.TaskSucceeded })
+	var fe int64
+	var owner string
+	if err := conn.QueryRow(ctxT(t), `SELECT epoch, owner FROM fusebox_shards WHERE shard = $1`, acc.Shard).Scan(&fe, &owner); err != nil {
+		t.Fatal(err)
+	}
+	if owner != "p1" || uint64(fe) != epoch {
+		t.Errorf("fence after the retake: %s@%d, want p1@%d", owner, fe, epoch)
+	}
+	t.Logf("task at %d attempts when the write was refused; fence back at %s@%d", tried, owner, fe)
+}
+
+// refusedWrites is fusebox_queue_completion_writes_total{result="refused"}.
+func refusedWrites(t *testing.T, n *testNode) float64 {
+	mfs, err := n.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "fusebox_queue_completion_writes_total" {
+			for _, m := range mf.GetMetric() {
+				if hasLabel(m.GetLabel(), "result", "refused") {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
