@@ -274,7 +274,13 @@ func (n *Node) ready() (bool, map[string]any) {
 	ready := n.members.Joined() && leader != "" && st.AppliedIndex > 0
 	ready = shardsReady(n.shards, detail) && ready
 	if n.pg != nil {
-		ready = n.pg.readyDetail(detail) && ready
+		shards := 0
+		if n.shards != nil {
+			if sm := n.shards.Holder().Load(); sm != nil {
+				shards = sm.NumShards
+			}
+		}
+		ready = n.pg.readyDetail(detail, shards, n.log) && ready
 	}
 	if since, err, failing := n.store.LogWritesFailing(); failing {
 		// It applies nothing new: no call, and it stops if this lasts

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,4 +167,52 @@ func refusedWrites(t *testing.T, n *testNode) float64 {
 		}
 	}
 	return 0
+}
+
+// TestNewClusterWithFewerShardsIsNotReady: a cluster started afresh on an
+// older cluster's database with fewer shards than that one had would never
+// read the pending tasks of the shards it lacks; it is not ready, and
+// /readyz says why and what to do. Before, it was ready and those tasks
+// waited for ever.
+func TestNewClusterWithFewerShardsIsNotReady(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	const ns = "ns-pg"
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
+		t.Fatal(err)
+	}
+	old := pgNode(t, url) // DefaultShards
+	waitNodeReady(t, old)
+	configSet(t, old, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
+	top := -1
+	for i := 0; top < 8; i++ {
+		if i == 200 {
+			t.Fatal("no task in a shard above 7 in 200 submits")
+		}
+		ts := callbackTask(dest.CallbackURL(), fmt.Sprintf("wf-%d", i), fmt.Sprintf("rid-%d", i))
+		ts.NamespaceID = ns
+		acc, err := old.client().SubmitTask(ctxT(t), ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		top = max(top, acc.Shard)
+	}
+	old.stop()
+
+	cfg := testConfig(t, "q1", 1, nil)
+	cfg.TaskStore, cfg.PostgresURL, cfg.Shards = TaskStorePostgres, url, 8
+	n := startNode(t, cfg)
+	var detail map[string]any
+	testwait.ForErr(t, 30*time.Second, "a shard map, and /readyz naming the shards it lacks", func() error {
+		var ready bool
+		ready, detail = n.ready()
+		msg, _ := detail["task_store_error"].(string)
+		if n.shards.Holder().Load() == nil || ready || !strings.Contains(msg, fmt.Sprintf("pending tasks of shard %d", top)) {
+			return fmt.Errorf("ready %v, detail %v", ready, detail)
+		}
+		return nil
+	})
+	if msg := detail["task_store_error"].(string); !strings.Contains(msg, "--shards") || !strings.Contains(msg, "8 shards") {
+		t.Errorf("readyz detail %q does not say what to do", msg)
+	}
 }

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -56,8 +58,10 @@ type pgTasks struct {
 	// refused at once instead of waiting on connections that do not
 	// answer, and no call starts.
 	failedLook atomic.Int64
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
+	// shardsLogged logs a shard count below the database's once.
+	shardsLogged sync.Once
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 }
 
 // Init backoff: first retry after initBackoffMin, doubling to initBackoffMax.
@@ -132,13 +136,23 @@ func (p *pgTasks) open() (bool, string) {
 	return false, "not connected yet"
 }
 
-// readyDetail adds the task store to /readyz: open, and answering a ping.
-// /readyz needs no token, so it says why as pgstore.PublicReason does: no
-// URL, host, user or database name (the log has the whole error).
-func (p *pgTasks) readyDetail(detail map[string]any) bool {
+// readyDetail adds the task store to /readyz: open, holding no pending
+// task of a shard the cluster (shards, 0 while unknown) does not have, and
+// answering a ping. /readyz needs no token, so it says why as
+// pgstore.PublicReason does: no URL, host, user or database name (the log
+// has the whole error).
+func (p *pgTasks) readyDetail(detail map[string]any, shards int, log *slog.Logger) bool {
 	detail["task_store"] = TaskStorePostgres
 	if ok, why := p.open(); !ok {
 		detail["task_store_error"] = "postgres task store not open: " + why
+		return false
+	}
+	if top := p.store.TopShard(); shards > 0 && top >= shards {
+		// A cluster started afresh on an older cluster's database with
+		// another --shards: no node would ever read those tasks.
+		msg := fmt.Sprintf("the database holds pending tasks of shard %d, but this cluster has %d shards, so no node would deliver them: it was left by a cluster with more shards. Start this cluster afresh with --shards set to that cluster's count (at least %d)", top, shards, top+1)
+		detail["task_store_error"] = msg
+		p.shardsLogged.Do(func() { log.Error("postgres task store: " + msg) })
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -65,8 +65,11 @@ type Store struct {
 	mu   sync.Mutex
 	subs map[chan struct{}]int // the subscription's shard, allShards for every shard
 
-	initMu    sync.Mutex
-	ready     atomic.Bool
+	initMu sync.Mutex
+	ready  atomic.Bool
+	// topShard is the highest shard holding a pending task when Init ran
+	// (-1: none): a cluster with fewer shards would never read it.
+	topShard  atomic.Int64
 	pending   pendingCache  // limits.go
 	group     submitGroup   // group.go: concurrent submits committed together
 	completes completeGroup // complete_group.go: concurrent result writes committed together
@@ -193,6 +196,11 @@ func (s *Store) Init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var top int64
+	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(max(shard), -1) FROM fusebox_tasks WHERE status = 'pending'`).Scan(&top); err != nil {
+		return fmt.Errorf("pgstore: the highest shard with pending tasks: %w", err)
+	}
+	s.topShard.Store(top)
 	s.probeNotify(ctx)
 	s.probeCustomPlans(ctx)
 	s.ready.Store(true)
@@ -202,6 +210,18 @@ func (s *Store) Init(ctx context.Context) error {
 
 // Ready reports whether Init has succeeded (the schema is in place).
 func (s *Store) Ready() bool { return s.ready.Load() }
+
+// TopShard is the highest shard that held a pending task when Init ran,
+// -1 if none did (or before Init). A cluster with no more shards than
+// that never reads those tasks: a cluster started afresh on an older
+// one's database with another --shards (node/pgtasks.go refuses to be
+// ready then).
+func (s *Store) TopShard() int {
+	if !s.ready.Load() {
+		return -1
+	}
+	return int(s.topShard.Load())
+}
 
 // Close stops the poller and closes the pool.
 func (s *Store) Close() {
