@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -215,4 +216,54 @@ func TestNewClusterWithFewerShardsIsNotReady(t *testing.T) {
 	if msg := detail["task_store_error"].(string); !strings.Contains(msg, "--shards") || !strings.Contains(msg, "8 shards") {
 		t.Errorf("readyz detail %q does not say what to do", msg)
 	}
+}
+
+// TestRebuiltClusterRestoresItsStateFirst follows docs/scaling.md's
+// procedure for a cluster rebuilt on an older cluster's database that left
+// Nexus tasks: their endpoints live in the Raft state, and a task whose
+// endpoint the new cluster does not know fails at its attempt. So the new
+// cluster starts on an empty scratch database, the old cluster's snapshot
+// is restored into it, and its node restarts (data dir kept) on the real
+// database: the task is delivered through the restored endpoint.
+func TestRebuiltClusterRestoresItsStateFirst(t *testing.T) {
+	url, scratch := pgtest.NewDatabase(t), pgtest.NewDatabase(t)
+	dest := transporttest.NewDestination(t)
+	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
+		t.Fatal(err)
+	}
+	old := pgNode(t, url)
+	waitNodeReady(t, old)
+	if _, err := old.client().PutEndpoint(ctxT(t), api.Endpoint{Name: "ep-old", URL: dest.NexusURL()}); err != nil {
+		t.Fatal(err)
+	}
+	configSet(t, old, dynconfig.KeyBreakerSettings, deliveryNS, `{"Timeout":"100ms"}`)
+	acc, err := old.client().SubmitTask(ctxT(t), echoTask("ep-old", "wf-1", "rid-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, old, acc.TaskID, "tried", func(tk api.Task) bool { return tk.Attempts >= 1 })
+	var snap bytes.Buffer
+	if _, err := old.client().SaveSnapshot(ctxT(t), &snap); err != nil {
+		t.Fatal(err)
+	}
+	old.stop()
+
+	cfg := testConfig(t, "q1", 1, nil)
+	cfg.TaskStore, cfg.PostgresURL = TaskStorePostgres, scratch
+	n := startNode(t, cfg)
+	waitNodeReady(t, n)
+	if _, err := n.client().RestoreSnapshot(ctxT(t), &snap, false); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "the restored endpoint", func() bool {
+		_, ok := n.store.Reader().Endpoint("ep-old")
+		return ok
+	})
+	n.stop()
+	if err := dest.SetMode(transporttest.ModeUp); err != nil {
+		t.Fatal(err)
+	}
+	cfg.PostgresURL = url
+	n = startNode(t, cfg)
+	waitTask(t, n, acc.TaskID, "succeeded on the rebuilt cluster", func(tk api.Task) bool { return tk.Status == state.TaskSucceeded })
 }
