@@ -2,12 +2,15 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"fusebox/api"
 	"fusebox/queue"
@@ -138,7 +141,7 @@ func (p *pgTasks) open() (bool, string) {
 
 // readyDetail adds the task store to /readyz: open, holding no pending
 // task of a shard the cluster (shards, 0 while unknown) does not have, and
-// answering a ping. /readyz needs no token, so it says why as
+// answering a ping with its transactions writable. /readyz needs no token, so it says why as
 // pgstore.PublicReason does: no URL, host, user or database name (the log
 // has the whole error).
 func (p *pgTasks) readyDetail(detail map[string]any, shards int, log *slog.Logger) bool {
@@ -157,8 +160,17 @@ func (p *pgTasks) readyDetail(detail map[string]any, shards int, log *slog.Logge
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := p.store.Ping(ctx); err != nil {
+	ro, err := p.store.ReadOnly(ctx) // a round trip: the ping
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe): // answered, but cannot say: as good as a ping
+	case err != nil:
 		detail["task_store_error"] = "postgres task store unreachable: " + pgstore.PublicReason(err)
+		return false
+	case ro:
+		// Every submit and result write fails while pings pass: say so
+		// here rather than only in each refused submit's 503.
+		detail["task_store_error"] = "postgres task store is read-only (a hot standby, or default_transaction_read_only): submits and result writes are refused"
 		return false
 	}
 	return true

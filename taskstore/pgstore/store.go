@@ -241,6 +241,20 @@ func (s *Store) Close() {
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
+// ReadOnly asks the database whether this store's transactions are
+// read-only: a hot standby (a URL that followed a failover to the wrong
+// server), or default_transaction_read_only set on the database or the
+// role. Submits and result writes then fail, though pings and reads
+// succeed. A *pgconn.PgError means the database cannot say (a
+// PostgreSQL-compatible engine without the setting).
+func (s *Store) ReadOnly(ctx context.Context) (bool, error) {
+	var v string
+	if err := s.pool.QueryRow(ctx, `SELECT current_setting('transaction_read_only')`).Scan(&v); err != nil {
+		return false, err
+	}
+	return v == "on", nil
+}
+
 // inTx runs fn in a transaction, again on a serialization failure
 // (40001) or a deadlock (40P01), as CockroachDB requires of clients.
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {

@@ -72,7 +72,7 @@ func TestPostgresKillShardOwner(t *testing.T) {
 // database returned (a result the crash kept from being written).
 func TestPostgresRestartedMidRun(t *testing.T) {
 	srv := pgServer(t)
-	testPostgresOutageForAll(t, srv, "pgrestart", "immediate shutdown", srv.StopImmediate, srv.StartAgain)
+	testPostgresOutageForAll(t, srv, "pgrestart", "immediate shutdown", srv.StopImmediate, srv.StartAgain, true)
 }
 
 // TestPostgresHangsMidRun is the same outage as a hang: every server
@@ -89,12 +89,32 @@ func TestPostgresHangsMidRun(t *testing.T) {
 	})
 	testPostgresOutageForAll(t, srv, "pghang", "hang",
 		func(context.Context) error { resumed = false; return srv.Pause() },
-		func(context.Context) error { resumed = true; return srv.Resume() })
+		func(context.Context) error { resumed = true; return srv.Resume() }, true)
+}
+
+// TestPostgresReadOnlyMidRun is the same outage for writes alone: the
+// database turns read-only (default_transaction_read_only, as a hot
+// standby is), so pings and reads pass while submits and result writes
+// fail. /readyz says so (before, every node stayed ready); the nodes,
+// whose looks pass, flag nothing; calls made meanwhile have their results
+// written once it is writable again.
+func TestPostgresReadOnlyMidRun(t *testing.T) {
+	srv := pgServer(t)
+	set := func(on string) func(context.Context) error {
+		return func(context.Context) error {
+			if err := srv.Exec("ALTER SYSTEM SET default_transaction_read_only = " + on); err != nil {
+				return err
+			}
+			return srv.Exec("SELECT pg_reload_conf()")
+		}
+	}
+	testPostgresOutageForAll(t, srv, "pgro", "read-only", set("on"), set("off"), false)
 }
 
 // testPostgresOutageForAll takes the database away from every node with
-// down, under load, and brings it back with up.
-func testPostgresOutageForAll(t *testing.T, srv *pgtest.Server, name, fault string, down, up func(context.Context) error) {
+// down, under load, and brings it back with up. unreachable: the nodes'
+// looks fail meanwhile, and they flag the task store unreachable.
+func testPostgresOutageForAll(t *testing.T, srv *pgtest.Server, name, fault string, down, up func(context.Context) error, unreachable bool) {
 	c, dest, l := busyCluster(t, name, 50*time.Millisecond, pgOptions(srv.URL("postgres")))
 	testwait.ForErr(t, convergeTimout, "deliveries under way", func() error {
 		if n := len(dest.Deliveries()); n < 20 {
@@ -120,7 +140,7 @@ func testPostgresOutageForAll(t *testing.T, srv *pgtest.Server, name, fault stri
 	if err := down(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	testwait.ForErr(t, convergeTimout, "a node's /readyz to report the database unreachable", func() error {
+	testwait.ForErr(t, convergeTimout, "a node's /readyz to report the database unusable", func() error {
 		body, code, err := readyz(c.Procs[0])
 		if err != nil {
 			return err
@@ -183,7 +203,10 @@ func testPostgresOutageForAll(t *testing.T, srv *pgtest.Server, name, fault stri
 		t.Errorf("shards moved for an outage of the database for every node (%d nodes flagged it): before %v, after %v", flagged, before, after)
 	}
 	t.Logf("%d of %d nodes advertised the task store unreachable during the outage", flagged, len(c.Procs))
-	if flagged == 0 {
+	if !unreachable && flagged > 0 {
+		t.Errorf("%d nodes advertised the task store unreachable while it answered", flagged)
+	}
+	if unreachable && flagged == 0 {
 		t.Errorf("no node advertised the task store unreachable in a %v outage: the check above tested nothing", upAt.Sub(downAt).Round(time.Millisecond))
 	}
 	c.CheckInvariants(t, convergeTimout)
