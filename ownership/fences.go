@@ -47,12 +47,17 @@ func fenceAhead(a, f shardmap.Assignment) bool {
 	return f.Epoch > a.Epoch || (f.Epoch == a.Epoch && f.Owner != "" && f.Owner != a.Owner)
 }
 
-// anyFenceAhead reports whether a fence is ahead of sm (nil: no map yet,
-// every epoch 0).
-func anyFenceAhead(sm *shardmap.Map, fences map[int]shardmap.Assignment) bool {
+// anyFenceAhead reports whether a fence of one of the cluster's count
+// shards is ahead of sm (nil: no map yet, every epoch 0). Fences of shards
+// the cluster does not have (a database left by a cluster with more) are
+// not: nothing could raise them.
+func anyFenceAhead(sm *shardmap.Map, count int, fences map[int]shardmap.Assignment) bool {
 	for shard, f := range fences {
+		if shard < 0 || shard >= count {
+			continue
+		}
 		a := shardmap.Assignment{Shard: shard}
-		if sm != nil && shard >= 0 && shard < len(sm.Shards) {
+		if sm != nil && shard < len(sm.Shards) {
 			a = sm.Shards[shard]
 		}
 		if fenceAhead(a, f) {

@@ -108,3 +108,31 @@ func TestLeaderRaisesEpochsPastStoreFences(t *testing.T) {
 		}
 	}
 }
+
+// Fences of shards the cluster does not have (a database left by a cluster
+// with more shards) are never ahead: nothing could raise them, and each
+// placement would otherwise pay a read barrier for them.
+func TestFenceAheadIgnoresShardsTheClusterLacks(t *testing.T) {
+	sm := &shardmap.Map{Version: 3, NumShards: 2, Shards: []shardmap.Assignment{{Shard: 0, Owner: "a", Epoch: 2}, {Shard: 1, Owner: "b", Epoch: 2}}}
+	fences := map[int]shardmap.Assignment{0: {Shard: 0, Owner: "a", Epoch: 2}, 5: {Shard: 5, Owner: "old", Epoch: 9}}
+	if anyFenceAhead(sm, 2, fences) {
+		t.Error("a fence of shard 5 counted ahead of a two-shard map")
+	}
+	if raised, _ := raiseToFences(sm, 4, fences); raised != nil {
+		t.Errorf("raised %+v for a fence of a shard the map lacks", raised)
+	}
+	fences[1] = shardmap.Assignment{Shard: 1, Owner: "old", Epoch: 2}
+	if !anyFenceAhead(sm, 2, fences) {
+		t.Error("a fence at shard 1's epoch for another owner not counted ahead")
+	}
+	raised, why := raiseToFences(sm, 4, fences)
+	if raised == nil || raised.Version != 4 || raised.Shards[1] != (shardmap.Assignment{Shard: 1, Owner: "b", Epoch: 3}) || raised.Shards[0] != sm.Shards[0] || len(why) != 1 {
+		t.Errorf("raised %+v (%v), want shard 1 at b@3 in version 4, shard 0 unchanged", raised, why)
+	}
+	if sm.Shards[1].Epoch != 2 {
+		t.Error("raiseToFences changed the map it was given")
+	}
+	if anyFenceAhead(nil, 2, map[int]shardmap.Assignment{1: {Shard: 1, Owner: "x", Epoch: 1}}) != true {
+		t.Error("a fence with no map yet not counted ahead")
+	}
+}

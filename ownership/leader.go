@@ -147,7 +147,7 @@ func (m *Manager) place(ctx context.Context) error {
 	// this replica has yet to apply (fences.go).
 	fences := m.storeFences(ctx)
 	cur := m.state.ShardMap()
-	if anyFenceAhead(cur, fences) {
+	if anyFenceAhead(cur, count, fences) {
 		if err := m.store.Sync(ctx); err != nil {
 			return err
 		}
