@@ -141,9 +141,9 @@ func (p *pgTasks) open() (bool, string) {
 
 // readyDetail adds the task store to /readyz: open, holding no pending
 // task of a shard the cluster (shards, 0 while unknown) does not have, and
-// answering a ping with its transactions writable. /readyz needs no token, so it says why as
-// pgstore.PublicReason does: no URL, host, user or database name (the log
-// has the whole error).
+// answering a query with its transactions writable. /readyz needs no
+// token, so it says why as pgstore.PublicReason does: no URL, host, user
+// or database name (the log has the whole error).
 func (p *pgTasks) readyDetail(detail map[string]any, shards int, log *slog.Logger) bool {
 	detail["task_store"] = TaskStorePostgres
 	if ok, why := p.open(); !ok {
