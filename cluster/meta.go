@@ -32,6 +32,11 @@ type Meta struct {
 	// the database itself, places no shard on it (node/pghealth.go). Older
 	// builds ignore the field.
 	TaskStoreUnreachable bool `json:"tsu,omitempty"`
+	// ClusterID is the id of the Raft history the node's data dir holds
+	// (empty on a fresh data dir, and on older builds): a member with
+	// another is never added to the Raft configuration or given shards
+	// (node/clusterid.go).
+	ClusterID string `json:"cid,omitempty"`
 }
 
 func (m Meta) encode() ([]byte, error) {

@@ -29,7 +29,7 @@ func (a raftMembers) Members() []raftstore.Member {
 		case cluster.StateLeft:
 			st = raftstore.MemberLeft
 		}
-		out = append(out, raftstore.Member{ID: m.ID, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, Status: st, LogVersion: m.Meta.LogVersion})
+		out = append(out, raftstore.Member{ID: m.ID, RaftAddr: m.Meta.RaftAddr, HTTPAddr: m.Meta.HTTPAddr, Status: st, LogVersion: m.Meta.LogVersion, ClusterID: m.Meta.ClusterID})
 	}
 	return out
 }

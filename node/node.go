@@ -113,6 +113,10 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	n.dirLock = lock
+	clusterID, err := readClusterID(cfg.DataDir)
+	if err != nil {
+		return err
+	}
 	if err := n.loadTokens(); err != nil {
 		return err
 	}
@@ -172,7 +176,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.state = n.store.Reader()
 	n.members, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, BindAddr: cfg.GossipAddr, AdvertiseAddr: n.adv.gossip, Join: cfg.Join, Preset: cluster.Preset(cfg.Timing), Keys: keys,
-		Meta: cluster.Meta{ID: cfg.NodeID, HTTPAddr: n.AdvertiseHTTPAddr(), RaftAddr: n.store.RaftAddr(), Version: cfg.Version, LogVersion: state.BuildLogVersion()},
+		Meta: cluster.Meta{ID: cfg.NodeID, HTTPAddr: n.AdvertiseHTTPAddr(), RaftAddr: n.store.RaftAddr(), Version: cfg.Version, LogVersion: state.BuildLogVersion(), ClusterID: clusterID},
 	}, n.base.With("component", "gossip"), n.reg)
 	if err != nil {
 		return addrError("--gossip-addr", cfg.GossipAddr, fmt.Errorf("gossip: %w", err))
@@ -222,6 +226,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.cancel = cancel
 	n.goLoop(func() { n.watchConfig(loopCtx) })
 	n.goLoop(func() { n.watchForcedBreakers(loopCtx) })
+	n.goLoop(func() { n.watchClusterID(loopCtx, clusterID) })
 
 	peers := n.peerClient
 	n.api = api.New(api.Config{Addr: ln.Addr().String(), Tokens: n.tokens, MetricsPublic: cfg.MetricsPublic,

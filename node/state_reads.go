@@ -18,4 +18,5 @@ type nodeState interface {
 	ShardMap() *shardmap.Map
 	TaskBacklog(shard int) int
 	OldestPendingTask(shard int) (state.Task, bool)
+	ClusterID() string
 }

@@ -162,6 +162,9 @@ type ShardState interface {
 	ShardCount() int
 	ShardMap() *shardmap.Map
 	DrainingNodes() []state.DrainingNode
+	// ClusterID is the id of this Raft history: members advertising
+	// another get no shards (raftstore.Member.Foreign).
+	ClusterID() string
 }
 
 // Members is the gossip membership (the node's adapter over cluster, the

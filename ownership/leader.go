@@ -72,7 +72,9 @@ func (m *Manager) leaderLoop(leaderCtx context.Context) {
 
 // placementMembers are the members that may own shards: gossip members that
 // are alive or merely suspect (a suspect keeps its shards; only a member
-// declared dead or left loses them), that run Raft (servers), that the
+// declared dead or left loses them), of this cluster (not holding another
+// Raft history: such a member is never in the Raft configuration, and would
+// never see the map), that run Raft (servers), that the
 // leader's Raft heartbeats reach (a member gossip calls alive but Raft has
 // not reached for the reap timeout cannot learn the log, and its shards
 // stalled for as long as gossip kept it), and that are not draining.
@@ -82,8 +84,9 @@ func (m *Manager) placementMembers() []string {
 		draining[d.Node] = true
 	}
 	var out []string
+	cid := m.state.ClusterID()
 	for _, mb := range m.members.Members() {
-		if (mb.Status == raftstore.MemberAlive || mb.Status == raftstore.MemberSuspect) && mb.RaftAddr != "" && !draining[mb.ID] &&
+		if (mb.Status == raftstore.MemberAlive || mb.Status == raftstore.MemberSuspect) && mb.RaftAddr != "" && !draining[mb.ID] && !mb.Foreign(cid) &&
 			!m.store.RaftUnreachable(mb.ID) {
 			out = append(out, mb.ID)
 		}

@@ -139,7 +139,19 @@ type Member struct {
 	// LogVersion is the log version the member advertises; 0 (a build
 	// from before log versions) counts as LogVersionBase.
 	LogVersion int
+	// ClusterID is the Raft history the member's data dir holds, "" when
+	// it holds none (a fresh data dir) or does not say (an older build).
+	ClusterID string
 }
+
+// Foreign reports whether m holds the Raft history of another cluster than
+// ours (our state's cluster id, "" before the first leader set it): it
+// advertises one, and not ours. A node restarted on another cluster's data
+// dir, or pointed at this cluster's --join by mistake, would otherwise be
+// added to the Raft configuration and, with a higher term from its own
+// history, take the lead: the replicas would apply its entries on top of
+// divergent states (node/clusterid.go).
+func (m Member) Foreign(ours string) bool { return m.ClusterID != "" && m.ClusterID != ours }
 
 // Members is the membership view the store needs (implemented over memberlist
 // by the lead). Subscribe wakes (coalesced) on any membership change.

@@ -158,6 +158,7 @@ func (s *Store) reconcile(ctx context.Context, r *raft.Raft, rs *reconcileState)
 	}
 	steps := planReconcile(reconcileInput{
 		Self:          s.cfg.NodeID,
+		ClusterID:     s.state.ClusterID(),
 		Servers:       f.Configuration().Servers,
 		Members:       s.deps.Members.Members(),
 		VoterTarget:   s.cfg.VoterTarget,
@@ -175,6 +176,9 @@ func (s *Store) reconcile(ctx context.Context, r *raft.Raft, rs *reconcileState)
 func (s *Store) applyStep(r *raft.Raft, rs *reconcileState, st reconcileStep) bool {
 	id := string(st.Server.ID)
 	switch st.Kind {
+	case stepForeign:
+		s.logger.Error("reconcile: a member holds the Raft state of another cluster; it is not added to this one. Move its data dir away (keep it if that cluster still needs it) and start it again to join this cluster",
+			"member", st.Member.ID, "its_cluster_id", st.Member.ClusterID, "cluster_id", s.state.ClusterID())
 	case stepHoldVoter:
 		s.logger.Warn("reconcile: not removing voter; it would leave fewer live voters than a quorum", "server", id, "voters", st.Voters, "live_voters", st.LiveVoters)
 	case stepRemove:

@@ -48,6 +48,9 @@ type reconcileState struct {
 	// failure for failWindow (expire).
 	failing    map[string]failStreak
 	failWindow time.Duration
+	// foreign are the members left out as another cluster's (their
+	// cluster id), logged once per term and again when it changes.
+	foreign map[string]string
 }
 
 // failStreak is a server's heartbeat failures not answered by a resume.
@@ -60,7 +63,7 @@ type failStreak struct {
 // between two failures of one failing replication (failWindowFor).
 func newReconcileState(failWindow time.Duration) *reconcileState {
 	return &reconcileState{nonvoterSince: map[string]time.Time{}, failedSince: map[string]time.Time{},
-		unreachable: map[string]time.Time{}, failing: map[string]failStreak{}, failWindow: failWindow}
+		unreachable: map[string]time.Time{}, failing: map[string]failStreak{}, failWindow: failWindow, foreign: map[string]string{}}
 }
 
 // failWindowFor is the longest a replication that keeps failing goes
@@ -133,6 +136,7 @@ func (rs *reconcileState) forgetHeartbeats(id string) {
 // reconcileInput is what one pass decides from.
 type reconcileInput struct {
 	Self          string
+	ClusterID     string        // this cluster's (the state's), "" before the first leader set it
 	Servers       []raft.Server // the committed configuration
 	Members       []Member      // the gossip view
 	VoterTarget   int           // 0: 3, or 5 once 5 members are alive
@@ -148,6 +152,7 @@ const (
 	stepUpdateAddress                     // same id, new Raft address, suffrage kept
 	stepAddNonvoter                       // AddNonvoter
 	stepPromote                           // AddVoter of a non-voter
+	stepForeign                           // a member of another cluster left out (logged only)
 )
 
 // reconcileStep is one configuration change (or one refusal to log).
@@ -185,8 +190,26 @@ type reconcilePlan struct {
 // forgets a server once its removal or promotion committed.
 func planReconcile(in reconcileInput, rs *reconcileState, now time.Time) []reconcileStep {
 	p := &reconcilePlan{in: in, rs: rs, now: now, members: map[string]Member{}, inConfig: map[string]raft.Server{}}
+	seen := map[string]bool{}
 	for _, m := range in.Members {
+		if m.Foreign(in.ClusterID) {
+			// Another cluster's: as if gossip did not know it. It is not
+			// added (nor moved to its address, for a server of ours of the
+			// same name), and a server of ours that now says so is reaped
+			// as a missing one.
+			seen[m.ID] = true
+			if rs.foreign[m.ID] != m.ClusterID {
+				rs.foreign[m.ID] = m.ClusterID
+				p.steps = append(p.steps, reconcileStep{Kind: stepForeign, Member: m, Known: true})
+			}
+			continue
+		}
 		p.members[m.ID] = m
+	}
+	for id := range rs.foreign {
+		if !seen[id] {
+			delete(rs.foreign, id)
+		}
 	}
 	for _, sv := range in.Servers {
 		p.inConfig[string(sv.ID)] = sv

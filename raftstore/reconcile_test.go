@@ -27,10 +27,13 @@ func member(id string, st MemberStatus) Member {
 
 // render is a plan as one line a test can compare: "remove n2; add n4".
 func render(steps []reconcileStep) string {
-	names := map[stepKind]string{stepRemove: "remove", stepHoldVoter: "hold", stepUpdateAddress: "move", stepAddNonvoter: "add", stepPromote: "promote"}
+	names := map[stepKind]string{stepRemove: "remove", stepHoldVoter: "hold", stepUpdateAddress: "move", stepAddNonvoter: "add", stepPromote: "promote", stepForeign: "foreign"}
 	var b []string
 	for _, st := range steps {
 		s := names[st.Kind] + " " + string(st.Server.ID)
+		if st.Kind == stepForeign {
+			s = "foreign " + st.Member.ID
+		}
 		if st.Kind == stepUpdateAddress {
 			s += fmt.Sprintf(" %s->%s", st.From, st.Server.Address)
 		}
@@ -254,5 +257,51 @@ func TestHeartbeatFailuresConfirmedAndExpired(t *testing.T) {
 	}
 	if got := render(planReconcile(in, rs, back.Add(10*time.Second))); got != "promote n3" {
 		t.Fatalf("plan %q Stabilization after the failures stopped, want promote n3", got)
+	}
+}
+
+// A member that advertises another cluster's id (a node on another
+// cluster's data dir) is as if gossip did not know it: never added, nor
+// moved to (for a server of ours of the same name), and a server of ours
+// that says so is reaped as a missing one. It is reported once per term,
+// and again if its id changes. Members that say nothing (fresh data dirs,
+// older builds) are added as before; a leader with no id yet (a new
+// cluster's first) adds no member that has one.
+func TestPlanReconcileForeignMembers(t *testing.T) {
+	ours := func(id string) Member { m := member(id, MemberAlive); m.ClusterID = "B"; return m }
+	theirs := func(id, cid string) Member { m := member(id, MemberAlive); m.ClusterID = cid; return m }
+	rs := newReconcileState(time.Hour)
+	in := reconcileInput{Self: "n1", ClusterID: "B", Servers: []raft.Server{voter("n1"), voter("n2"), voter("n3")},
+		Members: []Member{ours("n1"), ours("n2"), ours("n3"), theirs("x1", "A"), member("n4", MemberAlive)}, ReapTimeout: time.Minute}
+	t0 := time.Unix(1000, 0)
+	if got := render(planReconcile(in, rs, t0)); got != "foreign x1; add n4" {
+		t.Fatalf("plan %q, want x1 reported and left out, n4 (no id) added", got)
+	}
+	in.Members = in.Members[:4]
+	if got := render(planReconcile(in, rs, t0)); got != "" {
+		t.Fatalf("plan %q: x1 reported twice in a term", got)
+	}
+	in.Members[3] = theirs("x1", "C")
+	if got := render(planReconcile(in, rs, t0)); got != "foreign x1" {
+		t.Fatalf("plan %q, want x1 reported again under its new id", got)
+	}
+
+	// A server of ours whose member now holds another history, at another
+	// address: not moved there; reaped as a missing server.
+	rs = newReconcileState(time.Hour)
+	moved := theirs("n3", "A")
+	moved.RaftAddr = "10.0.0.9:7000"
+	in.Members = []Member{ours("n1"), ours("n2"), moved}
+	if got := render(planReconcile(in, rs, t0)); got != "foreign n3" {
+		t.Fatalf("plan %q, want n3 reported, not moved", got)
+	}
+	if got := render(planReconcile(in, rs, t0.Add(time.Minute))); got != "remove n3" {
+		t.Fatalf("plan %q, want n3 reaped after the reap timeout", got)
+	}
+
+	// A new cluster's first leader, before it has an id.
+	in = reconcileInput{Self: "n1", Servers: []raft.Server{voter("n1")}, Members: []Member{member("n1", MemberAlive), member("n2", MemberAlive), theirs("x1", "A")}}
+	if got := render(planReconcile(in, newReconcileState(time.Hour), t0)); got != "foreign x1; add n2; promote n2" {
+		t.Fatalf("plan %q", got)
 	}
 }

@@ -7,10 +7,10 @@ import (
 // FenceShardMap rewrites the shard map of st (a parsed snapshot that nobody
 // serves, ParseSnapshot) so that its version and each shard's epoch are above both the snapshot's and the
 // current map's, and returns the new version. A snapshot without a map (or
-// cluster id, or shard count) taken from a cluster that had none yet keeps
-// the current cluster's, fenced the same way: nodes ignore a map whose
-// version is not above the one they hold, so the restored state must never
-// go back to "no map".
+// shard count) taken from a cluster that had none yet keeps the current
+// cluster's, fenced the same way: nodes ignore a map whose version is not
+// above the one they hold, so the restored state must never go back to "no
+// map". The current cluster id (when set) replaces the snapshot's.
 func (st *State) FenceShardMap(cur *shardmap.Map, clusterID string) (uint64, error) {
 	txn := st.db.Load().Txn(true)
 	defer txn.Abort()
@@ -23,12 +23,12 @@ func (st *State) FenceShardMap(cur *shardmap.Map, clusterID string) (uint64, err
 		return &row, nil
 	}
 	if clusterID != "" {
-		if row, err := get(metaClusterID); err != nil {
+		// The cluster id names this Raft history, not the data: a
+		// snapshot of another cluster restored here keeps this cluster's,
+		// so the nodes of that other cluster, their Raft logs another
+		// history, are still told apart (node/clusterid.go).
+		if err := txn.Insert(string(TableMeta), &metaRow{Name: metaClusterID, ClusterID: clusterID}); err != nil {
 			return 0, err
-		} else if row == nil {
-			if err := txn.Insert(string(TableMeta), &metaRow{Name: metaClusterID, ClusterID: clusterID}); err != nil {
-				return 0, err
-			}
 		}
 	}
 	row, err := get(metaShards)
