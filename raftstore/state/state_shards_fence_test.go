@@ -33,3 +33,29 @@ func TestFenceShardMapCarriesTheCurrentMapForward(t *testing.T) {
 		t.Fatalf("empty: %d %v", v, err)
 	}
 }
+
+// A snapshot of another cluster keeps this cluster's id once restored: the
+// id names the Raft history, and that cluster's nodes, whose logs are
+// another history, must still be told apart from this one's
+// (raftstore.Member.Foreign).
+func TestFenceShardMapKeepsTheCurrentClusterID(t *testing.T) {
+	st, err := NewState(StateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := st.db.Load().Txn(true)
+	if err := txn.Insert(string(TableMeta), &metaRow{Name: metaClusterID, ClusterID: "cluster-x"}); err != nil {
+		t.Fatal(err)
+	}
+	txn.Commit()
+	if st.ClusterID() != "cluster-x" {
+		t.Fatalf("the snapshot's cluster id %q", st.ClusterID())
+	}
+	cur := &shardmap.Map{Version: 1, NumShards: 1, Shards: []shardmap.Assignment{{Shard: 0, Owner: "n1", Epoch: 1}}}
+	if _, err := st.FenceShardMap(cur, "cluster-a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.ClusterID(); got != "cluster-a" {
+		t.Fatalf("cluster id after the fence %q, want this cluster's cluster-a", got)
+	}
+}
