@@ -45,6 +45,10 @@ type Membership struct {
 	metaMu    sync.Mutex // serialises UpdateMeta
 	meta      Meta       // guarded by metaMu
 	metaBytes atomic.Pointer[[]byte]
+	// clusterID is meta.ClusterID, read without metaMu by the alive and
+	// merge delegates (foreign.go), which run under memberlist's locks.
+	clusterID  atomic.Pointer[string]
+	foreignLog foreignLog
 
 	inbound chan inbound
 	direct  chan []byte // encoded user messages to send to every peer
@@ -93,6 +97,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 	m.fleet = newFleetState(cfg)
 	b, _ := cfg.Meta.encode() // validated by withDefaults
 	m.metaBytes.Store(&b)
+	cid := cfg.Meta.ClusterID
+	m.clusterID.Store(&cid)
 	m.queue = &memberlist.TransmitLimitedQueue{
 		NumNodes:       func() int { return max(1, m.table.snap.Load().alive) },
 		RetransmitMult: memberlist.DefaultLANConfig().RetransmitMult,
@@ -117,7 +123,10 @@ func (m *Membership) Start(ctx context.Context) error {
 		return err
 	}
 	m.keyring = mc.Keyring
-	mc.Delegate = &delegate{m: m}
+	d := &delegate{m: m}
+	mc.Delegate = d
+	mc.Alive = d // foreign.go
+	mc.Merge = d
 	mc.Events = m.table
 	mc.Logger = newMemberlistLogger(m.log)
 	tr, err := newPacketTransport(mc.BindAddr, mc.BindPort, mc.Logger)
@@ -316,6 +325,9 @@ func (m *Membership) NumAlive() int { return m.table.snap.Load().alive }
 // Members() when woken. The channel is closed by cancel and by Close.
 func (m *Membership) Subscribe() (<-chan struct{}, func()) { return m.table.subscribe() }
 
+// ClusterID is the cluster id this node advertises ("" while it has none).
+func (m *Membership) ClusterID() string { return *m.clusterID.Load() }
+
 // UpdateMeta applies fn to a copy of this node's metadata, validates it and
 // gossips it (memberlist UpdateNode). The ID cannot change. The new metadata
 // is in effect locally even if the broadcast times out.
@@ -333,6 +345,8 @@ func (m *Membership) UpdateMeta(fn func(*Meta)) error {
 	}
 	m.meta = next
 	m.metaBytes.Store(&b)
+	cid := next.ClusterID
+	m.clusterID.Store(&cid)
 	m.mu.Lock()
 	closed, ml := m.closed, m.ml.Load()
 	m.mu.Unlock()

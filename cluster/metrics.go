@@ -18,6 +18,8 @@ type metrics struct {
 	sendErrors    prometheus.Counter
 	stateHints    *prometheus.CounterVec // direction: sent, received
 	fleetReports  *prometheus.CounterVec // result: sent, send_error, received, invalid, self, unknown_origin
+	// foreignRefused: kind alive, merge (foreign.go).
+	foreignRefused *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -58,6 +60,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fusebox_fleet_reports_total",
 			Help: "Fleet budget backlog reports: messages sent (per peer) or failed to send, and received by result (received, invalid, self, unknown_origin).",
 		}, []string{"result"}),
+		foreignRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fusebox_cluster_foreign_refused_total",
+			Help: "Alive messages and join merges refused because the node they bring holds the Raft state of another cluster (its advertised cluster id is not this node's), by kind (alive, merge).",
+		}, []string{"kind"}),
+	}
+	for _, k := range []string{"alive", "merge"} {
+		m.foreignRefused.WithLabelValues(k)
 	}
 	for _, s := range []MemberState{StateAlive, StateSuspect, StateDead, StateLeft} {
 		m.members.WithLabelValues(s.String())
@@ -66,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.members, m.events, m.joinAttempts, m.msgsDropped,
-		m.hintsReceived, m.hintsSent, m.sendErrors, m.stateHints, m.fleetReports} {
+		m.hintsReceived, m.hintsSent, m.sendErrors, m.stateHints, m.fleetReports, m.foreignRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("cluster: registering metrics: %w", err)
 		}
