@@ -36,22 +36,14 @@ func TestNewClusterOnAnOldDatabase(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := pgtest.NewDatabase(t)
-			const ns = "ns-pg"
 			dest := transporttest.NewDestination(t)
 			if err := dest.SetMode(transporttest.ModeRefuse); err != nil {
 				t.Fatal(err)
 			}
-			allow := `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`
 			old := pgNode(t, url)
 			waitNodeReady(t, old)
-			configSet(t, old, dynconfig.KeyCallbackAllowedAddresses, ns, allow)
-			ts := callbackTask(dest.CallbackURL(), "wf-1", "rid-1")
-			ts.NamespaceID = ns
-			acc, err := old.client().SubmitTask(ctxT(t), ts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			waitTask(t, old, acc.TaskID, "tried", func(tk api.Task) bool { return tk.Attempts >= 1 })
+			allowLoopback(t, old)
+			acc := submitTried(t, old, fencesCallback(dest, "wf-1", "rid-1"))
 			for range tc.closes {
 				if _, err := old.client().CloseShard(ctxT(t), acc.Shard, nil); err != nil {
 					t.Fatal(err)
@@ -74,7 +66,7 @@ func TestNewClusterOnAnOldDatabase(t *testing.T) {
 			cfg.TaskStore, cfg.PostgresURL = TaskStorePostgres, url
 			n := startNode(t, cfg)
 			waitNodeReady(t, n)
-			configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, allow)
+			allowLoopback(t, n)
 			if err := dest.SetMode(transporttest.ModeUp); err != nil {
 				t.Fatal(err)
 			}
@@ -99,22 +91,15 @@ func TestNewClusterOnAnOldDatabase(t *testing.T) {
 // for ever.
 func TestDatabaseFenceWentBack(t *testing.T) {
 	url := pgtest.NewDatabase(t)
-	const ns = "ns-pg"
 	dest := transporttest.NewDestination(t)
 	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	n := pgNode(t, url)
 	waitNodeReady(t, n)
-	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
-	configSet(t, n, dynconfig.KeyBreakerSettings, ns, `{"Timeout":"100ms"}`)
-	ts := callbackTask(dest.CallbackURL(), "wf-1", "rid-1")
-	ts.NamespaceID = ns
-	acc, err := n.client().SubmitTask(ctxT(t), ts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitTask(t, n, acc.TaskID, "tried", func(tk api.Task) bool { return tk.Attempts >= 1 })
+	allowLoopback(t, n)
+	configSet(t, n, dynconfig.KeyBreakerSettings, fencesNS, `{"Timeout":"100ms"}`)
+	acc := submitTried(t, n, fencesCallback(dest, "wf-1", "rid-1"))
 	epoch := n.shards.Holder().Load().Shards[acc.Shard].Epoch
 	conn, err := pgx.Connect(ctxT(t), url)
 	if err != nil {
@@ -177,22 +162,19 @@ func refusedWrites(t *testing.T, n *testNode) float64 {
 // waited for ever.
 func TestNewClusterWithFewerShardsIsNotReady(t *testing.T) {
 	url := pgtest.NewDatabase(t)
-	const ns = "ns-pg"
 	dest := transporttest.NewDestination(t)
 	if err := dest.SetMode(transporttest.ModeUnavailable); err != nil {
 		t.Fatal(err)
 	}
 	old := pgNode(t, url) // DefaultShards
 	waitNodeReady(t, old)
-	configSet(t, old, dynconfig.KeyCallbackAllowedAddresses, ns, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
+	allowLoopback(t, old)
 	top := -1
 	for i := 0; top < 8; i++ {
 		if i == 200 {
 			t.Fatal("no task in a shard above 7 in 200 submits")
 		}
-		ts := callbackTask(dest.CallbackURL(), fmt.Sprintf("wf-%d", i), fmt.Sprintf("rid-%d", i))
-		ts.NamespaceID = ns
-		acc, err := old.client().SubmitTask(ctxT(t), ts)
+		acc, err := old.client().SubmitTask(ctxT(t), fencesCallback(dest, fmt.Sprintf("wf-%d", i), fmt.Sprintf("rid-%d", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,11 +219,7 @@ func TestRebuiltClusterRestoresItsStateFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	configSet(t, old, dynconfig.KeyBreakerSettings, deliveryNS, `{"Timeout":"100ms"}`)
-	acc, err := old.client().SubmitTask(ctxT(t), echoTask("ep-old", "wf-1", "rid-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitTask(t, old, acc.TaskID, "tried", func(tk api.Task) bool { return tk.Attempts >= 1 })
+	acc := submitTried(t, old, echoTask("ep-old", "wf-1", "rid-1"))
 	var snap bytes.Buffer
 	if _, err := old.client().SaveSnapshot(ctxT(t), &snap); err != nil {
 		t.Fatal(err)
@@ -266,4 +244,31 @@ func TestRebuiltClusterRestoresItsStateFirst(t *testing.T) {
 	cfg.PostgresURL = url
 	n = startNode(t, cfg)
 	waitTask(t, n, acc.TaskID, "succeeded on the rebuilt cluster", func(tk api.Task) bool { return tk.Status == state.TaskSucceeded })
+}
+
+// fencesNS is the namespace of these tests' callbacks, which reach loopback.
+const fencesNS = "ns-pg"
+
+// allowLoopback lets fencesNS's callbacks call loopback destinations on n.
+func allowLoopback(t *testing.T, n *testNode) {
+	t.Helper()
+	configSet(t, n, dynconfig.KeyCallbackAllowedAddresses, fencesNS, `[{"Pattern":"127.0.0.1:*","AllowInsecure":true}]`)
+}
+
+// submitTried submits ts through n and waits until it has been tried once.
+func submitTried(t *testing.T, n *testNode, ts api.TaskSubmit) api.TaskAccepted {
+	t.Helper()
+	acc, err := n.client().SubmitTask(ctxT(t), ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, n, acc.TaskID, "tried", func(tk api.Task) bool { return tk.Attempts >= 1 })
+	return acc
+}
+
+// fencesCallback is a callback of fencesNS to dest.
+func fencesCallback(dest *transporttest.Destination, wf, rid string) api.TaskSubmit {
+	ts := callbackTask(dest.CallbackURL(), wf, rid)
+	ts.NamespaceID = fencesNS
+	return ts
 }
