@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,7 @@ func (n *Node) pgHealthTiming() pgHealthTiming {
 type pgHealth struct {
 	timing pgHealthTiming
 	gauge  prometheus.Gauge
+	shared prometheus.Gauge // fusebox_task_store_shared (checkClusters)
 	// okSince is when the current streak of good looks began (UnixNano;
 	// 0 outside one): the leader judges others only after a streak of its
 	// own longer than theirs needs to clear their flags (unfitOwners).
@@ -74,8 +76,14 @@ func (n *Node) startPGHealth() error {
 		Name: "fusebox_task_store_unreachable",
 		Help: "1 while this node advertises that it cannot reach its task store (PostgreSQL): the raft leader places no shard on it.",
 	})}
-	if err := n.reg.Register(h.gauge); err != nil {
-		return err
+	h.shared = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fusebox_task_store_shared",
+		Help: "1 while another fusebox cluster has recorded, lately, that it uses this node's task store (PostgreSQL database): the node is not ready and its leader raises no shard epoch past the database's fences.",
+	})
+	for _, g := range []prometheus.Gauge{h.gauge, h.shared} {
+		if err := n.reg.Register(g); err != nil {
+			return err
+		}
 	}
 	n.pgHealth = h
 	n.store.OnLeader(func(ctx context.Context) {
@@ -125,6 +133,7 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 		badSince      time.Time // the failing streak's start; zero outside it (the good one's is h.okSince)
 		lastErr       error
 		transferTried time.Time
+		nextClusters  time.Time // when checkClusters is next due
 	)
 	for {
 		select {
@@ -138,6 +147,9 @@ func (n *Node) watchPG(ctx context.Context, h *pgHealth) {
 		err := n.lookPG(ctx, h.timing.interval)
 		if ctx.Err() != nil {
 			return
+		}
+		if err == nil && !time.Now().Before(nextClusters) && n.checkClusters(ctx, h) {
+			nextClusters = time.Now().Add(clustersEvery * h.timing.interval)
 		}
 		now := time.Now()
 		if err == nil {
@@ -286,10 +298,60 @@ func (n *Node) unfitOwners(ctx context.Context) map[string]string {
 // pgFences is ownership's Config.StoreFences on the postgres store: the
 // database's fence of each shard, read only while this node's last look
 // at the database succeeded (a placement does not wait on a database that
-// is down).
+// is down) and no other cluster uses the database (checkClusters).
 func (n *Node) pgFences(ctx context.Context) (map[int]shardmap.Assignment, error) {
 	if h := n.pgHealth; h != nil && h.okSince.Load() == 0 {
 		return nil, errors.New("the task store is unreachable from this node")
 	}
+	if o := n.pg.shared.Load(); o != nil {
+		return nil, fmt.Errorf("another cluster (%s) uses the task store: its fences are not raised past", o.ClusterID)
+	}
 	return n.pg.store.Fences(ctx)
+}
+
+// clustersEvery is how many look periods go between two records of this
+// cluster in the database (checkClusters): every 10 s, 2 s at fast timing.
+const clustersEvery = 10
+
+// clustersWindow is how recent another cluster's record must be for the
+// database to count as shared: three of its nodes' periods. A cluster
+// started afresh on the database of one just gone waits that long.
+func (h *pgHealth) clustersWindow() time.Duration { return 3 * clustersEvery * h.timing.interval }
+
+// checkClusters records that this cluster uses the database and looks for
+// another that does (pgstore.SeenBy): two clusters sharing one database
+// fence each other's owners out by turns, each leader raising the epochs
+// the other's acquired, with duplicate calls and stalls for as long. While
+// another is seen, this node is not ready and its leader raises no epoch
+// past the database's fences (pgFences), so the two stop fighting and an
+// operator is told (/readyz, fusebox_task_store_shared, an ERROR log) to
+// give each its own database. It reports whether it asked the database (not
+// before this node knows its cluster id).
+func (n *Node) checkClusters(ctx context.Context, h *pgHealth) bool {
+	id := n.state.ClusterID()
+	if id == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timing.interval)
+	defer cancel()
+	others, err := n.pg.store.SeenBy(ctx, id, h.clustersWindow())
+	if err != nil {
+		n.log.Debug("could not record this cluster in the task store", "err", err)
+		return false // the last answer stands; asked again at the next look
+	}
+	var now *pgstore.OtherCluster
+	if len(others) > 0 {
+		now = &others[0]
+		h.shared.Set(1)
+	} else {
+		h.shared.Set(0)
+	}
+	switch prev := n.pg.shared.Swap(now); {
+	case now != nil && (prev == nil || prev.ClusterID != now.ClusterID):
+		n.log.Error("another fusebox cluster uses this task store (PostgreSQL database): this node is not ready and raises no shard epoch until it is gone. Give each cluster its own database",
+			"other_cluster_id", now.ClusterID, "seen_ago", now.Ago.Round(time.Millisecond), "cluster_id", id)
+	case now == nil && prev != nil:
+		n.log.Info("no other fusebox cluster uses this task store any more", "cluster_id", id)
+	}
+	return true
 }

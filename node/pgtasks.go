@@ -63,8 +63,11 @@ type pgTasks struct {
 	failedLook atomic.Int64
 	// shardsLogged logs a shard count below the database's once.
 	shardsLogged sync.Once
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
+	// shared is another cluster seen using the database lately, nil when
+	// none is (pghealth.go, checkClusters).
+	shared atomic.Pointer[pgstore.OtherCluster]
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // Init backoff: first retry after initBackoffMin, doubling to initBackoffMax.
@@ -148,6 +151,10 @@ func (p *pgTasks) readyDetail(detail map[string]any, shards int, log *slog.Logge
 	detail["task_store"] = TaskStorePostgres
 	if ok, why := p.open(); !ok {
 		detail["task_store_error"] = "postgres task store not open: " + why
+		return false
+	}
+	if o := p.shared.Load(); o != nil {
+		detail["task_store_error"] = fmt.Sprintf("another fusebox cluster (id %s, seen %s ago) uses this task store; two clusters on one database fence each other out: give each its own database", o.ClusterID, o.Ago.Round(time.Second))
 		return false
 	}
 	if top := p.store.TopShard(); shards > 0 && top >= shards {

@@ -20,7 +20,7 @@ var migrations embed.FS
 const MigrationsTable = "schema_migrations_fusebox"
 
 // SchemaVersion is the newest migration this build carries.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrateUp brings the schema to SchemaVersion with golang-migrate (its
 // pgx/v5 driver, embedded migrations). A database at a newer version (a

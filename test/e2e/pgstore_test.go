@@ -13,6 +13,7 @@ import (
 
 	"fusebox/api"
 	"fusebox/breakerpool"
+	"fusebox/dynconfig"
 	"fusebox/internal/pgtest"
 	"fusebox/internal/testwait"
 	"fusebox/transport"
@@ -299,7 +300,7 @@ func readyz(p *Process) (string, int, error) {
 
 // TestPostgresNewClusterOnOldDatabase: every node of a cluster loses its
 // data dir (SIGKILL, new data dirs: the Raft state is gone) while tasks
-// wait in the database for a destination that is down; a cluster started
+// wait in the database for a destination that hangs; a cluster started
 // afresh on that database, with the same node names, delivers every one of
 // them once the destination is back. The database's fences (owner and
 // epoch of each shard's last acquire, raised by the old cluster's moves)
@@ -311,17 +312,19 @@ func TestPostgresNewClusterOnOldDatabase(t *testing.T) {
 	opts := pgOptions(srv.URL("postgres"))
 	old := newTaskCluster(t, 3, opts)
 	dest := NewDest(t)
-	dest.SetMode(t, transporttest.ModeUnavailable)
+	// The destination holds every call, past the kill: no call of the old
+	// cluster ends, so no breaker opens and no task is written back for
+	// later (an open breaker's refused tasks are written back at their
+	// turns, up to a minute out here, and the new cluster, whose breakers
+	// are closed, would wait for those times: 70 s in some runs, more
+	// than the test's wait in one).
+	dest.SetMode(t, transporttest.ModeSlow)
+	setConfig(t, old, dynconfig.KeyCallbackRequestTimeout, transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL()), `"5m"`)
 	// Callbacks: they need nothing of the Raft state (a Nexus endpoint
 	// would have to be registered on the new cluster before its first call).
 	l := NewTaskLoad(old, "olddb", func(i int) (api.TaskSubmit, *Dest) {
 		return callbackTask(fmt.Sprintf("ns-%d", i%4), fmt.Sprintf("wf-%d", i), dest.CallbackURL(), i), dest
 	})
-	// No breaker opens: the tasks an open one refuses are written back at
-	// their turns, minutes out for a backlog this size, and a new cluster
-	// (whose breakers are closed) would wait for those times. Here each
-	// task is retried on its own backoff, a few seconds.
-	setConfig(t, old, keyBreaker, transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL()), `{"FailureThreshold":1000000}`)
 	if n := l.SubmitBatch(200); n != 200 {
 		t.Fatalf("%d of 200 accepted: %v", n, l.Stats().LastErr)
 	}
