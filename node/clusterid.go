@@ -55,20 +55,19 @@ func writeClusterID(dir, id string) error {
 }
 
 // clusterIDBackstop is how often watchClusterID looks without a wake-up:
-// to retry a failed write or metadata update, and to look for members of
-// another cluster.
+// to retry a failed write or metadata update.
 const clusterIDBackstop = 5 * time.Second
 
 // watchClusterID keeps the data dir's file and the gossip metadata on the
-// state's cluster id (advertised: the one the node started with), and
-// logs members that hold another cluster's state once each.
+// state's cluster id (advertised: the one the node started with). Members
+// of another cluster are logged where they are refused: by gossip
+// (cluster/foreign.go) and by the Raft leader's reconcile.
 func (n *Node) watchClusterID(ctx context.Context, advertised string) {
 	wake, unsub := n.state.Subscribe(state.TableMeta)
 	defer unsub()
 	t := time.NewTicker(clusterIDBackstop)
 	defer t.Stop()
 	written := advertised
-	logged := map[string]string{}
 	for {
 		if id := n.state.ClusterID(); id != "" {
 			if id != written {
@@ -86,14 +85,6 @@ func (n *Node) watchClusterID(ctx context.Context, advertised string) {
 					n.log.Info("cluster id", "cluster_id", id)
 				}
 			}
-		}
-		for _, m := range n.members.Members() {
-			if m.ID == n.cfg.NodeID || m.Meta.ClusterID == "" || m.Meta.ClusterID == advertised || logged[m.ID] == m.Meta.ClusterID {
-				continue
-			}
-			logged[m.ID] = m.Meta.ClusterID
-			n.log.Error("a gossip member holds the Raft state of another cluster: neither cluster adds the other's nodes. If this node is to join that cluster, move its data dir away and start it again",
-				"member", m.ID, "its_cluster_id", m.Meta.ClusterID, "cluster_id", advertised)
 		}
 		select {
 		case <-ctx.Done():

@@ -334,14 +334,7 @@ func TestPostgresNewClusterOnOldDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.ForErr(t, convergeTimout, "an agreed shard map with every shard owned after the restart", old.sameShardMap)
-	m, _, err := shardMap(old.WaitForLeader(t, leaderTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	top := uint64(0)
-	for _, a := range m {
-		top = max(top, a.Epoch)
-	}
+	top := highestEpoch(t, old)
 	for _, p := range old.Procs {
 		if err := p.Kill(); err != nil {
 			t.Fatal(err)
@@ -352,14 +345,7 @@ func TestPostgresNewClusterOnOldDatabase(t *testing.T) {
 	c := newTaskCluster(t, 3, opts)
 	l.c = c
 	rep := l.Check(t, 2*convergeTimout)
-	nm, _, err := shardMap(c.WaitForLeader(t, leaderTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	newTop := uint64(0)
-	for _, a := range nm {
-		newTop = max(newTop, a.Epoch)
-	}
+	newTop := highestEpoch(t, c)
 	t.Logf("old cluster's highest epoch %d, new cluster's %d; %v", top, newTop, rep)
 	if rep.Succeeded != rep.Accepted {
 		t.Errorf("%d of %d accepted tasks succeeded on the new cluster", rep.Succeeded, rep.Accepted)
@@ -367,4 +353,18 @@ func TestPostgresNewClusterOnOldDatabase(t *testing.T) {
 	if top < 2 {
 		t.Errorf("the old cluster's epochs stayed at %d: the restart raised none, and the test tested less than it says", top)
 	}
+}
+
+// highestEpoch is the highest shard epoch of c's committed map.
+func highestEpoch(t *testing.T, c *Cluster) uint64 {
+	t.Helper()
+	m, _, err := shardMap(c.WaitForLeader(t, leaderTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := uint64(0)
+	for _, a := range m {
+		top = max(top, a.Epoch)
+	}
+	return top
 }
