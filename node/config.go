@@ -7,6 +7,7 @@ package node
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -86,6 +87,11 @@ type Config struct {
 	// postgres:// URL; its password is a secret: never logged, redacted
 	// by Redacted and in every error (pgstore.RedactURL).
 	PostgresURL string
+	// OutboundSourceAddr is --outbound-source-addr: the local IP outbound
+	// calls to destinations leave from (tasks and health checks alike),
+	// for hosts with several addresses; empty: the kernel chooses
+	// (transport.Options.LocalAddr). Node-to-node traffic is not affected.
+	OutboundSourceAddr string
 }
 
 // Redacted is c with its secrets hidden, for logs and dumps.
@@ -164,11 +170,33 @@ func (c *Config) Validate() error {
 	if err := c.validateTaskStore(); err != nil {
 		return err
 	}
+	if err := c.validateOutboundSource(); err != nil {
+		return err
+	}
 	switch c.Timing {
 	case "lan", "fast":
 	default:
 		return fmt.Errorf("--timing %q: want lan or fast", c.Timing)
 	}
+	return nil
+}
+
+// validateOutboundSource checks --outbound-source-addr: an IP address this
+// host can bind (checked by binding it, port 0, at once: a typo found only
+// at the first call would fail every call). transport.New checks the same.
+func (c *Config) validateOutboundSource() error {
+	if c.OutboundSourceAddr == "" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(c.OutboundSourceAddr)
+	if err != nil {
+		return fmt.Errorf("--outbound-source-addr %q: not an IP address (want the local IP outbound calls leave from, such as 10.0.0.5, without a port; empty lets the kernel choose)", c.OutboundSourceAddr)
+	}
+	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip.Unmap(), 0)))
+	if err != nil {
+		return fmt.Errorf("--outbound-source-addr %q: not an address of this host: %v", c.OutboundSourceAddr, err)
+	}
+	_ = ln.Close()
 	return nil
 }
 

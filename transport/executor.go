@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,16 @@ type Options struct {
 	// connection to a cluster member's address is refused after DNS
 	// resolution (Policy.DialControl). Ignored with a caller's HTTPClient.
 	Policy *Policy
+	// LocalAddr, when set, is the local IP address (a literal such as
+	// "10.0.0.5" or "fe80::1%eth0"; no port) the executor-owned client's
+	// connections leave from, for hosts with several addresses: the
+	// dialer binds it, port 0, before connecting. Empty: the kernel
+	// chooses, by its routes. New refuses a value that is not an IP
+	// address or that this host cannot bind. An IPv4 address reaches
+	// only destinations' IPv4 addresses, an IPv6 one only their IPv6
+	// addresses; through a proxy (the environment's) it is the source of
+	// the connection to the proxy. Ignored with a caller's HTTPClient.
+	LocalAddr string
 	// Series, when set, decides which destinations the request series
 	// (requests.go) label by name; the others are labelled
 	// breakerpool.SeriesOther. Nil labels every destination.
@@ -74,8 +85,12 @@ func New(opts Options) (*Executor, error) {
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
+	local, err := localTCPAddr(opts.LocalAddr)
+	if err != nil {
+		return nil, err
+	}
 	if e.client == nil {
-		e.client = newHTTPClient(opts.Policy)
+		e.client = newHTTPClient(opts.Policy, local)
 		e.ownsHTTP = true
 	}
 	m, err := newMetrics(opts.Registerer)
@@ -96,7 +111,29 @@ func New(opts Options) (*Executor, error) {
 // pooled transport (keep-alives, up to maxIdleConnsPerHost idle connections
 // per host, HTTP/2 when offered over TLS, proxies from the environment)
 // that does not follow redirects — a 3xx is an answer like any other status.
-func NewHTTPClient() *http.Client { return newHTTPClient(nil) }
+func NewHTTPClient() *http.Client { return newHTTPClient(nil, nil) }
+
+// localTCPAddr is Options.LocalAddr as the dialer's local address: nil for
+// "", an error naming the field for a value that is not an IP address or
+// not one this host can bind (checked by binding it, port 0, at once: with
+// a typo every call would fail to bind, EADDRNOTAVAIL, and nothing would
+// be delivered).
+func localTCPAddr(s string) (*net.TCPAddr, error) {
+	if s == "" {
+		return nil, nil
+	}
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return nil, fmt.Errorf("outbound: LocalAddr %q: not an IP address", s)
+	}
+	a := net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip.Unmap(), 0))
+	ln, err := net.ListenTCP("tcp", a)
+	if err != nil {
+		return nil, fmt.Errorf("outbound: LocalAddr %q: not an address this host can send from: %w", s, err)
+	}
+	_ = ln.Close()
+	return a, nil
+}
 
 // maxIdleConnsPerHost is how many idle connections the executor's client
 // keeps to one host: as many as it keeps in all (MaxIdleConns). A node's
@@ -119,9 +156,13 @@ const maxIdleConnsPerHost = 1000
 // after IdleConnTimeout.
 const maxIdleConns = 8 * maxIdleConnsPerHost
 
-// newHTTPClient is NewHTTPClient whose dialer refuses what policy refuses.
-func newHTTPClient(policy *Policy) *http.Client {
+// newHTTPClient is NewHTTPClient whose dialer refuses what policy refuses
+// and, when local is not nil, binds local before connecting.
+func newHTTPClient(policy *Policy, local *net.TCPAddr) *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if local != nil {
+		dialer.LocalAddr = local
+	}
 	if policy != nil {
 		dialer.Control = policy.DialControl
 	}

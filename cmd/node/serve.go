@@ -48,6 +48,7 @@ type serveFlags struct {
 	taskStore       string
 	postgresURL     string
 	gcHeapFloorMB   int
+	outboundSrc     string
 }
 
 func serveCmd() *cobra.Command {
@@ -134,6 +135,7 @@ the flag to set, when the host has none.`,
 	fl.StringVar(&f.taskStore, "task-store", node.TaskStoreRaft, "where tasks, attempts, results and the DLQ live: raft (replicated in the nodes' Raft state, nothing else to run) or postgres (a PostgreSQL database shared by the nodes, --postgres-url; Raft keeps config, endpoints, shards and forced breakers)")
 	fl.StringVar(&f.postgresURL, "postgres-url", "", "with --task-store postgres: postgres://user:password@host:5432/database[?sslmode=…][&pool_max_conns=N] (N: connections per node, default 2); the password is a secret (never logged): prefer FUSEBOX_POSTGRES_URL to the command line. The node starts while the database is unreachable and retries; /readyz says why")
 	fl.IntVar(&f.gcHeapFloorMB, "gc-heap-floor-mb", defaultGCHeapFloorMB, "the Go collector's heap goal is kept at least this many MiB: while the live heap is under half of it the node raises GOGC so that it collects when the heap reaches it, not each time a small heap doubles (less CPU for the collector on nodes with little live data); 0 turns it off; ignored when the GOGC environment variable is set (docs/operations.md)")
+	fl.StringVar(&f.outboundSrc, "outbound-source-addr", "", "local IP address outbound calls to destinations (tasks and health checks) leave from, on a host with several; no port. Default: the kernel chooses by its routes. An IPv4 address reaches only destinations' IPv4 addresses, an IPv6 one only IPv6; Raft, gossip and peer traffic are not affected (docs/operations.md)")
 	f.tls.register(fl)
 	return cmd
 }
@@ -236,6 +238,7 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 		RejoinEmpty:         f.rejoinEmpty,
 		TaskStore:           f.taskStore,
 		PostgresURL:         f.postgresURL,
+		OutboundSourceAddr:  f.outboundSrc,
 	}
 	if f.gcHeapFloorMB < 0 {
 		return fmt.Errorf("--gc-heap-floor-mb %d: must not be negative", f.gcHeapFloorMB)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -312,4 +315,112 @@ func TestCloseReleasesSlowRequests(t *testing.T) {
 	if err := d.SetMode(transporttest.Mode(42)); err == nil {
 		t.Error("unknown mode accepted")
 	}
+}
+
+// clientFrom is an HTTP client whose connections leave from source ip, its
+// idle connections closed at the end of the test.
+func clientFrom(t *testing.T, ip string) *http.Client {
+	t.Helper()
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	tr := &http.Transport{DialContext: dialer.DialContext}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// get GETs the destination's health URL; it returns the status or the error.
+func get(c *http.Client, d *transporttest.Destination) (int, error) {
+	resp, err := c.Get(d.HealthURL())
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// RefuseFrom resets the connections of one source IP — new ones as they
+// are accepted, pooled ones at once — with no call recorded, while other
+// sources are served; RefuseFrom("") serves everyone again.
+func TestRefuseFrom(t *testing.T) {
+	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
+		t.Skipf("cannot bind 127.0.0.2 on this host: %v", err)
+	} else {
+		_ = ln.Close()
+	}
+	d := transporttest.NewDestination(t)
+	from1, from2 := clientFrom(t, "127.0.0.1"), clientFrom(t, "127.0.0.2")
+
+	// A keep-alive connection from 127.0.0.2, pooled in from2.
+	if st, err := get(from2, d); err != nil || st != http.StatusOK {
+		t.Fatalf("from 127.0.0.2 before RefuseFrom: %d, %v", st, err)
+	}
+	d.RefuseFrom("127.0.0.2")
+	before := d.Count("")
+	for i := range 5 { // the pooled connection, then new ones
+		_, err := get(from2, d)
+		if err == nil {
+			t.Fatalf("request %d from 127.0.0.2 succeeded; want a connection error", i)
+		}
+		if c := transport.ConnClass(err); c != transport.ConnReset {
+			t.Errorf("request %d from 127.0.0.2: %v (class %q); want a reset", i, err, c)
+		}
+	}
+	if n, calls := d.Count("")-before, len(d.Calls()); n != 0 || calls != 1 {
+		t.Errorf("refused requests recorded: %d counted, %d calls kept; want 0 and the one before", n, calls)
+	}
+	if n := d.RefusedConns(); n < 5 {
+		t.Errorf("RefusedConns = %d; want at least 5", n)
+	}
+	if st, err := get(from1, d); err != nil || st != http.StatusOK {
+		t.Fatalf("from 127.0.0.1 while 127.0.0.2 is refused: %d, %v", st, err)
+	}
+
+	// Through executors: the refused source's call is a destination
+	// failure (down), the other source's succeeds.
+	exec := func(src string) (transport.Result, error) {
+		e, err := transport.New(transport.Options{LocalAddr: src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = e.Close() }()
+		return e.Execute(context.Background(), rawCallback(d, "via-"+src))
+	}
+	if res, err := exec("127.0.0.2"); !breakerpool.IsDestinationDown(err) || res.Outcome != transport.OutcomeDown {
+		t.Errorf("executor from 127.0.0.2: %+v, %v; want down", res, err)
+	}
+	if res, err := exec("127.0.0.1"); err != nil || res.Outcome != transport.OutcomeSucceeded {
+		t.Errorf("executor from 127.0.0.1: %+v, %v; want succeeded", res, err)
+	}
+	if n := len(d.CallsWithRequestID("via-127.0.0.2")); n != 0 {
+		t.Errorf("the refused executor's call was recorded %d times", n)
+	}
+
+	// The refusal survives the listener being reopened.
+	if err := d.SetMode(transporttest.ModeRefuse); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetMode(transporttest.ModeUp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(from2, d); err == nil {
+		t.Error("from 127.0.0.2 after reopening: succeeded; want refused")
+	}
+
+	d.RefuseFrom("")
+	if st, err := get(from2, d); err != nil || st != http.StatusOK {
+		t.Fatalf("from 127.0.0.2 after RefuseFrom(\"\"): %d, %v", st, err)
+	}
+	if n := d.Count(transporttest.KindHealth); n != 3 {
+		t.Errorf("Count(health) = %d; want 3 (before, from 127.0.0.1, after clearing)", n)
+	}
+}
+
+func TestRefuseFromPanicsOnANonIP(t *testing.T) {
+	d := transporttest.NewDestination(t)
+	defer func() {
+		if recover() == nil {
+			t.Error("RefuseFrom(\"127.0.0.2:80\") did not panic")
+		}
+	}()
+	d.RefuseFrom("127.0.0.2:80")
 }
