@@ -69,6 +69,18 @@ func NewTLSClient(addr, token string, hc *http.Client) *Client {
 	return NewClient(addr, token, hc)
 }
 
+// WithTimeout returns a copy of c whose calls time out after d (the
+// client's own bound; a context may end them sooner): for a call that may
+// take longer than the default 30 s, as a delegated call whose own timeout
+// is longer does.
+func (c *Client) WithTimeout(d time.Duration) *Client {
+	hc := *c.hc
+	hc.Timeout = d
+	out := *c
+	out.hc = &hc
+	return &out
+}
+
 // Addr is the node's base URL.
 func (c *Client) Addr() string { return c.base }
 

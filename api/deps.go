@@ -60,6 +60,9 @@ type Deps struct {
 	// Handover, optional, is this node's queue as the leader's hand-over
 	// call before a planned shard move reaches it (handover.go).
 	Handover ShardHandover
+	// Delegate, optional, makes the calls a peer's own breaker refused
+	// (delegate.go).
+	Delegate CallDelegate
 }
 
 // Store is the replicated state's writes and Raft node as the API uses them
@@ -135,6 +138,9 @@ func (s *Server) registerRoutes() {
 	}
 	if s.deps.Handover != nil {
 		s.handOverRoutes()
+	}
+	if s.deps.Delegate != nil {
+		s.delegateRoutes()
 	}
 	if s.deps.Tasks != nil {
 		s.taskRoutes(s.deps.Tasks)

@@ -76,6 +76,11 @@ const (
 	// busiest) get per-destination metric series of their own on a node;
 	// the others are summed under destination "_other"; -1 means no cap.
 	KeyMetricsDestinationSeriesLimit = "fusebox.metrics.destinationSeriesLimit"
+	// KeyBreakerCallThroughPeer says whether a node whose own calls to a
+	// destination fail where a peer's pass makes the calls its open breaker
+	// refuses through that peer (hintpolicy/DESIGN.md, "Calls through a
+	// peer"): CallThroughPeerOn (default) or CallThroughPeerOff.
+	KeyBreakerCallThroughPeer = "fusebox.breaker.callThroughPeer"
 	// KeyBreakerMaxRetryAfter caps how long a destination's Retry-After
 	// (on a 429 or 503 answer) holds its breaker open, on this node and,
 	// through the gossiped deadline, on every peer; 0 ignores Retry-After.
@@ -231,6 +236,9 @@ var registry = []*definition{
 	// Isolation between destinations (thirty-seventh session).
 	intKey(KeyTaskMaxOutputBytes, DefaultTaskMaxOutputBytes, 1, DefaultTaskMaxOutputBytes, PerNamespaceDestination,
 		"bytes a Nexus start's synchronous output may take as stored (JSON); a larger one fails the task as too large (not a destination failure); every replica keeps outputs for the retention"),
+	// Calls through a peer (forty-sixth session).
+	enumKey(KeyBreakerCallThroughPeer, CallThroughPeerOn, []string{CallThroughPeerOn, CallThroughPeerOff}, PerNamespaceDestination,
+		"on (default): when this node's calls to the destination fail where a peer's pass (its egress is broken, the destination is not), the calls its open breaker refuses are made through that peer; off: they wait for this node's own breaker (for destinations that must see each node's own address)"),
 }
 
 // byName maps a key name to its index in registry.
@@ -271,6 +279,13 @@ var (
 	idxHealthPath       = byName[KeyDestinationHealthPath]
 	idxMaxOutputBytes   = byName[KeyTaskMaxOutputBytes]
 	idxFleetRPS         = byName[KeyFleetRPS]
+	idxCallThroughPeer  = byName[KeyBreakerCallThroughPeer]
+)
+
+// Values of KeyBreakerCallThroughPeer.
+const (
+	CallThroughPeerOn  = "on"
+	CallThroughPeerOff = "off"
 )
 
 // KeyInfo describes one registered key; the API serves the list.

@@ -231,6 +231,13 @@ func (s *Snapshot) HintPolicy(ns, dest string) breakerpool.HintPolicy {
 	return breakerpool.HintPolicy(s.get(idxHintPolicy, ns, dest).(string))
 }
 
+// CallThroughPeer reports whether the calls this node's open breaker for
+// (ns, dest) refuses may be made through a peer whose calls pass
+// (fusebox.breaker.callThroughPeer).
+func (s *Snapshot) CallThroughPeer(ns, dest string) bool {
+	return s.get(idxCallThroughPeer, ns, dest).(string) != CallThroughPeerOff
+}
+
 // BatchSize returns history.outboundTaskBatchSize (global only); 0 means
 // the reader is stopped.
 func (s *Snapshot) BatchSize() int { return s.get(idxBatchSize, "", "").(int) }

@@ -306,6 +306,7 @@ func TestKeys(t *testing.T) {
 		KeyDestinationHealthPath:          {"path", `""`, "global,namespace,destination,namespace+destination"},
 		KeyFleetRPS:                       {"float", "0", "global,namespace,destination,namespace+destination"},
 		KeyTaskMaxOutputBytes:             {"int", "1048576", "global,namespace,destination,namespace+destination"},
+		KeyBreakerCallThroughPeer:         {"enum(on|off)", `"on"`, "global,namespace,destination,namespace+destination"},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("Keys() has %d keys, want %d", len(keys), len(want))

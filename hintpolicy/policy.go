@@ -86,6 +86,12 @@ type Config struct {
 	ConfirmWait      time.Duration
 	ConfirmAttempts  int
 	DistrustTimeouts int
+	// OnDelegate, optional, is told (with no lock of the policy held, on
+	// the pool observer's goroutine: it must not block) when this node's
+	// calls for a key start going through a peer (delegate.go): the queue
+	// releases the key's blocked tasks so they need not wait for the
+	// breaker's own probe.
+	OnDelegate func(breakerpool.Key)
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -75,6 +75,9 @@ type keyState struct {
 	// and counted the probe; its transition is not counted again as warm.
 	confirmProbe bool
 
+	// deleg is the key's calls through a peer (delegate.go).
+	deleg delegation
+
 	touched time.Time
 }
 

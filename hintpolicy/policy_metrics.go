@@ -38,6 +38,7 @@ const (
 	ActionConfirmed      = "confirmed"       // confirm: an independent probe or report failed too; open adopted
 	ActionRefuted        = "refuted"         // confirm: the independent probe passed; the reporter is distrusted for the key
 	ActionDistrusted     = "distrusted"      // confirm: report from a node whose verdict on the key was refuted
+	ActionDelegate       = "delegate"        // this node's calls failed where a peer's passed: its refused calls go through that peer (delegate.go)
 )
 
 // Publication results, the result label of fusebox_hints_published_total.

@@ -34,6 +34,12 @@ func (p *Policy) Observe(t breakerpool.Transition) {
 	}
 	now := time.Now()
 	b, ok := p.pool.Lookup(t.Key)
+	var delegating bool
+	defer func() { // registered before the unlock's defer: runs after it
+		if delegating && p.cfg.OnDelegate != nil {
+			p.cfg.OnDelegate(t.Key)
+		}
+	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.keyLocked(t.Key, now)
@@ -41,6 +47,7 @@ func (p *Policy) Observe(t breakerpool.Transition) {
 	if ok && b.Settings().HintPolicy == breakerpool.HintConfirm {
 		p.confirmObserveLocked(t, st, b.Settings().Timeout.D(), now)
 	}
+	delegating = p.delegateObserveLocked(t, st, now)
 	switch t.To {
 	case gobreaker.StateOpen:
 		if t.Source == breakerpool.SourceLocal {

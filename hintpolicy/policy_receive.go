@@ -37,6 +37,7 @@ func (p *Policy) HandleHint(h cluster.Hint) (fresh bool) {
 		return false
 	}
 	st.clock, st.lastOrigin = h.Generation, h.Origin
+	p.delegateHintLocked(st, h, now)
 
 	if h.State == cluster.HintClosed {
 		st.dropTripper(h.Origin)

@@ -49,8 +49,8 @@ func poolConfig(observe func(breakerpool.Transition), fwd *hintForwarder) breake
 // local transitions are published and peers' hints applied. Close the
 // returned policy before the membership.
 func startHints(pool *breakerpool.Pool, members *cluster.Membership, fwd *hintForwarder,
-	healthChecked, confirmProbe func(breakerpool.Key) bool, reg prometheus.Registerer, log *slog.Logger) (*hintpolicy.Policy, error) {
-	p, err := hintpolicy.New(hintpolicy.Config{WarnAfter: hintWarnAfter, HealthChecked: healthChecked, ConfirmProbe: confirmProbe}, pool, members, log, reg)
+	healthChecked, confirmProbe func(breakerpool.Key) bool, onDelegate func(breakerpool.Key), reg prometheus.Registerer, log *slog.Logger) (*hintpolicy.Policy, error) {
+	p, err := hintpolicy.New(hintpolicy.Config{WarnAfter: hintWarnAfter, HealthChecked: healthChecked, ConfirmProbe: confirmProbe, OnDelegate: onDelegate}, pool, members, log, reg)
 	if err != nil {
 		return nil, err
 	}

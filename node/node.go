@@ -188,7 +188,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return addrError("--gossip-addr", cfg.GossipAddr, fmt.Errorf("gossip: %w", err))
 	}
 	n.gossipUp.Store(true)
-	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.hasHealthCheck, n.confirmByHealth, n.reg, n.log.With("component", "hints")); err != nil {
+	if n.hints, err = startHints(n.pool, n.members, &n.hintFwd, n.hasHealthCheck, n.confirmByHealth, n.queueFwd.delegated, n.reg, n.log.With("component", "hints")); err != nil {
 		return fmt.Errorf("hints: %w", err)
 	}
 	if cfg.UsesPostgres() {
@@ -246,6 +246,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Shards:   n.shards,
 		Ops:      opsAPI{n},
 		Handover: apiHandover{q: n.deliver.queue, relay: n.pg != nil, unwritable: func() bool { return n.pg != nil && n.pg.failing() }},
+		Delegate: n.deliver.delegate,
 		Peers:    peers,
 		UI: ui.New(ui.Deps{NodeID: cfg.NodeID, Recorder: n.uiRec, Members: apiMembers{n.members}, Peers: peers, History: n.uiHistory(loopCtx)},
 			n.log.With("component", "ui")),

@@ -56,7 +56,9 @@ func (f *queueForwarder) observe(t breakerpool.Transition) {
 	}
 	if t.To != gobreaker.StateClosed {
 		f.noteOpen(t)
-		q.KeyOpened(t.Key) // arms the recovery ramp (queue/ramp.go)
+		if !f.delegating(t.Key) { // its calls pass through a peer: no outage to ramp out of (delegate.go)
+			q.KeyOpened(t.Key) // arms the recovery ramp (queue/ramp.go)
+		}
 	}
 	switch {
 	case t.To == gobreaker.StateClosed:
@@ -72,6 +74,23 @@ func (f *queueForwarder) observe(t breakerpool.Transition) {
 		// come due anyway.
 		q.KeyProbing(t.Key, f.probes(t.Key))
 	}
+}
+
+// delegated is the hint policy's OnDelegate: k's refused calls now go
+// through a peer, so its blocked tasks need not wait for the probe.
+func (f *queueForwarder) delegated(k breakerpool.Key) {
+	if q := f.q.Load(); q != nil {
+		q.KeyDelegated(k)
+	}
+}
+
+// delegating reports whether k's refused calls go through a peer.
+func (f *queueForwarder) delegating(k breakerpool.Key) bool {
+	if f.hints == nil {
+		return false
+	}
+	p := f.hints.p.Load()
+	return p != nil && p.Delegating(k)
 }
 
 // noteOpen records a transition out of closed (or between open and
@@ -151,12 +170,15 @@ type deliveries struct {
 	exec   *transport.Executor
 	queue  *queue.Queue
 	fenced *pgstore.FencedOwnership // postgres store only: closed after the queue
+	// delegate makes refused calls through a peer, and peers' calls
+	// (delegate.go).
+	delegate *delegation
 }
 
 // startDeliveries builds the executor and the queue over the replicated task
 // table and starts reading the shards in owned.
 func (n *Node) startDeliveries(owned queue.Ownership, policy *transport.Policy) (*deliveries, error) {
-	exec, err := transport.New(transport.Options{Logger: n.log.With("component", "outbound"), Registerer: n.reg, Policy: policy, Series: n.pool})
+	exec, err := transport.New(transport.Options{Logger: n.log.With("component", "outbound"), Registerer: n.reg, Policy: policy, Series: n.pool, LocalAddr: n.cfg.OutboundSourceAddr})
 	if err != nil {
 		return nil, err
 	}
@@ -170,15 +192,22 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *transport.Policy) 
 		fenced.Reachable = func() bool { return !n.pg.failing() } // pghealth.go
 		owned = fenced
 	}
+	resolver := endpointResolver{endpoints: n.state, sync: n.store.Sync}
+	deleg, err := newDelegation(n, exec, policy, resolver)
+	if err != nil {
+		_ = exec.Close()
+		return nil, err
+	}
 	q, err := queue.New(queue.Config{NodeID: n.cfg.NodeID}, queue.Deps{
 		Store:      store,
 		Ownership:  owned,
 		Limits:     queue.DynamicLimits(n.config),
 		Breakers:   queue.PoolBreakers(n.pool),
 		Executor:   exec,
-		Resolver:   endpointResolver{endpoints: n.state, sync: n.store.Sync},
+		Resolver:   resolver,
 		Policy:     policy,
 		Fleet:      fleetShare{n.members},
+		Delegate:   deleg,
 		Registerer: n.reg,
 		Logger:     n.log.With("component", "queue"),
 	})
@@ -193,7 +222,7 @@ func (n *Node) startDeliveries(owned queue.Ownership, policy *transport.Policy) 
 	n.members.SetBacklogSource(queueBacklogs{q}) // the fleet budget's gossip (node/fleet.go)
 	n.queueFwd.pool.Store(n.pool)
 	n.queueFwd.q.Store(q)
-	return &deliveries{exec: exec, queue: q, fenced: fenced}, nil
+	return &deliveries{exec: exec, queue: q, fenced: fenced, delegate: deleg}, nil
 }
 
 // stopQueue stops the queue: no call starts, the calls under way finish

@@ -195,6 +195,9 @@ func (q *Queue) attempt(g *group, it *item, req transport.Request) {
 	defer sh.ho.leave() // after the disposition is recorded
 	c.cb = breakerpool.CircuitBreakerExecutable{Breaker: q.breakers.Breaker(g.key), Executable: c}
 	err := q.guarded(sh.ctx, &c.cb)
+	if q.delegate != nil && ((!c.called && breakerpool.IsCircuitBreakerOpen(err)) || (c.called && breakerpool.IsDestinationDown(c.xerr))) {
+		err = q.delegated(c, err) // delegate.go
+	}
 	c.release()
 	c.done(err)
 }
@@ -212,6 +215,7 @@ type call struct {
 	cb        breakerpool.CircuitBreakerExecutable
 
 	called bool
+	via    string  // the peer this call goes through (delegate.go), or ""
 	late   *Result // the deadline failure, when the re-check after the rate wait refused the call
 	res    transport.Result
 	xerr   error
@@ -263,6 +267,10 @@ func (c *call) Execute(ctx context.Context) error {
 	}
 	c.g.startCall(start)
 	defer c.g.endCall(start) // deferred: a panicking executor must not leave a slot counted busy
+	if c.via != "" {
+		c.res, c.xerr = q.delegate.Call(ctx, c.via, c.g.key, c.req)
+		return c.xerr
+	}
 	c.res, c.xerr = q.exec.Execute(ctx, c.req)
 	return c.xerr
 }

@@ -204,7 +204,10 @@ type Deps struct {
 	Policy DestinationPolicy
 	// Fleet, when set, is this node's share of fleet-wide rates (recovery
 	// ramp, fleet budget); nil means this node is the whole fleet.
-	Fleet      FleetShare
+	Fleet FleetShare
+	// Delegate, when set, makes the calls this node's own breaker refuses
+	// through a peer whose calls to the destination pass (delegate.go).
+	Delegate   Delegator
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 }

@@ -20,6 +20,7 @@ type Queue struct {
 	resolver Resolver
 	policy   DestinationPolicy
 	fleet    FleetShare
+	delegate Delegator
 	log      *slog.Logger
 	m        *metrics
 	sched    *scheduler
@@ -54,7 +55,7 @@ func New(cfg Config, deps Deps) (*Queue, error) {
 	}
 	q := &Queue{
 		cfg: cfg, store: deps.Store, own: deps.Ownership, limits: deps.Limits, breakers: deps.Breakers,
-		exec: deps.Executor, resolver: deps.Resolver, policy: deps.Policy, fleet: deps.Fleet, log: log.With("component", "queue"),
+		exec: deps.Executor, resolver: deps.Resolver, policy: deps.Policy, fleet: deps.Fleet, delegate: deps.Delegate, log: log.With("component", "queue"),
 		shards: make(map[int]*shard), stop: make(chan struct{}), closingCh: make(chan struct{}), rewatch: make(chan struct{}, 1),
 	}
 	q.sched = newScheduler(q)

@@ -89,6 +89,11 @@ type release struct {
 	// budget, when set, bounds what the walks of every shard may release
 	// together: a probe for a half-open breaker (KeyProbing).
 	budget *atomic.Int64
+	// delegated: the walk of KeyDelegated, whose breaker stays open (its
+	// refusals go through a peer). It is not ended by the breaker's state:
+	// a released task refused without a peer to go through ends it
+	// (blocked: "refused again").
+	delegated bool
 }
 
 // take reserves up to n of the budget (all n without one).
@@ -150,8 +155,25 @@ func (q *Queue) KeyClosedWithoutRamp(k breakerpool.Key) {
 	q.releaseBlocked(k)
 }
 
+// KeyDelegated tells the queue that k's refused calls now go through a
+// peer (Deps.Delegate): every owned shard releases its blocked tasks of
+// k, which would otherwise wait for the breaker's own probe, and a ramp
+// the opening armed is dropped: the destination has no outage to recover
+// from (its calls pass from the peer), and calls through the peer would
+// otherwise keep to the ramp's start rate. The node does not arm it again
+// at its breaker's later openings while the delegation lasts
+// (node/queue.go). It does not block.
+func (q *Queue) KeyDelegated(k breakerpool.Key) {
+	if !q.closing.Load() {
+		q.sched.dropRamp(k, time.Now())
+	}
+	q.release(k, true)
+}
+
 // releaseBlocked makes every owned shard release its blocked tasks of k.
-func (q *Queue) releaseBlocked(k breakerpool.Key) {
+func (q *Queue) releaseBlocked(k breakerpool.Key) { q.release(k, false) }
+
+func (q *Queue) release(k breakerpool.Key, delegated bool) {
 	if _, ok := q.store.(BlockedStore); !ok || q.closing.Load() {
 		return
 	}
@@ -159,9 +181,9 @@ func (q *Queue) releaseBlocked(k breakerpool.Key) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, s := range q.shards {
-		s.startRelease(k, now, nil)
+		s.startRelease(k, now, nil, delegated)
 	}
-	q.log.Debug("breaker closed: its blocked tasks are due now", "key", k.String(), "shards", len(q.shards))
+	q.log.Debug("blocked tasks are due now", "key", k.String(), "shards", len(q.shards), "through_peer", delegated)
 }
 
 // KeyProbing tells the queue that k's breaker became half-open on demand (a
@@ -179,13 +201,13 @@ func (q *Queue) KeyProbing(k breakerpool.Key, probes int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, s := range q.shards {
-		s.startRelease(k, now, budget)
+		s.startRelease(k, now, budget, false)
 	}
 }
 
 // startRelease starts (or restarts) the walk for k from now, the close,
 // bounded by budget when it is not nil.
-func (s *shard) startRelease(k breakerpool.Key, now time.Time, budget *atomic.Int64) {
+func (s *shard) startRelease(k breakerpool.Key, now time.Time, budget *atomic.Int64, delegated bool) {
 	s.mu.Lock()
 	if s.lost {
 		s.mu.Unlock()
@@ -196,7 +218,7 @@ func (s *shard) startRelease(k breakerpool.Key, now time.Time, budget *atomic.In
 		r = &release{key: k}
 		s.releases[k] = r
 	}
-	r.from, r.cursor, r.parked, r.again, r.budget = now, Cursor{At: now}, false, false, budget
+	r.from, r.cursor, r.parked, r.again, r.budget, r.delegated = now, Cursor{At: now}, false, false, budget, delegated
 	r.waitFor = 0
 	if s.finished > s.written {
 		r.waitFor = s.finished
@@ -227,7 +249,7 @@ func (s *shard) readReleases(limit int, skip func(string) bool) (items []*item, 
 		if r.budget != nil {
 			want = gobreaker.StateHalfOpen
 		}
-		if s.q.breakers.Breaker(k).State() != want {
+		if !r.delegated && s.q.breakers.Breaker(k).State() != want {
 			s.endReleaseLocked(r, "breaker state changed")
 			continue
 		}

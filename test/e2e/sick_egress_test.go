@@ -17,8 +17,11 @@ import (
 // second after second, instead of adopting the sick node's open breaker for
 // its Timeout (10 s here; FUSEBOX_E2E_HINT_POLICY=adopt shows this test
 // failing so) or ramping up again after the round's pauses.
-// The sick node's own breaker opens; once its egress is back it probes,
-// closes, and every task is delivered.
+// The sick node's own breaker opens, and the calls it refuses go through
+// a peer whose calls pass (hintpolicy/DESIGN.md, "Calls through a peer"):
+// the sick node's shards' tasks are delivered during the fault too, from a
+// healthy node's address. Once its egress is back it probes, closes, and
+// every task is delivered.
 func TestSickEgressDoesNotStopTheFleet(t *testing.T) {
 	const n = 3
 	sc := newLabScenario(t, "sick", "ep-ok", `{"Timeout":"10s"}`, 20*time.Millisecond, func(c *Cluster) {
@@ -67,6 +70,35 @@ func TestSickEgressDoesNotStopTheFleet(t *testing.T) {
 			offered[s]++
 		}
 	}
+	// The sick node's own shards' tasks, accepted in the window but for
+	// its last two seconds: delivered within the window, through a peer
+	// (its own calls cannot leave). Before calls through a peer, none was.
+	delivered := map[string]bool{}
+	for _, call := range dest.Calls() {
+		if call.Delivered() && call.Arrived.Before(cutAt.Add(window)) && nodeOf[call.From] != sickName {
+			delivered[call.RequestID] = true
+		}
+	}
+	var sickAccepted, sickDelivered int
+	for _, a := range l.Accepted() {
+		if a.At.Before(cutAt) || !a.At.Before(cutAt.Add(window-2*time.Second)) || m0[a.Shard].Owner != sickName {
+			continue
+		}
+		sickAccepted++
+		if delivered[a.ID] || delivered[a.RequestID] {
+			sickDelivered++
+		}
+	}
+	if sickAccepted == 0 || float64(sickDelivered) < 0.9*float64(sickAccepted) {
+		t.Errorf("%s's shards: %d of the %d tasks accepted in the window's first %v delivered within it, want at least 90 %% (through a peer)",
+			sickName, sickDelivered, sickAccepted, window-2*time.Second)
+	}
+	sm, err := scrapeMetrics(c.Procs[sick])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s's shards: %d of %d tasks accepted in the window delivered within it; %v calls made through a peer",
+		sickName, sickDelivered, sickAccepted, metricSum(sm, "fusebox_delegated_calls_total", `side="sent"`, `result="made"`))
 	bs, _, err := clusterBreakers(c.Procs[0], key)
 	if err != nil {
 		t.Fatal(err)
