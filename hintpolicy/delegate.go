@@ -181,10 +181,16 @@ func (p *Policy) DelegateVia(k breakerpool.Key) (string, bool) {
 	}
 	if via := d.via; via != "" {
 		p.mu.Unlock()
-		if !p.usablePeer(via) {
-			return "", false
+		if p.usablePeer(via) {
+			return via, true
 		}
-		return via, true
+		// Gone or suspect: end the delegation through it and probe
+		// another peer with this call, rather than wait for its window.
+		p.mu.Lock()
+		if d.via == via {
+			p.stopDelegationLocked(k, st, "the peer left, failed or suspects its own egress")
+			d.avoid, d.probeDue, d.probeAfter = via, true, time.Time{}
+		}
 	}
 	if !d.probeDue || now.Before(d.probeAfter) {
 		p.mu.Unlock()

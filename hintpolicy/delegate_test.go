@@ -114,14 +114,15 @@ func TestSickNodeDelegatesThroughAPeer(t *testing.T) {
 
 // TestDelegationEndsWhenThePeerFails: a call through the peer that failed
 // at the destination ends the delegation; a peer that cannot be reached
-// is avoided and another probed; the peer's own failure report ends it.
+// is avoided and another probed; so is one that crashed; the peer's own
+// failure report ends it.
 func TestDelegationEndsWhenThePeerFails(t *testing.T) {
 	dest := transporttest.NewDestination(t)
 	broken := transporttest.NewDestination(t)
 	if err := broken.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
-	nodes := startPCluster(t, 3, testSettings(breakerpool.HintConfirm, time.Second), confirmTestCfg)
+	nodes := startPCluster(t, 4, testSettings(breakerpool.HintConfirm, time.Second), confirmTestCfg)
 	setURL(dest.CallbackURL(), nodes[1:]...)
 	setURL(broken.CallbackURL(), nodes[0])
 	client := newClient(t)
@@ -164,16 +165,29 @@ func TestDelegationEndsWhenThePeerFails(t *testing.T) {
 	unreachable[via] = true
 	mu.Unlock()
 	nodes[0].pol.DelegateOutcome(k, via, DelegateUnreachable)
-	other := waitVia("n0 to delegate through the other peer")
+	other := waitVia("n0 to delegate through another peer")
 	if other == via {
 		t.Fatalf("still delegating through %s, which cannot be reached", via)
 	}
 
+	// The peer in use crashes: once it is not alive, the next refused
+	// call probes the last one.
+	for _, n := range nodes {
+		if n.id == other {
+			n.crash()
+		}
+	}
+	var third string
+	testwait.For(t, 20*time.Second, "n0 to delegate through the last peer", func() bool {
+		third = delegatingVia(nodes[0], k)
+		return third != "" && third != other && third != via
+	})
+
 	// The peer in use reports the destination failing: over.
 	p := nodes[0].pol
-	p.HandleHint(cluster.Hint{Key: k, State: cluster.HintFailing, Generation: clockOf(nodes[0], k) + 10, Origin: other, OpenFor: time.Second})
-	if got := delegatingVia(nodes[0], k); got == other {
-		t.Fatalf("%s reported the destination failing, yet n0 still delegates through it", other)
+	p.HandleHint(cluster.Hint{Key: k, State: cluster.HintFailing, Generation: clockOf(nodes[0], k) + 10, Origin: third, OpenFor: time.Second})
+	if got := delegatingVia(nodes[0], k); got == third {
+		t.Fatalf("%s reported the destination failing, yet n0 still delegates through it", third)
 	}
 }
 
