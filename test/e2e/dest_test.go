@@ -28,6 +28,7 @@ type Dest struct {
 	inner   *transporttest.Destination
 	srv     *httptest.Server
 	hold    atomic.Int64 // nanoseconds each answer is held
+	refuse  atomic.Pointer[string]
 	closing chan struct{}
 
 	mu    sync.Mutex
@@ -66,13 +67,35 @@ func NewDestAt(t testing.TB, host string) *Dest {
 		t.Fatalf("destination on %s: %v", host, err)
 	}
 	d := &Dest{inner: transporttest.NewDestination(t), closing: make(chan struct{})}
-	d.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: d}}
+	d.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: d, ConnState: d.connState}}
 	d.srv.Start()
 	t.Cleanup(func() {
 		close(d.closing) // frees held answers, so Close does not wait them out
 		d.srv.Close()
 	})
 	return d
+}
+
+// RefuseFrom makes the destination reset every new connection from ip,
+// before any request is read, as a firewall in front of that one caller
+// would ("" serves everyone again). Connections already open are kept.
+func (d *Dest) RefuseFrom(ip string) { d.refuse.Store(&ip) }
+
+// connState resets a new connection from the refused address.
+func (d *Dest) connState(c net.Conn, s http.ConnState) {
+	if s != http.StateNew {
+		return
+	}
+	ip := d.refuse.Load()
+	if ip == nil || *ip == "" {
+		return
+	}
+	if host, _, err := net.SplitHostPort(c.RemoteAddr().String()); err == nil && host == *ip {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		_ = c.Close()
+	}
 }
 
 // NexusURL is the Nexus endpoint base URL to register.

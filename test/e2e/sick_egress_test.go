@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"testing"
 	"time"
 
+	"fusebox/api"
+	"fusebox/breakerpool"
 	"fusebox/internal/testwait"
+	"fusebox/transport"
 )
 
 // TestSickEgressDoesNotStopTheFleet: one node's own egress breaks (its
@@ -147,6 +151,63 @@ func TestSickEgressDoesNotStopTheFleet(t *testing.T) {
 	l.Stop()
 	rep := l.Check(t, convergeTimout)
 	t.Logf("egress back: every breaker closed and every task done %v after; %v", time.Since(restoredAt).Round(time.Millisecond), rep)
+	c.CheckInvariants(t, convergeTimout)
+	c.StopAll(t)
+}
+
+// TestSickEgressThroughAPeerSecure: as deployed beyond loopback (HTTPS,
+// mutual-TLS peers, encrypted gossip, named tokens), one node's calls to a
+// callback destination leave from an address the destination resets
+// (--outbound-source-addr 127.0.0.2): the calls its breaker refuses go
+// through a peer, over the node-to-node HTTPS with the node token, and
+// every task succeeds while none of its own calls gets through.
+func TestSickEgressThroughAPeerSecure(t *testing.T) {
+	const sickSource = "127.0.0.2"
+	if ln, err := net.Listen("tcp", sickSource+":0"); err != nil {
+		t.Skipf("cannot use %s as a source address here: %v", sickSource, err)
+	} else {
+		_ = ln.Close()
+	}
+	opts := secureClusterOptions(t)
+	secure := opts.Tweak
+	opts.Tweak = func(cfg *ProcessConfig) {
+		secure(cfg)
+		if cfg.NodeID == "n2" {
+			cfg.ExtraArgs = append(cfg.ExtraArgs, "--outbound-source-addr", sickSource)
+		}
+	}
+	c := newTaskCluster(t, 3, opts)
+	dest := NewDest(t)
+	dest.RefuseFrom(sickSource)
+	host := transport.BreakerDestination(breakerpool.TaskGroupCallback, dest.CallbackURL())
+	setConfig(t, c, keyBreaker, host, `{"Timeout":"2s","FailureThreshold":2}`)
+	l := NewTaskLoad(c, "sicktls", func(i int) (api.TaskSubmit, *Dest) {
+		return callbackTask("ns-sicktls", fmt.Sprintf("wf-%d", i), dest.CallbackURL(), i), dest
+	})
+	l.Run(300, 2, 10*time.Millisecond)
+	l.Wait()
+	rep := l.Check(t, convergeTimout)
+	var sick *Process
+	for _, p := range c.Procs {
+		if p.Name() == "n2" {
+			sick = p
+		}
+	}
+	m, err := scrapeMetrics(sick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	through := metricSum(m, "fusebox_delegated_calls_total", `side="sent"`, `result="made"`)
+	fromSick := 0
+	for _, call := range dest.Calls() {
+		if call.From == sickSource && call.Delivered() {
+			fromSick++
+		}
+	}
+	t.Logf("%v; n2 made %v calls through a peer; %d delivered from its own address", rep, through, fromSick)
+	if through == 0 || fromSick != 0 {
+		t.Fatalf("n2 made %v calls through a peer and %d of its own got through; want some and none", through, fromSick)
+	}
 	c.CheckInvariants(t, convergeTimout)
 	c.StopAll(t)
 }

@@ -88,6 +88,10 @@ const preamble = `## Reading the baselines
   blocks of 20,000 tasks, the others stopped (SIGSTOP) during a turn, every side warmed by one uncounted
   turn first; each side's rate is over its own blocks' wall time. Its ` + "`slices/task`" + ` rows count how
   often the nodes' threads were put on a CPU (` + "`/proc/<pid>/task/*/schedstat`" + `), about their context switches.
+- **Sick egress** (` + "`BenchmarkSickEgress`" + `): three in-process nodes, one whose calls leave from 127.0.0.2, which one
+  destination resets (its egress to it is cut) while another takes every node's calls; blocks of 6,000 tasks to
+  each alternate in one run. The cut destination's tasks on that node's shards (about a third) go through a peer;
+  the ratio is the cut destination's delivery rate over the healthy one's.
 - **Beside a dead destination**: the same run with both destinations healthy; the ratio is the
   healthy destination's throughput kept. Each mode runs on a fresh cluster (a cluster slows as it
   retains tasks, which would favour whichever mode ran first).
@@ -307,6 +311,10 @@ var rows = []row{
 		Time: "2x", QuickTime: "1x", Runs: 3},
 	{Issue: "#17", What: "  the same, process CPU per call during raw HTTP's blocks, µs", Pkg: "./node", Bench: "BenchmarkDeliveryInterleaved", Metric: "raw-cpu-us/task",
 		Time: "2x", QuickTime: "1x", Runs: 3},
+	{Issue: "bench", What: "one node's egress to the destination cut, its shards' tasks through a peer: delivery vs a healthy destination, alternating blocks of 6,000 (ratio)", Pkg: "./node", Bench: "BenchmarkSickEgress", Metric: "ratio",
+		Time: "3x", QuickTime: "1x"},
+	{Issue: "bench", What: "  the same, requests to a peer per task of the cut destination", Pkg: "./node", Bench: "BenchmarkSickEgress", Metric: "peer-requests/task",
+		Time: "3x", QuickTime: "1x"},
 	{Issue: "#6", What: "durable delivery: destination calls per task", Pkg: "./node", Bench: "BenchmarkDelivery/cluster", Metric: "calls/task",
 		Baseline: "BenchmarkDelivery/raw_http", Target: "value<=1.01", Time: "20000x", QuickTime: "3000x", Runs: 3},
 	{Issue: "#6", What: "  CPU the test process used during the run, cores (of 2)", Pkg: "./node", Bench: "BenchmarkDelivery/cluster", Metric: "cpu-cores",
