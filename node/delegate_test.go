@@ -181,3 +181,65 @@ func TestConfigOutboundSourceAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeEgressBrokenGoesThroughPeers: n1 reaches none of six
+// destinations (every connection from its source address reset) while its
+// peers reach them all. It soon suspects its own egress, and a suspect
+// node's reports start no confirmation round: for the keys it trips on
+// after that, no peer's closed hint tells it that it is the one, and a
+// peer probe (a call through a peer that reached the destination) does.
+// Every task is delivered, its shards' through its peers.
+func TestWholeEgressBrokenGoesThroughPeers(t *testing.T) {
+	if ln, err := net.Listen("tcp", sickSource+":0"); err != nil {
+		t.Skipf("cannot use %s as a source address here: %v", sickSource, err)
+	} else {
+		_ = ln.Close()
+	}
+	const nDest = 6
+	var dests []*transporttest.Destination
+	for range nDest {
+		d := transporttest.NewDestination(t)
+		d.RefuseFrom(sickSource)
+		dests = append(dests, d)
+	}
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		if cfg.NodeID == "n1" {
+			cfg.OutboundSourceAddr = sickSource
+		}
+	})
+	sick := c.nodes[0]
+	testwait.For(t, 30*time.Second, "initial placement", func() bool { return shardsSettled(t, nodesOf(c.nodes)) })
+	for _, d := range dests {
+		host := transport.BreakerDestination(breakerpool.TaskGroupCallback, d.CallbackURL())
+		setConfig(t, c.nodes, dynconfig.KeyBreakerSettings, host, `{"Timeout":"1s","FailureThreshold":2}`)
+	}
+	sub := newSubmitter(t, c.nodes)
+	var ids []string
+	for i := range 120 {
+		d := dests[i%nDest]
+		id, err := sub.submit(callbackTask(d.CallbackURL(), fmt.Sprintf("wf-all-%d", i), fmt.Sprintf("all-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	testwait.For(t, 60*time.Second, "every task delivered", func() bool {
+		for _, id := range ids {
+			if tk, ok := sick.store.Reader().Task(id); !ok || tk.Status != state.TaskSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+	sent := testutil.ToFloat64(sick.deliver.delegate.sent.WithLabelValues("sent", delegateMade))
+	refused := 0
+	for _, d := range dests {
+		refused += d.RefusedConns()
+	}
+	if sent == 0 || refused == 0 {
+		t.Fatalf("n1 made %v calls through a peer, %d of its own connections were reset", sent, refused)
+	}
+	suspect, _ := sick.hints.Suspect()
+	t.Logf("%d tasks to %d destinations delivered; n1 made %v calls through a peer; %d of its connections reset; suspect now: %v",
+		len(ids), nDest, sent, refused, suspect)
+}
