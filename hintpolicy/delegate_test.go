@@ -60,20 +60,16 @@ func runPeerQueue(t *testing.T, n *pnode, k breakerpool.Key, answer func(peer st
 	return q
 }
 
-// TestSickNodeDelegatesThroughAPeer: n0's own egress fails every call while
-// its peers' pass. Once its breaker trips, its refused calls go through a
-// peer (OnDelegate is told); the peers never delegate. Once n0's egress
-// heals, its own probe closes its breaker and the delegation ends.
-func TestSickNodeDelegatesThroughAPeer(t *testing.T) {
-	const size = 3
+// sickCluster starts size nodes under confirm (Timeout 1 s) whose calls for
+// k go to dest, but n0's to a refusing address (its egress is broken), each
+// driven at 20 calls a second.
+func sickCluster(t *testing.T, size int, cfg Config) ([]*pnode, *transporttest.Destination, breakerpool.Key) {
+	t.Helper()
 	dest := transporttest.NewDestination(t)
 	broken := transporttest.NewDestination(t)
 	if err := broken.SetMode(transporttest.ModeRefuse); err != nil {
 		t.Fatal(err)
 	}
-	var told atomic.Int32
-	cfg := confirmTestCfg
-	cfg.OnDelegate = func(breakerpool.Key) { told.Add(1) }
 	nodes := startPCluster(t, size, testSettings(breakerpool.HintConfirm, time.Second), cfg)
 	setURL(dest.CallbackURL(), nodes[1:]...)
 	setURL(broken.CallbackURL(), nodes[0])
@@ -82,6 +78,18 @@ func TestSickNodeDelegatesThroughAPeer(t *testing.T) {
 	for _, n := range nodes {
 		drive(t, n, client, k, 20)
 	}
+	return nodes, dest, k
+}
+
+// TestSickNodeDelegatesThroughAPeer: n0's own egress fails every call while
+// its peers' pass. Once its breaker trips, its refused calls go through a
+// peer (OnDelegate is told); the peers never delegate. Once n0's egress
+// heals, its own probe closes its breaker and the delegation ends.
+func TestSickNodeDelegatesThroughAPeer(t *testing.T) {
+	var told atomic.Int32
+	cfg := confirmTestCfg
+	cfg.OnDelegate = func(breakerpool.Key) { told.Add(1) }
+	nodes, dest, k := sickCluster(t, 3, cfg)
 	runPeerQueue(t, nodes[0], k, func(string) DelegateResult { return DelegateReached })
 	var via string
 	testwait.For(t, 15*time.Second, "n0 to make its calls through a peer", func() bool {
@@ -117,19 +125,7 @@ func TestSickNodeDelegatesThroughAPeer(t *testing.T) {
 // is avoided and another probed; so is one that crashed; the peer's own
 // failure report ends it.
 func TestDelegationEndsWhenThePeerFails(t *testing.T) {
-	dest := transporttest.NewDestination(t)
-	broken := transporttest.NewDestination(t)
-	if err := broken.SetMode(transporttest.ModeRefuse); err != nil {
-		t.Fatal(err)
-	}
-	nodes := startPCluster(t, 4, testSettings(breakerpool.HintConfirm, time.Second), confirmTestCfg)
-	setURL(dest.CallbackURL(), nodes[1:]...)
-	setURL(broken.CallbackURL(), nodes[0])
-	client := newClient(t)
-	k := testKey("healthy")
-	for _, n := range nodes {
-		drive(t, n, client, k, 20)
-	}
+	nodes, _, k := sickCluster(t, 4, confirmTestCfg)
 	var mu sync.Mutex
 	unreachable := map[string]bool{}
 	asked := map[string]int{}
