@@ -20,10 +20,10 @@ type CallDelegate interface {
 // DelegateRequest is POST /internal/v1/calls/delegate: one attempt of a
 // task, as the peer that owns it would have made it.
 type DelegateRequest struct {
-	// Namespace and Destination are the task's (Destination: the endpoint
-	// name of a Nexus task, the callback URL of a callback task as
-	// submitted); this node derives the breaker key from them as the owner
-	// did.
+	// Namespace and Destination are the task's breaker key's (Destination:
+	// the endpoint name of a Nexus task, the callback URL's
+	// scheme://host[:port] of a callback task); this node calls through
+	// its own breaker for the same key.
 	Namespace   string `json:"namespace"`
 	Destination string `json:"destination"`
 	// Request is the attempt's outbound request (transport.Request's JSON).
@@ -36,7 +36,7 @@ type DelegateRequest struct {
 
 // DelegateAnswer is what came of a delegated call. Made is false when this
 // node made no call (NotMade says why: breaker_open, invalid,
-// not_allowed, unknown_endpoint, closing); otherwise Outcome is the
+// not_allowed, unknown_endpoint); otherwise Outcome is the
 // attempt's (transport.Outcome's name: succeeded, started, failed, down,
 // aborted) with the destination's answer.
 type DelegateAnswer struct {
