@@ -86,7 +86,7 @@ func (d *delegation) Via(k breakerpool.Key) (string, bool) {
 // executor's (Result, error). Its outcome goes back to the hint policy: an
 // answer from the destination keeps the delegation, anything else ends it.
 func (d *delegation) Call(ctx context.Context, peer string, k breakerpool.Key, r transport.Request) (transport.Result, error) {
-	res, err, outcome := d.call(ctx, peer, k, r)
+	res, outcome, err := d.call(ctx, peer, k, r)
 	if p := d.n.hintFwd.p.Load(); p != nil && outcome != noOutcome {
 		p.DelegateOutcome(k, peer, outcome)
 	}
@@ -97,7 +97,7 @@ func (d *delegation) Call(ctx context.Context, peer string, k breakerpool.Key, r
 // aborted here), so the hint policy is not told.
 const noOutcome hintpolicy.DelegateResult = -1
 
-func (d *delegation) call(ctx context.Context, peer string, k breakerpool.Key, r transport.Request) (transport.Result, error, hintpolicy.DelegateResult) {
+func (d *delegation) call(ctx context.Context, peer string, k breakerpool.Key, r transport.Request) (transport.Result, hintpolicy.DelegateResult, error) {
 	m, ok := d.n.members.Member(peer)
 	if !ok || m.Meta.HTTPAddr == "" {
 		d.sent.WithLabelValues("sent", delegateUnreachable).Inc()
@@ -105,7 +105,7 @@ func (d *delegation) call(ctx context.Context, peer string, k breakerpool.Key, r
 	}
 	raw, err := transport.EncodeRequest(&r)
 	if err != nil {
-		return transport.Result{Outcome: transport.OutcomeAborted}, fmt.Errorf("%w: encoding the request: %v", queue.ErrNotDelegated, err), noOutcome
+		return transport.Result{Outcome: transport.OutcomeAborted}, noOutcome, fmt.Errorf("%w: encoding the request: %v", queue.ErrNotDelegated, err)
 	}
 	timeout := r.Timeout
 	if timeout <= 0 {
@@ -118,7 +118,7 @@ func (d *delegation) call(ctx context.Context, peer string, k breakerpool.Key, r
 	})
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return transport.Result{Outcome: transport.OutcomeAborted, Message: ctx.Err().Error()}, ctx.Err(), noOutcome
+		return transport.Result{Outcome: transport.OutcomeAborted, Message: ctx.Err().Error()}, noOutcome, ctx.Err()
 	case err != nil:
 		// Not answered: the call may or may not have been made (a timeout
 		// after the peer called). As any unanswered call, the task is
@@ -127,11 +127,11 @@ func (d *delegation) call(ctx context.Context, peer string, k breakerpool.Key, r
 		return notDelegated("peer %s: %v", peer, err)
 	case !ans.Made:
 		d.sent.WithLabelValues("sent", delegateNotMade).Inc()
-		res, err, outcome := notDelegated("peer %s made no call: %s: %s", peer, ans.NotMade, ans.Message)
+		res, outcome, err := notDelegated("peer %s made no call: %s: %s", peer, ans.NotMade, ans.Message)
 		if ans.NotMade == delegateBreakerOpen {
 			outcome = hintpolicy.DelegateDown // failing for the peer too
 		}
-		return res, err, outcome
+		return res, outcome, err
 	}
 	d.sent.WithLabelValues("sent", delegateMade).Inc()
 	d.n.log.Debug("call made through a peer", "key", k.String(), "via", peer, "outcome", ans.Outcome, "status", ans.Status)
@@ -140,30 +140,30 @@ func (d *delegation) call(ctx context.Context, peer string, k breakerpool.Key, r
 	switch ans.Outcome {
 	case transport.OutcomeSucceeded.String():
 		res.Outcome = transport.OutcomeSucceeded
-		return res, nil, hintpolicy.DelegateReached
+		return res, hintpolicy.DelegateReached, nil
 	case transport.OutcomeStarted.String():
 		res.Outcome = transport.OutcomeStarted
-		return res, nil, hintpolicy.DelegateReached
+		return res, hintpolicy.DelegateReached, nil
 	case transport.OutcomeFailed.String():
 		res.Outcome = transport.OutcomeFailed
-		return res, &transport.FailedError{Status: ans.Status, Message: ans.Message}, hintpolicy.DelegateReached
+		return res, hintpolicy.DelegateReached, &transport.FailedError{Status: ans.Status, Message: ans.Message}
 	case transport.OutcomeDown.String():
 		// Down for the peer too: not this node's egress. The task backs
 		// off as after any failed call; this node's breaker is not fed.
 		res.Outcome = transport.OutcomeDown
-		return res, &breakerpool.DestinationDownError{Message: "through peer " + peer + ": " + ans.Message, RetryAfter: ans.RetryAfter}, hintpolicy.DelegateDown
+		return res, hintpolicy.DelegateDown, &breakerpool.DestinationDownError{Message: "through peer " + peer + ": " + ans.Message, RetryAfter: ans.RetryAfter}
 	case transport.OutcomeAborted.String():
 		res.Outcome = transport.OutcomeAborted
-		return res, fmt.Errorf("through peer %s: call aborted: %s", peer, ans.Message), noOutcome
+		return res, noOutcome, fmt.Errorf("through peer %s: call aborted: %s", peer, ans.Message)
 	}
 	return notDelegated("peer %s answered an unknown outcome %q", peer, ans.Outcome)
 }
 
 // notDelegated is Call's answer when no call was made for a reason of
 // the peer's own.
-func notDelegated(format string, args ...any) (transport.Result, error, hintpolicy.DelegateResult) {
+func notDelegated(format string, args ...any) (transport.Result, hintpolicy.DelegateResult, error) {
 	msg := fmt.Sprintf(format, args...)
-	return transport.Result{Outcome: transport.OutcomeUnknown, Message: msg}, fmt.Errorf("%w: %s", queue.ErrNotDelegated, msg), hintpolicy.DelegateUnreachable
+	return transport.Result{Outcome: transport.OutcomeUnknown, Message: msg}, hintpolicy.DelegateUnreachable, fmt.Errorf("%w: %s", queue.ErrNotDelegated, msg)
 }
 
 // Delegated is api.CallDelegate's: a peer's call made by this node, through
