@@ -74,6 +74,7 @@ FUZZ_TARGETS := \
 	./internal/authtoken:FuzzParse \
 	./api:FuzzCheckJSONText \
 	./api:FuzzHandOverRequest \
+	./api:FuzzDelegateRequest \
 	./dynconfig:FuzzAddressPattern \
 	./transport:FuzzRedactURL \
 	./raftstore:FuzzReadSnapshotFile \

@@ -53,12 +53,16 @@ type Membership struct {
 	inbound chan inbound
 	direct  chan []byte // encoded user messages to send to every peer
 
-	ml       atomic.Pointer[memberlist.Memberlist]
-	bound    atomic.Pointer[string] // the gossip listener's bound address (BoundAddr)
-	joined   atomic.Bool
-	joinedCh chan struct{}
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	ml    atomic.Pointer[memberlist.Memberlist]
+	bound atomic.Pointer[string] // the gossip listener's bound address (BoundAddr)
+	// advertised is the local node's gossip address, read once at Start
+	// (GossipAddr): memberlist's LocalNode fields are rewritten by
+	// UpdateNode under its own lock, which a reader cannot take.
+	advertised atomic.Pointer[string]
+	joined     atomic.Bool
+	joinedCh   chan struct{}
+	stop       chan struct{}
+	wg         sync.WaitGroup
 
 	phase      atomic.Int32 // phaseNew, phaseRunning, phaseClosed: read without mu
 	mu         sync.Mutex   // lifecycle
@@ -150,6 +154,8 @@ func (m *Membership) Start(ctx context.Context) error {
 		_ = tr.Shutdown()
 		return fmt.Errorf("cluster: starting memberlist on %s: %w", m.cfg.BindAddr, err)
 	}
+	addr := ml.LocalNode().Address() // before anything can call UpdateNode
+	m.advertised.Store(&addr)
 	m.ml.Store(ml)
 	m.started = true
 	m.phase.Store(phaseRunning)
@@ -246,11 +252,10 @@ func (m *Membership) close(leave bool) error {
 // GossipAddr returns the advertised gossip address (host:port) once
 // started, with the real port when BindAddr asked for port 0.
 func (m *Membership) GossipAddr() string {
-	ml := m.ml.Load()
-	if ml == nil {
-		return ""
+	if a := m.advertised.Load(); a != nil {
+		return *a
 	}
-	return ml.LocalNode().Address()
+	return ""
 }
 
 // BoundAddr returns the address the gossip listener is bound to once

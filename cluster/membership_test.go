@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -338,4 +339,40 @@ func TestBoundAddrBesideAdvertised(t *testing.T) {
 	if (&Membership{}).BoundAddr() != "" {
 		t.Fatal("BoundAddr before Start is not empty")
 	}
+}
+
+// TestGossipAddrWhileUpdatingMeta: GossipAddr may be read (the outbound
+// dial policy reads it for every new connection) while UpdateMeta rewrites
+// the local node in memberlist. It read memberlist's LocalNode fields,
+// which UpdateNode writes under memberlist's own lock: the race detector
+// caught it in node.TestPostgresUnreachableAtStart (a submit's member
+// check against watchClusterID's UpdateMeta).
+func TestGossipAddrWhileUpdatingMeta(t *testing.T) {
+	n := startNode(t, "n1")
+	want := n.GossipAddr()
+	if want == "" {
+		t.Fatal("no gossip address once started")
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if got := n.GossipAddr(); got != want {
+				t.Errorf("GossipAddr = %q, want %q", got, want)
+				return
+			}
+		}
+	})
+	for i := range 50 {
+		if err := n.UpdateMeta(func(m *Meta) { m.Version = fmt.Sprint("test-", i) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
 }
