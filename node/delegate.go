@@ -84,7 +84,9 @@ func (d *delegation) Via(k breakerpool.Key) (string, bool) {
 
 // Call is queue.Delegator's: r made by peer, whose answer is rebuilt as the
 // executor's (Result, error). Its outcome goes back to the hint policy: an
-// answer from the destination keeps the delegation, anything else ends it.
+// answer from the destination keeps the delegation, a failure or refusal
+// at the peer or an unreachable peer ends it, a call aborted here says
+// nothing.
 func (d *delegation) Call(ctx context.Context, peer string, k breakerpool.Key, r transport.Request) (transport.Result, error) {
 	res, outcome, err := d.call(ctx, peer, k, r)
 	if p := d.n.hintFwd.p.Load(); p != nil && outcome != noOutcome {
